@@ -1,0 +1,30 @@
+"""Which backend runs a job: asked for, or Kubernetes when a kubeconfig context is usable."""
+
+from __future__ import annotations
+
+from launcher.errors import UsageError
+
+BACKENDS = ("local", "kubernetes")
+
+
+def resolve_backend_name(requested: str | None) -> tuple[str, str]:
+    """The backend name and why it was chosen."""
+    if requested:
+        if requested not in BACKENDS:
+            raise UsageError(f"--backend: expected one of {', '.join(BACKENDS)}, got {requested!r}")
+        return requested, "asked for"
+    from launcher.backends.kubernetes import kubeconfig_usable
+
+    if kubeconfig_usable():
+        return "kubernetes", "a kubeconfig context is usable"
+    return "local", "no usable kubeconfig context or in-cluster config"
+
+
+def make_backend(name: str, *, context: str | None = None, namespace: str | None = None):
+    if name == "local":
+        from launcher.backends.local import LocalBackend
+
+        return LocalBackend()
+    from launcher.backends.kubernetes import KubernetesBackend
+
+    return KubernetesBackend(context=context, namespace=namespace)

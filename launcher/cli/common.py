@@ -1,0 +1,86 @@
+"""Options and printing shared by the job commands."""
+
+from __future__ import annotations
+
+import typer
+
+from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
+
+NAMESPACE_OPT = typer.Option(None, "-n", "--namespace",
+                             help="Namespace (default: the context's, or 'default').")
+CONTEXT_OPT = typer.Option(None, "--context", help="kubeconfig context.")
+BACKEND_OPT = typer.Option(None, "--backend", envvar="HVDK8S_BACKEND",
+                           help="local or kubernetes (default: kubernetes when a kubeconfig "
+                           "context is usable, else local).")
+OUTPUT_OPT = typer.Option("table", "-o", "--output", help="table, yaml or json.")
+
+
+def open_backend(backend: str | None, context: str | None, namespace: str | None):
+    from launcher.backends.select import make_backend, resolve_backend_name
+
+    name, _ = resolve_backend_name(backend)
+    return make_backend(name, context=context, namespace=namespace)
+
+
+def exit_for_status(status: JobStatus) -> None:
+    """`wait`'s contract: 0 on success, 1 on failure (124 on timeout comes from Timeout)."""
+    if status.phase == SUCCEEDED:
+        raise typer.Exit(0)
+    if status.phase == FAILED:
+        raise typer.Exit(1)
+
+
+def _gpus(gpus: list[int]) -> str:
+    return ",".join(map(str, gpus)) if gpus else "-"
+
+
+def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
+    from launcher.output import emit_data
+
+    if emit_data(status.to_dict(), fmt):
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=brief, highlight=False)
+    line = f"[bold]{status.name}[/bold]  {status.phase}"
+    if status.reason or status.message:
+        line += f"  {status.reason or ''}{': ' if status.reason and status.message else ''}{status.message or ''}"
+    console.print(line)
+    if status.images_per_sec is not None:
+        predicted = (f" (predicted {status.predicted_images_per_sec:.0f})"
+                     if status.predicted_images_per_sec else "")
+        console.print(f"total images/sec: {status.images_per_sec:.2f}{predicted}")
+    if brief:
+        return
+    console.print(f"backend {status.backend}  namespace {status.namespace}  mode {status.mode or '-'}"
+                  f"  workers {status.workers} x {status.gpus_per_worker} GPU")
+    table = Table("POD/RANK", "ROLE", "PHASE", "NODE", "GPUS", "RESTARTS", "DETAIL")
+    for r in status.replicas:
+        detail = " ".join(x for x in (r.reason, r.message) if x) or ""
+        if r.exit_code not in (None, 0):
+            detail = f"exit {r.exit_code} {detail}".strip()
+        table.add_row(r.name, r.role, r.phase, r.node or "-", _gpus(r.gpus), str(r.restarts), detail)
+    console.print(table)
+    if status.log_tail:
+        console.print("[bold]last log lines:[/bold]")
+        for text in status.log_tail:
+            console.print(text, markup=False)
+
+
+def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
+    from launcher.output import emit_data
+
+    if emit_data([s.to_dict() for s in statuses], fmt):
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "NODES",
+                  "IMAGES/SEC", "CREATED")
+    for s in statuses:
+        nodes = ",".join(sorted({p["node"] for p in s.placement if p.get("node")})) or "-"
+        ips = f"{s.images_per_sec:.1f}" if s.images_per_sec is not None else "-"
+        table.add_row(s.name, s.namespace, s.backend, s.phase, str(s.workers),
+                      str(s.workers * s.gpus_per_worker), nodes, ips, s.created or "-")
+    Console(highlight=False).print(table)

@@ -1,0 +1,97 @@
+"""`get`, `list`, `logs`, `wait`, `delete`: the same on this machine and on a cluster."""
+
+from __future__ import annotations
+
+import typer
+
+from launcher.cli.common import (
+    BACKEND_OPT,
+    CONTEXT_OPT,
+    NAMESPACE_OPT,
+    OUTPUT_OPT,
+    exit_for_status,
+    open_backend,
+    print_status,
+    print_status_list,
+)
+from launcher.output import check_format
+
+
+def get(
+    name: str = typer.Argument(..., help="Job name."),
+    namespace: str = NAMESPACE_OPT,
+    context: str = CONTEXT_OPT,
+    backend: str = BACKEND_OPT,
+    output: str = OUTPUT_OPT,
+):
+    """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec."""
+    check_format(output)
+    status = open_backend(backend, context, namespace).get(name, namespace)
+    print_status(status, output)
+
+
+def list_jobs(
+    namespace: str = NAMESPACE_OPT,
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    context: str = CONTEXT_OPT,
+    backend: str = BACKEND_OPT,
+    output: str = OUTPUT_OPT,
+):
+    """List jobs."""
+    check_format(output)
+    statuses = open_backend(backend, context, namespace).list(namespace, all_namespaces)
+    print_status_list(statuses, output)
+
+
+def logs(
+    name: str = typer.Argument(..., help="Job name."),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Stream until the job ends."),
+    rank: int = typer.Option(None, "--rank", help="One rank's log (local backend)."),
+    worker: int = typer.Option(None, "--worker", help="One worker pod's log (Kubernetes)."),
+    all_replicas: bool = typer.Option(False, "--all", help="Every pod, prefixed by its name."),
+    tail: int = typer.Option(None, "--tail", help="Only the last N lines."),
+    namespace: str = NAMESPACE_OPT,
+    context: str = CONTEXT_OPT,
+    backend: str = BACKEND_OPT,
+):
+    """Print a job's logs: the launcher's by default."""
+    b = open_backend(backend, context, namespace)
+    for line in b.logs(name, namespace, follow=follow, rank=rank, worker=worker,
+                       all_replicas=all_replicas, tail=tail):
+        typer.echo(line)
+
+
+def wait(
+    name: str = typer.Argument(..., help="Job name."),
+    timeout: float = typer.Option(None, "--timeout", help="Seconds; exit 124 when exceeded."),
+    namespace: str = NAMESPACE_OPT,
+    context: str = CONTEXT_OPT,
+    backend: str = BACKEND_OPT,
+    output: str = OUTPUT_OPT,
+):
+    """Wait for a job to end: exit 0 when it succeeded, 1 when it failed, 124 on timeout."""
+    check_format(output)
+    status = open_backend(backend, context, namespace).wait(name, namespace, timeout=timeout)
+    print_status(status, output, brief=output == "table")
+    exit_for_status(status)
+
+
+def delete(
+    names: list[str] = typer.Argument(..., help="Job names."),
+    namespace: str = NAMESPACE_OPT,
+    context: str = CONTEXT_OPT,
+    backend: str = BACKEND_OPT,
+):
+    """Delete jobs and everything they created. Deleting a job that is gone is not an error."""
+    b = open_backend(backend, context, namespace)
+    for job in names:
+        existed = b.delete(job, namespace)
+        typer.echo(f"job {job} deleted" if existed else f"job {job} not found (nothing to delete)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("get")(get)
+    app.command("list")(list_jobs)
+    app.command("logs")(logs)
+    app.command("wait")(wait)
+    app.command("delete")(delete)

@@ -1,0 +1,142 @@
+"""`hvdk8s submit mpi`: validate, plan, render (what --dry-run prints), then apply.
+
+Options follow `arena submit mpi` so arena users feel at home; everything after the first
+positional argument is the command, so the program's own flags never clash with ours.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from launcher.cli.common import (
+    BACKEND_OPT,
+    CONTEXT_OPT,
+    NAMESPACE_OPT,
+    exit_for_status,
+    print_status,
+)
+from launcher.errors import UsageError
+from launcher.output import check_format, emit_objects, note
+
+app = typer.Typer(no_args_is_help=True, help="Submit a job.")
+
+DRY_RUN_CHOICES = ("client", "server", "none")
+
+
+@app.command(
+    "mpi",
+    context_settings={"allow_interspersed_args": False},
+    help="Submit an MPI/Horovod allreduce job. With no COMMAND it runs the built-in "
+    "tf_cnn_benchmarks-compatible benchmark.",
+)
+def submit_mpi(
+    command: list[str] = typer.Argument(None, help="Program and arguments, one shell string "
+                                        "(arena style), or a whole `mpirun ...` line."),
+    name: str = typer.Option(..., "--name", help="Job name (DNS-1035 label)."),
+    workers: int = typer.Option(1, "--workers", help="Workers (MPI slots groups)."),
+    gpus: int = typer.Option(0, "--gpus", help="GPUs per worker; 0 runs ranks on the CPU."),
+    image: str = typer.Option(None, "--image", help="Training image."),
+    namespace: str = NAMESPACE_OPT,
+    context: str = CONTEXT_OPT,
+    backend: str = BACKEND_OPT,
+    mode: str = typer.Option("pods", "--mode", help="pods (built-in, no operator) or operator "
+                             "(a Kubeflow MPIJob)."),
+    gang: bool = typer.Option(False, "--gang", help="Gang-schedule with Volcano, "
+                              "scheduler-plugins or Kueue when installed (hvdk8s's own "
+                              "all-or-nothing check applies either way)."),
+    gang_scheduler: str = typer.Option(None, "--gang-scheduler", help="volcano, "
+                                       "scheduler-plugins, kueue or none (default: detect)."),
+    queue: str = typer.Option(None, "--queue", help="Volcano queue or Kueue LocalQueue."),
+    gputopology: bool = typer.Option(False, "--gputopology", help="Topology-aware placement "
+                                     "(the default; same as --placement topology)."),
+    placement_policy: str = typer.Option(None, "--placement", help="topology, binpack or spread."),
+    cluster: str = typer.Option(None, "--cluster", help="Plan against this cluster file "
+                                "instead of the live cluster."),
+    env: list[str] = typer.Option(None, "-e", "--env", help="K=V, repeatable."),
+    cpu: str = typer.Option(None, "--cpu", help="CPU per worker (e.g. 4, 500m)."),
+    memory: str = typer.Option(None, "--memory", help="Memory per worker (e.g. 16Gi)."),
+    selector: list[str] = typer.Option(None, "--selector", help="Node selector k=v, repeatable."),
+    toleration: list[str] = typer.Option(None, "--toleration", help="key=value:Effect, "
+                                         "key:Effect, key or all; repeatable."),
+    annotation: list[str] = typer.Option(None, "--annotation", help="k=v, repeatable."),
+    label: list[str] = typer.Option(None, "--label", help="k=v, repeatable."),
+    priority: str = typer.Option(None, "--priority", help="PriorityClass name."),
+    mpi: str = typer.Option("OpenMPI", "--mpi", help="OpenMPI, Intel or MPICH."),
+    clean_pod_policy: str = typer.Option("Running", "--clean-pod-policy",
+                                         help="Running, All or None."),
+    backoff_limit: int = typer.Option(None, "--backoff-limit"),
+    ttl: int = typer.Option(None, "--ttl", help="ttlSecondsAfterFinished."),
+    active_deadline: int = typer.Option(None, "--active-deadline",
+                                        help="activeDeadlineSeconds."),
+    image_pull_secret: list[str] = typer.Option(None, "--image-pull-secret"),
+    image_pull_policy: str = typer.Option("IfNotPresent", "--image-pull-policy"),
+    shm_size: str = typer.Option(None, "--shm-size", help="/dev/shm size (default 4Gi)."),
+    host_network: bool = typer.Option(False, "--host-network"),
+    network_interface: str = typer.Option(None, "--network-interface",
+                                          help="NIC for MPI/NCCL with --host-network."),
+    launcher_cpu: str = typer.Option("1", "--launcher-cpu"),
+    launcher_memory: str = typer.Option("1Gi", "--launcher-memory"),
+    scheduler_name: str = typer.Option(None, "--scheduler-name"),
+    model: str = typer.Option("resnet50", "--model", help="Benchmark model."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Benchmark batch size per GPU."),
+    num_batches: int = typer.Option(100, "--num-batches"),
+    num_warmup_batches: int = typer.Option(10, "--num-warmup-batches"),
+    image_size: int = typer.Option(None, "--image-size", help="Benchmark image size "
+                                   "(small sizes for CPU runs)."),
+    use_fp16: bool = typer.Option(False, "--use-fp16"),
+    xla: bool = typer.Option(False, "--xla"),
+    dry_run: str = typer.Option(None, "--dry-run", flag_value="client", help="Print the "
+                                "objects instead of creating them; --dry-run=server sends "
+                                "them with server-side dry run."),
+    output: str = typer.Option("yaml", "-o", "--output", help="yaml or json (dry run)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the end; exit as `wait` does."),
+    timeout: float = typer.Option(None, "--timeout", help="Seconds to wait with --wait."),
+    schedule_timeout: float = typer.Option(120.0, "--schedule-timeout", help="Seconds for "
+                                           "all workers to be scheduled before rollback."),
+):
+    from launcher.submitting import SubmitRequest, run_submit
+
+    check_format(output, ("yaml", "json"))
+    if dry_run is not None and dry_run not in DRY_RUN_CHOICES:
+        raise UsageError(f"--dry-run: expected client or server, got {dry_run!r}")
+    if mode not in ("pods", "operator"):
+        raise UsageError(f"--mode: expected pods or operator, got {mode!r}")
+    if gputopology and placement_policy not in (None, "topology"):
+        raise UsageError("--gputopology and --placement "
+                         f"{placement_policy} disagree: give one of them")
+    request = SubmitRequest(
+        options=dict(
+            name=name, workers=workers, gpus=gpus, image=image, namespace=namespace,
+            env=env or [], cpu=cpu, memory=memory, selector=selector or [],
+            toleration=toleration or [], annotation=annotation or [], label=label or [],
+            priority=priority, mpi=mpi, clean_pod_policy=clean_pod_policy,
+            backoff_limit=backoff_limit, ttl=ttl, active_deadline=active_deadline,
+            image_pull_secret=image_pull_secret or [], image_pull_policy=image_pull_policy,
+            shm_size=shm_size, host_network=host_network, network_interface=network_interface,
+            launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
+            scheduler_name=scheduler_name,
+            placement=placement_policy or "topology", command=command or [],
+            model=model, batch_size=batch_size, num_batches=num_batches,
+            num_warmup_batches=num_warmup_batches, image_size=image_size,
+            use_fp16=use_fp16, xla=xla,
+        ),
+        gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
+        context=context, cluster=cluster,
+        dry_run=None if dry_run in (None, "none") else dry_run,
+        schedule_timeout=schedule_timeout,
+    )
+    outcome = run_submit(request)
+    if outcome.objects is not None:
+        emit_objects(outcome.objects, output)
+        return
+    if wait:
+        # Stream the launcher's log while waiting, as `logs -f` would, then exit as `wait`.
+        for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
+            typer.echo(line)
+        status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
+        print_status(status, "table", brief=True)
+        exit_for_status(status)
+    else:
+        note(f"follow it with: hvdk8s logs -f {outcome.name}"
+             + (f" -n {outcome.namespace}" if outcome.namespace != "default" else "")
+             + (" --backend local" if outcome.backend.name == "local" else ""))

@@ -1,0 +1,30 @@
+"""Errors that reach the user as one line, with the exit code they imply."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line without a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(UserError):
+    """A bad option value: exit 2, as click does for usage errors."""
+
+    exit_code = 2
+
+
+class NotFound(UserError):
+    exit_code = 1
+
+
+class Timeout(UserError):
+    """`wait` ran out of time: 124, like timeout(1)."""
+
+    exit_code = 124

@@ -1,0 +1,72 @@
+"""Printing objects and results: multi-document YAML, JSON, or a table for people."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from launcher.errors import UsageError
+
+FORMATS = ("table", "yaml", "json")
+
+
+def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
+    if fmt not in allowed:
+        raise UsageError(f"-o/--output: expected one of {', '.join(allowed)}, got {fmt!r}")
+    return fmt
+
+
+def _yaml():
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _str(dumper, value):
+        # Scripts and hostfiles print as readable blocks, not one escaped line.
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _str)
+    return yaml, _Dumper
+
+
+def dump_yaml_documents(objects: list[dict]) -> str:
+    yaml, dumper = _yaml()
+    return yaml.dump_all(objects, Dumper=dumper, sort_keys=False, default_flow_style=False,
+                         explicit_start=True, width=1000)
+
+
+def dump_yaml(obj: Any) -> str:
+    yaml, dumper = _yaml()
+    return yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1000)
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def emit_objects(objects: list[dict], fmt: str) -> None:
+    """Kubernetes objects: YAML documents, or one JSON List as kubectl prints it."""
+    if fmt == "json":
+        typer.echo(dump_json({"apiVersion": "v1", "kind": "List", "items": objects}))
+    else:
+        typer.echo(dump_yaml_documents(objects), nl=False)
+
+
+def emit_data(data: Any, fmt: str) -> bool:
+    """Print machine formats; returns False when the caller should draw its table."""
+    if fmt == "json":
+        typer.echo(dump_json(data))
+        return True
+    if fmt == "yaml":
+        typer.echo(dump_yaml(data), nl=False)
+        return True
+    return False
+
+
+def note(message: str) -> None:
+    """Information for people, on stderr so stdout stays machine-readable."""
+    typer.echo(message, err=True)

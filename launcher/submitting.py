@@ -1,0 +1,262 @@
+"""The submit pipeline: options -> spec -> plan -> prediction -> objects -> backend.
+
+Kept apart from the typer command so the experiment runner submits jobs the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import UsageError, UserError
+from launcher.output import note
+from mpijob.errors import SpecError
+
+# Spec field -> the option that sets it, so errors name what the user typed.
+OPTION_OF_FIELD = {
+    "name": "--name", "namespace": "-n/--namespace", "image": "--image",
+    "workers": "--workers", "gpus_per_worker": "--gpus", "cpu": "--cpu", "memory": "--memory",
+    "env": "-e/--env", "command": "COMMAND", "mpi_implementation": "--mpi",
+    "run_policy.clean_pod_policy": "--clean-pod-policy",
+    "run_policy.backoff_limit": "--backoff-limit",
+    "run_policy.ttl_seconds_after_finished": "--ttl",
+    "run_policy.active_deadline_seconds": "--active-deadline",
+    "gang": "--gang-scheduler", "queue": "--queue", "priority_class": "--priority",
+    "node_selector": "--selector", "tolerations": "--toleration", "labels": "--label",
+    "annotations": "--annotation", "image_pull_secrets": "--image-pull-secret",
+    "image_pull_policy": "--image-pull-policy", "shm_size": "--shm-size",
+    "network_interface": "--network-interface", "launcher_cpu": "--launcher-cpu",
+    "launcher_memory": "--launcher-memory", "placement_policy": "--placement",
+    "benchmark.model": "--model", "benchmark.batch_size": "--batch-size",
+    "benchmark.num_batches": "--num-batches",
+    "benchmark.num_warmup_batches": "--num-warmup-batches",
+    "benchmark.image_size": "--image-size", "scheduler_name": "--scheduler-name",
+}
+MPI_NAMES = {"openmpi": "OpenMPI", "intel": "Intel", "mpich": "MPICH"}
+
+
+def spec_error_to_usage(err: SpecError) -> UsageError:
+    option = OPTION_OF_FIELD.get(err.field) or OPTION_OF_FIELD.get(err.field.split(".")[0])
+    return UsageError(f"{option or err.field}: {err.message}")
+
+
+def _pairs(values: list[str], option: str) -> dict[str, str]:
+    from mpijob.options import parse_key_value
+
+    return dict(parse_key_value(v, option) for v in values)
+
+
+def _command(words: list[str]) -> tuple[tuple[str, ...], bool]:
+    """One word with spaces is a shell string (arena's "python train.py"); else argv."""
+    if len(words) == 1 and any(c.isspace() for c in words[0]):
+        return (words[0],), True
+    return tuple(words), False
+
+
+def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
+    """JobSpec from CLI-style options; every problem becomes a UsageError naming the option."""
+    from mpijob.options import parse_toleration
+
+    from mpijob.spec import build_spec
+
+    try:
+        command, shell = _command(list(o.get("command") or []))
+        mpi = MPI_NAMES.get(str(o.get("mpi", "OpenMPI")).lower(), o.get("mpi"))
+        fields: dict[str, Any] = dict(
+            name=o["name"], workers=o.get("workers", 1), gpus_per_worker=o.get("gpus", 0),
+            env=_pairs(o.get("env", []), "-e/--env"), cpu=o.get("cpu"), memory=o.get("memory"),
+            command=command, shell=shell, mpi_implementation=mpi,
+            run_policy=dict(clean_pod_policy=o.get("clean_pod_policy", "Running"),
+                            backoff_limit=o.get("backoff_limit"),
+                            ttl_seconds_after_finished=o.get("ttl"),
+                            active_deadline_seconds=o.get("active_deadline")),
+            gang=gang, queue=o.get("queue"), priority_class=o.get("priority"),
+            node_selector=_pairs(o.get("selector", []), "--selector"),
+            tolerations=tuple(parse_toleration(t) for t in o.get("toleration", [])),
+            labels=_pairs(o.get("label", []), "--label"),
+            annotations=_pairs(o.get("annotation", []), "--annotation"),
+            image_pull_secrets=tuple(o.get("image_pull_secret", [])),
+            image_pull_policy=o.get("image_pull_policy", "IfNotPresent"),
+            host_network=o.get("host_network", False),
+            network_interface=o.get("network_interface"),
+            launcher_cpu=o.get("launcher_cpu", "1"), launcher_memory=o.get("launcher_memory", "1Gi"),
+            scheduler_name=o.get("scheduler_name"),
+            placement_policy=o.get("placement", "topology"),
+            benchmark=dict(model=o.get("model", "resnet50"), batch_size=o.get("batch_size", 64),
+                           num_batches=o.get("num_batches", 100),
+                           num_warmup_batches=o.get("num_warmup_batches", 10),
+                           image_size=o.get("image_size"), use_fp16=o.get("use_fp16", False),
+                           xla=o.get("xla", False)),
+        )
+        for key in ("image", "namespace", "shm_size"):
+            if o.get(key) is not None:
+                fields[key] = o[key]
+        return build_spec(**fields)
+    except SpecError as err:
+        raise spec_error_to_usage(err) from None
+
+
+def benchmark_source() -> str:
+    """The benchmark program shipped in the ConfigMap so any TF+Horovod image can run it."""
+    path = benchmark_path()
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read the built-in benchmark at {path}: {exc.strerror}; "
+                        "set HVDK8S_BENCHMARK to its path") from None
+
+
+def benchmark_path() -> Path:
+    import os
+
+    import launcher
+
+    override = os.environ.get("HVDK8S_BENCHMARK")
+    if override:
+        return Path(override)
+    return Path(launcher.__file__).resolve().parent.parent / "images" / "benchmark" / "hvd_cnn_bench.py"
+
+
+@dataclass
+class SubmitRequest:
+    options: dict[str, Any]
+    gang: bool = False
+    gang_scheduler: str | None = None
+    mode: str = "pods"
+    backend: str | None = None
+    context: str | None = None
+    cluster: str | None = None
+    dry_run: str | None = None  # None, "client" or "server"
+    schedule_timeout: float = 120.0
+
+
+@dataclass
+class Plan:
+    spec: Any
+    placement: Any = None
+    prediction: Any = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SubmitOutcome:
+    name: str
+    namespace: str
+    backend: Any = None
+    objects: list[dict] | None = None  # set for a client dry run: what would be sent
+    plan: Plan | None = None
+
+
+def plan_job(spec, cluster) -> Plan:
+    """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
+    from mpijob.placement import PlacementRequest, place
+
+    plan = Plan(spec)
+    if cluster is None:
+        plan.notes.append("no cluster snapshot: the scheduler places the workers "
+                          "(pass --cluster FILE to plan)")
+        return plan
+    placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
+    if not placement.feasible:
+        raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
+    plan.placement = placement
+    if spec.gpus_per_worker:
+        try:
+            from mpijob.perfmodel import predict
+
+            plan.prediction = predict(model=spec.benchmark.model,
+                                      batch_size=spec.benchmark.batch_size,
+                                      precision=spec.benchmark.precision,
+                                      placement=placement, cluster=cluster)
+        except (ImportError, ValueError) as exc:
+            plan.notes.append(f"no prediction: {exc}")
+    return plan
+
+
+def describe_plan(plan: Plan) -> None:
+    for line in plan.notes:
+        note(f"note: {line}")
+    if plan.placement is not None:
+        for a in plan.placement.assignments:
+            gpus = ",".join(map(str, a.gpus)) or "-"
+            note(f"placement: {a.node} GPUs [{gpus}] ({a.workers} worker(s) in one pod)")
+        for line in plan.placement.explanation:
+            note(f"  {line}")
+    if plan.prediction is not None:
+        p = plan.prediction
+        note(f"predicted: {p.images_per_sec:.0f} images/sec (step {p.step_seconds * 1000:.0f} ms = "
+             f"compute {p.compute_seconds * 1000:.0f} ms + allreduce "
+             f"{p.allreduce_seconds * 1000:.0f} ms; bottleneck {p.bottleneck}; scaling "
+             f"efficiency {p.scaling_efficiency:.0%})")
+
+
+def _resolve_gang(request: SubmitRequest, backend) -> str:
+    if request.gang_scheduler:
+        choice = request.gang_scheduler
+        if choice not in ("none", "volcano", "scheduler-plugins", "kueue"):
+            raise UsageError("--gang-scheduler: expected volcano, scheduler-plugins, kueue or "
+                             f"none, got {choice!r}")
+        return choice
+    if request.gang and backend is not None and hasattr(backend, "detect_gang_scheduler"):
+        return backend.detect_gang_scheduler() or "none"
+    return "none"
+
+
+def run_submit(request: SubmitRequest) -> SubmitOutcome:
+    from launcher.backends.select import make_backend, resolve_backend_name
+    from mpijob.render import render
+
+    client_dry_run = request.dry_run == "client"
+    offline = client_dry_run and request.backend is None
+    backend = None
+    if not offline:
+        backend_name, why = resolve_backend_name(request.backend)
+        if request.backend is None:
+            note(f"backend: {backend_name} ({why})")
+        backend = make_backend(backend_name, context=request.context,
+                               namespace=request.options.get("namespace"))
+    gang = _resolve_gang(request, backend if not client_dry_run else None)
+    options = dict(request.options)
+    if options.get("namespace") is None and getattr(backend, "namespace", None):
+        options["namespace"] = backend.namespace
+    spec = build_spec_from_options(options, gang=gang)
+
+    cluster = None
+    if request.cluster:
+        from launcher.clusterfile import load_cluster
+
+        cluster = load_cluster(request.cluster)
+    elif backend is not None and backend.name == "kubernetes" and spec.gpus_per_worker:
+        from launcher.backends.kubernetes import cluster_snapshot
+
+        cluster = cluster_snapshot(context=request.context, namespace=spec.namespace)
+    plan = plan_job(spec, cluster) if backend is None or backend.name != "local" else Plan(spec)
+    describe_plan(plan)
+
+    if client_dry_run and (backend is None or backend.name != "local"):
+        from launcher.sshkeys import generate_ssh_keys
+
+        objects = render(
+            spec, mode=request.mode, placement=plan.placement,
+            ssh=generate_ssh_keys() if request.mode == "pods" else None,
+            benchmark_source=benchmark_source() if spec.runs_benchmark else None,
+            prediction=plan.prediction.to_json() if plan.prediction is not None else None,
+        )
+        if request.mode == "pods" and len(objects) > 1:
+            note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
+                 "(its uid is assigned by the API server)")
+        return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
+    if client_dry_run:  # local backend: show the command it would run
+        return SubmitOutcome(spec.name, spec.namespace, backend,
+                             objects=[backend.describe(spec)], plan=plan)
+
+    kwargs: dict[str, Any] = {"mode": request.mode}
+    if backend.name == "kubernetes":
+        kwargs.update(dry_run=request.dry_run == "server", schedule_timeout=request.schedule_timeout,
+                      prediction=plan.prediction)
+    result = backend.submit(spec, plan.placement, **kwargs)
+    note(result.message or f"job {spec.name} submitted ({backend.name}, namespace {spec.namespace})")
+    if request.dry_run == "server":
+        return SubmitOutcome(spec.name, spec.namespace, backend, objects=result.objects, plan=plan)
+    return SubmitOutcome(spec.name, spec.namespace, backend, plan=plan)

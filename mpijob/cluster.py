@@ -1,0 +1,56 @@
+"""A snapshot of the cluster as placement sees it: nodes, their GPUs and what is taken.
+
+Built from a cluster file (`launcher.clusterfile`), from the live API (the Kubernetes
+backend) or from the local machine (the local backend). Pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mpijob.topology import Topology
+
+DEFAULT_NETWORK_GBPS = 10.0
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str | None = None
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpus: int
+    topology: Topology
+    allocated: frozenset[int] = frozenset()
+    gpu_model: str = "unknown"
+    network_gbps: float = DEFAULT_NETWORK_GBPS
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    # Allocatable minus requested, in cores and bytes; None when unknown (not checked).
+    free_cpu: float | None = None
+    free_memory: float | None = None
+    ready: bool = True
+    pcie_gen: int = 3
+
+    @property
+    def free_gpus(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.gpus) if i not in self.allocated)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: tuple[Node, ...]
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)

@@ -1,0 +1,101 @@
+"""The launch line: the program each rank runs and the mpirun line that starts them.
+
+Everything here is argv lists; the single place that turns argv into a shell string is
+`shell_join`, which quotes every word, so user input is never joined unquoted.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from mpijob.spec import JobSpec
+
+LAUNCHER_PROGRAMS = frozenset({"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"})
+# Exported to every rank: NCCL's log level and the paths the image set up.
+FORWARDED_ENV = ("NCCL_DEBUG", "LD_LIBRARY_PATH", "PATH")
+BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
+
+
+def shell_join(argv: list[str] | tuple[str, ...]) -> str:
+    return shlex.join(list(argv))
+
+
+def is_launcher_line(command: tuple[str, ...] | list[str], shell: bool) -> bool:
+    """True when the user wrote the whole `mpirun ...` line themselves (arena users do)."""
+    if not command:
+        return False
+    first = shlex.split(command[0])[0] if shell else command[0]
+    return posixpath.basename(first) in LAUNCHER_PROGRAMS
+
+
+def benchmark_argv(spec: JobSpec, *, python: str = "python", script: str = BENCHMARK_IN_POD) -> list[str]:
+    b = spec.benchmark
+    gpu = spec.gpus_per_worker > 0
+    argv = [
+        python, script,
+        "--model", b.model,
+        "--batch_size", str(b.batch_size),
+        "--num_batches", str(b.num_batches),
+        "--num_warmup_batches", str(b.num_warmup_batches),
+        "--variable_update", "horovod",
+        "--device", "gpu" if gpu else "cpu",
+        # NCHW is what cuDNN is fastest with; TensorFlow's CPU kernels need NHWC.
+        "--data_format", "NCHW" if gpu else "NHWC",
+    ]
+    if b.image_size:
+        argv += ["--image_size", str(b.image_size)]
+    if b.use_fp16:
+        argv.append("--use_fp16")
+    if b.xla:
+        argv.append("--xla")
+    return argv
+
+
+def program_argv(spec: JobSpec, **benchmark_kw) -> list[str]:
+    """What one rank runs."""
+    if spec.runs_benchmark:
+        return benchmark_argv(spec, **benchmark_kw)
+    if spec.shell:
+        return ["/bin/sh", "-c", spec.command[0]]
+    return list(spec.command)
+
+
+def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = None) -> list[str]:
+    """The mpirun line hvdk8s writes when the user did not write one."""
+    program = program if program is not None else program_argv(spec)
+    env_names = list(FORWARDED_ENV) + [k for k in spec.env if k not in FORWARDED_ENV]
+    np = str(spec.ranks)
+    if spec.mpi_implementation == "OpenMPI":
+        argv = ["mpirun", "-np", np, "--hostfile", hostfile, "-bind-to", "none", "-map-by", "slot"]
+        for name in env_names:
+            argv += ["-x", name]
+        argv += ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+        if spec.host_network and spec.network_interface:
+            argv += ["-mca", "btl_tcp_if_include", spec.network_interface,
+                     "-mca", "oob_tcp_if_include", spec.network_interface,
+                     "-x", f"NCCL_SOCKET_IFNAME={spec.network_interface}"]
+        return argv + program
+    # Intel MPI and MPICH share Hydra's options.
+    hostfile_flag = "-hostfile" if spec.mpi_implementation == "Intel" else "-f"
+    argv = ["mpirun", "-n", np, hostfile_flag, hostfile, "-envlist", ",".join(env_names)]
+    if spec.host_network and spec.network_interface:
+        argv += ["-iface", spec.network_interface,
+                 "-genv", "NCCL_SOCKET_IFNAME", spec.network_interface]
+    return argv + program
+
+
+def launch_argv(spec: JobSpec, hostfile: str) -> list[str]:
+    """The launcher's command: the user's own mpirun line untouched, or the one we write."""
+    if spec.user_gives_mpirun:
+        return ["/bin/sh", "-c", spec.command[0]] if spec.shell else list(spec.command)
+    return mpirun_argv(spec, hostfile)
+
+
+def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
+    """OpenMPI writes `host slots=N`; Hydra (Intel MPI, MPICH) writes `host:N`."""
+    if spec.mpi_implementation == "OpenMPI":
+        lines = [f"{host} slots={slots}" for host, slots in hosts_and_slots]
+    else:
+        lines = [f"{host}:{slots}" for host, slots in hosts_and_slots]
+    return "\n".join(lines) + "\n"

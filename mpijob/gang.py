@@ -1,0 +1,63 @@
+"""Gang scheduling objects: all of a job's workers are scheduled together or not at all.
+
+- Volcano: a scheduling.volcano.sh/v1beta1 PodGroup; pods name it in the
+  `scheduling.k8s.io/group-name` annotation and use the `volcano` scheduler.
+- scheduler-plugins (coscheduling): a scheduling.x-k8s.io/v1alpha1 PodGroup; pods carry
+  the `scheduling.x-k8s.io/pod-group` label.
+- Kueue: plain pods join a pod group through the `kueue.x-k8s.io/pod-group-name` label and
+  the total count annotation, and are admitted together from the named LocalQueue.
+"""
+
+from __future__ import annotations
+
+from mpijob import names
+from mpijob.render import GPU_RESOURCE, WorkerPod, metadata
+from mpijob.spec import JobSpec
+
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+
+
+def gang_pod_metadata(spec: JobSpec, pod_count: int) -> dict:
+    """Labels and annotations that tie each worker pod to its gang."""
+    group = names.pod_group(spec.name)
+    if spec.gang == "volcano":
+        return {"annotations": {VOLCANO_GROUP_ANNOTATION: group}}
+    if spec.gang == "scheduler-plugins":
+        return {"labels": {PLUGINS_GROUP_LABEL: group}}
+    if spec.gang == "kueue":
+        return {
+            "labels": {KUEUE_QUEUE_LABEL: spec.queue, KUEUE_GROUP_LABEL: group},
+            "annotations": {KUEUE_COUNT_ANNOTATION: str(pod_count)},
+        }
+    return {}
+
+
+def _min_resources(pods: list[WorkerPod]) -> dict:
+    gpus = sum(p.gpu_count for p in pods)
+    return {GPU_RESOURCE: str(gpus)} if gpus else {}
+
+
+def gang_objects(spec: JobSpec, pods: list[WorkerPod]) -> list[dict]:
+    """The PodGroup the gang scheduler needs (Kueue needs none for plain pods)."""
+    meta = metadata(spec, names.pod_group(spec.name))
+    if spec.gang == "volcano":
+        body: dict = {"minMember": len(pods)}
+        if (res := _min_resources(pods)):
+            body["minResources"] = res
+        if spec.queue:
+            body["queue"] = spec.queue
+        if spec.priority_class:
+            body["priorityClassName"] = spec.priority_class
+        return [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                 "metadata": meta, "spec": body}]
+    if spec.gang == "scheduler-plugins":
+        body = {"minMember": len(pods)}
+        if (res := _min_resources(pods)):
+            body["minResources"] = res
+        return [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                 "metadata": meta, "spec": body}]
+    return []

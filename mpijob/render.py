@@ -1,0 +1,215 @@
+"""Render a job spec (and its placement) to Kubernetes objects, as plain dicts.
+
+Two modes:
+- `pods`: built-in, no operator. The root is the launcher batch/v1 Job, created suspended
+  so nothing runs before the gang is placed; a ConfigMap (hostfile and the in-pod scripts),
+  an SSH Secret, a headless Service and one worker Pod per placed node follow, each owned
+  by the root so that deleting the Job deletes the whole job.
+- `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator.
+
+Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from mpijob import names
+from mpijob.spec import JobSpec
+
+if TYPE_CHECKING:  # placement is only a type here
+    from mpijob.placement import Placement
+
+MODES = ("pods", "operator")
+CONFIG_DIR = "/etc/hvdk8s"
+SSH_DIR = "/etc/hvdk8s-ssh"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class SSHKeys:
+    private_key: str  # OpenSSH PEM
+    public_key: str  # "ssh-ed25519 AAAA... comment"
+
+
+@dataclass(frozen=True)
+class WorkerPod:
+    """One worker pod: where it goes, its GPUs and how many MPI slots it offers."""
+
+    index: int
+    node: str | None
+    gpus: tuple[int, ...]
+    gpu_count: int
+    workers: int  # request workers merged into this pod (scales cpu/memory)
+
+    @property
+    def slots(self) -> int:
+        return self.gpu_count or self.workers
+
+
+def pod_script(name: str) -> str:
+    return resources.files("mpijob.podscripts").joinpath(name).read_text()
+
+
+def worker_pods(spec: JobSpec, placement: Placement | None) -> list[WorkerPod]:
+    """The pod shape: one pod per placement assignment, or `workers` uniform pods."""
+    if placement is None or not placement.feasible:
+        return [
+            WorkerPod(i, None, (), spec.gpus_per_worker, 1) for i in range(spec.workers)
+        ]
+    return [
+        WorkerPod(i, a.node, tuple(a.gpus), len(a.gpus) if spec.gpus_per_worker else 0, a.workers)
+        for i, a in enumerate(placement.assignments)
+    ]
+
+
+def render(
+    spec: JobSpec,
+    *,
+    mode: str = "pods",
+    placement: Placement | None = None,
+    ssh: SSHKeys | None = None,
+    benchmark_source: str | None = None,
+    root_uid: str | None = None,
+    prediction: dict | None = None,
+) -> list[dict]:
+    if mode == "pods":
+        from mpijob.render_pods import render_pods
+
+        if ssh is None:
+            raise ValueError("pods mode needs SSH keys")
+        objects = render_pods(spec, placement, ssh, benchmark_source, prediction)
+    elif mode == "operator":
+        from mpijob.render_operator import render_operator
+
+        objects = render_operator(spec, placement, benchmark_source, prediction)
+    else:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    return with_owner(objects, root_uid) if root_uid else objects
+
+
+def owner_reference(root: dict, uid: str) -> dict:
+    return {
+        "apiVersion": root["apiVersion"],
+        "kind": root["kind"],
+        "name": root["metadata"]["name"],
+        "uid": uid,
+        "controller": False,
+        "blockOwnerDeletion": True,
+    }
+
+
+def with_owner(objects: list[dict], root_uid: str) -> list[dict]:
+    """Every object after the first (the root) gets an ownerReference to the root."""
+    root, rest = objects[0], objects[1:]
+    ref = owner_reference(root, root_uid)
+    out = [root]
+    for obj in rest:
+        obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [ref]}}
+        out.append(obj)
+    return out
+
+
+# --- pieces shared by both modes ---------------------------------------------------
+
+
+def metadata(spec: JobSpec, name: str, *, role: str | None = None, index: int | None = None,
+             extra_annotations: dict | None = None) -> dict:
+    labels = {**spec.labels, **names.job_labels(spec.name)}
+    if role:
+        labels[names.LABEL_ROLE] = role
+    if index is not None:
+        labels[names.LABEL_INDEX] = str(index)
+    meta: dict = {"name": name, "namespace": spec.namespace, "labels": labels}
+    annotations = {**spec.annotations, **(extra_annotations or {})}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def root_annotations(spec: JobSpec, placement: Placement | None, prediction: dict | None) -> dict:
+    """What `get` and the experiment runner read back: the spec, placement and prediction."""
+    out = {names.ANNOTATION_SPEC: json.dumps(spec.model_dump(mode="json"), sort_keys=True,
+                                             separators=(",", ":"))}
+    if placement is not None and placement.feasible:
+        out[names.ANNOTATION_PLACEMENT] = json.dumps(
+            [{"node": a.node, "gpus": list(a.gpus)} for a in placement.assignments],
+            separators=(",", ":"))
+    if prediction is not None:
+        out[names.ANNOTATION_PREDICTION] = json.dumps(prediction, sort_keys=True,
+                                                      separators=(",", ":"))
+    return out
+
+
+def env_list(spec: JobSpec, extra: dict[str, str] | None = None) -> list[dict]:
+    merged = {**spec.env, **(extra or {})}
+    return [{"name": k, "value": v} for k, v in merged.items()]
+
+
+def pod_common(spec: JobSpec) -> dict:
+    """Scheduling fields every pod of the job shares."""
+    pod: dict = {"enableServiceLinks": False}
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        pod["tolerations"] = [t.to_k8s() for t in spec.tolerations]
+    if spec.priority_class:
+        pod["priorityClassName"] = spec.priority_class
+    if spec.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
+    if spec.host_network:
+        pod["hostNetwork"] = True
+        # Keep cluster DNS (worker hostnames) working on the host network.
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if spec.effective_scheduler_name:
+        pod["schedulerName"] = spec.effective_scheduler_name
+    return pod
+
+
+def worker_resources(spec: JobSpec, pod: WorkerPod) -> dict:
+    from mpijob.quantity import scale_quantity
+
+    requests: dict = {}
+    limits: dict = {}
+    if spec.cpu:
+        requests["cpu"] = scale_quantity(spec.cpu, pod.workers)
+    if spec.memory:
+        requests["memory"] = limits["memory"] = scale_quantity(spec.memory, pod.workers)
+    if pod.gpu_count:
+        # Extended resources: the limit is what counts; the request must equal it.
+        limits[GPU_RESOURCE] = requests[GPU_RESOURCE] = str(pod.gpu_count)
+    out = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def launcher_resources(spec: JobSpec) -> dict:
+    # The launcher only runs mpirun: no GPU, so it never takes one from a worker.
+    return {
+        "requests": {"cpu": spec.launcher_cpu, "memory": spec.launcher_memory},
+        "limits": {"memory": spec.launcher_memory},
+    }
+
+
+def node_affinity(nodes: list[str]) -> dict:
+    # matchFields on metadata.name pins to nodes without relying on a hostname label.
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                      "values": sorted(set(nodes))}]}
+                ]
+            }
+        }
+    }
+
+
+def shm_volume(spec: JobSpec) -> dict:
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}

@@ -1,0 +1,163 @@
+"""Operator mode: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator.
+
+Defaults avoid the operator's known traps: cleanPodPolicy Running (idle workers otherwise
+keep their GPUs after the launcher ends), launcherCreationPolicy WaitForWorkersReady (the
+launcher otherwise starts mpirun before workers resolve), a launcher without GPUs, and
+slotsPerWorker equal to each worker pod's GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mpijob import names
+from mpijob.command import BENCHMARK_IN_POD, launch_argv
+from mpijob.gang import KUEUE_QUEUE_LABEL
+from mpijob.render import (
+    CONFIG_DIR,
+    WorkerPod,
+    env_list,
+    launcher_resources,
+    metadata,
+    node_affinity,
+    pod_common,
+    root_annotations,
+    shm_volume,
+    worker_resources,
+)
+from mpijob.spec import JobSpec
+
+if TYPE_CHECKING:  # placement is only a type here
+    from mpijob.placement import Placement
+
+API_VERSION = "kubeflow.org/v2beta1"
+OPERATOR_HOSTFILE = "/etc/mpi/hostfile"  # where the operator mounts the hostfile it writes
+OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
+
+
+@dataclass(frozen=True)
+class OperatorShape:
+    replicas: int
+    slots: int
+    nodes: tuple[str, ...]
+    note: str | None
+
+
+def operator_shape(spec: JobSpec, placement: Placement | None) -> OperatorShape:
+    """The operator's workers are uniform: replicas x slotsPerWorker.
+
+    The placement's one-pod-per-node shape fits when every node got the same number of
+    GPUs; otherwise fall back to one pod per requested worker, pinned to the chosen nodes.
+    """
+    per_worker = spec.gpus_per_worker or 1
+    if placement is None or not placement.feasible:
+        return OperatorShape(spec.workers, per_worker, (), None)
+    sizes = {len(a.gpus) if spec.gpus_per_worker else a.workers for a in placement.assignments}
+    nodes = tuple(a.node for a in placement.assignments)
+    if len(sizes) == 1:
+        return OperatorShape(len(placement.assignments), sizes.pop(), nodes, None)
+    return OperatorShape(
+        spec.workers, per_worker, nodes,
+        "operator mode needs uniform worker pods, so the placement's one-pod-per-node shape "
+        f"({'+'.join(str(len(a.gpus)) for a in placement.assignments)} GPUs) becomes "
+        f"{spec.workers} pods of {per_worker}; pods on one node cannot share NVLink "
+        "(use --mode pods to keep one pod per node)",
+    )
+
+
+def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
+               benchmark: bool, extra_env: dict | None = None) -> dict:
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    if benchmark:
+        mounts.append({"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True})
+    c = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
+         "command": command, "env": env_list(spec, extra_env), "volumeMounts": mounts}
+    if resources:
+        c["resources"] = resources
+    return c
+
+
+def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
+              affinity: dict | None, gang: bool) -> dict:
+    meta = metadata(spec, "x", role=role)
+    del meta["name"], meta["namespace"]
+    if gang and spec.gang == "kueue":
+        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    volumes = [shm_volume(spec)]
+    if benchmark:
+        volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name)}})
+    body = {**pod_common(spec), "containers": [container], "volumes": volumes}
+    if not gang:
+        body.pop("schedulerName", None)
+    if affinity:
+        body["affinity"] = affinity
+    return {"metadata": meta, "spec": body}
+
+
+def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source: str | None,
+                    prediction: dict | None) -> list[dict]:
+    shape = operator_shape(spec, placement)
+    benchmark = spec.runs_benchmark
+    worker = WorkerPod(0, None, (), shape.slots if spec.gpus_per_worker else 0,
+                       shape.slots if not spec.gpus_per_worker else
+                       max(1, shape.slots // max(spec.gpus_per_worker, 1)))
+    launcher = _container(
+        spec, "launcher", launch_argv(spec, OPERATOR_HOSTFILE), launcher_resources(spec), benchmark,
+        {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+    )
+    worker_container = _container(spec, "worker", ["/usr/sbin/sshd", "-De"],
+                                  worker_resources(spec, worker), benchmark)
+    run_policy: dict = {"cleanPodPolicy": spec.run_policy.clean_pod_policy}
+    for key, value in (("backoffLimit", spec.run_policy.backoff_limit),
+                       ("ttlSecondsAfterFinished", spec.run_policy.ttl_seconds_after_finished),
+                       ("activeDeadlineSeconds", spec.run_policy.active_deadline_seconds)):
+        if value is not None:
+            run_policy[key] = value
+    if spec.gang in ("volcano", "scheduler-plugins"):
+        scheduling: dict = {"minAvailable": shape.replicas + 1}
+        if spec.queue:
+            scheduling["queue"] = spec.queue
+        if spec.priority_class:
+            scheduling["priorityClass"] = spec.priority_class
+        run_policy["schedulingPolicy"] = scheduling
+    affinity = node_affinity(list(shape.nodes)) if shape.nodes else None
+    if affinity and len(set(shape.nodes)) == len(shape.nodes) and shape.replicas > 1:
+        # One worker pod per chosen node, as the placement decided.
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {names.LABEL_JOB: spec.name,
+                                              names.LABEL_ROLE: names.ROLE_WORKER}},
+            "topologyKey": "kubernetes.io/hostname"}]}
+    meta = metadata(spec, spec.name, extra_annotations=root_annotations(spec, placement, prediction))
+    meta["labels"][names.LABEL_MODE] = "operator"
+    if spec.gang == "kueue":
+        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    mpijob = {
+        "apiVersion": API_VERSION,
+        "kind": "MPIJob",
+        "metadata": meta,
+        "spec": {
+            "slotsPerWorker": shape.slots,
+            "mpiImplementation": spec.mpi_implementation,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": run_policy,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                             "template": _template(spec, names.ROLE_LAUNCHER, launcher, benchmark,
+                                                   None, gang=False)},
+                "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
+                           "template": _template(spec, names.ROLE_WORKER, worker_container,
+                                                 benchmark, affinity, gang=True)},
+            },
+        },
+    }
+    objects = [mpijob]
+    if benchmark:
+        if benchmark_source is None:
+            raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
+        objects.append({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(spec, names.config(spec.name)),
+            "data": {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source},
+        })
+    return objects

@@ -1,0 +1,188 @@
+"""Built-in mode: launcher Job (the root), ConfigMap, SSH Secret, headless Service, worker Pods."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mpijob import names
+from mpijob.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
+from mpijob.gang import gang_objects, gang_pod_metadata
+from mpijob.render import (
+    CONFIG_DIR,
+    SSH_DIR,
+    SSHKeys,
+    WorkerPod,
+    env_list,
+    launcher_resources,
+    metadata,
+    node_affinity,
+    pod_common,
+    pod_script,
+    root_annotations,
+    shm_volume,
+    worker_pods,
+    worker_resources,
+)
+from mpijob.spec import JobSpec
+
+if TYPE_CHECKING:  # placement is only a type here
+    from mpijob.placement import Placement
+
+HOSTFILE = f"{CONFIG_DIR}/hostfile"
+
+
+def worker_host(spec: JobSpec, pod: WorkerPod) -> str:
+    # <pod>.<service>.<namespace>.svc resolves through the headless Service.
+    return f"{names.worker(spec.name, pod.index)}.{names.service(spec.name)}.{spec.namespace}.svc"
+
+
+def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
+    volumes = [
+        {"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name), "defaultMode": 0o755}},
+        # Readable by any uid so non-root images work; the scripts copy the key to a 0600 file.
+        {"name": "hvdk8s-ssh", "secret": {"secretName": names.ssh_secret(spec.name), "defaultMode": 0o444}},
+        shm_volume(spec),
+    ]
+    mounts = [
+        {"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "hvdk8s-ssh", "mountPath": SSH_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    return volumes, mounts
+
+
+def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | None) -> dict:
+    data = {
+        "hostfile": hostfile_text(spec, [(worker_host(spec, p), p.slots) for p in pods]),
+        "launcher.sh": pod_script("launcher.sh"),
+        "worker.sh": pod_script("worker.sh"),
+    }
+    if spec.runs_benchmark:
+        if benchmark_source is None:
+            raise ValueError("the built-in benchmark runs from the ConfigMap: pass its source")
+        data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(spec, names.config(spec.name)), "data": data}
+
+
+def _secret(spec: JobSpec, ssh: SSHKeys) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/ssh-auth",
+        "metadata": metadata(spec, names.ssh_secret(spec.name)),
+        "stringData": {"ssh-privatekey": ssh.private_key, "ssh-publickey": ssh.public_key},
+    }
+
+
+def _service(spec: JobSpec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(spec, names.service(spec.name)),
+        "spec": {
+            "clusterIP": "None",
+            # Workers must resolve before they are Ready: the launcher polls them itself.
+            "publishNotReadyAddresses": True,
+            "selector": {names.LABEL_JOB: spec.name, names.LABEL_ROLE: names.ROLE_WORKER},
+            "ports": [{"name": "ssh", "port": spec.ssh_port, "targetPort": spec.ssh_port}],
+        },
+    }
+
+
+def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
+    volumes, mounts = _volumes(spec)
+    annotations = {names.ANNOTATION_GPUS: ",".join(map(str, pod.gpus))} if pod.gpus else {}
+    annotations.update(gang_meta.get("annotations", {}))
+    meta = metadata(spec, names.worker(spec.name, pod.index), role=names.ROLE_WORKER,
+                    index=pod.index, extra_annotations=annotations)
+    meta["labels"].update(gang_meta.get("labels", {}))
+    container = {
+        "name": "worker",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["/bin/sh", f"{CONFIG_DIR}/worker.sh"],
+        "env": env_list(spec, {"HVDK8S_SSH_PORT": str(spec.ssh_port), "HVDK8S_SSH_DIR": SSH_DIR}),
+        "ports": [{"name": "ssh", "containerPort": spec.ssh_port}],
+        "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2},
+        "volumeMounts": mounts,
+    }
+    resources = worker_resources(spec, pod)
+    if resources:
+        container["resources"] = resources
+    body = {
+        **pod_common(spec),
+        "hostname": names.worker(spec.name, pod.index),
+        "subdomain": names.service(spec.name),
+        # A worker that ends (released by the launcher, or failed) must not come back.
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pod.node:
+        body["affinity"] = node_affinity([pod.node])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+
+
+def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | None,
+                  prediction: dict | None) -> dict:
+    volumes, mounts = _volumes(spec)
+    policy = spec.run_policy
+    backoff = policy.backoff_limit if policy.backoff_limit is not None else 0
+    env = env_list(spec, {
+        "HVDK8S_SSH_PORT": str(spec.ssh_port),
+        "HVDK8S_SSH_DIR": SSH_DIR,
+        "HVDK8S_HOSTFILE": HOSTFILE,
+        "HVDK8S_CLEAN_POD_POLICY": policy.clean_pod_policy,
+        # A retried launcher needs its workers: release them on failure only on the last try.
+        "HVDK8S_RELEASE_ON_FAILURE": "1" if backoff == 0 else "0",
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    })
+    container = {
+        "name": "launcher",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["/bin/sh", f"{CONFIG_DIR}/launcher.sh", *launch_argv(spec, HOSTFILE)],
+        "env": env,
+        "resources": launcher_resources(spec),
+        "volumeMounts": mounts,
+    }
+    pod_meta = metadata(spec, names.launcher(spec.name), role=names.ROLE_LAUNCHER)
+    del pod_meta["name"], pod_meta["namespace"]
+    launcher_pod = pod_common(spec)
+    # The launcher starts after the gang is placed; the default scheduler places it.
+    launcher_pod.pop("schedulerName", None)
+    job_spec: dict = {
+        # Created suspended: the backend starts it once every worker is scheduled.
+        "suspend": True,
+        "backoffLimit": backoff,
+        "template": {
+            "metadata": pod_meta,
+            "spec": {**launcher_pod, "restartPolicy": "Never", "containers": [container],
+                     "volumes": volumes},
+        },
+    }
+    if policy.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
+    if policy.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
+    meta = metadata(spec, names.launcher(spec.name), role=names.ROLE_LAUNCHER,
+                    extra_annotations=root_annotations(spec, placement, prediction))
+    meta["labels"][names.LABEL_MODE] = "pods"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
+
+
+def render_pods(spec: JobSpec, placement: Placement | None, ssh: SSHKeys,
+                benchmark_source: str | None, prediction: dict | None) -> list[dict]:
+    pods = worker_pods(spec, placement)
+    gang_meta = gang_pod_metadata(spec, len(pods))
+    objects = [
+        _launcher_job(spec, pods, placement, prediction),
+        _config_map(spec, pods, benchmark_source),
+        _secret(spec, ssh),
+        _service(spec),
+    ]
+    objects += gang_objects(spec, pods)
+    objects += [_worker_pod(spec, p, gang_meta) for p in pods]
+    return objects

@@ -1,0 +1,275 @@
+"""The job spec: everything a user says about an MPI/Horovod job, validated once.
+
+`JobSpec` is immutable; `build_spec(**fields)` validates and turns the first problem into
+a `SpecError` that names the field, so the CLI can name the option. The derived names of
+every object hvdk8s creates are defined in `mpijob.names`; the name length limit here is
+what keeps all of them valid 63-character labels.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mpijob import names
+from mpijob.errors import SpecError
+from mpijob.quantity import QuantityError, parse_quantity
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kubernetes allows these in env var names (validation.IsEnvVarName).
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
+CleanPodPolicy = Literal["Running", "All", "None"]
+Gang = Literal["none", "volcano", "scheduler-plugins", "kueue"]
+PlacementPolicy = Literal["topology", "binpack", "spread"]
+Mode = Literal["pods", "operator"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+Precision = Literal["fp32", "fp16"]
+
+GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
+BENCHMARK_MODELS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3")
+# NCCL moves data between ranks of one pod through /dev/shm; Docker's 64Mi default makes
+# multi-GPU pods fail with "unhandled system error". 4Gi covers 8 ranks (NCCL docs).
+DEFAULT_SHM_SIZE = "4Gi"
+DEFAULT_IMAGE = "horovod/horovod:0.28.1"
+
+
+class Toleration(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def to_k8s(self) -> dict:
+        out: dict = {"operator": self.operator}
+        if self.key is not None:
+            out["key"] = self.key
+        if self.value is not None:
+            out["value"] = self.value
+        if self.effect is not None:
+            out["effect"] = self.effect
+        return out
+
+
+class BenchmarkSpec(BaseModel):
+    """Flags of the built-in benchmark, run when the user gives no command."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = "resnet50"
+    batch_size: int = Field(64, ge=1, le=4096)
+    num_batches: int = Field(100, ge=1)
+    num_warmup_batches: int = Field(10, ge=0)
+    image_size: int | None = Field(None, ge=32, le=1024)
+    use_fp16: bool = False
+    xla: bool = False
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        v = v.lower()
+        if v not in BENCHMARK_MODELS:
+            raise ValueError(f"unknown model {v!r}; expected one of {', '.join(BENCHMARK_MODELS)}")
+        return v
+
+    @property
+    def precision(self) -> Precision:
+        return "fp16" if self.use_fp16 else "fp32"
+
+
+class RunPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    clean_pod_policy: CleanPodPolicy = "Running"
+    backoff_limit: int | None = Field(None, ge=0)
+    ttl_seconds_after_finished: int | None = Field(None, ge=0)
+    active_deadline_seconds: int | None = Field(None, ge=1)
+
+
+class JobSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    namespace: str = "default"
+    image: str = DEFAULT_IMAGE
+    workers: int = Field(1, ge=1, le=4096)
+    gpus_per_worker: int = Field(0, ge=0, le=16)
+    cpu: str | None = None
+    memory: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    # argv, or one shell string when `shell` is true (arena's `"python train.py --x"`).
+    command: tuple[str, ...] = ()
+    shell: bool = False
+    mpi_implementation: MPIImplementation = "OpenMPI"
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    gang: Gang = "none"
+    queue: str | None = None
+    # Defaults to the gang scheduler's own name (volcano, scheduler-plugins-scheduler).
+    scheduler_name: str | None = None
+    priority_class: str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+    image_pull_policy: PullPolicy = "IfNotPresent"
+    shm_size: str = DEFAULT_SHM_SIZE
+    host_network: bool = False
+    network_interface: str | None = None
+    launcher_cpu: str = "1"
+    launcher_memory: str = "1Gi"
+    placement_policy: PlacementPolicy = "topology"
+    benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
+    ssh_port: int = Field(2222, ge=1, le=65535)
+
+    # --- single fields -------------------------------------------------------------
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not DNS1035.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid name: use lower-case letters, digits and '-', "
+                "starting with a letter and ending with a letter or digit (e.g. vgg16-run1)"
+            )
+        return v
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        if not DNS1123_LABEL.match(v) or len(v) > 63:
+            raise ValueError(f"{v!r} is not a valid namespace (a DNS-1123 label, at most 63 characters)")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not v or any(c.isspace() for c in v):
+            raise ValueError(f"{v!r} is not an image reference (e.g. horovod/horovod:0.28.1)")
+        return v
+
+    @field_validator("cpu", "memory", "launcher_cpu", "launcher_memory", "shm_size")
+    @classmethod
+    def _quantity(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            value = parse_quantity(v)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+        if value <= 0:
+            raise ValueError(f"must be positive, got {v!r}")
+        return str(v).strip()
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return v
+
+    @field_validator("labels", "node_selector")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            _check_label_key(key)
+            if len(value) > 63 or not LABEL_VALUE.match(value):
+                raise ValueError(f"{value!r} is not a valid label value (at most 63 of [A-Za-z0-9-_.])")
+        return v
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            _check_label_key(key)
+        return v
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _secrets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for s in v:
+            if not DNS1123_LABEL.match(s.split(".")[0]):
+                raise ValueError(f"{s!r} is not a valid secret name")
+        return v
+
+    # --- the whole spec ------------------------------------------------------------
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        longest = names.longest_suffix(self.workers)
+        if len(self.name) + longest > 63:
+            raise SpecError(
+                "name",
+                f"{self.name!r} is too long for {self.workers} workers: at most "
+                f"{63 - longest} characters, so that names like "
+                f"'{self.name}{names.longest_suffix_example(self.workers)}' stay within 63",
+            )
+        if self.gang == "kueue" and not self.queue:
+            raise SpecError("queue", "kueue gang scheduling needs a queue name (--queue)")
+        if self.shell and len(self.command) != 1:
+            raise SpecError("command", "a shell command is one string")
+        if self.host_network and self.network_interface is not None and not self.network_interface:
+            raise SpecError("network_interface", "must not be empty")
+        return self
+
+    # --- derived -------------------------------------------------------------------
+    @property
+    def total_gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @property
+    def ranks(self) -> int:
+        """MPI processes: one per GPU, or one per worker on CPU."""
+        return self.total_gpus if self.gpus_per_worker else self.workers
+
+    @property
+    def effective_scheduler_name(self) -> str | None:
+        if self.scheduler_name:
+            return self.scheduler_name
+        return GANG_SCHEDULER_NAMES.get(self.gang)
+
+    @property
+    def runs_benchmark(self) -> bool:
+        return not self.command
+
+    @property
+    def user_gives_mpirun(self) -> bool:
+        """The user wrote the whole launch line (arena style); pass it through untouched."""
+        from mpijob.command import is_launcher_line
+
+        return is_launcher_line(self.command, self.shell)
+
+
+def _check_label_key(key: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    if not LABEL_KEY.match(key) or len(name) > 63 or len(prefix) > 253:
+        raise ValueError(f"{key!r} is not a valid label/annotation key (e.g. team or example.com/team)")
+
+
+def _field_of(error: dict) -> str:
+    loc = [str(p) for p in error.get("loc", ()) if not isinstance(p, int)]
+    return ".".join(loc) if loc else "spec"
+
+
+def build_spec(**fields) -> JobSpec:
+    """Validate and build a spec; the first problem becomes a SpecError naming its field."""
+    try:
+        return JobSpec(**fields)
+    except SpecError:
+        raise
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        ctx_error = err.get("ctx", {}).get("error")
+        if isinstance(ctx_error, SpecError):
+            raise ctx_error from None
+        message = str(ctx_error) if ctx_error is not None else err["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        raise SpecError(_field_of(err), message) from None

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up hvdk8s on a fresh Debian/Ubuntu machine (Python 3.10+): OpenMPI, a virtual
+# environment in .venv, the CLI with its dev/bench extras, TensorFlow and Horovod built
+# from source against them. Idempotent: every step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${HVDK8S_VENV:-.venv}"
+TF_VERSION=2.15.1
+HOROVOD_VERSION=0.28.1
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+need_apt=()
+command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  log "installing system packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+[ -x "$VENV/bin/python" ] || { log "creating $VENV"; python3 -m venv "$VENV"; }
+PY="$VENV/bin/python"
+"$PY" -m pip install -q --upgrade pip wheel setuptools >/dev/null
+
+stamp="$VENV/.hvdk8s-deps-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  log "installing hvdk8s and its dev/bench extras"
+  "$PY" -m pip install -q -e '.[dev,bench]' "numpy<2"
+  touch "$stamp"
+fi
+
+if ! "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
+  log "installing tensorflow-cpu==$TF_VERSION and mpi4py"
+  "$PY" -m pip install -q "tensorflow-cpu==$TF_VERSION" "numpy<2" "mpi4py>=3.1,<5"
+fi
+
+if ! "$PY" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
+  log "building horovod==$HOROVOD_VERSION (about 3 minutes)"
+  # Debian's cmake 3.25 builds Horovod's bundled gloo; pip's cmake 4 does not.
+  "$PY" -m pip uninstall -q -y cmake >/dev/null 2>&1 || true
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
+  CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
+    "$PY" -m pip install -q --no-build-isolation --no-cache-dir "horovod==$HOROVOD_VERSION"
+fi
+log "ready: $VENV/bin/hvdk8s"
