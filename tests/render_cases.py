@@ -1,0 +1,49 @@
+"""Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
+
+from mpijob.render import SSHKeys, render
+from mpijob.spec import build_spec
+
+FIXED_KEYS = SSHKeys(
+    private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nFIXED\n-----END OPENSSH PRIVATE KEY-----\n",
+    public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFIXED hvdk8s\n",
+)
+STUB_BENCHMARK = "print('benchmark')\n"
+
+CASES = {
+    "pods-benchmark-4x1": dict(
+        spec=dict(name="demo", workers=4, gpus_per_worker=1, image="horovod/horovod:0.28.1"),
+        mode="pods"),
+    "pods-shell-volcano-hostnet": dict(
+        spec=dict(name="train", namespace="team-a", workers=2, gpus_per_worker=4, cpu="8",
+                  memory="64Gi", env={"LR": "0.1"}, command=("python train.py --lr $LR",),
+                  shell=True, gang="volcano", queue="research", host_network=True,
+                  network_interface="ib0",
+                  tolerations=({"key": "nvidia.com/gpu", "operator": "Exists",
+                                "effect": "NoSchedule"},),
+                  node_selector={"pool": "v100"}, labels={"team": "vision"},
+                  image="registry.example.com/train:1"),
+        mode="pods"),
+    "operator-mpirun-kueue": dict(
+        spec=dict(name="arena-style", workers=2, gpus_per_worker=2, gang="kueue",
+                  queue="team-q",
+                  command=("mpirun -np 4 --allow-run-as-root python /examples/train.py",),
+                  shell=True, run_policy={"ttl_seconds_after_finished": 600}),
+        mode="operator"),
+    "operator-benchmark-intel": dict(
+        spec=dict(name="bench", workers=3, gpus_per_worker=1, mpi_implementation="Intel",
+                  benchmark={"model": "vgg16", "batch_size": 32, "use_fp16": True}),
+        mode="operator"),
+    "pods-cpu-argv-plugins": dict(
+        spec=dict(name="cpu", workers=2, gpus_per_worker=0, gang="scheduler-plugins",
+                  command=("python", "train.py", "--data", "/data dir"),
+                  mpi_implementation="MPICH"),
+        mode="pods"),
+}
+
+
+def render_case(case: str, placement=None, root_uid=None) -> list[dict]:
+    c = CASES[case]
+    spec = build_spec(**c["spec"])
+    return render(spec, mode=c["mode"], placement=placement,
+                  ssh=FIXED_KEYS if c["mode"] == "pods" else None,
+                  benchmark_source=STUB_BENCHMARK, root_uid=root_uid)

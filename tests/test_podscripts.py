@@ -1,0 +1,126 @@
+"""The in-pod entrypoints (launcher.sh, worker.sh), run outside any image with fake ssh/sshd."""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mpijob.render import pod_script
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
+
+
+def _script(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_text(pod_script(name))
+    return path
+
+
+def _fake(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def env(tmp_path):
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / "ssh-publickey").write_text("ssh-ed25519 AAAA test\n")
+    (keys / "ssh-privatekey").write_text("PRIVATE\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    return {**os.environ, "HOME": str(home), "HVDK8S_SSH_DIR": str(keys),
+            "HVDK8S_RUN_DIR": str(tmp_path / "run"), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+
+
+def test_worker_serves_sshd_until_released_then_exits_zero(tmp_path, env):
+    _fake(tmp_path / "bin", "sshd", f'echo "$@" > {tmp_path}/sshd.args\nexec sleep 30\n')
+    proc = subprocess.Popen(["/bin/sh", str(_script(tmp_path, "worker.sh"))],
+                            env={**env, "HVDK8S_SSHD": str(tmp_path / "bin/sshd")},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = tmp_path / "run"
+    deadline = time.time() + 10
+    while not (tmp_path / "sshd.args").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    config = (run / "sshd_config").read_text()
+    assert "Port 2222" in config and "PasswordAuthentication no" in config
+    authorized = Path(env["HOME"]) / ".ssh/authorized_keys"
+    assert authorized.read_text() == "ssh-ed25519 AAAA test\n"
+    assert oct(authorized.stat().st_mode & 0o777) == "0o600"
+    assert proc.poll() is None  # still serving
+    (run / "done").write_text("0\n")
+    assert proc.wait(timeout=10) == 0
+    assert "releasing this worker" in proc.stdout.read()
+
+
+def test_worker_fails_when_sshd_dies(tmp_path, env):
+    _fake(tmp_path / "bin", "sshd", "exit 3\n")
+    rc = subprocess.run(["/bin/sh", str(_script(tmp_path, "worker.sh"))],
+                        env={**env, "HVDK8S_SSHD": str(tmp_path / "bin/sshd")},
+                        capture_output=True, timeout=20).returncode
+    assert rc == 3
+
+
+def _hostfile(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hostfile"
+    path.write_text(text)
+    return path
+
+
+def _ssh_calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "ssh.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_launcher_waits_runs_and_releases_workers(tmp_path, env):
+    # w1 answers only on its third try: the launcher must keep polling.
+    _fake(tmp_path / "bin", "ssh", f"""
+echo "$*" >> {tmp_path}/ssh.log
+if [ "$1" = w1 ] && [ "$2" = true ]; then
+  n=$(grep -c '^w1 true' {tmp_path}/ssh.log); [ "$n" -ge 3 ] || exit 255
+fi
+exit 0
+""")
+    _fake(tmp_path / "bin", "sleep", "exit 0\n")  # no real waiting between polls
+    hostfile = _hostfile(tmp_path, "w0 slots=2\nw1 slots=2\n")
+    result = subprocess.run(
+        ["/bin/sh", str(_script(tmp_path, "launcher.sh")), "sh", "-c", "echo training; exit 5"],
+        env={**env, "HVDK8S_HOSTFILE": str(hostfile)}, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 5
+    assert "training" in result.stdout
+    calls = _ssh_calls(tmp_path)
+    assert calls.count("w1 true") == 3
+    assert [c for c in calls if "done" in c] == [
+        "w0 mkdir -p /tmp/hvdk8s && echo 5 > /tmp/hvdk8s/done",
+        "w1 mkdir -p /tmp/hvdk8s && echo 5 > /tmp/hvdk8s/done",
+    ]
+    ssh_config = (Path(env["HOME"]) / ".ssh/config").read_text()
+    assert "StrictHostKeyChecking no" in ssh_config and "Port 2222" in ssh_config
+
+
+def test_launcher_keeps_workers_with_clean_pod_policy_none(tmp_path, env):
+    _fake(tmp_path / "bin", "ssh", f'echo "$*" >> {tmp_path}/ssh.log\n')
+    hostfile = _hostfile(tmp_path, "w0:1\n")  # Hydra's format
+    rc = subprocess.run(["/bin/sh", str(_script(tmp_path, "launcher.sh")), "true"],
+                        env={**env, "HVDK8S_HOSTFILE": str(hostfile),
+                             "HVDK8S_CLEAN_POD_POLICY": "None"},
+                        capture_output=True, timeout=30).returncode
+    assert rc == 0
+    assert _ssh_calls(tmp_path) == ["w0 true"]
+
+
+def test_launcher_gives_up_on_a_silent_worker(tmp_path, env):
+    _fake(tmp_path / "bin", "ssh", f'echo "$*" >> {tmp_path}/ssh.log\nexit 255\n')
+    hostfile = _hostfile(tmp_path, "w0 slots=1\n")
+    result = subprocess.run(
+        ["/bin/sh", str(_script(tmp_path, "launcher.sh")), "touch", str(tmp_path / "ran")],
+        env={**env, "HVDK8S_HOSTFILE": str(hostfile), "HVDK8S_WORKER_WAIT_SECONDS": "1"},
+        capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "did not answer" in result.stderr
+    assert not (tmp_path / "ran").exists()
