@@ -150,13 +150,13 @@ class SubmitOutcome:
 
 def plan_job(spec, cluster) -> Plan:
     """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
-    from mpijob.placement import PlacementRequest, place
-
     plan = Plan(spec)
     if cluster is None:
         plan.notes.append("no cluster snapshot: the scheduler places the workers "
                           "(pass --cluster FILE to plan)")
         return plan
+    from mpijob.placement import PlacementRequest, place
+
     placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
     if not placement.feasible:
         raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")

@@ -258,6 +258,21 @@ def _field_of(error: dict) -> str:
     return ".".join(loc) if loc else "spec"
 
 
+def _friendly(err: dict) -> str:
+    """Pydantic's wording, turned into what to change."""
+    ctx, got = err.get("ctx", {}), err.get("input")
+    kind = err.get("type", "")
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']}, got {got!r}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']}, got {got!r}"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected')}, got {got!r}"
+    if kind.startswith("int_"):
+        return f"expected a whole number, got {got!r}"
+    return err["msg"]
+
+
 def build_spec(**fields) -> JobSpec:
     """Validate and build a spec; the first problem becomes a SpecError naming its field."""
     try:
@@ -269,7 +284,7 @@ def build_spec(**fields) -> JobSpec:
         ctx_error = err.get("ctx", {}).get("error")
         if isinstance(ctx_error, SpecError):
             raise ctx_error from None
-        message = str(ctx_error) if ctx_error is not None else err["msg"]
+        message = str(ctx_error) if ctx_error is not None else _friendly(err)
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
         raise SpecError(_field_of(err), message) from None

@@ -7,6 +7,10 @@ import sys
 import traceback
 
 import typer
+
+# typer >= 0.20 vendors click; pyproject pins the minor version this relies on.
+from typer._click.exceptions import ClickException
+from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from launcher import __version__
@@ -18,11 +22,9 @@ class _OneLineErrors(TyperGroup):
     for typer's CliRunner alike (both go through the root group's invoke)."""
 
     def invoke(self, ctx):
-        import click
-
         try:
             return super().invoke(ctx)
-        except click.exceptions.UsageError as exc:
+        except ClickUsageError as exc:
             # click prints usage + hint + error over several lines; one line says it all.
             typer.echo(f"error: {exc.format_message()}", err=True)
             raise typer.Exit(2) from None
@@ -34,7 +36,7 @@ class _OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except (ClickException, typer.Exit, typer.Abort):
             raise
         except Exception as exc:
             if debug_enabled():

@@ -7,6 +7,7 @@ positional argument is the command, so the program's own flags never clash with 
 from __future__ import annotations
 
 import typer
+from typer.core import TyperCommand
 
 from launcher.cli.common import (
     BACKEND_OPT,
@@ -20,11 +21,35 @@ from launcher.output import check_format, emit_objects, note
 
 app = typer.Typer(no_args_is_help=True, help="Submit a job.")
 
+
+class _OptionalValueDryRun(TyperCommand):
+    """kubectl's `--dry-run[=client|server]`: a bare `--dry-run` means client.
+
+    Only tokens before the first positional are ours; the user's command is left alone.
+    """
+
+    def parse_args(self, ctx, args):
+        takes_value = {opt for p in self.params if not getattr(p, "is_flag", False)
+                       and getattr(p, "opts", None) for opt in p.opts}
+        args = list(args)
+        i = 0
+        while i < len(args):
+            token = args[i]
+            if token == "--" or not token.startswith("-") or token == "-":
+                break
+            if token == "--dry-run":
+                args[i] = "--dry-run=client"
+            elif "=" not in token and token in takes_value:
+                i += 1  # skip the option's value
+            i += 1
+        return super().parse_args(ctx, args)
+
 DRY_RUN_CHOICES = ("client", "server", "none")
 
 
 @app.command(
     "mpi",
+    cls=_OptionalValueDryRun,
     context_settings={"allow_interspersed_args": False},
     help="Submit an MPI/Horovod allreduce job. With no COMMAND it runs the built-in "
     "tf_cnn_benchmarks-compatible benchmark.",
@@ -85,7 +110,7 @@ def submit_mpi(
                                    "(small sizes for CPU runs)."),
     use_fp16: bool = typer.Option(False, "--use-fp16"),
     xla: bool = typer.Option(False, "--xla"),
-    dry_run: str = typer.Option(None, "--dry-run", flag_value="client", help="Print the "
+    dry_run: str = typer.Option(None, "--dry-run", help="Print the "
                                 "objects instead of creating them; --dry-run=server sends "
                                 "them with server-side dry run."),
     output: str = typer.Option("yaml", "-o", "--output", help="yaml or json (dry run)."),
