@@ -1,0 +1,76 @@
+"""`hvdk8s agent`: the topology agent that runs on every GPU node (see docs/agent.md)."""
+
+from __future__ import annotations
+
+import typer
+
+from launcher.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "agent",
+        help="Report this node's GPU topology and GPU allocations as a Node annotation "
+        "(runs in the hvdk8s-agent DaemonSet; install it with `hvdk8s install agent`).",
+    )(agent)
+
+
+def agent(
+    node_name: str = typer.Option(
+        None, "--node-name", envvar="NODE_NAME", show_envvar=True,
+        help="The Node to annotate (the DaemonSet sets NODE_NAME from spec.nodeName).",
+    ),
+    interval: int = typer.Option(60, "--interval", help="Seconds between observations."),
+    once: bool = typer.Option(False, "--once", help="Observe once (retrying errors), then exit."),
+    kubelet_socket: str = typer.Option(
+        "/var/lib/kubelet/pod-resources/kubelet.sock", "--kubelet-socket",
+        help="The kubelet PodResources API socket.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the annotation value instead of patching the Node."
+    ),
+):
+    import logging
+    import signal
+    import sys
+
+    from launcher import agent as agent_loop
+    from launcher.nvml_topology import collect, load_nvml
+    from launcher.podresources import list_pod_resources
+
+    if not node_name:
+        raise UsageError("--node-name: required (or set the NODE_NAME environment variable)")
+    if interval < 1:
+        raise UsageError(f"--interval: expected a whole number of seconds >= 1, got {interval}")
+
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    nvml = load_nvml()  # fatal, one line, when there is no NVML
+
+    def list_pods():
+        return list_pod_resources(kubelet_socket)
+
+    if dry_run:
+        printer = agent_loop.TopologyAgent(
+            node_name,
+            read_inventory=lambda: collect(nvml),
+            list_pods=list_pods,
+            get_annotation=lambda _node: None,
+            patch_annotation=lambda _node, value: typer.echo(value),
+        )
+        agent_loop.run(printer, interval=interval, once=True)
+        return
+
+    node_annotation = agent_loop.NodeAnnotation(agent_loop.core_v1_api())
+    worker = agent_loop.TopologyAgent(
+        node_name,
+        read_inventory=lambda: collect(nvml),
+        list_pods=list_pods,
+        get_annotation=node_annotation.get,
+        patch_annotation=node_annotation.patch,
+    )
+    if not once:
+        # Pod deletion sends SIGTERM: stop at once, with success.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    agent_loop.run(worker, interval=interval, once=once)

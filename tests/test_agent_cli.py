@@ -1,0 +1,123 @@
+"""`hvdk8s agent` end to end: fake NVML, a fake kubelet over gRPC, a fake API server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent import futures
+
+import pytest
+from typer.testing import CliRunner
+
+from launcher.cli.app import app
+from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+from tests import fake_pynvml
+from tests.fake_apiserver import FakeApiServer, node
+from tests.test_nvml_topology import DGX1_V100_SMI, smi_rows
+from tests.test_podresources import ListPodResourcesResponse
+
+grpc = pytest.importorskip("grpc")
+runner = CliRunner()
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    fake = fake_pynvml.dgx1_v100()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    return fake
+
+
+@pytest.fixture
+def kubelet(tmp_path, nvml):
+    """The kubelet's PodResources service: one training pod holding GPUs 2 and 3."""
+    response = ListPodResourcesResponse()
+    pod = response.pod_resources.add(name="bert-worker-1", namespace="ml")
+    pod.containers.add(name="worker").devices.add(
+        resource_name="nvidia.com/gpu", device_ids=[nvml.gpus[3].uuid, nvml.gpus[2].uuid]
+    )
+    answer = response.SerializeToString()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "v1.PodResourcesLister",
+        {"List": grpc.unary_unary_rpc_method_handler(lambda request, context: answer)},
+    ),))
+    socket = tmp_path / "kubelet.sock"
+    server.add_insecure_port(f"unix://{socket}")
+    server.start()
+    yield str(socket)
+    server.stop(None)
+
+
+@pytest.fixture
+def apiserver(tmp_path, monkeypatch):
+    with FakeApiServer() as server:
+        server.add("nodes", node("dgx-07", {"team": "vision"}))
+        monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path)))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        yield server
+
+
+def test_dry_run_prints_the_annotation(kubelet):
+    result = runner.invoke(app, ["agent", "--once", "--dry-run", "--node-name", "dgx-07",
+                                 "--kubelet-socket", kubelet])
+
+    assert result.exit_code == 0, result.output
+    topology, taken, meta = parse_annotation(result.stdout)
+    assert topology.links == smi_rows(DGX1_V100_SMI)
+    assert taken == frozenset({2, 3})
+    assert json.loads(result.stdout)["allocated"] == {"ml/bert-worker-1": [2, 3]}
+    assert meta["node"] == "dgx-07"
+
+
+def test_once_patches_its_node_then_leaves_it_alone(kubelet, apiserver, monkeypatch):
+    monkeypatch.setenv("NODE_NAME", "dgx-07")
+    args = ["agent", "--once", "--kubelet-socket", kubelet]
+
+    first = runner.invoke(app, args)
+
+    assert first.exit_code == 0, first.output
+    annotations = apiserver.get("nodes", "dgx-07")["metadata"]["annotations"]
+    assert annotations["team"] == "vision"  # a merge patch: other annotations stay
+    _, taken, meta = parse_annotation(annotations[ANNOTATION_TOPOLOGY])
+    assert taken == frozenset({2, 3}) and meta["node"] == "dgx-07"
+    patches = [r for r in apiserver.requests if r[0] == "PATCH"]
+    assert [(path, ctype) for _, path, ctype, _ in patches] == [
+        ("/api/v1/nodes/dgx-07", "application/merge-patch+json")
+    ]
+
+    second = runner.invoke(app, args)  # the pod restarted; nothing changed on the node
+
+    assert second.exit_code == 0, second.output
+    assert [r[0] for r in apiserver.requests] == ["GET", "PATCH", "GET"]
+
+
+def test_api_errors_are_retried(kubelet, apiserver, monkeypatch):
+    monkeypatch.setattr("launcher.agent.BACKOFF_FIRST_SECONDS", 0.01)
+    apiserver.fail_next = [500]
+
+    result = runner.invoke(app, ["agent", "--once", "--node-name", "dgx-07", "--kubelet-socket", kubelet])
+
+    assert result.exit_code == 0, result.output
+    assert ANNOTATION_TOPOLOGY in apiserver.get("nodes", "dgx-07")["metadata"]["annotations"]
+
+
+def test_without_nvml_exits_with_one_line(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.dgx1_v100(
+        init_error=fake_pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+
+    result = runner.invoke(app, ["agent", "--once", "--node-name", "n1"])
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: NVML is unavailable: NVML Shared Library Not Found")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [(["--once"], "--node-name"), (["--node-name", "n1", "--interval", "0"], "--interval")],
+)
+def test_bad_options_exit_2(monkeypatch, nvml, args, option):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    result = runner.invoke(app, ["agent", *args])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {option}: ")
