@@ -1,0 +1,305 @@
+"""Resource verbs over HTTP semantics: query parameters in, (status, body) or streams out."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+
+from . import errors, patch
+from .logs import format_lines
+from .podutil import set_condition
+from .selectors import FieldSelector, LabelSelector
+from .util import deepcopy, now_rfc3339
+from .watch import WatchStream
+
+_RETURNS_OBJECT = ("/pods", "/services", "/namespaces")
+
+
+@dataclass
+class Response:
+    code: int
+    body: object  # dict (JSON), str (text/plain) or bytes
+    headers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Stream:
+    """A chunked response; `run(writer)` produces the chunks."""
+
+    content_type: str
+    run: object
+    headers: dict = field(default_factory=dict)
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").lower() in ("true", "1")
+
+
+def _dry_run(query: dict, body: dict | None = None) -> bool:
+    if query.get("dryRun") == "All":
+        return True
+    return isinstance(body, dict) and "All" in (body.get("dryRun") or [])
+
+
+def _decode(body: bytes):
+    try:
+        return json.loads(body or b"null")
+    except json.JSONDecodeError as e:
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+
+
+class Rest:
+    def __init__(self, store, registry, objects, logbook):
+        self.store, self.registry, self.objects, self.logbook = store, registry, objects, logbook
+
+    # -- reads ------------------------------------------------------------------------------------
+    def select(self, rt, ns, query) -> tuple[list[dict], int]:
+        ls = LabelSelector.parse(query.get("labelSelector"))
+        fs = FieldSelector.parse(query.get("fieldSelector"), rt.fields)
+        with self.store.lock:
+            items = self.store.items(rt.key, ns)
+            rv = self.store.rv
+        if not ls.empty:
+            items = [o for o in items if ls.matches(o["metadata"].get("labels"))]
+        if not fs.empty:
+            fields = rt.fields
+            items = [o for o in items if fs.matches(o, fields)]
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        return items, rv
+
+    def list(self, rt, ns, query) -> Response | Stream:
+        if _truthy(query.get("watch")):
+            return self.watch(rt, ns, query)
+        items, rv = self.select(rt, ns, query)
+        meta = {"resourceVersion": str(rv)}
+        cont = query.get("continue")
+        if cont:
+            try:
+                start = json.loads(base64.b64decode(cont))["start"]
+            except (ValueError, KeyError):
+                raise errors.bad_request("continue key is not valid") from None
+            items = [o for o in items
+                     if [o["metadata"].get("namespace", ""), o["metadata"]["name"]] > start]
+        limit = int(query.get("limit") or 0)
+        if limit and len(items) > limit:
+            last = items[limit - 1]["metadata"]
+            token = {"start": [last.get("namespace", ""), last["name"]], "rv": rv}
+            meta["continue"] = base64.b64encode(json.dumps(token).encode()).decode()
+            if not query.get("labelSelector") and not query.get("fieldSelector"):
+                meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        if not rt.custom:
+            # Typed lists from the real apiserver omit kind/apiVersion on items.
+            items = [{k: v for k, v in o.items() if k != "kind" and k != "apiVersion"}
+                     for o in items]
+        return Response(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                              "metadata": meta, "items": items})
+
+    def watch(self, rt, ns, query) -> Stream:
+        ls = LabelSelector.parse(query.get("labelSelector"))
+        fs = FieldSelector.parse(query.get("fieldSelector"), rt.fields)
+        timeout = int(query.get("timeoutSeconds") or 1800)
+        ws = WatchStream(self.store, rt, ns, ls, fs, query.get("resourceVersion"), timeout,
+                         bookmarks=_truthy(query.get("allowWatchBookmarks")))
+        # Validate the resourceVersion before committing to a 200.
+        rv = query.get("resourceVersion")
+        if rv not in (None, "", "0") and not rv.isdigit():
+            raise errors.bad_request(f"invalid resource version: {rv!r}")
+        return Stream("application/json", ws.run)
+
+    def get(self, rt, ns, name) -> Response:
+        obj = self.store.get(rt.key, ns or "", name)
+        if obj is None:
+            raise errors.not_found(rt.group, rt.plural, name)
+        return Response(200, obj)
+
+    # -- writes -----------------------------------------------------------------------------------
+    def create(self, rt, ns, body: bytes, query) -> Response:
+        data = _decode(body)
+        obj = self.objects.create(rt, data, ns, dry_run=_dry_run(query))
+        return Response(201, obj)
+
+    def update(self, rt, ns, name, sub, body: bytes, query) -> Response:
+        obj = self.objects.update(rt, ns or "", name, _decode(body), sub, _dry_run(query))
+        return Response(200, obj)
+
+    def patch(self, rt, ns, name, sub, body: bytes, content_type: str, query) -> Response:
+        ctype = (content_type or "").split(";")[0].strip()
+        accepted = [patch.JSON_PATCH, patch.MERGE_PATCH, patch.APPLY]
+        if not rt.custom:
+            accepted.insert(2, patch.STRATEGIC)
+        if ctype not in accepted:
+            raise errors.unsupported_media_type(ctype, accepted)
+        data = patch.decode(body, ctype)
+        dry = _dry_run(query)
+        if ctype == patch.JSON_PATCH:
+            fn = lambda cur: patch.json_patch(cur, data)  # noqa: E731
+        elif ctype == patch.MERGE_PATCH or (ctype == patch.APPLY and rt.custom):
+            fn = lambda cur: patch.merge_patch(cur, data)  # noqa: E731
+        else:
+            fn = lambda cur: patch.strategic_merge(cur, data)  # noqa: E731
+        if ctype == patch.APPLY:
+            if not query.get("fieldManager"):
+                raise errors.bad_request("PATCH /apply requires a fieldManager query parameter")
+            with self.store.lock:
+                if self.store.get(rt.key, ns or "", name) is None:
+                    # Server-side apply creates missing objects.
+                    data = dict(data or {})
+                    data.setdefault("metadata", {})["name"] = name
+                    return Response(201, self.objects.create(rt, data, ns, dry_run=dry))
+        if not isinstance(data, (dict, list)):
+            raise errors.bad_request("the body of the request was not a JSON object")
+        return Response(200, self.objects.patch(rt, ns or "", name, fn, sub, dry))
+
+    def _delete_options(self, body: bytes, query) -> dict:
+        opts = _decode(body) if body else {}
+        opts = opts if isinstance(opts, dict) else {}
+        policy = query.get("propagationPolicy") or opts.get("propagationPolicy")
+        orphan = query.get("orphanDependents", opts.get("orphanDependents"))
+        if policy is None and orphan is not None:
+            policy = "Orphan" if _truthy(str(orphan)) else "Background"
+        if policy not in (None, "Foreground", "Background", "Orphan"):
+            raise errors.invalid("", "DeleteOptions", "", [(
+                "propagationPolicy", f'Unsupported value: "{policy}": supported values: '
+                                     '"Foreground", "Background", "Orphan", "nil"')])
+        grace = query.get("gracePeriodSeconds", opts.get("gracePeriodSeconds"))
+        return {"policy": policy, "preconditions": opts.get("preconditions"),
+                "dry_run": _dry_run(query, opts),
+                "grace": int(grace) if grace is not None else None}
+
+    def delete(self, rt, ns, name, body: bytes, query) -> Response:
+        o = self._delete_options(body, query)
+        obj, deleted = self.objects.delete(rt, ns or "", name, o["policy"], o["preconditions"],
+                                           o["dry_run"], o["grace"])
+        headers = {}
+        if rt.key == "batch/jobs" and o["policy"] is None:
+            headers["Warning"] = ('299 - "child pods are preserved by default when jobs are '
+                                  'deleted; set propagationPolicy=Background to remove them or '
+                                  'set propagationPolicy=Orphan to suppress this warning"')
+        if not deleted or rt.key in _RETURNS_OBJECT or rt.custom:
+            out = deepcopy(obj)
+            if rt.key == "/pods":
+                grace = o["grace"] if o["grace"] is not None else \
+                    obj.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+                out["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+                out["metadata"].setdefault("deletionGracePeriodSeconds", grace)
+            return Response(200, out, headers)
+        details = {"name": name, "kind": rt.plural, "uid": obj["metadata"]["uid"]}
+        if rt.group:
+            details["group"] = rt.group
+        return Response(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Success", "details": details}, headers)
+
+    def delete_collection(self, rt, ns, body: bytes, query) -> Response:
+        o = self._delete_options(body, query)
+        items, _ = self.select(rt, ns, query)
+        gone = self.objects.delete_collection(rt, ns, items, o["policy"], o["dry_run"])
+        return Response(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                              "metadata": {}, "items": gone})
+
+    def bind(self, ns, name, body: bytes, query) -> Response:
+        b = _decode(body) or {}
+        name = name or (b.get("metadata") or {}).get("name")
+        node = (b.get("target") or {}).get("name")
+        if not node:
+            raise errors.invalid("", "Binding", name, [("target.name", "Required value")])
+        with self.store.lock:
+            pod = self.store.get("/pods", ns, name)
+            if pod is None:
+                raise errors.not_found("", "pods", name)
+            bound = pod["spec"].get("nodeName")
+            if bound:
+                raise errors.conflict("", "pods/binding", name,
+                                      f'pod {name} is already assigned to node "{bound}"')
+            if not _dry_run(query):
+                self.store.mutate("/pods", ns, name, lambda p: bind_pod(p, node))
+        return Response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Success", "code": 201})
+
+    # -- logs -------------------------------------------------------------------------------------
+    def log(self, ns, name, query) -> Response | Stream:
+        pod = self.store.get("/pods", ns, name)
+        if pod is None:
+            raise errors.not_found("", "pods", name)
+        names = [c["name"] for c in pod["spec"].get("containers") or []]
+        inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        container = query.get("container")
+        if not container:
+            if len(names) != 1:
+                msg = f"a container name must be specified for pod {name}, choose one of: " \
+                      f"[{' '.join(names)}]"
+                if inits:
+                    msg += f" or one of the init containers: [{' '.join(inits)}]"
+                raise errors.bad_request(msg)
+            container = names[0]
+        elif container not in names and container not in inits:
+            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        if not pod["spec"].get("nodeName"):
+            return Response(200, "")  # no kubelet to ask yet: the apiserver returns nothing
+        previous = _truthy(query.get("previous"))
+        uid = pod["metadata"]["uid"]
+        attempt = self.logbook.attempt(uid, container, previous)
+        if attempt is None:
+            if previous:
+                raise errors.bad_request(f'previous terminated container "{container}" in pod '
+                                         f'"{name}" not found')
+            reason = _waiting_reason(pod, container)
+            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to '
+                                     f"start: {reason}")
+        lines, _ = self.logbook.snapshot(attempt)
+        total = len(lines)
+        if query.get("sinceSeconds"):
+            cutoff = time.time() - int(query["sinceSeconds"])
+            lines = [ln for ln in lines if ln[0] >= cutoff]
+        if query.get("tailLines") is not None:
+            n = int(query["tailLines"])
+            lines = lines[-n:] if n > 0 else []
+        stamps = _truthy(query.get("timestamps"))
+        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
+        if not _truthy(query.get("follow")) or previous:
+            data = format_lines(lines, stamps)
+            return Response(200, data[:limit] if limit else data)
+        return Stream("text/plain",
+                      lambda w: self._follow(w, attempt, lines, total, stamps, limit))
+
+    def _follow(self, writer, attempt, first, seen, stamps, limit) -> None:
+        sent = 0
+
+        def emit(chunk) -> bool:
+            nonlocal sent
+            data = format_lines(chunk, stamps)
+            if limit is not None:
+                data = data[:max(0, limit - sent)]
+            sent += len(data)
+            return not data or writer.write(data)
+
+        if first and not emit(first):
+            return
+        while limit is None or sent < limit:
+            lines, finished = self.logbook.snapshot(attempt)
+            if len(lines) > seen:
+                if not emit(lines[seen:]):
+                    return
+                seen = len(lines)
+                continue
+            if finished or self.logbook.closed or not writer.alive():
+                return
+            self.logbook.wait(attempt, seen, 0.25)
+
+
+def _waiting_reason(pod: dict, container: str) -> str:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            return ((cs.get("state") or {}).get("waiting") or {}).get("reason") or \
+                "ContainerCreating"
+    return "ContainerCreating"
+
+
+def bind_pod(pod: dict, node: str) -> None:
+    pod["spec"]["nodeName"] = node
+    set_condition(pod.setdefault("status", {}), "PodScheduled", "True", now=now_rfc3339())
+    pod["status"].pop("nominatedNodeName", None)
+
+

@@ -1,0 +1,284 @@
+"""A kube-scheduler stand-in: filters nodes like the default plugins and binds pods.
+
+Filter order and failure texts follow the real plugins (NodeUnschedulable,
+TaintToleration, NodeAffinity, NodeResourcesFit) so FailedScheduling messages
+read like a real cluster's: "0/3 nodes are available: 1 node(s) didn't match Pod's
+node affinity/selector, 2 Insufficient nvidia.com/gpu."
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+
+from . import events
+from .controller import Loop
+from .podutil import get_condition, is_terminal, pod_requests, set_condition
+from .quantity import parse_quantity
+from .rest import bind_pod
+from .util import dig, now_rfc3339
+
+DEFAULT = "default-scheduler"
+# How each gang scheduler finds a pod's group, and where its PodGroups live.
+GANG = {
+    "volcano": {"annotation": "scheduling.k8s.io/group-name",
+                "key": "scheduling.volcano.sh/podgroups", "ready_phase": "Running"},
+    "scheduler-plugins": {"label": ("scheduling.x-k8s.io/pod-group",
+                                    "pod-group.scheduling.sigs.k8s.io"),
+                          "key": "scheduling.x-k8s.io/podgroups", "ready_phase": "Scheduled"},
+}
+
+
+def tolerates(tol: dict, taint: dict) -> bool:
+    if tol.get("effect") and tol["effect"] != taint.get("effect"):
+        return False
+    op = tol.get("operator") or "Equal"
+    if not tol.get("key"):
+        return op == "Exists"
+    if tol["key"] != taint.get("key"):
+        return False
+    return op == "Exists" or (tol.get("value") or "") == (taint.get("value") or "")
+
+
+def _expr_matches(expr: dict, value: str | None) -> bool:
+    op, vals = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value is not None and value in vals
+    if op == "NotIn":
+        return value is None or value not in vals
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            have, want = int(value), int(vals[0])
+        except (TypeError, ValueError, IndexError):
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def _term_matches(term: dict, node: dict) -> bool:
+    exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not exprs and not fields:
+        return False  # an empty term selects nothing
+    labels = node["metadata"].get("labels") or {}
+    for e in exprs:
+        if not _expr_matches(e, labels.get(e.get("key"))):
+            return False
+    for f in fields:
+        value = node["metadata"]["name"] if f.get("key") == "metadata.name" else None
+        if not _expr_matches(f, value):
+            return False
+    return True
+
+
+def affinity_matches(pod: dict, node: dict) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    for k, v in (dig(pod, "spec.nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    req = dig(pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        return any(_term_matches(t, node) for t in req.get("nodeSelectorTerms") or [])
+    return True
+
+
+class Usage:
+    """Requests of non-terminated pods bound to each node."""
+
+    def __init__(self, pods: list[dict]):
+        self.by_node: dict[str, Counter] = {}
+        for p in pods:
+            node = p["spec"].get("nodeName")
+            if node and not is_terminal(p):
+                self.add(node, p)
+
+    def add(self, node: str, pod: dict) -> None:
+        c = self.by_node.setdefault(node, Counter())
+        for k, v in pod_requests(pod).items():
+            c[k] += v
+        c["pods"] += 1
+
+    def copy(self) -> Usage:
+        u = Usage([])
+        u.by_node = {k: Counter(v) for k, v in self.by_node.items()}
+        return u
+
+
+def filter_node(pod: dict, node: dict, usage: Usage) -> list[str]:
+    """Failure reasons for this node; empty means the pod fits."""
+    spec = node.get("spec") or {}
+    tols = pod["spec"].get("tolerations") or []
+    if spec.get("unschedulable") and not any(tolerates(t, {
+            "key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}) for t in tols):
+        return ["node(s) were unschedulable"]
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and \
+                not any(tolerates(t, taint) for t in tols):
+            return [f"node(s) had untolerated taint {{{taint.get('key')}: "
+                    f"{taint.get('value') or ''}}}"]
+    if not affinity_matches(pod, node):
+        return ["node(s) didn't match Pod's node affinity/selector"]
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    used = usage.by_node.get(node["metadata"]["name"], Counter())
+    reasons = []
+    if used["pods"] + 1 > parse_quantity(alloc.get("pods", "110")):
+        reasons.append("Too many pods")
+    for res, want in sorted(pod_requests(pod).items(), key=lambda kv: _res_order(kv[0])):
+        if want <= 0:
+            continue
+        have = parse_quantity(alloc[res]) if res in alloc else Decimal(0)
+        if want > have - used[res]:
+            reasons.append(f"Insufficient {res}")
+    return reasons
+
+
+def _res_order(name: str):
+    return ({"cpu": 0, "memory": 1, "ephemeral-storage": 2}.get(name, 3), name)
+
+
+def fit_message(n_nodes: int, reasons: Counter) -> str:
+    if n_nodes == 0:
+        return "no nodes available to schedule pods"
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{n_nodes} nodes are available: {', '.join(parts)}."
+
+
+class Scheduler(Loop):
+    name = "scheduler"
+
+    def __init__(self, store, tick: float = 0.02):
+        super().__init__(tick)
+        self.store = store
+        self.names: dict[str, str | None] = {DEFAULT: None}  # schedulerName -> gang kind
+        self._last_sig = None
+        self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
+
+    def enable(self, scheduler_name: str, gang: str | None = None) -> None:
+        """Act as `scheduler_name` too (gang: 'volcano' or 'scheduler-plugins' semantics)."""
+        self.names[scheduler_name] = gang
+        self._last_sig = None
+
+    def disable(self, scheduler_name: str) -> None:
+        self.names.pop(scheduler_name, None)
+
+    def _step(self) -> None:
+        st = self.store
+        with st.lock:
+            sig = (st.last_rv("/nodes"), st.last_rv("/pods"),
+                   *(st.last_rv(g["key"]) for g in GANG.values()), tuple(self.names))
+            if sig == self._last_sig:
+                return  # nothing changed since the last attempt: same answer
+            nodes = sorted(st.items("/nodes"), key=lambda n: n["metadata"]["name"])
+            pods = st.items("/pods")
+        self._last_sig = sig
+        pending = [p for p in pods if not p["spec"].get("nodeName")
+                   and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+                   and not p["metadata"].get("deletionTimestamp")
+                   and not p["spec"].get("schedulingGates")
+                   and p["spec"].get("schedulerName", DEFAULT) in self.names]
+        if not pending:
+            return
+        pending.sort(key=lambda p: (-(p["spec"].get("priority") or 0),
+                                    p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
+        usage = Usage(pods)
+        groups: dict[tuple, list[dict]] = {}
+        for pod in pending:
+            gang = self.names.get(pod["spec"].get("schedulerName", DEFAULT))
+            group = self._group_of(pod, gang) if gang else None
+            if group:
+                groups.setdefault((gang, pod["metadata"]["namespace"], group), []).append(pod)
+                continue
+            node, msg = self._place(pod, nodes, usage)
+            if node:
+                self._bind(pod, node, usage)
+            else:
+                self._unschedulable(pod, msg)
+        for (gang, ns, group), members in groups.items():
+            self._schedule_gang(gang, ns, group, members, pods, nodes, usage)
+
+    @staticmethod
+    def _group_of(pod: dict, gang: str) -> str | None:
+        spec = GANG[gang]
+        m = pod["metadata"]
+        if "annotation" in spec:
+            return (m.get("annotations") or {}).get(spec["annotation"])
+        labels = m.get("labels") or {}
+        return next((labels[k] for k in spec["label"] if labels.get(k)), None)
+
+    def _place(self, pod, nodes, usage) -> tuple[str | None, str]:
+        reasons: Counter = Counter()
+        for node in nodes:
+            failed = filter_node(pod, node, usage)
+            if not failed:
+                return node["metadata"]["name"], ""
+            reasons.update(failed)
+        return None, fit_message(len(nodes), reasons)
+
+    def _bind(self, pod, node, usage, component=DEFAULT) -> None:
+        m = pod["metadata"]
+        bound = self.store.mutate("/pods", m["namespace"], m["name"], lambda p: bind_pod(p, node)
+                                  if not p["spec"].get("nodeName") else False)
+        if bound is None:
+            return
+        usage.add(node, pod)
+        self._reported.pop(m["uid"], None)
+        events.record(self.store, bound, "Normal", "Scheduled",
+                      f"Successfully assigned {m['namespace']}/{m['name']} to {node}", component)
+
+    def _unschedulable(self, pod, msg, component=DEFAULT) -> None:
+        m = pod["metadata"]
+        cond = get_condition(pod, "PodScheduled")
+        if not cond or cond.get("message") != msg or cond.get("status") != "False":
+            self.store.mutate("/pods", m["namespace"], m["name"], lambda p: set_condition(
+                p.setdefault("status", {}), "PodScheduled", "False", "Unschedulable", msg,
+                now_rfc3339()))
+        if self._reported.get(m["uid"]) != msg:
+            self._reported[m["uid"]] = msg
+            events.record(self.store, pod, "Warning", "FailedScheduling", msg, component)
+
+    def _schedule_gang(self, gang, ns, group, members, pods, nodes, usage) -> None:
+        """All-or-nothing: bind every pending member only if minMember pods can run at once."""
+        spec = GANG[gang]
+        component = next(n for n, g in self.names.items() if g == gang)
+        pg = self.store.get(spec["key"], ns, group)
+        if pg is None:
+            return  # real gang schedulers leave pods pending until their PodGroup exists
+        min_member = int(dig(pg, "spec.minMember") or 1)
+        bound = [p for p in pods if p["spec"].get("nodeName") and not is_terminal(p)
+                 and p["metadata"]["namespace"] == ns and self._group_of(p, gang) == group]
+        total = len(bound) + len(members)
+        trial, placed, msg = usage.copy(), [], ""
+        if total < min_member:
+            msg = (f"{len(members)}/{total} tasks in gang unschedulable: pod group is not ready, "
+                   f"{total} Pending, {min_member} minAvailable")
+        else:
+            for pod in members:
+                node, why = self._place(pod, nodes, trial)
+                if node is None:
+                    msg = why
+                    break
+                trial.add(node, pod)
+                placed.append((pod, node))
+        if msg:
+            for pod in members:
+                self._unschedulable(pod, msg, component)
+            self._pg_status(spec["key"], ns, group, "Pending", msg)
+            return
+        for pod, node in placed:
+            self._bind(pod, node, usage, component)
+        self._pg_status(spec["key"], ns, group, spec["ready_phase"], None)
+
+    def _pg_status(self, key, ns, name, phase, msg) -> None:
+        def edit(pg):
+            status = pg.setdefault("status", {})
+            status["phase"] = phase
+            if msg:
+                set_condition(status, "Unschedulable", "True", "NotEnoughResources", msg,
+                              now_rfc3339())
+            else:
+                status["conditions"] = [c for c in status.get("conditions") or []
+                                        if c.get("type") != "Unschedulable"]
+        self.store.mutate(key, ns, name, edit)

@@ -1,0 +1,416 @@
+"""KubeAPIServer: the fixture-facing facade that wires storage, HTTP and the control loops."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from pathlib import Path
+
+from . import errors
+from .admission import Admission
+from .auth import Policy, Tokens
+from .faults import Fault, Faults
+from .httpapp import App, HTTPServer, Request
+from .jobs import JobController
+from .kubelet import Kubelet, PodScript, Run
+from .lifecycle import Objects
+from .logs import LogBook
+from .podutil import set_condition
+from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceType
+from .rest import Rest
+from .scheduler import Scheduler
+from .store import Store
+from .util import deepcopy, now_rfc3339
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _taint(t) -> dict:
+    """Accept {"key","value","effect"} dicts or kubectl-style 'key=value:Effect' strings."""
+    if isinstance(t, dict):
+        return dict(t)
+    kv, _, effect = t.rpartition(":")
+    key, _, value = kv.partition("=")
+    out = {"key": key, "effect": effect}
+    if value:
+        out["value"] = value
+    return out
+
+
+class KubeAPIServer:
+    """An in-process Kubernetes API server for tests (127.0.0.1, ephemeral port).
+
+    with KubeAPIServer() as srv:
+        srv.add_node("gpu-node-0", gpus=8)
+        path = srv.write_kubeconfig(tmp_path / "kubeconfig")
+    """
+
+    def __init__(self, *, token: str | None = None, user: str = "kubernetes-admin",
+                 controllers: bool = True, tick: float = 0.02, start_delay: float = 0.05,
+                 readiness_delay: float = 0.0, restart_delay: float = 0.05,
+                 version: str = "v1.31.0"):
+        self.version = version
+        self.store = Store()
+        self.registry = Registry()
+        self.admission = Admission(self.store, self.registry)
+        self.objects_api = Objects(self.store, self.registry, self.admission)
+        self.logbook = LogBook()
+        self.rest = Rest(self.store, self.registry, self.objects_api, self.logbook)
+        self.policy = Policy()
+        self.tokens = Tokens()
+        self.faults = Faults()
+        self.user = user
+        self.token = token or secrets.token_hex(16)
+        self.tokens.add(self.token, user)
+        self.scheduler = Scheduler(self.store, tick)
+        self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
+                               restart_delay)
+        self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
+        self.controllers = controllers
+        self.request_log: list[Request] = []
+        self._log_lock = threading.Lock()
+        self._httpd: HTTPServer | None = None
+        self._app = App(self)
+        self._thread: threading.Thread | None = None
+        self._node_count = 0
+        self._bootstrap()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def _bootstrap(self) -> None:
+        for ns in SYSTEM_NAMESPACES:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self.create({"apiVersion": "v1", "kind": "Service", "metadata": {
+            "name": "kubernetes", "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": "10.96.0.1", "ports": [
+                {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}})
+
+    def start(self) -> KubeAPIServer:
+        if self._httpd is not None:
+            return self
+        self._httpd = HTTPServer(self._app)
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name="kubeapi-http", daemon=True)
+        self._thread.start()
+        if self.controllers:
+            for loop in self.loops:
+                loop.start()
+        return self
+
+    def stop(self) -> None:
+        for loop in self.loops:
+            loop.stop()
+        self._app.stopping.set()
+        self.store.close()
+        self.logbook.close()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.close_connections()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> KubeAPIServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def loops(self):
+        return (self.scheduler, self.jobs, self.kubelet)
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def step(self, times: int = 1) -> None:
+        """One deterministic pass of scheduler -> job controller -> kubelet -> job controller."""
+        for _ in range(times):
+            self.scheduler.step()
+            self.jobs.step()
+            self.kubelet.step()
+            self.jobs.step()
+
+    def wait_for(self, predicate, timeout: float = 10.0, interval: float = 0.02):
+        """Poll predicate() until truthy (stepping the loops when they are not threaded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.controllers or not self.scheduler.running:
+                self.step()
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            time.sleep(interval)
+
+    # -- client configuration -----------------------------------------------------------------------
+    def write_kubeconfig(self, path, context: str = "test", namespace: str = "default",
+                         token: str | None = None, user: str | None = None) -> str:
+        """Write a kubeconfig for kubernetes.config.load_kube_config(config_file=, context=)."""
+        user_name = user or f"{context}-user"
+        doc = {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": f"{context}-cluster", "cluster": {"server": self.url}}],
+            "users": [{"name": user_name, "user": {"token": token or self.token}}],
+            "contexts": [{"name": context, "context": {
+                "cluster": f"{context}-cluster", "user": user_name, "namespace": namespace}}],
+            "current-context": context,
+        }
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            import yaml
+            p.write_text(yaml.safe_dump(doc, sort_keys=False))
+        except ImportError:  # JSON is valid YAML
+            import json
+            p.write_text(json.dumps(doc, indent=2))
+        return str(p)
+
+    def add_token(self, token: str, user: str) -> None:
+        self.tokens.add(token, user)
+
+    # -- cluster setup helpers ------------------------------------------------------------------------
+    def add_node(self, name: str, gpus: int = 8, labels: dict | None = None,
+                 taints: list | None = None, annotations: dict | None = None, cpu: str = "64",
+                 memory: str = "512Gi", ready: bool = True, unschedulable: bool = False,
+                 pods: int = 110, gpu_resource: str = "nvidia.com/gpu",
+                 resources: dict | None = None, address: str | None = None) -> dict:
+        idx = self._node_count
+        self._node_count += 1
+        capacity = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods),
+                    "ephemeral-storage": "1000Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+        if gpus:
+            capacity[gpu_resource] = str(gpus)
+        capacity.update({k: str(v) for k, v in (resources or {}).items()})
+        node_taints = [_taint(t) for t in taints or []]
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                       "beta.kubernetes.io/arch": "amd64", **(labels or {})},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                            **(annotations or {})}},
+            "spec": {"podCIDR": f"10.244.{idx}.0/24", "podCIDRs": [f"10.244.{idx}.0/24"],
+                     "taints": node_taints},
+            "status": {
+                "capacity": capacity, "allocatable": dict(capacity),
+                "conditions": [], "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "addresses": [{"type": "InternalIP", "address": address or f"10.0.{idx // 250}."
+                                                                          f"{idx % 250 + 10}"},
+                              {"type": "Hostname", "address": name}],
+                "nodeInfo": {"architecture": "amd64", "bootID": f"boot-{name}",
+                             "containerRuntimeVersion": "containerd://1.7.20",
+                             "kernelVersion": "5.15.0-116-generic",
+                             "kubeProxyVersion": self.version, "kubeletVersion": self.version,
+                             "machineID": f"machine-{name}", "operatingSystem": "linux",
+                             "osImage": "Ubuntu 22.04.4 LTS", "systemUUID": f"uuid-{name}"}}}
+        if not node_taints:
+            del node["spec"]["taints"]
+        self._apply_node_state(node, ready, unschedulable)
+        return self.create(node)
+
+    @staticmethod
+    def _apply_node_state(node: dict, ready: bool, unschedulable: bool) -> None:
+        """Ready condition plus the taints the node lifecycle controller would manage."""
+        now = now_rfc3339()
+        status = node.setdefault("status", {})
+        for t, why in (("MemoryPressure", "KubeletHasSufficientMemory"),
+                       ("DiskPressure", "KubeletHasNoDiskPressure"),
+                       ("PIDPressure", "KubeletHasSufficientPID")):
+            set_condition(status, t, "False", why, why.replace("Kubelet", "kubelet "), now)
+        if ready:
+            set_condition(status, "Ready", "True", "KubeletReady", "kubelet is posting ready "
+                                                                   "status", now)
+        else:
+            set_condition(status, "Ready", "False", "KubeletNotReady",
+                          "container runtime network not ready", now)
+        for c in status["conditions"]:
+            c["lastHeartbeatTime"] = now
+            c.pop("lastProbeTime", None)
+        spec = node.setdefault("spec", {})
+        managed = {"node.kubernetes.io/not-ready": not ready,
+                   "node.kubernetes.io/unschedulable": unschedulable}
+        taints = [t for t in spec.get("taints") or [] if t.get("key") not in managed]
+        for key, on in managed.items():
+            if on:
+                taints.append({"key": key, "effect": "NoSchedule", "timeAdded": now})
+        if taints:
+            spec["taints"] = taints
+        else:
+            spec.pop("taints", None)
+        if unschedulable:
+            spec["unschedulable"] = True
+        else:
+            spec.pop("unschedulable", None)
+
+    def set_node_ready(self, name: str, ready: bool = True) -> dict:
+        def edit(n):
+            self._apply_node_state(n, ready, bool(n["spec"].get("unschedulable")))
+        return self.store.mutate("/nodes", "", name, edit)
+
+    def cordon(self, name: str, unschedulable: bool = True) -> dict:
+        def edit(n):
+            ready = any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in n["status"].get("conditions") or [])
+            self._apply_node_state(n, ready, unschedulable)
+        return self.store.mutate("/nodes", "", name, edit)
+
+    def remove_node(self, name: str) -> None:
+        self.delete("nodes", name)
+
+    def script_pod(self, match=None, *, logs=(), exit_code: int | None = 0,
+                   duration: float = 0.0, reason: str | None = None, runs=None,
+                   selector: str | None = None, namespace: str | None = None,
+                   container: str | None = None, ready_after: float | None = None) -> PodScript:
+        """Script the containers of matching pods (newest registration wins).
+
+        match: regex full-matched against the pod name, or a dict of labels.
+        logs: strings or (delay_seconds, line); each delay counts from the previous line.
+        exit_code: None keeps the container running after its logs.
+        runs: a list of Run (or dicts of Run's fields) handed out one per container start,
+              e.g. [Run(["boom"], exit_code=1), Run(["ok"])] for crash-then-succeed.
+        """
+        if isinstance(match, dict):
+            selector = ",".join(f"{k}={v}" for k, v in match.items())
+            match = None
+        if runs is None:
+            runs = [Run(list(logs), exit_code, duration, reason)]
+        runs = [r if isinstance(r, Run) else Run(**r) for r in runs]
+        return self.kubelet.add_script(PodScript(match, selector, namespace, container, runs,
+                                                 ready_after))
+
+    # -- optional API groups -----------------------------------------------------------------------
+    @staticmethod
+    def _bundle(name: str) -> str:
+        bundle = ALIASES.get(name, name)
+        if bundle not in OPTIONAL:
+            raise KeyError(f"unknown API bundle {name!r}; known: {sorted(OPTIONAL)}")
+        return bundle
+
+    def install_crd(self, name: str = "mpijob") -> list[dict]:
+        """Install the CRDs of a bundle ('mpijob', 'volcano', 'scheduler-plugins', 'kueue')."""
+        return self.install_group(name, scheduler=False)
+
+    def install_group(self, name: str, scheduler: bool = True) -> list[dict]:
+        """Install a bundle's CRDs; for gang schedulers also start acting as that scheduler."""
+        bundle = self._bundle(name)
+        crd_rt = self.registry.by_key("apiextensions.k8s.io/customresourcedefinitions")
+        out = []
+        for rt in OPTIONAL[bundle]:
+            crd_name = f"{rt.plural}.{rt.group}"
+            existing = self.store.get(crd_rt.key, "", crd_name)
+            out.append(existing or self.objects_api.create(crd_rt, crd_manifest(rt)))
+        if scheduler and bundle in GANG_SCHEDULERS:
+            self.scheduler.enable(GANG_SCHEDULERS[bundle], gang=bundle)
+        return out
+
+    def enable_scheduler(self, scheduler_name: str, gang: str | None = None) -> None:
+        """Also schedule pods with this schedulerName (gang: 'volcano'/'scheduler-plugins')."""
+        self.scheduler.enable(scheduler_name, gang)
+
+    def uninstall_group(self, name: str) -> None:
+        bundle = self._bundle(name)
+        for rt in OPTIONAL[bundle]:
+            try:
+                self.delete("customresourcedefinitions", f"{rt.plural}.{rt.group}")
+            except errors.ApiError:
+                pass
+        if bundle in GANG_SCHEDULERS:
+            self.scheduler.disable(GANG_SCHEDULERS[bundle])
+
+    uninstall_crd = uninstall_group
+
+    # -- policy and faults ---------------------------------------------------------------------------
+    def forbid(self, verb: str, resource: str, namespace: str | None = None,
+               user: str | None = None):
+        """Deny (verb, resource[/subresource][.group], namespace) with a real 403."""
+        return self.policy.forbid(verb, resource, namespace, user)
+
+    def allow(self, verb: str, resource: str, namespace: str | None = None,
+              user: str | None = None) -> None:
+        self.policy.allow(verb, resource, namespace, user)
+
+    def fail_next(self, n: int = 1, status: int | None = 503, method: str | None = None,
+                  path_regex: str | None = None, drop: bool = False,
+                  retry_after: int | None = 1, message: str | None = None) -> Fault:
+        """Fail the next n matching requests with `status` (or drop the connection).
+
+        429 carries Retry-After (like API Priority and Fairness); note urllib3, and so the
+        kubernetes client, transparently retries 429/503 responses that carry it."""
+        return self.faults.add(Fault(n, None if drop else status, method, path_regex,
+                                     retry_after, message))
+
+    # -- inspection and direct manipulation ----------------------------------------------------------
+    def resource(self, kind: str) -> ResourceType:
+        return self.registry.find(kind)
+
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        rt = self.resource(kind)
+        items = self.store.items(rt.key, namespace if rt.namespaced else None)
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        return deepcopy(items)
+
+    def get(self, kind: str, name: str, namespace: str = "default") -> dict | None:
+        rt = self.resource(kind)
+        obj = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        return deepcopy(obj) if obj is not None else None
+
+    def create(self, obj: dict, namespace: str | None = None) -> dict:
+        """Create through admission but without HTTP/auth/faults (test setup)."""
+        rt = self._rt_for(obj)
+        return deepcopy(self.objects_api.create(rt, obj, namespace))
+
+    def delete(self, kind: str, name: str, namespace: str = "default",
+               propagation: str | None = None) -> None:
+        rt = self.resource(kind)
+        self.objects_api.delete(rt, namespace if rt.namespaced else "", name, propagation)
+
+    def events_for(self, name: str, namespace: str = "default",
+                   reason: str | None = None) -> list[dict]:
+        return [e for e in self.objects("events", namespace)
+                if e["involvedObject"].get("name") == name
+                and (reason is None or e.get("reason") == reason)]
+
+    def _rt_for(self, obj: dict) -> ResourceType:
+        av, kind = obj.get("apiVersion", "v1"), obj.get("kind")
+        for rt in self.registry.all():
+            if rt.kind == kind and rt.api_version == av:
+                return rt
+        raise KeyError(f"no resource serves {av} {kind}")
+
+    def clear_requests(self) -> None:
+        with self._log_lock:
+            self.request_log.clear()
+
+    def count_requests(self, method: str | None = None, path_regex: str | None = None) -> int:
+        with self._log_lock:
+            log = list(self.request_log)
+        return sum(1 for r in log if (method is None or r.method == method.upper())
+                   and (path_regex is None or re.search(path_regex, r.path)))
+
+
+def crd_manifest(rt: ResourceType) -> dict:
+    names = {"plural": rt.plural, "singular": rt.singular_name, "kind": rt.kind,
+             "listKind": rt.list_kind}
+    if rt.short_names:
+        names["shortNames"] = list(rt.short_names)
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{rt.plural}.{rt.group}"},
+            "spec": {"group": rt.group, "names": names,
+                     "scope": "Namespaced" if rt.namespaced else "Cluster",
+                     "versions": [{"name": rt.version, "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True}},
+                                   "subresources": {"status": {}}}]}}
