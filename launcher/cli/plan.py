@@ -1,0 +1,220 @@
+"""`hvdk8s plan`: where a job would go, why, and how fast it would train there.
+
+Kept light on purpose: this module imports only typer at load time; the placement core,
+the cluster file reader, rich (tables) and the Kubernetes client are imported when used,
+so `hvdk8s plan --cluster FILE -o json` stays a fast whole-process command.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from launcher.errors import UsageError
+
+PLAN_FORMATS = ("table", "json", "yaml")
+DEFAULT_MODEL = "resnet50"
+DEFAULT_BATCH = 64
+DEFAULT_PRECISION = "fp32"
+
+
+def plan(
+    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (pods' worth of GPUs)."),
+    gpus: int = typer.Option(..., "--gpus", "-g", help="GPUs per worker (0 for a CPU job)."),
+    cluster: str = typer.Option(
+        None, "--cluster",
+        help="Cluster file (YAML/JSON: nodes, GPUs, topology, what is taken). "
+        "Default: the live cluster of the current kubeconfig context.",
+    ),
+    placement: str = typer.Option(None, "--placement", help="topology (default), binpack or spread."),
+    gputopology: bool = typer.Option(False, "--gputopology", help="Same as --placement topology."),
+    selector: list[str] = typer.Option(None, "--selector", help="Node label KEY=VALUE (repeatable)."),
+    toleration: list[str] = typer.Option(
+        None, "--toleration",
+        help="Tolerate a taint: key=value:Effect, key:Effect, key, or all (repeatable).",
+    ),
+    cpu: str = typer.Option(None, "--cpu", help="CPU per worker (e.g. 4, 500m)."),
+    memory: str = typer.Option(None, "--memory", help="Memory per worker (e.g. 16Gi)."),
+    model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model for the throughput prediction."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, "--batch-size", help="Per-GPU batch size."),
+    precision: str = typer.Option(DEFAULT_PRECISION, "--precision", help="fp32 or fp16."),
+    compare: bool = typer.Option(False, "--compare", help="Show topology, binpack and spread side by side."),
+    context: str = typer.Option(None, "--context", help="kubeconfig context (without --cluster)."),
+    output: str = typer.Option("table", "-o", "--output", help="table, json or yaml."),
+):
+    """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
+
+    Exit status 0 when the job fits, 1 when it does not (the output says why)."""
+    if output not in PLAN_FORMATS:
+        raise UsageError(f"-o/--output: expected one of {', '.join(PLAN_FORMATS)}, got {output!r}")
+    policy = _policy(placement, gputopology)
+    if precision not in ("fp32", "fp16"):
+        raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
+    if batch_size < 1:
+        raise UsageError(f"--batch-size: must be at least 1, got {batch_size}")
+    request = _request(workers, gpus, selector or [], toleration or [], cpu, memory)
+    snapshot = _load_cluster(cluster, context)
+
+    from mpijob.placement import place
+
+    policies = ("topology", "binpack", "spread") if compare else (policy,)
+    results = []
+    for p in policies:
+        result = place(snapshot, request, p)
+        data = result.to_json()
+        data["prediction"], why_not = _predict(model, batch_size, precision, result, snapshot)
+        if why_not:
+            data["explanation"].append(f"no prediction: {why_not}")
+        results.append((result, data))
+
+    if compare:
+        payload = {"compare": [d for _, d in results]}
+    else:
+        payload = results[0][1]
+    if output == "table":
+        _print_tables(results, compare, request, model, batch_size, precision)
+    else:
+        from launcher.output import emit_data
+
+        emit_data(payload, output)
+    if not any(r.feasible for r, _ in results):
+        raise typer.Exit(1)
+
+
+def _policy(placement: str | None, gputopology: bool) -> str:
+    from mpijob.placement import POLICIES
+
+    if placement is not None and placement not in POLICIES:
+        raise UsageError(f"--placement: expected one of {', '.join(POLICIES)}, got {placement!r}")
+    if gputopology and placement not in (None, "topology"):
+        raise UsageError(f"--gputopology means --placement topology; it conflicts with --placement {placement}")
+    return placement or "topology"
+
+
+def _request(workers, gpus, selectors, tolerations, cpu, memory):
+    from mpijob.errors import SpecError
+    from mpijob.options import parse_key_value, parse_toleration
+    from mpijob.placement import PlacementRequest
+    from mpijob.quantity import QuantityError, parse_quantity
+
+    if workers < 1:
+        raise UsageError(f"--workers: must be at least 1, got {workers}")
+    if gpus < 0:
+        raise UsageError(f"--gpus: must be 0 or more, got {gpus}")
+    try:
+        node_selector = dict(parse_key_value(s, "--selector") for s in selectors)
+        tols = tuple(parse_toleration(t) for t in tolerations)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    per_worker = {}
+    for option, value in (("--cpu", cpu), ("--memory", memory)):
+        if value is None:
+            continue
+        try:
+            amount = float(parse_quantity(value))
+        except QuantityError as exc:
+            raise UsageError(f"{option}: {exc}") from None
+        if amount <= 0:
+            raise UsageError(f"{option}: must be positive, got {value!r}")
+        per_worker[option] = amount
+    return PlacementRequest(
+        workers=workers, gpus_per_worker=gpus, node_selector=node_selector, tolerations=tols,
+        cpu_per_worker=per_worker.get("--cpu"), memory_per_worker=per_worker.get("--memory"),
+    )
+
+
+def _load_cluster(path: str | None, context: str | None):
+    if path:
+        from launcher.clusterfile import load_cluster
+
+        return load_cluster(path)
+    try:
+        from launcher.backends.kubernetes import cluster_snapshot
+    except ImportError:
+        cluster_snapshot = None
+    if cluster_snapshot is None:
+        raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
+    return cluster_snapshot(context=context, namespace=None)
+
+
+def _predict(model, batch_size, precision, result, snapshot):
+    """(prediction JSON or None, why there is none or None)."""
+    if not result.feasible:
+        return None, None
+    try:
+        from mpijob import perfmodel
+    except ImportError as exc:  # written by another part of the project
+        return None, f"the performance model is not available ({exc})"
+    try:
+        prediction = perfmodel.predict(model=model, batch_size=batch_size, precision=precision,
+                                       placement=result, cluster=snapshot)
+    except ValueError as exc:  # PredictionError and unknown models
+        return None, str(exc)
+    return prediction.to_json(), None
+
+
+# --- tables for people --------------------------------------------------------------------
+def _print_tables(results, compare, request, model, batch_size, precision) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    what = (f"{request.workers} worker{'s' if request.workers != 1 else ''} x "
+            f"{request.gpus_per_worker} GPU{'s' if request.gpus_per_worker != 1 else ''}")
+    if compare:
+        table = Table(title=f"Placement policies for {what}; {model}, batch {batch_size}, {precision}")
+        for col in ("policy", "fits", "nodes", "pods", "placement", "images/s", "efficiency"):
+            table.add_column(col, justify="right" if col in ("nodes", "pods", "images/s", "efficiency") else "left")
+        for result, data in results:
+            pred = data["prediction"]
+            table.add_row(
+                result.policy,
+                "yes" if result.feasible else "no",
+                str(result.nodes_used) if result.feasible else "-",
+                str(len(result.assignments)) if result.feasible else "-",
+                _placement_text(result) if result.feasible else "-",
+                f"{pred['images_per_sec']:,.0f}" if pred else "-",
+                f"{pred['scaling_efficiency']:.0%}" if pred else "-",
+            )
+        console.print(table)
+        for result, data in results:
+            pred = data["prediction"]
+            if pred:
+                console.print(f"  {result.policy}: bottleneck {pred['bottleneck']}")
+            elif not result.feasible:
+                console.print(f"  {result.policy}: does not fit: {result.reason}")
+        return
+    result, data = results[0]
+    if not result.feasible:
+        console.print(f"[bold red]does not fit[/] ({result.policy}): {result.reason}")
+        return
+    table = Table(title=f"Plan for {what} ({result.policy}): {result.nodes_used} "
+                        f"node{'s' if result.nodes_used != 1 else ''}")
+    table.add_column("node")
+    table.add_column("workers", justify="right")
+    table.add_column("GPUs")
+    for a in result.assignments:
+        table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-")
+    console.print(table)
+    for line in result.explanation:
+        console.print(f"  {line}")
+    pred = data["prediction"]
+    if pred:
+        console.print(
+            f"predicted {pred['images_per_sec']:,.0f} images/s ({model}, batch {batch_size}, "
+            f"{precision}), scaling efficiency {pred['scaling_efficiency']:.0%}, "
+            f"bottleneck: {pred['bottleneck']}"
+        )
+
+
+def _placement_text(result) -> str:
+    by_node: dict[str, list[int]] = {}
+    for a in result.assignments:
+        by_node.setdefault(a.node, []).extend(a.gpus)
+    parts = [f"{n}[{','.join(map(str, g))}]" for n, g in by_node.items()]
+    if len(parts) > 4:
+        parts = parts[:3] + [f"... {len(parts) - 3} more nodes"]
+    return "; ".join(parts)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

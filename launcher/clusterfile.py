@@ -1,0 +1,331 @@
+"""Load a cluster FILE (YAML or JSON) into an `mpijob.cluster.Cluster` snapshot.
+
+    defaults:            # optional, applied to every node (a node's own keys win)
+      gpus: 8
+      topology: dgx1-v100
+    nodes:
+      - name: gpu-node-1
+        gpus: 8                      # default: the topology's GPU count, else 0
+        topology: dgx1-v100          # preset | path to `nvidia-smi topo -m` output
+                                     # (relative to this file) | matrix of link codes
+        allocated: [0, 1]            # GPU indices taken by other pods
+        gpu_model: Tesla-V100-SXM2-16GB
+        network_gbps: 10
+        labels: {nvidia.com/gpu.product: Tesla-V100-SXM2-16GB}
+        taints: ["nvidia.com/gpu=present:NoSchedule"]   # or [{key, value, effect}]
+        cpu: "64"                    # free cpu (cores or a quantity such as 500m)
+        memory: 256Gi                # free memory
+        pcie_gen: 3
+        ready: true
+    generate:            # optional: synthetic nodes for large clusters (one block or a list)
+      count: 2000
+      prefix: node-               # names node-0001 ... (zero-padded to the count)
+      allocated_fraction: 0.5     # each GPU taken with this probability
+      seed: 1                     # same seed, same cluster
+      # ...plus any node key (gpus, topology, labels, ...)
+
+Without `topology`, a node gets `mpijob.presets.preset_for(gpu product label or
+gpu_model, gpus)`. A node with fewer GPUs than its topology uses the topology's first
+GPUs. Every problem is a UsageError naming the file, the node and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import UsageError
+
+_NODE_KEYS = {
+    "name", "gpus", "topology", "allocated", "gpu_model", "network_gbps", "labels", "taints",
+    "cpu", "memory", "pcie_gen", "ready",
+}
+_GENERATE_KEYS = {"count", "prefix", "allocated_fraction", "seed", "start"}
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+class _Problem(Exception):
+    """A problem in one node, turned into a UsageError with the file and node named."""
+
+
+def load_cluster(path: str | Path):
+    """The Cluster described by the file at `path`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--cluster: {path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"--cluster: {path}: cannot read: {exc.strerror or exc}") from None
+    data = _parse(text, path)
+    return cluster_from_data(data, source=path)
+
+
+def _parse(text: str, path: Path) -> Any:
+    stripped = text.lstrip()
+    if path.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            if path.suffix.lower() == ".json":
+                raise UsageError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UsageError(f"{path}: not valid YAML{where}: {problem}") from None
+
+
+def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
+    """A Cluster from already-parsed data (what the file holds)."""
+    from mpijob.cluster import Cluster
+
+    source = Path(source)
+    if isinstance(data, list):
+        data = {"nodes": data}
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: expected a mapping with a 'nodes' list (see `hvdk8s plan --help`)")
+    unknown = set(data) - {"nodes", "defaults", "generate"}
+    if unknown:
+        raise UsageError(f"{source}: unknown top-level key(s) {', '.join(sorted(map(str, unknown)))}; "
+                         "expected nodes, defaults, generate")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise UsageError(f"{source}: defaults: expected a mapping of node keys")
+    _check_keys(defaults, f"{source}: defaults")
+    raw_nodes = data.get("nodes") or []
+    if not isinstance(raw_nodes, list):
+        raise UsageError(f"{source}: nodes: expected a list of nodes")
+    builder = _Builder(source)
+    nodes = []
+    for i, raw in enumerate(raw_nodes):
+        if not isinstance(raw, dict):
+            raise UsageError(f"{source}: nodes[{i}]: expected a mapping with at least 'name'")
+        merged = {**defaults, **raw}
+        if isinstance(defaults.get("labels"), dict) and isinstance(raw.get("labels"), dict):
+            merged["labels"] = {**defaults["labels"], **raw["labels"]}
+        nodes.append(builder.node(merged, f"nodes[{i}]"))
+    generate = data.get("generate")
+    for spec in generate if isinstance(generate, list) else ([generate] if generate is not None else []):
+        nodes.extend(_generate(spec, defaults, builder))
+    if not nodes:
+        raise UsageError(f"{source}: no nodes (give a 'nodes' list or 'generate')")
+    seen: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if n.name in seen:
+            raise UsageError(f"{source}: node name {n.name!r} appears twice (entries {seen[n.name]} and {i})")
+        seen[n.name] = i
+    return Cluster(tuple(nodes))
+
+
+def _check_keys(raw: dict, where: str) -> None:
+    unknown = set(raw) - _NODE_KEYS
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                         f"expected {', '.join(sorted(_NODE_KEYS))}")
+
+
+def _generate(spec: Any, defaults: dict, builder: _Builder) -> list:
+    where = f"{builder.source}: generate"
+    if not isinstance(spec, dict):
+        raise UsageError(f"{where}: expected a mapping with count and prefix")
+    node_part = {k: v for k, v in spec.items() if k not in _GENERATE_KEYS}
+    _check_keys(node_part, where)
+    count = spec.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise UsageError(f"{where}: count: expected a whole number of nodes, got {count!r}")
+    prefix = str(spec.get("prefix", "node-"))
+    start = spec.get("start", 1)
+    fraction = spec.get("allocated_fraction", 0.0)
+    if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+        raise UsageError(f"{where}: allocated_fraction: expected a number from 0 to 1, got {fraction!r}")
+    rng = random.Random(spec.get("seed", 0))
+    width = len(str(start + count - 1)) if count else 1
+    base = {**defaults, **node_part}
+    out = []
+    for i in range(count):
+        raw = dict(base, name=f"{prefix}{start + i:0{width}d}")
+        node = builder.node(raw, f"generate[{i}]")
+        if fraction and node.gpus and "allocated" not in node_part:
+            from dataclasses import replace
+
+            taken = frozenset(g for g in range(node.gpus) if rng.random() < fraction)
+            node = replace(node, allocated=taken)
+        out.append(node)
+    return out
+
+
+class _Builder:
+    def __init__(self, source: Path):
+        self.source = source
+        self._files: dict[Path, Any] = {}
+        self._matrices: dict[tuple, Any] = {}
+
+    def node(self, raw: dict, where: str):
+        name = raw.get("name")
+        label = f"{self.source}: {where}" + (f" ({name})" if isinstance(name, str) else "")
+        _check_keys(raw, label)
+        try:
+            return self._node(raw)
+        except _Problem as exc:
+            raise UsageError(f"{label}: {exc}") from None
+
+    def _node(self, raw: dict):
+        from mpijob.cluster import DEFAULT_NETWORK_GBPS, Node
+
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise _Problem("name: expected a non-empty string")
+        labels = _labels(raw.get("labels"))
+        gpu_model = raw.get("gpu_model", labels.get(PRODUCT_LABEL, "unknown"))
+        if not isinstance(gpu_model, str):
+            raise _Problem(f"gpu_model: expected a string, got {gpu_model!r}")
+        gpus = raw.get("gpus")
+        if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0):
+            raise _Problem(f"gpus: expected a whole number of GPUs (0 or more), got {gpus!r}")
+        topology = self._topology(raw.get("topology"), gpus, labels.get(PRODUCT_LABEL) or gpu_model)
+        if gpus is None:
+            gpus = topology.gpus
+        elif gpus < topology.gpus:
+            topology = topology.subset(gpus)
+        elif gpus > topology.gpus:
+            raise _Problem(f"gpus is {gpus} but topology has {topology.gpus} GPUs")
+        allocated = raw.get("allocated") or []
+        if not isinstance(allocated, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in allocated):
+            raise _Problem(f"allocated: expected a list of GPU indices, got {allocated!r}")
+        bad = [i for i in allocated if not 0 <= i < gpus]
+        if bad:
+            raise _Problem(f"allocated: GPU {bad[0]} does not exist (the node has GPUs 0..{gpus - 1})"
+                           if gpus else f"allocated: GPU {bad[0]} on a node without GPUs")
+        if len(set(allocated)) != len(allocated):
+            raise _Problem(f"allocated: a GPU index appears twice in {allocated}")
+        network = raw.get("network_gbps", DEFAULT_NETWORK_GBPS)
+        if not isinstance(network, int | float) or isinstance(network, bool) or network <= 0:
+            raise _Problem(f"network_gbps: expected a positive number (Gbit/s), got {network!r}")
+        pcie_gen = raw.get("pcie_gen", 3)
+        if not isinstance(pcie_gen, int) or isinstance(pcie_gen, bool) or not 1 <= pcie_gen <= 6:
+            raise _Problem(f"pcie_gen: expected 1 to 6, got {pcie_gen!r}")
+        ready = raw.get("ready", True)
+        if not isinstance(ready, bool):
+            raise _Problem(f"ready: expected true or false, got {ready!r}")
+        return Node(
+            name=name,
+            gpus=gpus,
+            topology=topology,
+            allocated=frozenset(allocated),
+            gpu_model=gpu_model,
+            network_gbps=float(network),
+            labels=labels,
+            taints=_taints(raw.get("taints")),
+            free_cpu=_quantity(raw.get("cpu"), "cpu"),
+            free_memory=_quantity(raw.get("memory"), "memory"),
+            ready=ready,
+            pcie_gen=pcie_gen,
+        )
+
+    def _topology(self, value: Any, gpus: int | None, product: str | None):
+        from mpijob.presets import preset, preset_for
+        from mpijob.topology import Topology
+
+        if value is None:
+            if not gpus:
+                return Topology(links=(), name="no-gpus")
+            return preset_for(product, gpus)
+        if isinstance(value, list):
+            key = tuple(tuple(r) if isinstance(r, list) else (r,) for r in value)
+            if key not in self._matrices:
+                try:
+                    self._matrices[key] = Topology.from_links(value)
+                except ValueError as exc:
+                    raise _Problem(f"topology: {exc}") from None
+            return self._matrices[key]
+        if not isinstance(value, str) or not value:
+            raise _Problem("topology: expected a preset name, a path to `nvidia-smi topo -m` output "
+                           f"or a matrix of link codes, got {value!r}")
+        try:
+            return preset(value)
+        except ValueError as preset_error:
+            path = Path(value)
+            if not path.is_absolute():
+                path = self.source.parent / path
+            if not path.exists():
+                raise _Problem(f"topology: {preset_error}; and no file {path} to read") from None
+            return self._file(path)
+
+    def _file(self, path: Path):
+        from mpijob.topology import TopologyParseError, parse_topo_matrix
+
+        if path not in self._files:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise _Problem(f"topology: cannot read {path}: {exc.strerror or exc}") from None
+            try:
+                self._files[path] = parse_topo_matrix(text)
+            except TopologyParseError as exc:
+                raise _Problem(f"topology: {path}: {exc}") from None
+        return self._files[path]
+
+
+def _labels(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Problem(f"labels: expected a mapping of label keys to values, got {value!r}")
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        if isinstance(v, dict | list) or v is None:
+            raise _Problem(f"labels: {k}: expected a string value, got {v!r}")
+        out[str(k)] = str(v)
+    return out
+
+
+def _taints(value: Any) -> tuple:
+    from mpijob.cluster import Taint
+
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _Problem("taints: expected a list of key=value:Effect strings or {key, value, effect} mappings")
+    out = []
+    for i, t in enumerate(value):
+        if isinstance(t, str):
+            body, colon, effect = t.rpartition(":")
+            if not colon:
+                raise _Problem(f"taints[{i}]: {t!r} has no effect; expected key=value:Effect or key:Effect")
+            key, eq, val = body.partition("=")
+            t = {"key": key, "value": val if eq else None, "effect": effect}
+        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
+            raise _Problem(f"taints[{i}]: expected key=value:Effect or a mapping with key, value, effect")
+        effect = t.get("effect", "NoSchedule")
+        if effect not in _EFFECTS:
+            raise _Problem(f"taints[{i}]: effect {effect!r}; expected one of {', '.join(_EFFECTS)}")
+        val = t.get("value")
+        out.append(Taint(key=t["key"], value=None if val is None else str(val), effect=effect))
+    return tuple(out)
+
+
+def _quantity(value: Any, key: str) -> float | None:
+    from mpijob.quantity import QuantityError, parse_quantity
+
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise _Problem(f"{key}: expected a quantity such as {'8 or 500m' if key == 'cpu' else '64Gi'}, got {value!r}")
+    try:
+        q = float(parse_quantity(value))
+    except QuantityError as exc:
+        raise _Problem(f"{key}: {exc}") from None
+    if q < 0:
+        raise _Problem(f"{key}: must not be negative, got {value!r}")
+    return q

@@ -1,0 +1,524 @@
+"""Gang placement of a job's workers onto nodes and GPUs: all or nothing, explained.
+
+Input: a `Cluster` snapshot and a `PlacementRequest` (W workers of G GPUs each, node
+selector, tolerations, cpu/memory per worker). Output: a `Placement` that holds every worker
+or none, with the reason when it cannot fit. Workers are indivisible: a worker's G GPUs
+are on one node.
+
+Which nodes can take workers (all policies): Ready, matching every selector label, every
+NoSchedule/NoExecute taint tolerated (PreferNoSchedule only lowers preference), and with
+room: free GPUs // G workers, and free cpu / memory per worker where both the node's free
+amount and the request are known (unknown is not checked).
+
+Policies:
+- topology (default): the fewest nodes first. Then the GPU sets whose weakest link is
+  fastest (checked across all the nodes used: the slowest pair paces the allreduce), then
+  whole idle nodes left untouched when used nodes suffice (they are what the next 8-GPU job
+  needs), then the most link bandwidth, then the tightest fit. On each node the set is the
+  best of its free GPUs (see mpijob.placement_sets), one pod per node holding all the job's
+  workers there.
+- binpack: the fewest nodes, links ignored: most-used nodes first, lowest free GPU indices.
+- spread: kube-scheduler's default scoring (NodeResourcesFit LeastAllocated): one pod per
+  worker, each on the node with the largest share of its GPUs still free after it (free
+  cpu for CPU jobs), ties by node name, lowest free GPU indices.
+CPU jobs (G = 0) are placed by cpu and memory when known; a node whose free cpu/memory is
+unknown takes any number of workers, so topology and binpack put them on one node. Nodes
+without GPUs are preferred for CPU jobs, keeping GPU nodes free.
+Determinism: equal input gives equal output (ties end in node name, then GPU index).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mpijob.cluster import Cluster, Node, Taint
+from mpijob.errors import SpecError
+from mpijob.spec import JobSpec, Toleration
+
+POLICIES = ("topology", "binpack", "spread")
+POLICY_ALIASES = {"gputopology": "topology"}
+_HARD_EFFECTS = ("NoSchedule", "NoExecute")
+_UNBOUNDED = 1 << 30
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    workers: int
+    gpus_per_worker: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    cpu_per_worker: float | None = None  # cores
+    memory_per_worker: float | None = None  # bytes
+
+    @classmethod
+    def from_spec(cls, spec: JobSpec) -> PlacementRequest:
+        from mpijob.quantity import parse_quantity
+
+        return cls(
+            workers=spec.workers,
+            gpus_per_worker=spec.gpus_per_worker,
+            node_selector=dict(spec.node_selector),
+            tolerations=tuple(spec.tolerations),
+            cpu_per_worker=float(parse_quantity(spec.cpu)) if spec.cpu else None,
+            memory_per_worker=float(parse_quantity(spec.memory)) if spec.memory else None,
+        )
+
+    @property
+    def total_gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+
+@dataclass(frozen=True)
+class NodeAssignment:
+    node: str
+    gpus: tuple[int, ...]
+    workers: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    feasible: bool
+    policy: str
+    assignments: tuple[NodeAssignment, ...] = ()
+    reason: str | None = None
+    explanation: tuple[str, ...] = ()
+
+    @property
+    def nodes_used(self) -> int:
+        return len({a.node for a in self.assignments})
+
+    def to_json(self) -> dict:
+        return {
+            "feasible": self.feasible,
+            "policy": self.policy,
+            "placement": [
+                {"node": a.node, "gpus": list(a.gpus), "workers": a.workers} for a in self.assignments
+            ],
+            "nodes_used": self.nodes_used,
+            "reason": self.reason,
+            "explanation": list(self.explanation),
+        }
+
+
+# --- who may run where ------------------------------------------------------------------
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' rule (k8s.io/api core/v1 Toleration.ToleratesTaint)."""
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.key is not None and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return (toleration.value or "") == (taint.value or "")
+
+
+def taint_text(t: Taint) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value is not None else f"{t.key}:{t.effect}"
+
+
+@dataclass
+class _Candidate:
+    node: Node
+    free_mask: int
+    cap: int  # workers it can hold by GPUs, cpu and memory
+    idle: bool
+    soft_penalty: int  # untolerated PreferNoSchedule taints
+    index: object = None  # SetIndex for GPU jobs
+    profile: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def free_count(self) -> int:
+        return self.free_mask.bit_count()
+
+
+@dataclass
+class _Screen:
+    candidates: list[_Candidate]
+    total: int = 0
+    not_ready: int = 0
+    selector_miss: int = 0
+    tainted: dict[str, int] = field(default_factory=dict)
+    no_room_cpu: int = 0
+    no_room_memory: int = 0
+    no_gpus: int = 0
+
+
+def _validate(request: PlacementRequest, policy: str) -> str:
+    policy = POLICY_ALIASES.get(policy, policy)
+    if policy not in POLICIES:
+        raise SpecError("placement", f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+    if not isinstance(request.workers, int) or request.workers < 1:
+        raise SpecError("workers", f"must be at least 1, got {request.workers!r}")
+    if not isinstance(request.gpus_per_worker, int) or request.gpus_per_worker < 0:
+        raise SpecError("gpus_per_worker", f"must be 0 or more, got {request.gpus_per_worker!r}")
+    for name in ("cpu_per_worker", "memory_per_worker"):
+        value = getattr(request, name)
+        if value is not None and value <= 0:
+            raise SpecError(name, f"must be positive, got {value!r}")
+    return policy
+
+
+def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool) -> _Screen:
+    from mpijob.placement_sets import set_index
+
+    g = request.gpus_per_worker
+    selector = list(request.node_selector.items())
+    tolerations = request.tolerations
+    screen = _Screen(candidates=[], total=len(cluster.nodes))
+    for node in cluster.nodes:
+        if not node.ready:
+            screen.not_ready += 1
+            continue
+        if selector:
+            labels = node.labels
+            if any(labels.get(k) != v for k, v in selector):
+                screen.selector_miss += 1
+                continue
+        blocked = None
+        soft = 0
+        for taint in node.taints or ():
+            if any(tolerates(t, taint) for t in tolerations):
+                continue
+            if taint.effect in _HARD_EFFECTS:
+                blocked = taint
+                break
+            soft += 1
+        if blocked is not None:
+            key = taint_text(blocked)
+            screen.tainted[key] = screen.tainted.get(key, 0) + 1
+            continue
+        allocated = node.allocated
+        taken = 0
+        for i in allocated:
+            taken |= 1 << i
+        free_mask = ((1 << node.gpus) - 1) & ~taken
+        cap = free_mask.bit_count() // g if g else _UNBOUNDED
+        if g and node.gpus == 0:
+            screen.no_gpus += 1
+            continue
+        if request.cpu_per_worker is not None and node.free_cpu is not None:
+            by_cpu = int(node.free_cpu / request.cpu_per_worker + 1e-9)  # 0.3 / 0.1 is 2.999...
+            if by_cpu < 1:
+                screen.no_room_cpu += 1
+            cap = min(cap, by_cpu)
+        if request.memory_per_worker is not None and node.free_memory is not None:
+            by_mem = int(node.free_memory / request.memory_per_worker + 1e-9)
+            if by_mem < 1:
+                screen.no_room_memory += 1
+            cap = min(cap, by_mem)
+        if cap < 1:
+            continue
+        cand = _Candidate(node, free_mask, min(cap, request.workers), not allocated and node.gpus > 0, soft)
+        if g and with_profiles:
+            cand.index = set_index(_topology_of(node), pcie_gen=node.pcie_gen, gpu_model=node.gpu_model)
+            cand.profile = cand.index.profile(free_mask)
+        screen.candidates.append(cand)
+    return screen
+
+
+def _topology_of(node: Node):
+    """The node's topology sized to its GPU count (a snapshot may disagree with itself)."""
+    topo = node.topology
+    if topo.gpus == node.gpus:
+        return topo
+    if topo.gpus > node.gpus:
+        return topo.subset(node.gpus)
+    from mpijob.presets import preset_for
+
+    return preset_for(node.gpu_model, node.gpus)
+
+
+# --- the reason it does not fit -----------------------------------------------------------
+def _why_not(screen: _Screen, request: PlacementRequest) -> str:
+    w, g = request.workers, request.gpus_per_worker
+    parts = []
+    if g:
+        parts.append(f"needs {w * g} GPUs ({w} worker{'s' if w != 1 else ''} x {g} GPU{'s' if g != 1 else ''})")
+    else:
+        parts.append(f"needs {w} CPU worker{'s' if w != 1 else ''}")
+    if request.cpu_per_worker is not None or request.memory_per_worker is not None:
+        res = []
+        if request.cpu_per_worker is not None:
+            res.append(f"{request.cpu_per_worker:g} cpu")
+        if request.memory_per_worker is not None:
+            res.append(f"{_bytes(request.memory_per_worker)} memory")
+        parts[-1] += f" with {' and '.join(res)} each"
+    if screen.total == 0:
+        parts.append("the cluster has no nodes")
+        return "; ".join(parts)
+    selector_ok = screen.total - screen.not_ready - screen.selector_miss
+    if request.node_selector:
+        sel = ",".join(f"{k}={v}" for k, v in request.node_selector.items())
+        parts.append(f"{selector_ok} of {screen.total} node{'s' if screen.total != 1 else ''} match the selector {sel}")
+    if screen.not_ready:
+        parts.append(f"{screen.not_ready} node{'s' if screen.not_ready != 1 else ''} not Ready")
+    for taint, count in sorted(screen.tainted.items()):
+        parts.append(f"{count} node{'s' if count != 1 else ''} excluded by taint {taint} (add --toleration)")
+    if screen.no_gpus and g:
+        parts.append(f"{screen.no_gpus} node{'s' if screen.no_gpus != 1 else ''} without GPUs")
+    if screen.no_room_cpu:
+        parts.append(f"{screen.no_room_cpu} node{'s' if screen.no_room_cpu != 1 else ''} without {request.cpu_per_worker:g} free cpu")
+    if screen.no_room_memory:
+        parts.append(f"{screen.no_room_memory} node{'s' if screen.no_room_memory != 1 else ''} without {_bytes(request.memory_per_worker)} free memory")
+    cands = screen.candidates
+    if g:
+        free_total = sum(c.free_count for c in cands)
+        holds = sum(c.cap for c in cands)
+        if cands:
+            biggest = max(cands, key=lambda c: (c.free_count, _neg_name(c.name)))
+            parts.append(
+                f"{len(cands)} eligible node{'s' if len(cands) != 1 else ''} hold {holds} "
+                f"worker{'s' if holds != 1 else ''} ({free_total} free GPUs); largest free block is "
+                f"{biggest.free_count} GPUs on {biggest.name}"
+            )
+        else:
+            parts.append("no eligible node has a free block of "
+                         f"{g} GPU{'s' if g != 1 else ''}")
+    else:
+        holds = sum(c.cap for c in cands)
+        parts.append(f"eligible nodes hold {holds} worker{'s' if holds != 1 else ''}")
+    return "; ".join(parts)
+
+
+def _neg_name(name: str) -> tuple:
+    return tuple(-ord(ch) for ch in name)
+
+
+def _bytes(value: float) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value >= size and value % size == 0:
+            return f"{int(value // size)}{unit}"
+    return f"{value:g}"
+
+
+# --- topology and binpack: the fewest nodes ----------------------------------------------
+def _min_nodes(caps: list[int], need: int) -> int | None:
+    total = 0
+    for count, cap in enumerate(sorted(caps, reverse=True), 1):
+        total += cap
+        if total >= need:
+            return count
+    return None
+
+
+def _cap_at(c: _Candidate, g: int, threshold: int) -> int:
+    """Workers `c` holds with every GPU set's weakest link at least `threshold`."""
+    k = c.cap
+    while k > 0 and c.profile[k * g][0] < threshold:
+        k -= 1
+    return k
+
+
+def _choose_nodes(cands: list[_Candidate], caps: dict[str, int], need: int, m: int,
+                  quality_of) -> list[tuple[_Candidate, int]] | None:
+    """m nodes holding `need` workers, touching as few idle nodes as possible.
+
+    `caps` is what each node may hold; `quality_of(c, k)` ranks k workers on c (larger is
+    better). Returns [(candidate, workers)] or None."""
+    usable = [c for c in cands if caps[c.name] > 0]
+    busy = [c for c in usable if not c.idle]
+    idle = [c for c in usable if c.idle]
+
+    def rank_big(c):  # biggest room first, then the better sets, then the name
+        cap = caps[c.name]
+        q = quality_of(c, cap)
+        return (-cap, c.soft_penalty, -q[0], -c.node.network_gbps, -q[1], c.name)
+
+    busy.sort(key=rank_big)
+    idle.sort(key=rank_big)
+    busy_prefix = [0]
+    for c in busy:
+        busy_prefix.append(busy_prefix[-1] + caps[c.name])
+    idle_prefix = [0]
+    for c in idle:
+        idle_prefix.append(idle_prefix[-1] + caps[c.name])
+
+    for j in range(0, m + 1):  # idle nodes used
+        b = m - j
+        if b > len(busy) or j > len(idle):
+            continue
+        if busy_prefix[b] + idle_prefix[j] < need:
+            continue
+        if m == 1:
+            pool = busy if b == 1 else idle
+            fits = [c for c in pool if caps[c.name] >= need]
+            best = min(fits, key=lambda c: (c.soft_penalty, _neg(quality_of(c, need)), c.free_count, c.name))
+            return [(best, need)]
+        chosen_idle = idle[:j]
+        room_idle = idle_prefix[j]
+        chosen_busy = busy[: max(b - 1, 0)]
+        if b:
+            # The last busy node: the best one that still completes the job (best fit).
+            rest_need = need - room_idle - busy_prefix[b - 1]
+            last_pool = busy[b - 1:]
+            fits = [c for c in last_pool if caps[c.name] >= max(rest_need, 1)]
+            def rank_last(c):  # the better sets and network, then the tightest fit
+                q = quality_of(c, min(caps[c.name], max(rest_need, 1)))
+                return (c.soft_penalty, -q[0], -c.node.network_gbps, -q[1], caps[c.name], c.name)
+
+            last = min(fits, key=rank_last)
+            chosen_busy.append(last)
+        order = chosen_busy + chosen_idle
+        out = []
+        remaining = need
+        for pos, c in enumerate(order):
+            after = len(order) - pos - 1
+            k = min(caps[c.name], remaining - after)
+            out.append((c, k))
+            remaining -= k
+        if remaining != 0 or any(k < 1 for _, k in out):  # pragma: no cover - guarded by minimality
+            continue
+        return out
+    return None
+
+
+def _neg(q) -> tuple:
+    return tuple(-x for x in q)
+
+
+def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Placement:
+    w, g = request.workers, request.gpus_per_worker
+    cands = screen.candidates
+    raw_caps = [c.cap for c in cands]
+    m = _min_nodes(raw_caps, w)
+    if m is None:
+        return Placement(False, policy, reason=_why_not(screen, request),
+                         explanation=(f"policy {policy}: cannot fit",))
+    notes = []
+    if policy == "topology" and g:
+        # The best bottleneck the m nodes can all keep: try link speeds from the top.
+        levels = sorted({c.profile[k * g][0] for c in cands for k in range(1, c.cap + 1)}, reverse=True)
+        lo, hi = 0, len(levels) - 1  # find the first level that fits (monotone)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            caps_mid = [_cap_at(c, g, levels[mid]) for c in cands]
+            if (_min_nodes([x for x in caps_mid if x], w) or m + 1) <= m:
+                hi = mid
+            else:
+                lo = mid + 1
+        threshold = levels[lo]
+        caps = {c.name: _cap_at(c, g, threshold) for c in cands}
+
+        def quality_of(c, k):
+            return c.profile[k * g] if k else (-1, -1)
+    else:
+        caps = {c.name: c.cap for c in cands}
+
+        def quality_of(c, k):
+            # binpack, and CPU jobs: CPU-only nodes first for CPU jobs, then fuller nodes.
+            return (1 if not g and c.node.gpus == 0 else 0, -c.free_count)
+
+    picks = _choose_nodes(cands, caps, w, m, quality_of)
+    if picks is None:  # pragma: no cover - m nodes exist by construction
+        return Placement(False, policy, reason=_why_not(screen, request))
+    assignments = []
+    for c, k in picks:
+        if not g:
+            gpus: tuple[int, ...] = ()
+        elif policy == "topology":
+            from mpijob.placement_sets import indices_of
+
+            gpus = indices_of(c.index.best(c.free_mask, k * g))
+        else:
+            from mpijob.placement_sets import indices_of
+
+            gpus = indices_of(c.free_mask)[: k * g]
+        assignments.append(NodeAssignment(c.name, gpus, k))
+        notes.append(_describe(c, gpus, k, g, policy))
+    idle_left = sum(1 for c in cands if c.idle) - sum(1 for c, _ in picks if c.idle)
+    head = [_policy_line(policy, g),
+            f"{len(cands)} of {screen.total} nodes eligible; fewest nodes that hold {w} "
+            f"worker{'s' if w != 1 else ''}: {m}"]
+    if g and idle_left and any(not c.idle for c, _ in picks):
+        head.append(f"{idle_left} idle node{'s' if idle_left != 1 else ''} left whole for larger jobs")
+    return Placement(True, policy, tuple(assignments), None, tuple(head + notes))
+
+
+def _policy_line(policy: str, g: int) -> str:
+    if policy == "topology" and g:
+        return ("policy topology: fewest nodes, then the GPU sets with the fastest weakest link, "
+                "then idle nodes kept whole, then the most link bandwidth")
+    if policy == "topology":
+        return "policy topology (CPU job): fewest nodes by cpu/memory, CPU-only nodes first"
+    if policy == "binpack":
+        return "policy binpack: fewest nodes, most-used nodes first, lowest free GPU indices"
+    return "policy spread: kube-scheduler LeastAllocated, one pod per worker"
+
+
+def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str) -> str:
+    text = f"{c.name}: {k} worker{'s' if k != 1 else ''}"
+    if not g:
+        return text + " (CPU)"
+    text += f", GPUs {','.join(map(str, gpus))}"
+    if len(gpus) < 2 or c.index is None:
+        return text
+    from mpijob.placement_sets import mask_of
+
+    mask = mask_of(gpus)
+    weak, total = c.index.quality(mask)
+    a, b = c.index.weakest_pair(mask)
+    pairs = len(gpus) * (len(gpus) - 1) // 2
+    text += (f"; weakest link {c.index.topology.links[a][b]} ({weak / 1000:g} GB/s, GPU{a}-GPU{b}), "
+             f"{total / 1000:g} GB/s over {pairs} pairs")
+    if policy == "topology":
+        text += f"; the best {len(gpus)}-GPU set of its {c.free_count} free GPUs"
+    return text
+
+
+# --- spread -------------------------------------------------------------------------------
+def _place_spread(screen: _Screen, request: PlacementRequest) -> Placement:
+    w, g = request.workers, request.gpus_per_worker
+    cands = screen.candidates
+    if sum(c.cap for c in cands) < w:
+        return Placement(False, "spread", reason=_why_not(screen, request),
+                         explanation=("policy spread: cannot fit",))
+    cpu = request.cpu_per_worker or 0.0
+
+    def score(c: _Candidate, used: int) -> tuple:
+        # LeastAllocated after adding one more pod: the larger free share wins (smaller key).
+        share = (c.free_count - (used + 1) * g) / c.node.gpus if g else 0.0
+        free_cpu = c.node.free_cpu - (used + 1) * cpu if c.node.free_cpu is not None else 0.0
+        pods_here = 0 if g else used  # CPU jobs without known cpu: fewest pods first
+        return (c.soft_penalty, -share, pods_here, -free_cpu, c.name)
+
+    heap = [(score(c, 0), i) for i, c in enumerate(cands)]
+    heapq.heapify(heap)
+    used = [0] * len(cands)
+    order: list[int] = []
+    while len(order) < w:
+        _, i = heapq.heappop(heap)
+        order.append(i)
+        used[i] += 1
+        if used[i] < cands[i].cap:
+            heapq.heappush(heap, (score(cands[i], used[i]), i))
+    from mpijob.placement_sets import indices_of
+
+    taken: dict[int, int] = {}
+    assignments = []
+    for i in order:
+        c = cands[i]
+        start = taken.get(i, 0)
+        gpus = indices_of(c.free_mask)[start:start + g] if g else ()
+        taken[i] = start + g
+        assignments.append(NodeAssignment(c.name, gpus, 1))
+    nodes = len({a.node for a in assignments})
+    notes = [_policy_line("spread", g),
+             f"{len(cands)} of {screen.total} nodes eligible; {w} pod{'s' if w != 1 else ''} on "
+             f"{nodes} node{'s' if nodes != 1 else ''}"]
+    return Placement(True, "spread", tuple(assignments), None, tuple(notes))
+
+
+# --- entry point --------------------------------------------------------------------------
+def place(cluster: Cluster, request: PlacementRequest, policy: str = "topology") -> Placement:
+    """An all-or-nothing placement of `request` on `cluster` under `policy`."""
+    policy = _validate(request, policy)
+    screen = _screen(cluster, request, with_profiles=(policy == "topology"))
+    if policy == "spread":
+        return _place_spread(screen, request)
+    return _place_packed(screen, request, policy)
