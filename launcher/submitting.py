@@ -185,10 +185,10 @@ def describe_plan(plan: Plan) -> None:
             note(f"  {line}")
     if plan.prediction is not None:
         p = plan.prediction
-        note(f"predicted: {p.images_per_sec:.0f} images/sec (step {p.step_seconds * 1000:.0f} ms = "
-             f"compute {p.compute_seconds * 1000:.0f} ms + allreduce "
-             f"{p.allreduce_seconds * 1000:.0f} ms; bottleneck {p.bottleneck}; scaling "
-             f"efficiency {p.scaling_efficiency:.0%})")
+        note(f"predicted: {p.images_per_sec:.0f} images/sec (step {p.step_seconds * 1000:.0f} ms: "
+             f"compute {p.compute_seconds * 1000:.0f} ms, allreduce "
+             f"{p.allreduce_seconds * 1000:.0f} ms partly overlapped with it; bottleneck "
+             f"{p.bottleneck}; scaling efficiency {p.scaling_efficiency:.0%})")
 
 
 def _resolve_gang(request: SubmitRequest, backend) -> str:

@@ -98,3 +98,42 @@ def test_any_option_values_render_valid_objects_or_exit_2(options):
         assert result.exit_code == 2, (args, result.stderr, result.exception)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, lines)
+
+
+TWO_DGX1 = "tests/data/clusters/two-dgx1.yaml"
+
+
+def _pods(stdout):
+    return [o for o in yaml.safe_load_all(stdout) if o["kind"] == "Pod"]
+
+
+def test_dry_run_with_a_cluster_renders_the_placed_pods():
+    args = ["submit", "mpi", "--name", "vgg16", "--workers", "4", "--gpus", "1", "--gang",
+            "--gputopology", "--cluster", TWO_DGX1, "--model", "vgg16", "--dry-run"]
+    result = invoke(args)
+    assert result.exit_code == 0, result.stderr
+    (pod,) = _pods(result.stdout)  # one pod holds all four GPUs on one node
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    quad = {int(g) for g in pod["metadata"]["annotations"]["hvdk8s.io/gpus"].split(",")}
+    assert quad in ({0, 1, 2, 3}, {4, 5, 6, 7})
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms[0]["matchFields"][0]["values"]) == 1
+    assert "predicted:" in result.stderr
+    job = next(yaml.safe_load_all(result.stdout))
+    assert "hvdk8s.io/prediction" in job["metadata"]["annotations"]
+
+    spread = invoke([a for a in args if a != "--gputopology"] + ["--placement", "spread"])
+    assert spread.exit_code == 0, spread.stderr
+    pods = _pods(spread.stdout)
+    assert len(pods) == 4
+    nodes = {p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+             ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0] for p in pods}
+    assert len(nodes) == 2
+
+
+def test_a_job_that_cannot_fit_is_refused_before_anything_is_rendered():
+    result = invoke(["submit", "mpi", "--name", "big", "--workers", "3", "--gpus", "8",
+                     "--cluster", TWO_DGX1, "--dry-run"])
+    assert result.exit_code == 1
+    assert result.stdout == "" and "cannot be placed" in result.stderr
