@@ -1,0 +1,418 @@
+"""The local backend: a job's ranks run as processes on this machine under real mpirun.
+
+`submit` checks everything that could stop the job (name taken, no mpirun, too few free
+GPUs) before it creates anything, writes the job directory whole (see local_state), and
+starts a detached supervisor (local_supervisor) that runs mpirun and records the outcome.
+The other commands read that directory, so they work from any shell, while the job runs
+and after it ended, as they do on Kubernetes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from launcher.backends import local_procs
+from launcher.backends.base import (
+    FAILED,
+    PENDING,
+    TERMINAL,
+    JobStatus,
+    ReplicaStatus,
+    SubmitResult,
+)
+from launcher.backends.local_gpus import choose_gpus
+from launcher.backends.local_mpi import Launch, benchmark_script, build_launch, check_mpi
+from launcher.backends.local_state import (
+    DEFAULT_NAMESPACE,
+    JobPaths,
+    all_job_paths,
+    job_paths,
+    new_status,
+    read_json,
+    write_json,
+)
+from launcher.backends.local_supervisor import TAIL_LINES, tail
+from launcher.errors import NotFound, Timeout, UsageError, UserError
+from mpijob.command import hostfile_text, shell_join
+from mpijob.spec import JobSpec
+
+POLL_SECONDS = 0.2
+# How long `submit` waits for the supervisor to record itself (Python start-up and imports).
+START_TIMEOUT_SECONDS = 60.0
+# A job that has had no supervisor for this long after creation lost it (submit crashed).
+UNSUPERVISED_GRACE_SECONDS = 60.0
+STOP_GRACE_SECONDS = 5.0
+
+
+@dataclass
+class _Prepared:
+    paths: JobPaths
+    launch: Launch
+    gpus: list[int]
+    host: str
+    hostfile: str
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
+                 stop_grace_seconds: float = STOP_GRACE_SECONDS):
+        self.namespace = namespace or DEFAULT_NAMESPACE
+        self.poll_seconds = poll_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, spec: JobSpec, placement=None, *, mode: str = "pods", **_ignored) -> SubmitResult:
+        """Start the job; raises UserError, having changed nothing, when it cannot start."""
+        paths = job_paths(spec.name, spec.namespace)
+        if paths.dir.exists():
+            raise _exists(spec)
+        prepared = self._prepare(spec, placement, paths)
+        uid = uuid.uuid4().hex
+        status = new_status(uid=uid, phase=PENDING, mode=mode, node=prepared.host,
+                            ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv)
+        launch = {
+            "argv": prepared.launch.argv,
+            "env": prepared.launch.env,
+            "cwd": os.getcwd(),
+            "deadline_seconds": spec.run_policy.active_deadline_seconds,
+        }
+        self._create_dir(spec, paths, status, launch, prepared.hostfile)
+        try:
+            pid = self._start_supervisor(paths, uid)
+        except BaseException:
+            local_procs.terminate_job(uid, None, grace=1.0)
+            shutil.rmtree(paths.dir, ignore_errors=True)
+            raise
+        gpus = ",".join(map(str, prepared.gpus)) or "none (CPU)"
+        return SubmitResult(
+            name=spec.name, namespace=spec.namespace, backend=self.name,
+            objects=[{"kind": "LocalJob", "name": spec.name, "namespace": spec.namespace,
+                      "dir": str(paths.dir), "supervisorPid": pid, "argv": prepared.launch.argv}],
+            message=f"job {spec.name} started: {spec.ranks} ranks on {prepared.host}, "
+                    f"GPUs {gpus}; state in {paths.dir}",
+        )
+
+    def describe(self, spec: JobSpec, placement=None) -> dict:
+        """What `submit` would run (the local backend's dry run); creates nothing."""
+        prepared = self._prepare(spec, placement, job_paths(spec.name, spec.namespace))
+        return {
+            "backend": self.name, "name": spec.name, "namespace": spec.namespace,
+            "node": prepared.host, "ranks": spec.ranks, "gpus": prepared.gpus,
+            "hostfile": prepared.hostfile, "command": shell_join(prepared.launch.argv),
+            "env": prepared.launch.env, "dir": str(prepared.paths.dir),
+        }
+
+    def _prepare(self, spec: JobSpec, placement, paths: JobPaths) -> _Prepared:
+        mpirun = check_mpi(spec)
+        script = benchmark_script() if spec.runs_benchmark else None
+        host = socket.gethostname()
+        gpus, _ = choose_gpus(spec, placement, host)
+        launch = build_launch(spec, mpirun=mpirun, hostfile=paths.hostfile,
+                              ranks_dir=paths.ranks, gpus=gpus, script=script)
+        return _Prepared(paths, launch, gpus, host, hostfile_text(spec, [("localhost", spec.ranks)]))
+
+    @staticmethod
+    def _create_dir(spec: JobSpec, paths: JobPaths, status: dict, launch: dict,
+                    hostfile: str) -> None:
+        """Build the directory under a hidden name, then rename it into place: the rename
+        fails if the name was taken meanwhile, so two submits cannot both win."""
+        paths.dir.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=paths.dir.parent))
+        try:
+            write_json(building / paths.spec.name, spec.model_dump(mode="json"))
+            write_json(building / paths.launch.name, launch)
+            write_json(building / paths.status.name, status)
+            (building / paths.hostfile.name).write_text(hostfile)
+            os.rename(building, paths.dir)
+        except OSError as exc:
+            shutil.rmtree(building, ignore_errors=True)
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                raise _exists(spec) from None
+            raise
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+
+    @staticmethod
+    def _start_supervisor(paths: JobPaths, uid: str) -> int:
+        env = {**os.environ, local_procs.MARKER_ENV: uid}
+        with open(paths.supervisor_log, "ab") as log:
+            starter = subprocess.Popen(
+                [sys.executable, "-m", "launcher.backends.local_supervisor", str(paths.dir)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+        try:
+            code = starter.wait(timeout=START_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            starter.kill()
+            starter.wait()
+            code = None
+        pid = (read_json(paths.status) or {}).get("supervisor_pid")
+        if code != 0 or pid is None:
+            detail = " | ".join(tail(paths.supervisor_log, 5)) or f"exit status {code}"
+            raise UserError(f"could not start the supervisor of job {paths.name}: {detail}")
+        return pid
+
+    # --------------------------------------------------------------------- get
+    def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        paths = self._existing(name, namespace)
+        status = _status_of(paths)
+        if status is None:
+            raise _not_found(name, paths.namespace)
+        return status
+
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+        found = []
+        for paths in all_job_paths(None if all_namespaces else (namespace or self.namespace)):
+            status = _status_of(paths)
+            if status is not None:  # None: deleted while listing
+                found.append(status)
+        return found
+
+    # -------------------------------------------------------------------- logs
+    def logs(self, name: str, namespace: str | None = None, *, follow: bool = False,
+             rank: int | None = None, worker: int | None = None, all_replicas: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Lines (without newline) of the combined log, of one rank (stdout and stderr as
+        printed), of one worker's ranks or of every rank (prefixed by the rank's name).
+        With `follow`, keeps reading until the job has ended, like `tail -f`."""
+        paths = self._existing(name, namespace)
+        sources = self._log_sources(paths, rank, worker, all_replicas)
+        if tail is not None and tail < 0:
+            raise UsageError(f"--tail: expected a number of lines >= 0, got {tail}")
+        return self._read_logs(paths, sources, follow=follow, tail=tail)
+
+    def _log_sources(self, paths: JobPaths, rank: int | None, worker: int | None,
+                     all_replicas: bool) -> list[tuple[str, int | None]]:
+        """(line prefix, rank) per file to read; rank None is the combined log."""
+        raw = read_json(paths.status) or {}
+        spec = read_json(paths.spec) or {}
+        ranks = int(raw.get("ranks") or 0)
+        per_worker = max(1, int(spec.get("gpus_per_worker") or 0))
+        if rank is not None:
+            if not 0 <= rank < ranks:
+                raise UsageError(f"--rank: job {paths.name} has ranks 0..{ranks - 1}, not {rank}")
+            chosen = [rank]
+        elif worker is not None:
+            workers = int(spec.get("workers") or 0)
+            if not 0 <= worker < workers:
+                raise UsageError(f"--worker: job {paths.name} has workers 0..{workers - 1}, not {worker}")
+            chosen = list(range(worker * per_worker, (worker + 1) * per_worker))
+        elif all_replicas:
+            chosen = list(range(ranks))
+        else:
+            return [("", None)]
+        if not _writes_rank_logs(raw):
+            raise UserError(f"job {paths.name} runs its own mpirun line, which writes no "
+                            f"per-rank logs: see hvdk8s logs {paths.name} --backend local")
+        if len(chosen) == 1 and not all_replicas:
+            return [("", chosen[0])]
+        return [(f"[{_replica_name(paths.name, r)}] ", r) for r in chosen]
+
+    def _read_logs(self, paths: JobPaths, sources, *, follow: bool, tail: int | None) -> Iterator[str]:
+        def path_of(rank: int | None) -> Path:
+            return paths.launcher_log if rank is None else paths.rank_log(rank)
+
+        if not follow:
+            for prefix, rank in sources:
+                lines = _read_lines(path_of(rank))
+                if tail is not None:
+                    lines = lines[-tail:] if tail else []
+                for line in lines:
+                    yield prefix + line
+            return
+        readers = [_Follower(prefix, lambda r=rank: path_of(r), tail) for prefix, rank in sources]
+        while True:
+            # Whether the job had ended is read before the files: what it wrote before it
+            # ended is then surely in them.
+            ended = self._ended(paths)
+            got_any = False
+            for reader in readers:
+                for line in reader.read_new():
+                    got_any = True
+                    yield line
+            if ended:
+                for reader in readers:
+                    yield from reader.flush()
+                return
+            if not got_any:
+                time.sleep(self.poll_seconds)
+
+    def _ended(self, paths: JobPaths) -> bool:
+        status = _status_of(paths)
+        return status is None or status.phase in TERMINAL
+
+    # -------------------------------------------------------------------- wait
+    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.get(name, namespace)
+            if status.done:
+                return status
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s")
+                time.sleep(min(self.poll_seconds, left))
+            else:
+                time.sleep(self.poll_seconds)
+
+    # ------------------------------------------------------------------ delete
+    def delete(self, name: str, namespace: str | None = None) -> bool:
+        """Stop every process of the job and remove its directory; False if there was none."""
+        paths = job_paths(name, namespace or self.namespace)
+        if not paths.dir.is_dir():
+            return False
+        raw = read_json(paths.status) or {}
+        left = local_procs.terminate_job(raw.get("uid"), raw.get("supervisor_pid"),
+                                         grace=self.stop_grace_seconds)
+        if left:
+            raise UserError(f"job {name}: processes {', '.join(map(str, left))} did not stop "
+                            "after SIGKILL (stuck in the kernel?); nothing was removed")
+        shutil.rmtree(paths.dir, ignore_errors=True)
+        return True
+
+    # ----------------------------------------------------------------- helpers
+    def _existing(self, name: str, namespace: str | None) -> JobPaths:
+        paths = job_paths(name, namespace or self.namespace)
+        if not paths.status.exists():
+            raise _not_found(name, paths.namespace)
+        return paths
+
+
+def _exists(spec: JobSpec) -> UserError:
+    where = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
+    return UserError(
+        f"job {spec.name} already exists in namespace {spec.namespace}; delete it first: "
+        f"hvdk8s delete {spec.name}{where}",
+        1,
+    )
+
+
+def _not_found(name: str, namespace: str) -> NotFound:
+    return NotFound(f"job {name} not found in namespace {namespace} (hvdk8s list shows the jobs)")
+
+
+def _replica_name(job: str, rank: int) -> str:
+    return f"{job}-rank-{rank}"
+
+
+def _writes_rank_logs(raw: dict) -> bool:
+    return "--output-filename" in (raw.get("argv") or [])
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+class _Follower:
+    """Reads what a growing file gained since the last call, in whole lines."""
+
+    def __init__(self, prefix: str, path_of, tail: int | None):
+        self.prefix = prefix
+        self.path_of = path_of  # looked up again until it exists (rank files appear late)
+        self.offset = 0
+        self.partial = ""
+        self.skip_to_tail = tail
+
+    def read_new(self) -> list[str]:
+        try:
+            with open(self.path_of(), "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode(errors="replace")
+        *lines, self.partial = text.split("\n")
+        if self.skip_to_tail is not None:
+            # --tail N with -f: the last N lines written so far, then everything new.
+            lines = list(deque(lines, maxlen=self.skip_to_tail))
+            self.skip_to_tail = None
+        return [self.prefix + line for line in lines]
+
+    def flush(self) -> list[str]:
+        rest = self.read_new()
+        if self.partial:
+            rest.append(self.prefix + self.partial)
+            self.partial = ""
+        return rest
+
+
+# ------------------------------------------------------------------------ status
+def _status_of(paths: JobPaths) -> JobStatus | None:
+    raw = read_json(paths.status)
+    if raw is not None and raw.get("phase") not in TERMINAL and _supervisor_lost(raw):
+        # The supervisor may have written the end and exited since the read above.
+        raw = read_json(paths.status)
+    if raw is None:
+        return None
+    spec = read_json(paths.spec) or {}
+    phase = raw.get("phase") or PENDING
+    reason, message = raw.get("reason"), raw.get("message")
+    log_tail = list(raw.get("log_tail") or [])
+    if phase not in TERMINAL and _supervisor_lost(raw):
+        phase, reason = FAILED, "supervisor lost"
+        pid = raw.get("supervisor_pid")
+        message = (f"the supervisor (pid {pid}) is gone while the job was {raw.get('phase')} "
+                   "(machine restarted or process killed); "
+                   f"hvdk8s delete {paths.name} stops what is left")
+        log_tail = tail(paths.launcher_log, TAIL_LINES)
+    node = raw.get("node")
+    gpus = list(raw.get("gpus") or [])
+    ranks = int(raw.get("ranks") or 0)
+    failed_rank = raw.get("failed_rank")
+    replicas = []
+    for r in range(ranks):
+        failed = r == failed_rank and phase == FAILED
+        replicas.append(ReplicaStatus(
+            name=_replica_name(paths.name, r), role="rank", phase=phase, node=node,
+            gpus=[gpus[r]] if r < len(gpus) else [],
+            message=message if failed else None,
+            exit_code=raw.get("failed_rank_exit_code") if failed else None,
+        ))
+    return JobStatus(
+        name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
+        mode=raw.get("mode"), created=raw.get("created"), started=raw.get("started"),
+        finished=raw.get("finished"), workers=int(spec.get("workers") or 0),
+        gpus_per_worker=int(spec.get("gpus_per_worker") or 0), replicas=replicas,
+        placement=[{"node": node, "gpus": gpus}] if node else [],
+        reason=reason, message=message, log_tail=log_tail,
+        images_per_sec=raw.get("images_per_sec"),
+        predicted_images_per_sec=raw.get("predicted_images_per_sec"),
+        result=raw.get("result"),
+    )
+
+
+def _supervisor_lost(raw: dict) -> bool:
+    pid = raw.get("supervisor_pid")
+    if pid is None:
+        return _age_seconds(raw.get("created")) > UNSUPERVISED_GRACE_SECONDS
+    return not local_procs.is_job_process(pid, raw.get("uid"))
+
+
+def _age_seconds(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - created).total_seconds()

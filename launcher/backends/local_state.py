@@ -1,0 +1,174 @@
+"""Where local jobs keep their state, and how it is written.
+
+    $HVDK8S_HOME (default ~/.hvdk8s)/jobs/<namespace>/<name>/
+        spec.json       the JobSpec as submitted
+        launch.json     what the supervisor runs: argv, cwd, environment overrides
+        hostfile        `localhost slots=<ranks>`
+        status.json     phase, times, pids, exit code, result (see `new_status`)
+        supervisor.log  the supervisor's own errors (normally empty)
+        launcher.log    mpirun's combined stdout and stderr
+        ranks/1/rank.<i>/stdout   each rank's stdout and stderr (OpenMPI --output-filename)
+
+A job directory appears whole (built under a hidden name, then renamed), and JSON files
+are replaced atomically (temporary file, then rename), so readers never see half of one.
+After `submit`, status.json has one writer: the job's supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+HOME_ENV = "HVDK8S_HOME"
+DEFAULT_NAMESPACE = "default"
+
+
+def home() -> Path:
+    configured = os.environ.get(HOME_ENV)
+    # Absolute: the paths written into a job's launch line must not depend on a cwd.
+    return (Path(configured).expanduser() if configured else Path.home() / ".hvdk8s").absolute()
+
+
+def jobs_root() -> Path:
+    return home() / "jobs"
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    dir: Path
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def namespace(self) -> str:
+        return self.dir.parent.name
+
+    @property
+    def spec(self) -> Path:
+        return self.dir / "spec.json"
+
+    @property
+    def launch(self) -> Path:
+        return self.dir / "launch.json"
+
+    @property
+    def hostfile(self) -> Path:
+        return self.dir / "hostfile"
+
+    @property
+    def status(self) -> Path:
+        return self.dir / "status.json"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.dir / "supervisor.log"
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.dir / "launcher.log"
+
+    @property
+    def ranks(self) -> Path:
+        """OpenMPI's --output-filename directory."""
+        return self.dir / "ranks"
+
+    def rank_log(self, rank: int) -> Path:
+        """OpenMPI 4.x writes `<dir>/<job id>/rank.<rank>/stdout`; the job id is 1 for the
+        first (only) job of an mpirun, but it is looked up rather than assumed."""
+        found = sorted(self.ranks.glob(f"*/rank.{rank}/stdout"))
+        return found[0] if found else self.ranks / "1" / f"rank.{rank}" / "stdout"
+
+
+def job_paths(name: str, namespace: str) -> JobPaths:
+    return JobPaths(jobs_root() / namespace / name)
+
+
+def all_job_paths(namespace: str | None) -> list[JobPaths]:
+    """Job directories of one namespace, or of all when `namespace` is None, by name."""
+    root = jobs_root()
+    if namespace is not None:
+        namespaces = [root / namespace]
+    else:
+        namespaces = sorted(p for p in _subdirs(root))
+    found = []
+    for ns_dir in namespaces:
+        found.extend(JobPaths(d) for d in sorted(_subdirs(ns_dir)))
+    return found
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        # Hidden entries are directories still being built by `submit`.
+        return [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except FileNotFoundError:
+        return []
+
+
+def now() -> str:
+    """RFC 3339 UTC to the second, as Kubernetes writes timestamps."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Replace `path` atomically: readers see the old content or the new, never a part."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_json(path: Path) -> dict | None:
+    """The object in `path`, or None when the file is missing (a job being deleted)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def update_status(paths: JobPaths, **changes) -> dict:
+    """Read-modify-write of status.json; only the job's single writer calls this."""
+    status = read_json(paths.status) or {}
+    status.update(changes)
+    write_json(paths.status, status)
+    return status
+
+
+def new_status(*, uid: str, phase: str, mode: str | None, node: str, ranks: int,
+               gpus: list[int], argv: list[str]) -> dict:
+    return {
+        "uid": uid,  # also HVDK8S_JOB_UID in every process of the job
+        "phase": phase,
+        "mode": mode,
+        "node": node,
+        "ranks": ranks,
+        "gpus": gpus,  # CUDA_VISIBLE_DEVICES, in local-rank order
+        "argv": argv,
+        "created": now(),
+        "started": None,
+        "finished": None,
+        "supervisor_pid": None,  # also the session id of every process of the job
+        "pgid": None,  # the supervisor's process group (OpenMPI gives each rank its own)
+        "mpirun_pid": None,
+        "exit_code": None,
+        "reason": None,
+        "message": None,
+        "failed_rank": None,
+        "log_tail": [],
+        "images_per_sec": None,
+        "result": None,
+    }

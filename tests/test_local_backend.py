@@ -1,0 +1,253 @@
+"""The local backend end to end: real mpirun (OpenMPI), real processes, a temp HVDK8S_HOME.
+
+The Horovod benchmark run is marked slow (tens of seconds on two cores); the other jobs
+run tiny commands under mpirun and take a second or two each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from launcher.backends import local_procs
+from launcher.backends.base import FAILED, RUNNING, SUCCEEDED
+from launcher.backends.local import LocalBackend
+from launcher.backends.local_state import job_paths, read_json
+from launcher.errors import NotFound, Timeout, UsageError, UserError
+from mpijob.spec import JobSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+
+FAIL_RANK_1 = ("import os,sys; r=int(os.environ['OMPI_COMM_WORLD_RANK']); print('rank', r); "
+               "sys.exit(3 if r==1 else 0)")
+
+
+@pytest.fixture
+def backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+    b = LocalBackend(stop_grace_seconds=2.0)
+    yield b
+    for status in b.list(all_namespaces=True):  # never leave a process behind
+        b.delete(status.name, status.namespace)
+
+
+def _sleeper(name: str, token: str, **kw) -> JobSpec:
+    """Two ranks that sleep; `token` in their command line makes them findable in /proc."""
+    return JobSpec(name=name, workers=2, command=("sh", "-c", f"sleep 300; echo {token}"), **kw)
+
+
+def _cmdline_pids(token: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return [p for p in pids if local_procs.is_alive(p)]
+
+
+def _wait_until(predicate, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ the benchmark
+@pytest.mark.slow
+@pytest.mark.horovod
+def test_two_rank_horovod_benchmark_runs_to_success(backend):
+    pytest.importorskip("horovod.tensorflow")
+    spec = JobSpec(name="bench", workers=2, gpus_per_worker=0, benchmark=dict(
+        model="resnet50", batch_size=8, image_size=64, num_batches=5, num_warmup_batches=2))
+    started = time.monotonic()
+    result = backend.submit(spec, None, mode="pods")
+    assert result.backend == "local" and result.name == "bench"
+    status = backend.wait("bench", timeout=180)
+    elapsed = time.monotonic() - started
+    print(f"2-rank resnet50 run: {elapsed:.1f}s wall, {status.images_per_sec} images/sec")
+
+    assert status.phase == SUCCEEDED, status.log_tail
+    assert status.images_per_sec > 0
+    assert status.result["world_size"] == 2
+    assert len(status.result["per_rank_images_per_sec"]) == 2
+    assert status.result["model"] == "resnet50" and status.result["device"] == "cpu"
+
+    got = backend.get("bench")
+    assert got.backend == "local" and got.namespace == "default" and got.mode == "pods"
+    assert (got.workers, got.gpus_per_worker) == (2, 0)
+    assert [r.name for r in got.replicas] == ["bench-rank-0", "bench-rank-1"]
+    assert {r.role for r in got.replicas} == {"rank"} and {r.phase for r in got.replicas} == {SUCCEEDED}
+    assert got.placement == [{"node": socket.gethostname(), "gpus": []}]
+    assert got.created and got.started and got.finished and got.started <= got.finished
+
+    launcher_log = list(backend.logs("bench"))
+    assert any(line.startswith("total images/sec:") for line in launcher_log)
+    assert any(line.startswith("HVDK8S_RESULT ") for line in launcher_log)
+    rank0, rank1 = list(backend.logs("bench", rank=0)), list(backend.logs("bench", rank=1))
+    # Only rank 0 reports; each rank's log holds its own output only.
+    assert any("total images/sec:" in line for line in rank0)
+    assert not any("total images/sec:" in line for line in rank1)
+    assert list(backend.logs("bench", tail=3)) == launcher_log[-3:]
+    assert [s.name for s in backend.list()] == ["bench"]
+
+
+# ------------------------------------------------------------------ failures
+def test_a_failing_rank_fails_the_job_with_its_log_tail(backend):
+    spec = JobSpec(name="bad", workers=2, command=("python", "-c", FAIL_RANK_1))
+    backend.submit(spec, None, mode="pods")
+    status = backend.wait("bad", timeout=60)
+    assert status.phase == FAILED
+    assert status.message == "rank 1 exited with code 3"
+    assert status.log_tail == ["rank 1"]
+    failed = status.replicas[1]
+    assert (failed.exit_code, failed.message) == (3, "rank 1 exited with code 3")
+    assert status.replicas[0].exit_code is None
+    assert status.images_per_sec is None and status.result is None
+    assert list(backend.logs("bad", rank=1)) == ["rank 1"]
+    assert list(backend.logs("bad", all_replicas=True)) == ["[bad-rank-0] rank 0", "[bad-rank-1] rank 1"]
+    assert read_json(job_paths("bad", "default").status)["exit_code"] == 3
+
+
+def test_a_job_past_its_deadline_is_stopped(backend):
+    token = uuid.uuid4().hex
+    spec = _sleeper("late", token, run_policy=dict(active_deadline_seconds=1))
+    backend.submit(spec, None, mode="pods")
+    status = backend.wait("late", timeout=30)
+    assert status.phase == FAILED and status.reason == "deadline exceeded"
+    _wait_until(lambda: not _cmdline_pids(token))
+
+
+# ------------------------------------------------------------------ delete
+def test_delete_of_a_running_job_leaves_no_process_behind(backend):
+    token = uuid.uuid4().hex
+    backend.submit(_sleeper("sleepy", token), None, mode="pods")
+    raw = read_json(job_paths("sleepy", "default").status)
+    _wait_until(lambda: len(_cmdline_pids(token)) >= 2)  # both ranks' shells are up
+    assert backend.get("sleepy").phase == RUNNING
+    assert len(local_procs.job_pids(raw["uid"], raw["supervisor_pid"])) >= 4
+
+    assert backend.delete("sleepy") is True
+    assert _cmdline_pids(token) == []
+    assert local_procs.job_pids(raw["uid"], raw["supervisor_pid"]) == []
+    assert not job_paths("sleepy", "default").dir.exists()
+    with pytest.raises(NotFound):
+        backend.get("sleepy")
+    assert backend.delete("sleepy") is False  # idempotent
+
+
+# ------------------------------------------------------------------ names
+def test_a_taken_name_is_refused_and_the_job_left_untouched(backend):
+    backend.submit(JobSpec(name="twice", workers=1, command=("true",)), None, mode="pods")
+    paths = job_paths("twice", "default")
+    with pytest.raises(UserError) as err:
+        backend.submit(JobSpec(name="twice", workers=2, command=("false",)), None, mode="pods")
+    assert str(err.value) == ("job twice already exists in namespace default; "
+                              "delete it first: hvdk8s delete twice")
+    assert err.value.exit_code == 1
+    assert backend.wait("twice", timeout=30).phase == SUCCEEDED
+    assert json.loads(paths.spec.read_text())["workers"] == 1
+    # A finished job still holds its name, as on Kubernetes.
+    with pytest.raises(UserError, match="already exists"):
+        backend.submit(JobSpec(name="twice", command=("true",)), None, mode="pods")
+    assert [p.name for p in paths.dir.parent.iterdir()] == ["twice"]
+
+
+def test_namespaces_keep_jobs_apart(backend):
+    backend.submit(JobSpec(name="same", command=("true",)), None, mode="pods")
+    backend.submit(JobSpec(name="same", namespace="team", command=("true",)), None, mode="pods")
+    assert backend.wait("same", "team", timeout=30).namespace == "team"
+    assert [s.namespace for s in backend.list()] == ["default"]
+    assert [s.namespace for s in backend.list("team")] == ["team"]
+    assert sorted(s.namespace for s in backend.list(all_namespaces=True)) == ["default", "team"]
+    with pytest.raises(UserError, match=r"hvdk8s delete same -n team$"):
+        backend.submit(JobSpec(name="same", namespace="team", command=("true",)), None, mode="pods")
+
+
+def test_unknown_job_and_bad_rank(backend):
+    with pytest.raises(NotFound, match="job ghost not found in namespace default"):
+        backend.get("ghost")
+    with pytest.raises(NotFound):
+        backend.logs("ghost")
+    backend.submit(JobSpec(name="one", workers=2, command=("true",)), None, mode="pods")
+    with pytest.raises(UsageError, match=r"--rank: job one has ranks 0\.\.1, not 2"):
+        backend.logs("one", rank=2)
+
+
+# ------------------------------------------------------------------ supervision
+def test_a_lost_supervisor_is_reported_and_its_ranks_can_be_deleted(backend):
+    token = uuid.uuid4().hex
+    backend.submit(_sleeper("orphan", token), None, mode="pods")
+    _wait_until(lambda: len(_cmdline_pids(token)) >= 2)
+    pid = read_json(job_paths("orphan", "default").status)["supervisor_pid"]
+    os.kill(pid, signal.SIGKILL)
+    _wait_until(lambda: not local_procs.is_alive(pid))
+
+    status = backend.get("orphan")
+    assert status.phase == FAILED and status.reason == "supervisor lost"
+    assert "hvdk8s delete orphan" in status.message
+    assert backend.wait("orphan", timeout=5).phase == FAILED
+    assert _cmdline_pids(token)  # the ranks outlived it...
+    assert backend.delete("orphan") is True
+    assert _cmdline_pids(token) == []  # ...until delete
+
+
+def test_sigterm_to_the_supervisor_stops_the_ranks_and_fails_the_job(backend):
+    token = uuid.uuid4().hex
+    backend.submit(_sleeper("stopped", token), None, mode="pods")
+    _wait_until(lambda: len(_cmdline_pids(token)) >= 2)
+    os.kill(read_json(job_paths("stopped", "default").status)["supervisor_pid"], signal.SIGTERM)
+    status = backend.wait("stopped", timeout=30)
+    assert (status.phase, status.reason) == (FAILED, "terminated")
+    assert "SIGTERM" in status.message
+    _wait_until(lambda: not _cmdline_pids(token))
+
+
+def test_wait_times_out_with_exit_code_124(backend):
+    token = uuid.uuid4().hex
+    backend.submit(_sleeper("slow", token), None, mode="pods")
+    started = time.monotonic()
+    with pytest.raises(Timeout) as err:
+        backend.wait("slow", timeout=0.5)
+    assert err.value.exit_code == 124
+    assert 0.5 <= time.monotonic() - started < 5
+    assert "slow" in str(err.value)
+
+
+def test_follow_streams_lines_until_the_job_ends(backend):
+    program = "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)\n"
+    backend.submit(JobSpec(name="talk", command=("python", "-c", program)), None, mode="pods")
+    seen = []
+    for line in backend.logs("talk", follow=True):
+        seen.append((time.monotonic(), line))
+    assert [line for _, line in seen] == ["line 0", "line 1", "line 2"]
+    assert seen[-1][0] - seen[0][0] >= 0.4  # streamed as printed, not read at the end
+    assert backend.get("talk").phase == SUCCEEDED
+    assert list(backend.logs("talk", rank=0, follow=True, tail=1)) == ["line 2"]
+
+
+def test_a_users_own_mpirun_line_runs_untouched(backend):
+    line = f"mpirun -np 2 python -c {json.dumps('print(42)')}"
+    backend.submit(JobSpec(name="own", command=(line,), shell=True), None, mode="pods")
+    status = backend.wait("own", timeout=60)
+    assert status.phase == SUCCEEDED, status.log_tail
+    assert list(backend.logs("own")).count("42") == 2
+    with pytest.raises(UserError, match="writes no per-rank logs"):
+        backend.logs("own", rank=0)
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")
+def test_gpus_on_a_machine_without_gpus_fail_before_anything_starts(backend, tmp_path):
+    with pytest.raises(UserError, match="--gpus 1: cannot see this machine's GPUs.*--gpus 0"):
+        backend.submit(JobSpec(name="nogpu", gpus_per_worker=1), None, mode="pods")
+    assert not (tmp_path / "home" / "jobs" / "default" / "nogpu").exists()

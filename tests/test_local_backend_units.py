@@ -1,0 +1,340 @@
+"""The local backend's parts that need no running job: the launch line and environment,
+reading mpirun's failure notices, the state files, finding a job's processes, following
+logs, and choosing GPUs on a (pretend) GPU machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.backends import local_gpus, local_procs
+from launcher.backends.local import LocalBackend, _Follower
+from launcher.backends.local_mpi import (
+    INTRA_OP_ENV,
+    THREADS_ENV,
+    build_launch,
+    rank_failure,
+)
+from launcher.backends.local_state import JobPaths, all_job_paths, read_json, write_json
+from launcher.errors import UserError
+from mpijob.spec import JobSpec
+
+SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
+
+
+def _launch(spec: JobSpec, tmp_path: Path, **kw):
+    args = dict(mpirun="/usr/bin/mpirun", hostfile=tmp_path / "hostfile",
+                ranks_dir=tmp_path / "ranks", gpus=[], python="/venv/bin/python",
+                script=SCRIPT, cores=8, is_root=False, environ={"PATH": "/usr/bin"})
+    args.update(kw)
+    return build_launch(spec, **args)
+
+
+def _options(argv: list[str]) -> list[str]:
+    """mpirun's own options: everything before the program."""
+    for i, word in enumerate(argv):
+        if word == "/venv/bin/python" or word == "sleep":
+            return argv[:i]
+    return argv
+
+
+# ------------------------------------------------------------------ launch line
+def test_benchmark_line_runs_the_script_with_this_python_and_logs_per_rank(tmp_path):
+    spec = JobSpec(name="b", workers=2, benchmark=dict(batch_size=8, image_size=64))
+    launch = _launch(spec, tmp_path)
+    argv = launch.argv
+    assert argv[0] == "/usr/bin/mpirun"
+    assert argv[argv.index("-np") + 1] == "2"
+    assert argv[argv.index("--hostfile") + 1] == str(tmp_path / "hostfile")
+    assert argv[argv.index("--output-filename") + 1] == str(tmp_path / "ranks")
+    program = argv[argv.index("/venv/bin/python"):]
+    assert program[1] == str(SCRIPT)
+    assert program[program.index("--batch_size") + 1] == "8"
+    assert program[program.index("--device") + 1] == "cpu"
+    # Not root, fewer ranks than cores: neither override is needed.
+    assert "--allow-run-as-root" not in argv and "--oversubscribe" not in argv
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in launch.env
+
+
+def test_root_and_more_ranks_than_cores(tmp_path):
+    spec = JobSpec(name="b", workers=4)
+    launch = _launch(spec, tmp_path, cores=2, is_root=True)
+    options = _options(launch.argv)
+    assert "--allow-run-as-root" in options and "--oversubscribe" in options
+    assert launch.env["OMPI_ALLOW_RUN_AS_ROOT"] == launch.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+
+
+def test_exports_of_unset_variables_are_dropped_but_set_ones_kept(tmp_path):
+    spec = JobSpec(name="b", workers=2, env={"MY_FLAG": "1"}, command=("sleep", "1"))
+    options = _options(_launch(spec, tmp_path, environ={"PATH": "/bin"}).argv)
+    exported = [options[i + 1] for i, w in enumerate(options) if w == "-x"]
+    assert "PATH" in exported and "MY_FLAG" in exported
+    assert "NCCL_DEBUG" not in exported  # unset here: mpirun would warn in the log
+    with_nccl = _options(_launch(spec, tmp_path, environ={"PATH": "/bin", "NCCL_DEBUG": "INFO"}).argv)
+    assert "NCCL_DEBUG" in [with_nccl[i + 1] for i, w in enumerate(with_nccl) if w == "-x"]
+
+
+def test_cpu_ranks_share_the_cores_and_see_no_gpu(tmp_path):
+    env = _launch(JobSpec(name="b", workers=2), tmp_path, cores=8).env
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert env[THREADS_ENV] == env[INTRA_OP_ENV] == env["OMP_NUM_THREADS"] == "4"
+    # More ranks than cores still gets one thread each.
+    assert _launch(JobSpec(name="b", workers=3), tmp_path, cores=2).env[THREADS_ENV] == "1"
+
+
+def test_the_users_thread_settings_win(tmp_path):
+    spec = JobSpec(name="b", workers=2, env={INTRA_OP_ENV: "3"})
+    env = _launch(spec, tmp_path, environ={"PATH": "/bin", "OMP_NUM_THREADS": "2"}).env
+    assert env[INTRA_OP_ENV] == "3"
+    assert "OMP_NUM_THREADS" not in env  # already set in the environment mpirun inherits
+
+
+def test_gpu_ranks_see_their_gpus_in_nvml_order(tmp_path):
+    spec = JobSpec(name="b", workers=1, gpus_per_worker=2)
+    launch = _launch(spec, tmp_path, gpus=[2, 3])
+    assert launch.env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert launch.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert THREADS_ENV not in launch.env
+    program = launch.argv[launch.argv.index("/venv/bin/python"):]
+    assert program[program.index("--device") + 1] == "gpu"
+
+
+def test_ranks_find_this_python_first_on_path(tmp_path):
+    env = _launch(JobSpec(name="b", command=("python", "x.py")), tmp_path).env
+    assert env["PATH"].split(os.pathsep) == ["/venv/bin", "/usr/bin"]
+
+
+def test_a_users_mpirun_line_is_passed_through(tmp_path):
+    spec = JobSpec(name="b", command=("mpirun -np 2 python train.py",), shell=True)
+    launch = _launch(spec, tmp_path, mpirun=None, is_root=True)
+    assert launch.argv == ["/bin/sh", "-c", "mpirun -np 2 python train.py"]
+    assert launch.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+
+
+# ---------------------------------------------------------- mpirun's failure notices
+NON_ZERO = """\
+rank 1
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[18817,1],1]
+  Exit code:    3
+--------------------------------------------------------------------------"""
+SIGNALLED = """\
+--------------------------------------------------------------------------
+mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed).
+--------------------------------------------------------------------------"""
+ABORTED = """\
+--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD
+with errorcode 7.
+--------------------------------------------------------------------------"""
+IMPROPER = """\
+mpirun has exited due to process rank 0 with PID 0 on
+node vm exiting improperly. There are three reasons this could occur:"""
+
+
+@pytest.mark.parametrize("text, rank, message, exit_code", [
+    (NON_ZERO, 1, "rank 1 exited with code 3", 3),
+    (SIGNALLED, 2, "rank 2 was killed by signal 9 (Killed)", 137),
+    (ABORTED, 3, "rank 3 called MPI_Abort with error code 7", 7),
+    (IMPROPER, 0, "rank 0 exited without calling MPI_Finalize", None),
+])
+def test_the_failing_rank_is_read_from_mpiruns_notice(text, rank, message, exit_code):
+    failure = rank_failure(text.splitlines())
+    assert (failure.rank, failure.message, failure.exit_code) == (rank, message, exit_code)
+
+
+def test_no_notice_no_rank():
+    assert rank_failure(["Traceback (most recent call last):", "ValueError: x"]) is None
+
+
+# ------------------------------------------------------------------------ state
+def test_json_is_replaced_whole_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "status.json"
+    write_json(path, {"phase": "Pending"})
+    write_json(path, {"phase": "Running", "pid": 1})
+    assert read_json(path) == {"phase": "Running", "pid": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
+    assert read_json(tmp_path / "missing.json") is None
+
+
+def test_job_dirs_being_built_are_not_listed(tmp_path, monkeypatch):
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
+    for ns, name in (("default", "a"), ("default", ".b.tmp1"), ("team", "c")):
+        (tmp_path / "jobs" / ns / name).mkdir(parents=True)
+    assert [p.name for p in all_job_paths("default")] == ["a"]
+    assert [(p.namespace, p.name) for p in all_job_paths(None)] == [("default", "a"), ("team", "c")]
+    assert all_job_paths("nowhere") == []
+
+
+def test_rank_logs_are_found_under_any_job_number(tmp_path):
+    paths = JobPaths(tmp_path / "job")
+    (paths.ranks / "3" / "rank.1").mkdir(parents=True)
+    (paths.ranks / "3" / "rank.1" / "stdout").write_text("x\n")
+    assert paths.rank_log(1) == paths.ranks / "3" / "rank.1" / "stdout"
+
+
+# -------------------------------------------------------------------- processes
+def _child_in_own_session(uid: str | None, program: str = "sleep 120 & wait") -> subprocess.Popen:
+    env = dict(os.environ)
+    if uid:
+        env[local_procs.MARKER_ENV] = uid
+    return subprocess.Popen(["/bin/sh", "-c", program], env=env, start_new_session=True,
+                            stdin=subprocess.DEVNULL)
+
+
+def _wait_for(predicate, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_process_without_the_marker_is_found_by_its_session_even_when_orphaned():
+    # The grandchild drops its environment (env -i) and so the marker: only the session
+    # ties it to the job. Then the leader dies, as a supervisor killed by a reboot would.
+    child = _child_in_own_session("u0", "env -i sleep 120 & wait")
+    try:
+        # Until `env -i` has exec'd sleep, the grandchild still carries the marker.
+        _wait_for(lambda: len(local_procs.job_pids("u0", child.pid)) == 2
+                  and local_procs.job_pids("u0", None) == [child.pid])
+        found = local_procs.job_pids("u0", child.pid)
+        assert child.pid in found and len(found) == 2
+        assert local_procs.job_pids("u0", None) == [child.pid]  # the marker alone
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        orphans = local_procs.job_pids("u0", child.pid)
+        assert len(orphans) == 1 and orphans[0] in found
+        assert local_procs.terminate_job("u0", child.pid, grace=2) == []
+        assert local_procs.job_pids("u0", child.pid) == []
+    finally:
+        for pid in local_procs.job_pids("u0", child.pid):
+            os.kill(pid, signal.SIGKILL)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_job_processes_are_found_by_marker_and_strangers_are_left_alone():
+    job = _child_in_own_session("u1")
+    stranger = _child_in_own_session("u2")
+    try:
+        time.sleep(0.3)
+        assert job.pid in local_procs.job_pids("u1", None)
+        assert stranger.pid not in local_procs.job_pids("u1", None)
+        assert local_procs.is_job_process(job.pid, "u1")
+        assert not local_procs.is_job_process(stranger.pid, "u1")
+        # A reused session id (its leader lacks the marker) is not the job's.
+        assert stranger.pid not in local_procs.job_pids("u1", stranger.pid)
+        assert local_procs.terminate_job("u1", None, grace=2) == []
+        job.wait(timeout=5)
+        assert stranger.poll() is None
+    finally:
+        for p in (job, stranger):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period():
+    env = {**os.environ, local_procs.MARKER_ENV: "stubborn"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+         "print('ready', flush=True); time.sleep(60)"],
+        env=env, start_new_session=True, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        started = time.monotonic()
+        assert local_procs.terminate_job("stubborn", child.pid, grace=0.5) == []
+        assert child.wait(timeout=5) == -signal.SIGKILL
+        assert time.monotonic() - started >= 0.5
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+
+
+# --------------------------------------------------------------------- following
+def test_follower_yields_whole_lines_as_they_complete(tmp_path):
+    path = tmp_path / "log"
+    reader = _Follower("", lambda: path, None)
+    assert reader.read_new() == []  # not there yet
+    path.write_text("one\ntw")
+    assert reader.read_new() == ["one"]
+    with open(path, "a") as f:
+        f.write("o\nthree")
+    assert reader.read_new() == ["two"]
+    assert reader.flush() == ["three"]
+
+
+def test_follower_with_tail_starts_from_the_last_lines(tmp_path):
+    path = tmp_path / "log"
+    path.write_text("".join(f"{i}\n" for i in range(10)))
+    reader = _Follower("[r] ", lambda: path, 2)
+    assert reader.read_new() == ["[r] 8", "[r] 9"]
+    with open(path, "a") as f:
+        f.write("10\n")
+    assert reader.read_new() == ["[r] 10"]
+
+
+# ------------------------------------------------------------ a pretend GPU machine
+@pytest.fixture
+def gpu_machine(monkeypatch):
+    from mpijob.presets import preset
+
+    busy: set[int] = set()
+    monkeypatch.setattr(local_gpus, "_local_topology", lambda spec: preset("dgx1-v100"))
+    monkeypatch.setattr(local_gpus, "busy_gpus", lambda count: set(busy))
+    return busy
+
+
+def test_gpu_job_gets_free_gpus_placed_by_the_engine(gpu_machine):
+    pytest.importorskip("mpijob.placement")
+    gpu_machine.update({0, 1})
+    spec = JobSpec(name="g", workers=2, gpus_per_worker=2)
+    gpus, placement = local_gpus.choose_gpus(spec, None, "host-a")
+    assert len(gpus) == 4 and len(set(gpus)) == 4
+    assert not set(gpus) & {0, 1}
+    assert placement.feasible and {a.node for a in placement.assignments} == {"host-a"}
+
+
+def test_too_few_free_gpus_is_refused_naming_the_options(gpu_machine):
+    pytest.importorskip("mpijob.placement")
+    gpu_machine.update(range(6))
+    spec = JobSpec(name="g", workers=1, gpus_per_worker=4)
+    with pytest.raises(UserError, match=r"--gpus 4 .* needs 4 GPUs; this machine has 8, 2 of them free"):
+        local_gpus.choose_gpus(spec, None, "host-a")
+
+
+def test_describe_shows_the_gpu_command_without_creating_anything(gpu_machine, tmp_path, monkeypatch):
+    pytest.importorskip("mpijob.placement")
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
+    described = LocalBackend().describe(JobSpec(name="g", workers=1, gpus_per_worker=2))
+    assert described["ranks"] == 2 and len(described["gpus"]) == 2
+    assert described["env"]["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, described["gpus"]))
+    assert "mpirun" in described["command"] and "--device gpu" in described["command"]
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_cpu_job_needs_no_gpu():
+    assert local_gpus.choose_gpus(JobSpec(name="c", workers=2), None, "h") == ([], None)
+
+
+def test_the_supervisor_writes_the_protocols_phase_names():
+    from launcher.backends import base, local_supervisor
+
+    # The supervisor spells FAILED itself so it can record a failure before its imports.
+    assert local_supervisor.FAILED == base.FAILED

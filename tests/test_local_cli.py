@@ -1,0 +1,97 @@
+"""The job commands against the local backend, through the CLI a user types."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from launcher.cli.app import app
+
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+
+runner = CliRunner()
+LOCAL = ["--backend", "local"]
+FAIL_RANK_1 = ("import os,sys; r=int(os.environ['OMPI_COMM_WORLD_RANK']); print('rank', r); "
+               "sys.exit(3 if r==1 else 0)")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+    yield tmp_path / "home"
+    from launcher.backends.local import LocalBackend
+
+    backend = LocalBackend(stop_grace_seconds=2.0)
+    for status in backend.list(all_namespaces=True):
+        backend.delete(status.name, status.namespace)
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.slow
+@pytest.mark.horovod
+def test_submit_wait_get_logs_list_delete_a_benchmark_run():
+    pytest.importorskip("horovod.tensorflow")
+    result = invoke("submit", "mpi", *LOCAL, "--name", "try", "--workers", "2", "--gpus", "0",
+                    "--model", "resnet50", "--batch-size", "8", "--image-size", "64",
+                    "--num-batches", "10", "--wait")
+    assert result.exit_code == 0, result.output
+    assert "total images/sec:" in result.stdout
+
+    got = invoke("get", "try", *LOCAL, "-o", "json")
+    assert got.exit_code == 0, got.output
+    import json
+
+    status = json.loads(got.stdout)
+    assert status["phase"] == "Succeeded" and status["backend"] == "local"
+    assert status["images_per_sec"] > 0 and status["result"]["world_size"] == 2
+    assert [r["name"] for r in status["replicas"]] == ["try-rank-0", "try-rank-1"]
+
+    table = invoke("get", "try", *LOCAL)
+    assert table.exit_code == 0 and "try-rank-1" in table.stdout
+
+    logs = invoke("logs", "try", *LOCAL)
+    assert logs.exit_code == 0 and "total images/sec:" in logs.stdout
+    rank1 = invoke("logs", "try", *LOCAL, "--rank", "1")
+    assert rank1.exit_code == 0 and "total images/sec:" not in rank1.stdout
+
+    listed = invoke("list", *LOCAL, "-o", "json")
+    assert listed.exit_code == 0 and [j["name"] for j in json.loads(listed.stdout)] == ["try"]
+
+    deleted = invoke("delete", "try", *LOCAL)
+    assert deleted.exit_code == 0 and "job try deleted" in deleted.stdout
+    gone = invoke("get", "try", *LOCAL)
+    assert gone.exit_code == 1 and gone.stderr.strip() == (
+        "error: job try not found in namespace default (hvdk8s list shows the jobs)")
+
+
+def test_a_failed_job_exits_1_and_get_names_the_rank():
+    result = invoke("submit", "mpi", *LOCAL, "--name", "bad", "--workers", "2", "--wait",
+                    "python", "-c", FAIL_RANK_1)
+    assert result.exit_code == 1
+    assert "rank 1 exited with code 3" in result.output
+    got = invoke("get", "bad", *LOCAL)
+    assert got.exit_code == 0
+    assert "Failed" in got.stdout and "rank 1 exited with code 3" in got.stdout
+    assert invoke("wait", "bad", *LOCAL).exit_code == 1
+
+
+def test_a_taken_name_is_one_line_and_exit_1():
+    assert invoke("submit", "mpi", *LOCAL, "--name", "dup", "--wait", "true").exit_code == 0
+    again = invoke("submit", "mpi", *LOCAL, "--name", "dup", "true")
+    assert again.exit_code == 1
+    assert again.stderr.strip().splitlines()[-1] == (
+        "error: job dup already exists in namespace default; delete it first: hvdk8s delete dup")
+
+
+def test_wait_timeout_exits_124_and_delete_stops_the_job():
+    assert invoke("submit", "mpi", *LOCAL, "--name", "nap", "--workers", "2",
+                  "sleep", "300").exit_code == 0
+    waited = invoke("wait", "nap", *LOCAL, "--timeout", "0.3")
+    assert waited.exit_code == 124
+    assert invoke("delete", "nap", *LOCAL).stdout.strip() == "job nap deleted"
+    assert invoke("delete", "nap", *LOCAL).stdout.strip() == "job nap not found (nothing to delete)"
