@@ -1,0 +1,192 @@
+"""`hvdk8s simulate`: placement policies compared on a whole cluster and a stream of jobs.
+
+The simulation itself is pure (mpijob.simulate, mpijob.simworkload); this module reads the
+cluster file and trace, shows progress, prints the comparison and writes DIR/summary.csv
+and the plots. rich and matplotlib are imported only when used.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from launcher.errors import UsageError
+
+DEFAULT_JOBS = 10_000
+DEFAULT_NODES = 500
+DEFAULT_LOAD = 0.7
+
+
+def simulate(
+    cluster: str = typer.Option(
+        None, "--cluster",
+        help="Cluster file (YAML/JSON, as for `hvdk8s plan`). Default: a generated cluster of "
+        "--nodes 8-GPU nodes mixing DGX-1 V100, PCIe P100, DGX A100 and DGX H100 nodes.",
+    ),
+    nodes: int = typer.Option(DEFAULT_NODES, "--nodes", help="Nodes of the generated cluster."),
+    jobs: int = typer.Option(DEFAULT_JOBS, "--jobs", help="Jobs to generate (without --trace)."),
+    trace: str = typer.Option(
+        None, "--trace",
+        help="CSV of jobs instead of generated ones: submit_s,gpus,gpus_per_worker,model,"
+        "batch_size,work_images[,gpu_product].",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the generated job stream."),
+    load: float = typer.Option(
+        DEFAULT_LOAD, "--load",
+        help="Offered load of the generated stream: GPU-time at perfect scaling / GPU capacity.",
+    ),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 or fp16, for every job."),
+    policies: list[str] = typer.Option(
+        None, "--policies", "--policy",
+        help="Policies to compare, comma-separated or repeated (default: topology,binpack,spread).",
+    ),
+    out: str = typer.Option(None, "--out", help="Write DIR/summary.csv and PNG plots here."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots with --out."),
+    backfill_depth: int = typer.Option(
+        64, "--backfill-depth", help="Queued jobs looked at per event for backfilling."),
+):
+    """Simulate the cluster under each placement policy and compare job completion times,
+    predicted throughput, utilisation and queueing."""
+    from mpijob.placement import POLICIES
+
+    chosen = _policies(policies, POLICIES)
+    if precision not in ("fp32", "fp16"):
+        raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
+    if nodes < 1:
+        raise UsageError(f"--nodes: must be at least 1, got {nodes}")
+    if jobs < 1:
+        raise UsageError(f"--jobs: must be at least 1, got {jobs}")
+    if not load > 0:
+        raise UsageError(f"--load: must be greater than 0, got {load}")
+    if backfill_depth < 0:
+        raise UsageError(f"--backfill-depth: must be 0 or more, got {backfill_depth}")
+    out_dir = _out_dir(out)
+
+    from mpijob import simworkload
+
+    if cluster:
+        from launcher.clusterfile import load_cluster
+
+        snapshot = load_cluster(cluster)
+    else:
+        snapshot = simworkload.default_cluster(nodes)
+    stream = _read_trace(trace) if trace else simworkload.generate_jobs(
+        jobs, seed=seed, cluster=snapshot, load=load, precision=precision)
+    if not stream:
+        raise UsageError(f"--trace: {trace}: no jobs")
+
+    results, seconds = _run(snapshot, stream, chosen, precision, backfill_depth)
+    _print(results, seconds, snapshot, stream)
+    if out_dir is not None:
+        _write(out_dir, results, plots)
+
+
+def _policies(values: list[str] | None, known: tuple[str, ...]) -> tuple[str, ...]:
+    names = [p.strip() for v in (values or [",".join(known)]) for p in v.split(",") if p.strip()]
+    bad = [p for p in names if p not in known]
+    if bad or not names:
+        raise UsageError(f"--policies: expected names from {', '.join(known)}, got {', '.join(bad) or 'none'}")
+    return tuple(dict.fromkeys(names))
+
+
+def _out_dir(out: str | None) -> Path | None:
+    if out is None:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out: {out} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out: cannot create {out}: {exc.strerror or exc}") from None
+    return path
+
+
+def _read_trace(path: str):
+    from mpijob.simworkload import TraceError, parse_jobs_csv
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--trace: {path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"--trace: {path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return parse_jobs_csv(text)
+    except TraceError as exc:
+        raise UsageError(f"--trace: {path}: {exc}") from None
+
+
+def _run(snapshot, stream, policies, precision, backfill_depth):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from mpijob.simulate import simulate as run_policy
+
+    results, seconds = [], []
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        tasks = {p: progress.add_task(p, total=len(stream)) for p in policies}
+        for p in policies:
+            task = tasks[p]
+            started = time.perf_counter()
+            result = run_policy(snapshot, stream, p, precision=precision,
+                                backfill_depth=backfill_depth,
+                                progress=lambda n, task=task: progress.update(task, completed=n))
+            seconds.append(time.perf_counter() - started)
+            progress.update(task, completed=len(stream))
+            results.append(result)
+    return results, seconds
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:,.2f}h"
+
+
+def _print(results, seconds, snapshot, stream) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    gpus = sum(n.gpus for n in snapshot.nodes)
+    table = Table(title=f"{len(stream):,} jobs on {len(snapshot.nodes):,} nodes ({gpus:,} GPUs)",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in ("policy", "JCT mean", "JCT p95", "img/s/GPU", "util", "multi-node",
+                 "queue", "eff."):
+        table.add_column(name, justify="left" if name == "policy" else "right", no_wrap=True,
+                         min_width=len(name))
+    for r in results:
+        m = r.summary
+        table.add_row(m.policy, _hours(m.mean_jct_s), _hours(m.p95_jct_s),
+                      f"{m.mean_images_per_sec_per_gpu:,.1f}", f"{m.gpu_utilization:.1%}",
+                      f"{m.multi_node_share:.1%}", _hours(m.mean_queue_s),
+                      f"{m.multi_gpu_scaling_efficiency:.0%}")
+    console = Console(highlight=False)
+    console.print(table)
+    console.print("JCT: job completion time (submit to end); util: GPU utilisation; queue: "
+                  "mean wait before start; "
+                  "eff.: mean predicted scaling efficiency of the multi-GPU jobs.")
+    for r, s in zip(results, seconds, strict=True):
+        m = r.summary
+        console.print(f"{m.policy}: {m.jobs_completed:,} jobs done, {m.jobs_dropped:,} dropped "
+                      f"(never fit), {m.place_calls:,} placement calls, {s:.1f} s")
+
+
+def _write(out: Path, results, plots: bool) -> None:
+    from launcher import simreport
+
+    summary = out / simreport.SUMMARY_FILE
+    simreport.write_summary_csv(summary, results)
+    written = [summary]
+    if plots:
+        written += simreport.write_plots(out, results)
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)

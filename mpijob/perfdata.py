@@ -1,0 +1,298 @@
+"""Published figures behind the throughput model: models, single-GPU training speeds, GPUs.
+
+Everything the model knows about compute comes from here. Each figure names its source;
+figures that are not read straight off a published table say how they were derived
+(`Figure.derived`), and `mpijob.perfmodel` repeats that in a prediction's notes.
+
+Measured single-GPU training throughput (synthetic ImageNet, images/sec, one GPU):
+
+[TF-P100] TensorFlow performance benchmarks, "Details for NVIDIA DGX-1 (NVIDIA Tesla
+    P100)", tables "Training synthetic data" (batch 64 per GPU) and "Other Results" (batch
+    32), TF 1.x, May 2017. https://www.tensorflow.org/performance/benchmarks (the page's
+    source: github.com/tensorflow/tensorflow, tensorflow/docs_src/performance/benchmarks.md).
+[TF-K80] Same page, "Details for Google Compute Engine (NVIDIA Tesla K80)", training
+    synthetic data, 1 GPU (batch 64; 32 for ResNet-152 and VGG16).
+[LAMBDA-TF] Lambda Labs TensorFlow GPU benchmarks (tf_cnn_benchmarks, 1 GPU, largest
+    batch that fits), github.com/lambdal/lambda-tensorflow-benchmark files
+    tf-train-throughput-fp32.csv / tf-train-throughput-fp16.csv (throughput) and
+    tf-train-bs-fp32.csv / tf-train-bs-fp16.csv (batch sizes; the repository now lives at
+    github.com/LambdaColdStorage/lambda-tensorflow-benchmark), rows "V100 32GB" and
+    "A100 40GB PCIe"; the data behind https://lambdalabs.com/gpu-benchmarks. "fp32" on the
+    A100 is TF32 (TensorFlow's default on Ampere).
+[LAMBDA-PT] Lambda Labs PyTorch benchmarks, github.com/lambdal/deeplearning-benchmark
+    pytorch/pytorch-train-throughput-fp32.csv and -fp16.csv, column resnet50: rows
+    "H100 80GB SXM5" (1753 / 2616 img/s) and "LambdaCloud A100 40GB PCIe" (882 / 1396).
+[NV-DLE] NVIDIA DeepLearningExamples, TensorFlow/Classification/ConvNets/resnet50v1.5/
+    README.md (TF 20.06 NGC container): "Inference performance: NVIDIA T4 (1x T4 16G)" and
+    "NVIDIA DGX-1 (1x V100 16G)", batch 128: FP32 429.83 vs 1324.91 img/s, mixed
+    precision 995.81 vs 2770.61 img/s. The same README's training table (1x V100 16G:
+    412 img/s FP32, 1270 img/s AMP) agrees with [LAMBDA-TF]'s V100 ResNet-50 row within 4%.
+
+Derived figures (no single published table covers them; each derivation uses only
+published single-GPU figures):
+- ResNet-101: seconds per image interpolated linearly in forward GMACs between the
+  same GPU's ResNet-50 and ResNet-152 figures (both normalised to large batch first).
+- VGG19: the VGG16 figure scaled by VGG16/VGG19 GMACs (the same 3x3 conv stack, deeper).
+- H100: the A100 figure times H100 SXM5 / A100 40GB PCIe on [LAMBDA-PT] ResNet-50
+  (x1.99 fp32, x1.87 fp16); no published TensorFlow CNN table for the H100 was found.
+- T4: the V100 figure times T4 / V100 from [NV-DLE] (x0.324 fp32, x0.359 mixed); NVIDIA
+  publishes T4 ResNet-50 inference but no T4 training table was found. The T4 is a 70 W
+  card whose training speed is power-bound like its inference, which is why the ratio is
+  carried over.
+- P100 fp16: no published figure; the P100 has no Tensor Cores, so the fp32 figure is
+  used (AMP's speed-up on Pascal is small).
+
+Model sizes: trainable parameters of tf.keras.applications models (counted with
+TensorFlow 2.15, include_top=True, 1000 classes: what images/benchmark/hvd_cnn_bench.py
+trains) and forward multiply-accumulates per image from the torchvision model docs
+("GFLOPS" column, which counts MACs; 224x224 input, 299x299 for Inception V3).
+
+GPU peak rates (dense TFLOPS; FP32 without Tensor Cores, FP16 with them where present)
+from NVIDIA's data sheets; used only by the FLOPs fallback for GPUs without figures.
+NVLink links per GPU from the P100/V100/A100/H100 architecture whitepapers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Per-step fixed cost, in images' worth of work, that makes small batches slower per image:
+# fitted on [TF-P100]'s batch 32 vs 64 pairs (ResNet-50 9.0, VGG16 4.8, Inception V3 7.9,
+# ResNet-152 7.9 images), rounded to 8. images/s at batch b = peak * b / (b + B0).
+BATCH_OVERHEAD_IMAGES = 8.0
+
+PRECISIONS = ("fp32", "fp16")
+PRECISION_ALIASES = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "amp": "fp16", "mixed": "fp16"}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    params: int  # trainable parameters: what the allreduce moves every step
+    gmacs: float  # forward multiply-accumulates per image, billions
+
+    @property
+    def train_gflops(self) -> float:
+        """FLOPs per training image: 2 FLOPs per MAC, backward ~2x forward (so 3x in all)."""
+        return 2 * self.gmacs * 3
+
+
+MODELS: dict[str, ModelInfo] = {
+    "vgg16": ModelInfo("vgg16", 138_357_544, 15.47),
+    "vgg19": ModelInfo("vgg19", 143_667_240, 19.63),
+    "resnet50": ModelInfo("resnet50", 25_583_592, 4.09),
+    "resnet101": ModelInfo("resnet101", 44_601_832, 7.80),
+    "resnet152": ModelInfo("resnet152", 60_268_520, 11.51),
+    "inception3": ModelInfo("inception3", 23_817_352, 5.71),
+}
+MODEL_ALIASES = {
+    "inceptionv3": "inception3",
+    "inception_v3": "inception3",
+    "inception-v3": "inception3",
+    "resnet-50": "resnet50",
+    "resnet-101": "resnet101",
+    "resnet-152": "resnet152",
+    "vgg-16": "vgg16",
+    "vgg-19": "vgg19",
+}
+
+
+def normalize_model(name: str) -> str | None:
+    key = name.strip().lower()
+    key = MODEL_ALIASES.get(key, key)
+    return key if key in MODELS else None
+
+
+def normalize_precision(name: str) -> str | None:
+    return PRECISION_ALIASES.get(name.strip().lower())
+
+
+@dataclass(frozen=True)
+class Figure:
+    images_per_sec: float
+    batch_size: int
+    source: str
+    derived: str | None = None  # how it was derived, when it is not a published number
+
+    @property
+    def peak(self) -> float:
+        """Large-batch images/s implied by the figure (see BATCH_OVERHEAD_IMAGES)."""
+        return self.images_per_sec * (self.batch_size + BATCH_OVERHEAD_IMAGES) / self.batch_size
+
+    def at_batch(self, batch_size: int) -> float:
+        return self.peak * batch_size / (batch_size + BATCH_OVERHEAD_IMAGES)
+
+
+FLOPS_SOURCE = "FLOPs estimate"
+SOURCES = {
+    "TF-P100": "tensorflow.org/performance/benchmarks, DGX-1 P100, training synthetic data, 1 GPU",
+    "TF-K80": "tensorflow.org/performance/benchmarks, GCE K80, training synthetic data, 1 GPU",
+    "LAMBDA-TF": "github.com/lambdal/lambda-tensorflow-benchmark tf-train-throughput-*.csv, 1 GPU",
+    "LAMBDA-PT": "github.com/lambdal/deeplearning-benchmark pytorch-train-throughput-*.csv, resnet50",
+    "NV-DLE": "NVIDIA DeepLearningExamples TF resnet50v1.5 README, T4 vs V100 inference, batch 128",
+}
+
+# (gpu, model, precision) -> (images/s, batch size, source key): published numbers only.
+_MEASURED: dict[tuple[str, str, str], tuple[float, int, str]] = {
+    ("P100", "inception3", "fp32"): (142, 64, "TF-P100"),
+    ("P100", "resnet50", "fp32"): (219, 64, "TF-P100"),
+    ("P100", "resnet152", "fp32"): (91.8, 64, "TF-P100"),
+    ("P100", "vgg16", "fp32"): (154, 64, "TF-P100"),
+    ("K80", "inception3", "fp32"): (30.5, 64, "TF-K80"),
+    ("K80", "resnet50", "fp32"): (51.9, 64, "TF-K80"),
+    ("K80", "resnet152", "fp32"): (20.0, 32, "TF-K80"),
+    ("K80", "vgg16", "fp32"): (35.4, 32, "TF-K80"),
+    ("V100", "inception3", "fp32"): (273, 192, "LAMBDA-TF"),
+    ("V100", "resnet50", "fp32"): (432, 192, "LAMBDA-TF"),
+    ("V100", "resnet152", "fp32"): (167, 96, "LAMBDA-TF"),
+    ("V100", "vgg16", "fp32"): (249, 192, "LAMBDA-TF"),
+    ("V100", "inception3", "fp16"): (771, 384, "LAMBDA-TF"),
+    ("V100", "resnet50", "fp16"): (1276, 384, "LAMBDA-TF"),
+    ("V100", "resnet152", "fp16"): (518, 192, "LAMBDA-TF"),
+    ("V100", "vgg16", "fp16"): (456, 384, "LAMBDA-TF"),
+    ("A100", "inception3", "fp32"): (627, 224, "LAMBDA-TF"),
+    ("A100", "resnet50", "fp32"): (953, 224, "LAMBDA-TF"),
+    ("A100", "resnet152", "fp32"): (390, 112, "LAMBDA-TF"),
+    ("A100", "vgg16", "fp32"): (504, 224, "LAMBDA-TF"),
+    ("A100", "inception3", "fp16"): (1222, 360, "LAMBDA-TF"),
+    ("A100", "resnet50", "fp16"): (2075, 448, "LAMBDA-TF"),
+    ("A100", "resnet152", "fp16"): (886, 200, "LAMBDA-TF"),
+    ("A100", "vgg16", "fp16"): (1190, 448, "LAMBDA-TF"),
+}
+
+# GPU-to-GPU speed ratios used to carry a whole table over to a GPU with one published model.
+H100_OVER_A100 = {"fp32": 1753 / 882, "fp16": 2616 / 1396}  # [LAMBDA-PT] ResNet-50
+T4_OVER_V100 = {"fp32": 429.83 / 1324.91, "fp16": 995.81 / 2770.61}  # [NV-DLE] ResNet-50
+
+# Dense peak TFLOPS per GPU: (FP32, FP16 with Tensor Cores or plain FP16; None = no fast FP16).
+GPU_PEAK_TFLOPS: dict[str, tuple[float, float | None]] = {
+    "K80": (4.37, None),  # one of the board's two GPUs, boost clock
+    "P4": (5.5, None),
+    "P40": (12.0, None),
+    "P100": (10.6, 21.2),
+    "V100": (15.7, 125.0),
+    "T4": (8.1, 65.0),
+    "A10": (31.2, 125.0),
+    "A30": (10.3, 165.0),
+    "A40": (37.4, 149.7),
+    "A100": (19.5, 312.0),
+    "L4": (30.3, 121.0),
+    "L40S": (91.6, 362.0),
+    "H100": (67.0, 989.0),
+}
+# Same silicon as a GPU with figures: use that GPU's figures (and say so).
+GPU_SAME_AS = {"H200": "H100", "H800": "H100", "A800": "A100"}
+# Fraction of peak the FLOPs fallback assumes: the V100 rows of the table imply 0.60-0.73 of
+# FP32 peak for ResNet-50/101/152 and Inception V3 (VGG16 exceeds peak thanks to Winograd
+# convolutions) and 0.21-0.34 of FP16 Tensor Core peak; rounded down to the middle.
+FALLBACK_UTILIZATION = {"fp32": 0.65, "fp16": 0.25}
+# A GPU string we cannot recognise is assumed to be this class (and the notes say so).
+DEFAULT_GPU = "V100"
+
+NVLINKS_PER_GPU = {"P100": 4, "V100": 6, "A100": 12, "H100": 18, "H200": 18, "H800": 8, "A800": 8}
+
+_GPU_TOKENS = sorted(set(GPU_PEAK_TFLOPS) | set(GPU_SAME_AS), key=len, reverse=True)
+_TOKEN_SPLIT = re.compile(r"[^A-Z0-9]+")
+
+
+def normalize_gpu(product: str | None) -> str | None:
+    """Canonical GPU name from a GPU Feature Discovery label: "Tesla-V100-SXM2-16GB" -> "V100",
+    "NVIDIA-H100-80GB-HBM3" -> "H100", "Tesla-T4" -> "T4"; None when not recognised."""
+    if not product:
+        return None
+    tokens = _TOKEN_SPLIT.split(product.upper())
+    for token in tokens:
+        if token in GPU_PEAK_TFLOPS or token in GPU_SAME_AS:
+            return token
+    # Labels that glue the variant on ("A100SXM4", "V100S"): longest known prefix wins.
+    for token in tokens:
+        for known in _GPU_TOKENS:
+            if token.startswith(known) and not token[len(known):len(known) + 1].isdigit():
+                return known
+    return None
+
+
+def _measured(gpu: str, model: str, precision: str) -> Figure | None:
+    row = _MEASURED.get((gpu, model, precision))
+    if row is None:
+        return None
+    ips, batch, source = row
+    return Figure(ips, batch, source)
+
+
+def _resnet101(gpu: str, precision: str) -> Figure | None:
+    r50, r152 = _published(gpu, "resnet50", precision), _published(gpu, "resnet152", precision)
+    if r50 is None or r152 is None:
+        return None
+    g50, g101, g152 = (MODELS[m].gmacs for m in ("resnet50", "resnet101", "resnet152"))
+    t50, t152 = 1 / r50.peak, 1 / r152.peak
+    t101 = t50 + (g101 - g50) / (g152 - g50) * (t152 - t50)
+    batch = r152.batch_size
+    ips = (1 / t101) * batch / (batch + BATCH_OVERHEAD_IMAGES)
+    return Figure(ips, batch, r50.source, "interpolated between ResNet-50 and ResNet-152 by GMACs")
+
+
+def _vgg19(gpu: str, precision: str) -> Figure | None:
+    v16 = _published(gpu, "vgg16", precision)
+    if v16 is None:
+        return None
+    scale = MODELS["vgg16"].gmacs / MODELS["vgg19"].gmacs
+    return Figure(v16.images_per_sec * scale, v16.batch_size, v16.source,
+                  "VGG16 figure scaled by VGG16/VGG19 GMACs")
+
+
+def _published(gpu: str, model: str, precision: str) -> Figure | None:
+    """A published figure, or one carried over from another GPU by a published ratio."""
+    fig = _measured(gpu, model, precision)
+    if fig is not None:
+        return fig
+    if gpu == "H100":
+        base = _measured("A100", model, precision)
+        if base is not None:
+            return Figure(base.images_per_sec * H100_OVER_A100[precision], base.batch_size,
+                          f"{base.source}; LAMBDA-PT",
+                          f"A100 figure x{H100_OVER_A100[precision]:.2f} (H100/A100 ResNet-50)")
+    if gpu == "T4":
+        base = _measured("V100", model, precision)
+        if base is not None:
+            return Figure(base.images_per_sec * T4_OVER_V100[precision], base.batch_size,
+                          f"{base.source}; NV-DLE",
+                          f"V100 figure x{T4_OVER_V100[precision]:.3f} (T4/V100 ResNet-50)")
+    if gpu == "P100" and precision == "fp16":
+        base = _measured("P100", model, "fp32")
+        if base is not None:
+            return Figure(base.images_per_sec, base.batch_size, base.source,
+                          "no published P100 fp16 figure: fp32 figure (no Tensor Cores)")
+    return None
+
+
+def figure(gpu: str, model: str, precision: str) -> Figure | None:
+    """The single-GPU training figure for (canonical GPU, model, precision), or None."""
+    fig = _published(gpu, model, precision)
+    if fig is not None:
+        return fig
+    if model == "resnet101":
+        return _resnet101(gpu, precision)
+    if model == "vgg19":
+        return _vgg19(gpu, precision)
+    return None
+
+
+def cite(fig: Figure) -> str:
+    """Where a figure comes from, for humans: the sources' descriptions."""
+    keys = [k.strip() for k in fig.source.split(";")]
+    return "; ".join(SOURCES.get(k, k) for k in keys)
+
+
+def flops_estimate(gpu: str, model: str, precision: str) -> Figure:
+    """images/s from model FLOPs and a GPU's peak: the documented fallback."""
+    fp32_peak, fp16_peak = GPU_PEAK_TFLOPS[gpu]
+    if precision == "fp16" and fp16_peak is not None:
+        peak, util = fp16_peak, FALLBACK_UTILIZATION["fp16"]
+    else:
+        peak, util = fp32_peak, FALLBACK_UTILIZATION["fp32"]
+    ips = peak * 1e12 * util / (MODELS[model].train_gflops * 1e9)
+    # A peak rate is a large-batch rate; quote it at a large batch.
+    return Figure(ips, 10_000, FLOPS_SOURCE,
+                  f"{MODELS[model].train_gflops:.1f} GFLOP/image, {peak:g} TFLOPS x {util:g}")

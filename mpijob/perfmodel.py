@@ -1,0 +1,497 @@
+"""Predicted training throughput of a Horovod job on a placement: compute, allreduce, overlap.
+
+    step = compute + max(0, allreduce - overlap_fraction * backward_share * compute)
+    images/s = GPUs * batch / step;  scaling efficiency = images/s / (GPUs * single-GPU images/s)
+
+Compute. Each GPU runs `batch` images per step at the single-GPU training speed of its GPU
+model (`mpijob.perfdata`: published figures with sources; a small batch is slower per image
+by a fixed per-step cost). A job with several GPU models waits for the slowest. A GPU or
+model pair with no figure falls back to a FLOPs estimate and says so in `notes`.
+
+Gradients. Every step allreduces all trainable parameters. Horovod allreduces gradients in
+the dtype the optimizer produces them: with Keras mixed precision (`--use_fp16`) the
+variables, hence the gradients, stay fp32, and hvd.DistributedGradientTape sends them as they
+are unless `compression=hvd.Compression.fp16` is passed (images/benchmark/hvd_cnn_bench.py
+does not). So both precisions move 4 bytes per parameter; `Assumptions.fp16_allreduce`
+models the compressed case (2 bytes).
+
+Who talks to whom. NCCL runs one communicator over the job's ranks and groups ranks by host
+name. Every worker pod has its own host name, so NCCL treats each *pod* as a host: the GPUs
+inside one pod use P2P/NVLink as the node's topology allows, but two pods never do, even on
+the same node. Two single-GPU containers each see one GPU, so CUDA peer access and CUDA IPC
+between them are impossible, and NCCL falls back to a host path (its socket/shared-memory
+transports through system memory). We price that path like a cross-socket PCIe path
+(`SYS`, mpijob.links: ~0.5 of a PCIe x16) and call it "shared memory between pods". This is
+why hvdk8s puts all of a job's GPUs on a node into one pod: spreading single-GPU pods over a
+DGX throws its NVLink away.
+
+Allreduce time, the better of two schedules (as NCCL's ring/tree choice roughly does), each
+with a bandwidth term and a latency term:
+- ring: one ring over all n GPUs, pod after pod, node after node:
+  2(n-1)/n * S / B, B the slowest link on the ring.
+- hierarchical (pods with several GPUs, several pods): reduce-scatter inside every pod,
+  allreduce between pods, allgather inside every pod:
+  2(g-1)/g * S / B_pod + 2(p-1)/p * S / B_between_pods, g GPUs per pod, p pods. The g
+  cross-pod rings of a pod share its node's NIC, so the NIC carries 2(p-1)/p * S.
+- Inside a pod the ring bandwidth is the best Hamiltonian cycle's slowest link; when a cycle
+  made only of NVLink exists, NCCL runs several rings (channels) over all the NVLinks, so a
+  GPU's bandwidth is the sum of its NVLinks to the other GPUs of the pod, capped by the links
+  a GPU has (NVLINKS_PER_GPU: 4 P100, 6 V100, 12 A100, 18 H100; NVSwitch systems print
+  NV12/NV18 for every pair but a GPU still has only its own links), and the pod's bandwidth
+  is the smallest such sum.
+- Between nodes: each node's NIC at `network_gbps` times an efficiency: TCP sockets reach
+  about 0.85 of line rate (iperf3 and NCCL's socket transport on 10/25 GbE land at 0.8-0.9;
+  at 100 GbE and above NCCL needs NCCL_NSOCKS_PERTHREAD/NCCL_SOCKET_NTHREADS tuning to get
+  there, which this does not model); RDMA (RoCE/InfiniBand) about 0.92 (NCCL's IB busbw on
+  EDR/HDR is ~11-23 of 12.5-25 GB/s). RDMA is assumed when every node of the job carries
+  the NFD label `feature.node.kubernetes.io/rdma.available=true` or
+  `hvdk8s.io/network-transport=rdma`.
+- Latency: NCCL's own tuning model (NVIDIA/nccl src/graph/tuning.cc, Ring/Simple protocol):
+  8.4 us per collective plus, per ring step, 3.4 us over NVLink, 5.7 us over PCIe and
+  9.6 us over the network. Horovod's Tensor Fusion packs gradients into 64 MB buffers
+  (HOROVOD_FUSION_THRESHOLD's default), so a step runs ceil(S / 64 MB) allreduces.
+
+Overlap. Horovod starts allreducing fused gradients while backprop is still producing the
+rest. We take the backward pass as 2/3 of compute (it costs about twice the forward pass)
+and let communication hide behind half of it: the last gradients (the first layers') are
+ready only when backward ends, and Tensor Fusion waits for buffers to fill. Both fractions
+are `Assumptions` fields.
+
+Calibration uses only published single-GPU figures and link bandwidths, never multi-GPU
+results. The model reproduces, qualitatively: cross-node Ethernet hurts VGG16 (138 M
+parameters) far more than ResNet-50 (25.6 M); at 128 GPUs on 25 GbE ResNet-101 and
+Inception V3 scale much better than VGG16 (Sergeev & Del Balso 2018, Horovod: ~90% vs 68%
+at 512 GPUs on RoCE 25 Gb/s); NVLink beats PCIe beats the network.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from mpijob import links, perfdata
+from mpijob.cluster import Cluster, Node
+from mpijob.errors import SpecError
+
+RDMA_LABELS = (
+    ("feature.node.kubernetes.io/rdma.available", "true"),
+    ("hvdk8s.io/network-transport", "rdma"),
+)
+# NCCL tuning.cc, Ring/Simple: base latency per collective and per-step latency by link kind.
+NCCL_BASE_LATENCY_S = 8.4e-6
+NCCL_STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "net": 9.6e-6}
+# Horovod Tensor Fusion buffer (HOROVOD_FUSION_THRESHOLD default, 64 MB).
+FUSION_BYTES = 64 * 1024 * 1024
+# Bytes per gradient element as allreduced.
+FP32_BYTES, FP16_BYTES = 4, 2
+# Pods of one job on the same node talk through host memory (see the module docstring).
+BETWEEN_PODS_LINK = "SYS"
+# Above this many GPUs in one pod the exact best-ring search is replaced by a greedy one.
+EXACT_RING_MAX_GPUS = 12
+
+
+class PredictionError(ValueError):
+    """The placement cannot be predicted (infeasible, empty, or names unknown nodes)."""
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    tcp_efficiency: float = 0.85
+    rdma_efficiency: float = 0.92
+    transport: str = "auto"  # "auto" (from node labels), "tcp" or "rdma"
+    backward_share: float = 2 / 3
+    overlap_fraction: float = 0.5
+    fusion_bytes: int = FUSION_BYTES
+    fp16_allreduce: bool = False  # hvd.Compression.fp16
+
+
+DEFAULT_ASSUMPTIONS = Assumptions()
+
+
+@dataclass(frozen=True)
+class Prediction:
+    images_per_sec: float
+    step_seconds: float
+    compute_seconds: float
+    allreduce_seconds: float
+    bottleneck: str
+    scaling_efficiency: float
+    single_gpu_images_per_sec: float
+    gpus: int
+    algorithm: str
+    notes: tuple[str, ...] = ()
+    # Part of allreduce_seconds not hidden behind the backward pass.
+    exposed_allreduce_seconds: float = 0.0
+    gradient_bytes: int = 0
+    gpu_model: str = ""
+    # Per-image figure behind the compute time, with its source.
+    compute_source: str = ""
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        return d
+
+    def describe(self) -> list[str]:
+        """Lines for humans, one fact each."""
+        per_gpu = self.single_gpu_images_per_sec
+        lines = [
+            f"throughput   {self.images_per_sec:,.0f} images/s on {self.gpus} GPU"
+            f"{'s' if self.gpus != 1 else ''} ({self.gpu_model or 'unknown GPU'}), "
+            f"scaling efficiency {self.scaling_efficiency:.0%}",
+            f"step         {self.step_seconds * 1e3:,.1f} ms = compute "
+            f"{self.compute_seconds * 1e3:,.1f} ms + exposed allreduce "
+            f"{self.exposed_allreduce_seconds * 1e3:,.1f} ms",
+            f"compute      {per_gpu:,.1f} images/s per GPU ({self.compute_source})",
+        ]
+        if self.gpus > 1:
+            lines.append(
+                f"allreduce    {self.allreduce_seconds * 1e3:,.1f} ms per step, {self.algorithm}, "
+                f"{self.gradient_bytes / 1e6:,.1f} MB of gradients"
+            )
+        lines.append(f"bottleneck   {self.bottleneck}")
+        lines.extend(f"note         {n}" for n in self.notes)
+        return lines
+
+
+@dataclass(frozen=True)
+class _Link:
+    """A bottleneck candidate: its bandwidth (GB/s), what it is, and its latency class."""
+
+    gbs: float
+    what: str
+    kind: str  # "nvlink", "pcie" or "net"
+
+
+# ---------------------------------------------------------------------------------- compute
+@dataclass(frozen=True)
+class _Compute:
+    images_per_sec: float
+    gpu: str
+    source: str
+    notes: tuple[str, ...]
+
+
+@lru_cache(maxsize=4096)
+def _single_gpu(gpu_product: str, model: str, precision: str, batch_size: int) -> _Compute:
+    notes: list[str] = []
+    gpu = perfdata.normalize_gpu(gpu_product)
+    if gpu is None:
+        notes.append(
+            f"unknown GPU {gpu_product!r}: assumed {perfdata.DEFAULT_GPU}-class compute "
+            "(FLOPs estimate)"
+        )
+        fig = perfdata.flops_estimate(perfdata.DEFAULT_GPU, model, precision)
+        gpu = f"unknown ({gpu_product})"
+    else:
+        same = perfdata.GPU_SAME_AS.get(gpu)
+        if same:
+            notes.append(f"{gpu}: no published figures; used the {same}'s (same compute silicon)")
+        lookup = same or gpu
+        fig = perfdata.figure(lookup, model, precision)
+        if fig is None:
+            fig = perfdata.flops_estimate(lookup, model, precision)
+            notes.append(f"no published {model} {precision} figure for the {lookup}: "
+                         f"FLOPs estimate ({fig.derived})")
+        elif fig.derived:
+            notes.append(f"{lookup} {model} {precision}: {fig.derived}")
+    if fig.source == perfdata.FLOPS_SOURCE:
+        source = f"{perfdata.FLOPS_SOURCE}: {fig.derived}"
+    else:
+        source = (f"{fig.images_per_sec:,.0f} images/s at batch {fig.batch_size}"
+                  f"{' (derived)' if fig.derived else ''}; {perfdata.cite(fig)}")
+    return _Compute(fig.at_batch(batch_size), gpu, source, tuple(notes))
+
+
+def single_gpu_images_per_sec(gpu_product: str, model: str, precision: str, batch_size: int) -> float:
+    """Training images/s of one GPU (no communication): the compute side of `predict`."""
+    model_key = perfdata.normalize_model(model)
+    prec = perfdata.normalize_precision(precision)
+    if model_key is None or prec is None:
+        raise SpecError("model" if model_key is None else "precision",
+                        f"unknown {'model' if model_key is None else 'precision'}")
+    return _single_gpu(gpu_product, model_key, prec, batch_size).images_per_sec
+
+
+# ------------------------------------------------------------------------ inside one pod
+def _link_kind(code: str) -> str:
+    return "nvlink" if links.is_nvlink(code) else "pcie"
+
+
+def _has_cycle(n: int, adj: Sequence[int]) -> bool:
+    """Is there a ring through all n >= 3 vertices? adj[v]: bitmask of v's neighbours.
+    Dynamic programming over subsets (Held-Karp style): fine up to a dozen GPUs."""
+    full = (1 << n) - 1
+    # reach[mask]: bitmask of vertices v such that a path from 0 covers exactly mask, ends at v.
+    reach = [0] * (1 << n)
+    reach[1] = 1
+    for mask in range(1, full + 1, 2):
+        ends = reach[mask]
+        if not ends:
+            continue
+        v = 0
+        while ends:
+            if ends & 1:
+                nxt = adj[v] & ~mask
+                while nxt:
+                    low = nxt & -nxt
+                    reach[mask | low] |= low
+                    nxt ^= low
+            ends >>= 1
+            v += 1
+    return bool(reach[full] & adj[0])
+
+
+def _best_cycle_bottleneck(bw: tuple[tuple[float, ...], ...]) -> float:
+    """The largest t such that a ring through all GPUs uses only links of >= t GB/s."""
+    n = len(bw)
+    values = sorted({bw[i][j] for i in range(n) for j in range(n) if i != j}, reverse=True)
+    if n <= 3 or len(values) == 1:  # one ring only, or every link alike
+        return values[-1]
+    if n > EXACT_RING_MAX_GPUS:
+        return _greedy_cycle_bottleneck(bw)
+    for t in values:
+        adj = [sum(1 << j for j in range(n) if j != i and bw[i][j] >= t) for i in range(n)]
+        if _has_cycle(n, adj):
+            return t
+    return values[-1]
+
+
+def _greedy_cycle_bottleneck(bw: tuple[tuple[float, ...], ...]) -> float:
+    """Widest-next-hop rings from every start; the best one's slowest link (a lower bound)."""
+    n = len(bw)
+    best = 0.0
+    for start in range(n):
+        tour, left = [start], set(range(n)) - {start}
+        while left:
+            nxt = max(left, key=lambda j: bw[tour[-1]][j])
+            tour.append(nxt)
+            left.remove(nxt)
+        best = max(best, min(bw[tour[k]][tour[(k + 1) % n]] for k in range(n)))
+    return best
+
+
+@lru_cache(maxsize=4096)
+def _pod_ring(codes: tuple[tuple[str, ...], ...], pcie_gen: int, gpu_model: str,
+              nvlink_cap_links: int) -> tuple[float, str, str]:
+    """(GB/s, bottleneck description, latency kind) of the best rings over a pod's GPUs."""
+    n = len(codes)
+    bw = tuple(tuple(math.inf if i == j else
+                     links.bandwidth_gbs(codes[i][j], pcie_gen=pcie_gen, gpu_model=gpu_model)
+                     for j in range(n)) for i in range(n))
+    ring = _best_cycle_bottleneck(bw)
+    slowest = min((codes[i][j] for i in range(n) for j in range(n)
+                   if i != j and bw[i][j] == ring), key=links.rank)
+    nv_adj = [sum(1 << j for j in range(n) if j != i and links.is_nvlink(codes[i][j]))
+              for i in range(n)]
+    all_nvlink = all(links.is_nvlink(codes[i][j]) for i in range(n) for j in range(n) if i != j)
+    if all_nvlink or (2 < n <= EXACT_RING_MAX_GPUS and _has_cycle(n, nv_adj)):
+        per_link = links.nvlink_gbs_per_link(gpu_model)
+        cap = nvlink_cap_links * per_link
+        per_gpu = [min(cap, sum(bw[i][j] for j in range(n) if j != i and links.is_nvlink(codes[i][j])))
+                   for i in range(n)]
+        total = max(ring, min(per_gpu))
+        return total, f"NVLink inside a pod ({total:g} GB/s per GPU over all its NVLinks)", "nvlink"
+    kind = _link_kind(slowest)
+    name = f"NVLink {slowest}" if kind == "nvlink" else f"PCIe path {slowest}"
+    return ring, f"{name} inside a pod ({ring:g} GB/s)", kind
+
+
+def _nvlink_cap(node: Node) -> int:
+    gpu = perfdata.normalize_gpu(node.gpu_model)
+    known = perfdata.NVLINKS_PER_GPU.get(gpu or "")
+    if known:
+        return known
+    most = max((links.nvlink_count(c) for row in node.topology.links for c in row), default=0)
+    return max(most, perfdata.NVLINKS_PER_GPU["V100"])
+
+
+def _pod_link(node: Node, gpus: tuple[int, ...], notes: list[str]) -> _Link:
+    topo = node.topology
+    if any(g >= topo.gpus for g in gpus):
+        notes.append(f"node {node.name}: GPU index beyond its {topo.gpus}-GPU topology; "
+                     "assumed SYS paths")
+        codes = tuple(tuple("X" if a == b else
+                            (topo.link(a, b) if a < topo.gpus and b < topo.gpus else "SYS")
+                            for b in gpus) for a in gpus)
+    else:
+        codes = tuple(tuple(topo.link(a, b) for b in gpus) for a in gpus)
+    gbs, what, kind = _pod_ring(codes, node.pcie_gen, node.gpu_model, _nvlink_cap(node))
+    return _Link(gbs, f"{what} on {node.name}", kind)
+
+
+# -------------------------------------------------------------------------- between pods
+def _transport(nodes: Sequence[Node], assumptions: Assumptions) -> str:
+    if assumptions.transport in ("tcp", "rdma"):
+        return assumptions.transport
+    rdma = all(any(n.labels.get(k) == v for k, v in RDMA_LABELS) for n in nodes)
+    return "rdma" if rdma else "tcp"
+
+
+def _nic_link(node: Node, transport: str, assumptions: Assumptions) -> _Link:
+    eff = assumptions.rdma_efficiency if transport == "rdma" else assumptions.tcp_efficiency
+    gbs = max(node.network_gbps, 1e-9) / 8 * eff
+    return _Link(gbs, f"network: {node.network_gbps:g} Gb/s {transport.upper()} NIC of "
+                      f"{node.name} ({gbs:.2f} GB/s effective)", "net")
+
+
+def _shm_link(node: Node) -> _Link:
+    gbs = links.bandwidth_gbs(BETWEEN_PODS_LINK, pcie_gen=node.pcie_gen)
+    return _Link(gbs, f"pod-to-pod through host memory on {node.name} ({gbs:g} GB/s; "
+                      "no NVLink/P2P between containers)", "pcie")
+
+
+def _slowest(candidates: Sequence[_Link]) -> _Link:
+    return min(candidates, key=lambda link: link.gbs)
+
+
+# ------------------------------------------------------------------------------ predict
+def predict(*, model: str, batch_size: int, precision: str, placement, cluster: Cluster,
+            assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> Prediction:
+    """Predicted throughput of `model` on `placement` (a feasible mpijob.placement.Placement)."""
+    if not getattr(placement, "feasible", False):
+        reason = getattr(placement, "reason", None)
+        raise PredictionError(f"cannot predict an infeasible placement{f': {reason}' if reason else ''}")
+    if not placement.assignments:
+        raise PredictionError("the placement assigns no pods")
+    by_name = {n.name: n for n in cluster.nodes}
+    pods = []
+    for a in placement.assignments:
+        node = by_name.get(a.node)
+        if node is None:
+            raise PredictionError(f"the placement names node {a.node!r}, which is not in the cluster")
+        pods.append((node, tuple(a.gpus)))
+    return predict_pods(model=model, batch_size=batch_size, precision=precision, pods=pods,
+                        assumptions=assumptions)
+
+
+def predict_pods(*, model: str, batch_size: int, precision: str,
+                 pods: Sequence[tuple[Node, tuple[int, ...]]],
+                 assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> Prediction:
+    """`predict` on (node, GPU indices) per worker pod, in placement order."""
+    model_key = perfdata.normalize_model(model)
+    if model_key is None:
+        raise SpecError("model", f"unknown model {model!r}; the throughput model knows "
+                                 f"{', '.join(perfdata.MODELS)}")
+    prec = perfdata.normalize_precision(precision)
+    if prec is None:
+        raise SpecError("precision", f"unknown precision {precision!r}; expected fp32 or fp16")
+    if batch_size < 1:
+        raise SpecError("batch_size", f"must be at least 1, got {batch_size}")
+    if not pods:
+        raise PredictionError("the placement assigns no pods")
+    if any(not gpus for _, gpus in pods):
+        raise PredictionError("a pod of the placement holds no GPU; the model predicts GPU training")
+
+    notes: list[str] = []
+    # Compute: the slowest GPU model sets the pace of synchronous SGD.
+    computes = {}
+    for node, _ in pods:
+        if node.gpu_model not in computes:
+            computes[node.gpu_model] = _single_gpu(node.gpu_model, model_key, prec, batch_size)
+    slowest = min(computes.values(), key=lambda c: c.images_per_sec)
+    for c in computes.values():
+        notes.extend(n for n in c.notes if n not in notes)
+    if len(computes) > 1:
+        notes.append(f"mixed GPU models ({', '.join(sorted(c.gpu for c in computes.values()))}): "
+                     f"every step waits for the {slowest.gpu}")
+    compute_s = batch_size / slowest.images_per_sec
+    n = sum(len(g) for _, g in pods)
+
+    info = perfdata.MODELS[model_key]
+    elem = FP16_BYTES if assumptions.fp16_allreduce else FP32_BYTES
+    grad_bytes = info.params * elem
+
+    if n == 1:
+        allreduce_s, algorithm, bottleneck = 0.0, "none (single GPU)", "none: one GPU, no allreduce"
+    else:
+        allreduce_s, algorithm, bottleneck = _allreduce(pods, grad_bytes, assumptions, notes)
+
+    window = assumptions.overlap_fraction * assumptions.backward_share * compute_s
+    exposed = max(0.0, allreduce_s - window)
+    step = compute_s + exposed
+    ips = n * batch_size / step
+    single = slowest.images_per_sec
+    return Prediction(
+        images_per_sec=ips,
+        step_seconds=step,
+        compute_seconds=compute_s,
+        allreduce_seconds=allreduce_s,
+        bottleneck=bottleneck,
+        scaling_efficiency=ips / (n * single),
+        single_gpu_images_per_sec=single,
+        gpus=n,
+        algorithm=algorithm,
+        notes=tuple(notes),
+        exposed_allreduce_seconds=exposed,
+        gradient_bytes=grad_bytes,
+        gpu_model=slowest.gpu,
+        compute_source=slowest.source,
+    )
+
+
+def _allreduce(pods: Sequence[tuple[Node, tuple[int, ...]]], grad_bytes: int,
+               assumptions: Assumptions, notes: list[str]) -> tuple[float, str, str]:
+    """(seconds, algorithm, bottleneck) of one step's gradient allreduce."""
+    # Pods of one node next to each other, nodes in order of first appearance: the ring order.
+    by_node: dict[str, list[tuple[Node, tuple[int, ...]]]] = {}
+    for node, gpus in pods:
+        by_node.setdefault(node.name, []).append((node, gpus))
+    groups = list(by_node.values())
+    nodes = [group[0][0] for group in groups]
+    n = sum(len(gpus) for _, gpus in pods)
+    p = len(pods)
+    ops = max(1, math.ceil(grad_bytes / assumptions.fusion_bytes))
+
+    # (GPUs in the pod, its ring link) for every pod with more than one GPU.
+    in_pods = [(len(gpus), _pod_link(node, gpus, notes))
+               for group in groups for node, gpus in group if len(gpus) > 1]
+    between = [_shm_link(group[0][0]) for group in groups if len(group) > 1]
+    if len(nodes) > 1:
+        transport = _transport(nodes, assumptions)
+        between.extend(_nic_link(node, transport, assumptions) for node in nodes)
+    if any(len(group) > 1 and any(len(g) == 1 for _, g in group) for group in groups):
+        notes.append("pods of this job share a node: they cannot use NVLink/P2P with each other "
+                     "(each container sees only its own GPUs), so NCCL goes through host memory")
+
+    intra_kind = min((link.kind for _, link in in_pods), default="pcie",
+                     key=lambda k: NCCL_STEP_LATENCY_S[k])
+    net_steps = 2 * (p - 1)
+
+    # Flat ring over every GPU: the slowest link anywhere on it sets the pace.
+    ring_link = _slowest([link for _, link in in_pods] + between)
+    ring_latency = ops * (NCCL_BASE_LATENCY_S
+                          + (2 * (n - 1) - net_steps) * NCCL_STEP_LATENCY_S[intra_kind]
+                          + net_steps * NCCL_STEP_LATENCY_S["net"])
+    ring_s = 2 * (n - 1) / n * grad_bytes / (ring_link.gbs * 1e9) + ring_latency
+    best = (ring_s, "ring", ring_link.what)
+
+    # Hierarchical: differs from the ring only when some pod holds several GPUs.
+    if p > 1 and in_pods:
+        intra_s = max(2 * (g - 1) / g * grad_bytes / (link.gbs * 1e9) for g, link in in_pods)
+        inter_link = _slowest(between)
+        inter_s = 2 * (p - 1) / p * grad_bytes / (inter_link.gbs * 1e9)
+        g_max = max(g for g, _ in in_pods)
+        hier_latency = ops * (2 * NCCL_BASE_LATENCY_S
+                              + 2 * (g_max - 1) * NCCL_STEP_LATENCY_S[intra_kind]
+                              + net_steps * NCCL_STEP_LATENCY_S["net"])
+        hier_s = intra_s + inter_s + hier_latency
+        if hier_s < ring_s:
+            slow_pod = _slowest([link for _, link in in_pods])
+            what = inter_link.what if inter_s >= intra_s else slow_pod.what
+            best = (hier_s, "hierarchical (reduce-scatter in pods, allreduce between pods, "
+                            "allgather in pods)", what)
+    return best
+
+
+__all__ = [
+    "Assumptions",
+    "DEFAULT_ASSUMPTIONS",
+    "Prediction",
+    "PredictionError",
+    "predict",
+    "predict_pods",
+    "single_gpu_images_per_sec",
+]

@@ -1,0 +1,84 @@
+"""Monotonicity of the throughput model, for any model, batch, precision and job shape."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mpijob.cluster import Cluster, Node
+from mpijob.perfmodel import predict
+from mpijob.placement import NodeAssignment, Placement
+from mpijob.presets import preset
+
+MODELS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3")
+GPUS = ("Tesla-V100-SXM2-16GB", "Tesla-P100-PCIE-16GB", "NVIDIA-A100-SXM4-80GB", "Tesla-T4")
+TOPOLOGIES = ("dgx1-v100", "pcie-8gpu-dual-socket", "dgx-a100", "pcie-8")
+
+jobs = st.fixed_dictionaries({
+    "model": st.sampled_from(MODELS),
+    "batch": st.integers(1, 512),
+    "precision": st.sampled_from(("fp32", "fp16")),
+    "gpu": st.sampled_from(GPUS),
+    "topology": st.sampled_from(TOPOLOGIES),
+    "nodes": st.integers(1, 4),
+    "per_node": st.integers(1, 8),
+    "pods_per_node": st.sampled_from((1, "per-gpu")),
+})
+
+
+def _predict(job, *, gbps: float, pcie_gen: int = 3, topology=None, per_node=None, nodes=None):
+    topo = topology or preset(job["topology"])
+    count = nodes or job["nodes"]
+    k = per_node or job["per_node"]
+    cluster = Cluster(tuple(
+        Node(name=f"n{i}", gpus=topo.gpus, topology=topo, gpu_model=job["gpu"],
+             network_gbps=gbps, pcie_gen=pcie_gen) for i in range(count)))
+    pods = []
+    for i in range(count):
+        gpus = tuple(range(k))
+        if job["pods_per_node"] == 1:
+            pods.append(NodeAssignment(f"n{i}", gpus, 1))
+        else:
+            pods.extend(NodeAssignment(f"n{i}", (g,), 1) for g in gpus)
+    placement = Placement(True, "topology", tuple(pods))
+    return predict(model=job["model"], batch_size=job["batch"], precision=job["precision"],
+                   placement=placement, cluster=cluster)
+
+
+@settings(max_examples=150, deadline=None)
+@given(job=jobs, slow=st.floats(0.1, 400), factor=st.floats(1.0, 100.0))
+def test_more_network_bandwidth_never_predicts_slower(job, slow, factor):
+    before = _predict(job, gbps=slow)
+    after = _predict(job, gbps=slow * factor)
+    assert after.images_per_sec >= before.images_per_sec * (1 - 1e-12)
+    assert after.allreduce_seconds <= before.allreduce_seconds * (1 + 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(job=jobs, gen=st.sampled_from((3, 4)), gbps=st.floats(1, 400))
+def test_a_faster_pcie_generation_never_predicts_slower(job, gen, gbps):
+    before = _predict(job, gbps=gbps, pcie_gen=gen)
+    after = _predict(job, gbps=gbps, pcie_gen=gen + 1)
+    assert after.images_per_sec >= before.images_per_sec * (1 - 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(job=jobs, nodes=st.integers(1, 6), per_node=st.integers(1, 7))
+def test_more_gpus_on_a_perfect_link_never_predict_lower_total_throughput(job, nodes, per_node):
+    perfect = preset("uniform-8-NV18")  # every pair 18 NVLinks; network 1 Pb/s
+    job = {**job, "gpu": "NVIDIA-H100-80GB-HBM3", "pods_per_node": 1}
+    base = _predict(job, gbps=1e6, topology=perfect, nodes=nodes, per_node=per_node)
+    wider = _predict(job, gbps=1e6, topology=perfect, nodes=nodes, per_node=per_node + 1)
+    longer = _predict(job, gbps=1e6, topology=perfect, nodes=nodes + 1, per_node=per_node)
+    assert wider.images_per_sec >= base.images_per_sec
+    assert longer.images_per_sec >= base.images_per_sec
+
+
+@settings(max_examples=100, deadline=None)
+@given(job=jobs, gbps=st.floats(0.1, 400))
+def test_efficiency_is_a_fraction_and_the_step_adds_up(job, gbps):
+    p = _predict(job, gbps=gbps)
+    assert 0 < p.scaling_efficiency <= 1 + 1e-12
+    assert p.step_seconds >= p.compute_seconds
+    assert 0 <= p.exposed_allreduce_seconds <= p.allreduce_seconds
+    assert p.step_seconds == p.compute_seconds + p.exposed_allreduce_seconds
