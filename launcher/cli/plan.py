@@ -158,12 +158,16 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     from rich.table import Table
 
     console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:  # piped or captured: don't squeeze the table into 80 columns
+        console.width = 160
     what = (f"{request.workers} worker{'s' if request.workers != 1 else ''} x "
             f"{request.gpus_per_worker} GPU{'s' if request.gpus_per_worker != 1 else ''}")
     if compare:
-        table = Table(title=f"Placement policies for {what}; {model}, batch {batch_size}, {precision}")
-        for col in ("policy", "fits", "nodes", "pods", "placement", "images/s", "efficiency"):
-            table.add_column(col, justify="right" if col in ("nodes", "pods", "images/s", "efficiency") else "left")
+        table = Table(title=f"Placement policies for {what}; {model}, batch {batch_size}, "
+                            f"{precision}; times in ms per step")
+        numeric = ("nodes", "pods", "images/s", "step", "compute", "allreduce", "efficiency")
+        for col in ("policy", "fits", "nodes", "pods", "placement", *numeric[2:]):
+            table.add_column(col, justify="right" if col in numeric else "left")
         for result, data in results:
             pred = data["prediction"]
             table.add_row(
@@ -173,6 +177,7 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
                 str(len(result.assignments)) if result.feasible else "-",
                 _placement_text(result) if result.feasible else "-",
                 f"{pred['images_per_sec']:,.0f}" if pred else "-",
+                *(_ms(pred, key) for key in ("step_seconds", "compute_seconds", "allreduce_seconds")),
                 f"{pred['scaling_efficiency']:.0%}" if pred else "-",
             )
         console.print(table)
@@ -204,6 +209,15 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
             f"{precision}), scaling efficiency {pred['scaling_efficiency']:.0%}, "
             f"bottleneck: {pred['bottleneck']}"
         )
+        console.print(
+            f"  step {_ms(pred, 'step_seconds')} ms: compute {_ms(pred, 'compute_seconds')} ms, "
+            f"allreduce {_ms(pred, 'allreduce_seconds')} ms (partly overlapped with the "
+            f"backward pass); {pred.get('algorithm', '')}"
+        )
+
+
+def _ms(pred: dict | None, key: str) -> str:
+    return f"{pred[key] * 1000:,.0f}" if pred else "-"
 
 
 def _placement_text(result) -> str:
