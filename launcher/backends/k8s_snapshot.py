@@ -1,0 +1,268 @@
+"""The cluster as placement sees it, read from the API in two list calls (nodes, live pods).
+
+Which GPU *indices* a pod holds is known only from the topology agent's node annotation
+(`hvdk8s.io/gpu-topology`, written from the kubelet's pod-resources API) or, for hvdk8s's
+own pods, from their `hvdk8s.io/gpus` annotation. For any other pod the API tells only how
+many GPUs it requested; those are marked allocated lowest indices first, and the snapshot
+says so in its notes, because a different guess about which GPUs are taken can change
+which NVLink groups look free.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from mpijob import names
+from mpijob.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
+from mpijob.quantity import QuantityError, parse_quantity
+
+GPU_RESOURCE = "nvidia.com/gpu"
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_GPU_COUNT = "nvidia.com/gpu.count"
+LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
+# Pods in these phases hold nothing: the scheduler frees their requests.
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """A live pod bound to a node and what it holds there."""
+
+    namespace: str
+    name: str
+    node: str
+    gpus: int
+    indices: tuple[int, ...] = ()
+    job: str | None = None
+    role: str | None = None
+    phase: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cluster: Cluster
+    pods: tuple[PodUsage, ...] = ()
+    notes: tuple[str, ...] = ()
+    # Node name -> True when its topology came from the agent, False when from a preset.
+    measured: dict[str, bool] = field(default_factory=dict)
+
+
+# --- quantities of pods -----------------------------------------------------------------------
+def _q(value) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError):
+        return Decimal(0)
+
+
+def pod_requests(pod: dict) -> dict[str, Decimal]:
+    """What the scheduler charges a pod: containers summed, at least the largest init
+    container, plus overhead. Extended resources default their request to the limit."""
+
+    def container_requests(c: dict) -> dict[str, Decimal]:
+        res = c.get("resources") or {}
+        out = {k: _q(v) for k, v in (res.get("limits") or {}).items()
+               if "/" in k}  # extended resources: request = limit when not given
+        out.update({k: _q(v) for k, v in (res.get("requests") or {}).items()})
+        for k, v in (res.get("limits") or {}).items():
+            if k in ("cpu", "memory") and k not in out:
+                out[k] = _q(v)  # an unset request defaults to the limit
+        return out
+
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = defaultdict(Decimal)
+    for c in spec.get("containers") or []:
+        for k, v in container_requests(c).items():
+            total[k] += v
+    for c in spec.get("initContainers") or []:
+        for k, v in container_requests(c).items():
+            total[k] = max(total[k], v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] += _q(v)
+    return dict(total)
+
+
+def pod_gpus(pod: dict) -> int:
+    return int(pod_requests(pod).get(GPU_RESOURCE, 0))
+
+
+def parse_index_list(text: str | None) -> tuple[int, ...]:
+    """'0,1,2,3' -> (0, 1, 2, 3); anything unparsable -> ()."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        return ()
+
+
+# --- nodes ------------------------------------------------------------------------------------
+def _node_ready(node: dict) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def _taints(node: dict) -> tuple[Taint, ...]:
+    spec = node.get("spec") or {}
+    taints = [Taint(t.get("key", ""), t.get("value"), t.get("effect", "NoSchedule"))
+              for t in spec.get("taints") or []]
+    # A cordoned node: the node lifecycle controller adds this taint; older or test
+    # clusters may only set the flag, and placement must treat both alike.
+    if spec.get("unschedulable") and not any(t.key == UNSCHEDULABLE_TAINT for t in taints):
+        taints.append(Taint(UNSCHEDULABLE_TAINT, None, "NoSchedule"))
+    return tuple(taints)
+
+
+def _network_gbps(labels: dict) -> float:
+    try:
+        return float(labels[LABEL_NETWORK_GBPS])
+    except (KeyError, ValueError):
+        return DEFAULT_NETWORK_GBPS
+
+
+def _empty_topology():
+    from mpijob.topology import Topology
+
+    return Topology(links=())
+
+
+def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
+    """(topology, agent allocations or None, meta, measured)."""
+    from mpijob.presets import preset_for
+    from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+
+    meta_ = node.get("metadata") or {}
+    labels = meta_.get("labels") or {}
+    name = meta_.get("name", "?")
+    text = (meta_.get("annotations") or {}).get(ANNOTATION_TOPOLOGY)
+    if text:
+        try:
+            topo, allocated, meta = parse_annotation(text)
+            return topo, allocated, meta, True
+        except (ValueError, TypeError, KeyError) as exc:
+            notes.append(f"{name}: ignoring an unreadable {ANNOTATION_TOPOLOGY} annotation ({exc})")
+    try:
+        count = int(labels.get(LABEL_GPU_COUNT, allocatable_gpus))
+    except ValueError:
+        count = allocatable_gpus
+    count = max(count, allocatable_gpus)
+    if count <= 0:
+        return _empty_topology(), None, {}, False
+    return preset_for(labels.get(LABEL_GPU_PRODUCT), count), None, {}, False
+
+
+# --- the snapshot -----------------------------------------------------------------------------
+def build_snapshot(nodes: list[dict], pods: list[dict]) -> Snapshot:
+    """Pure: Node/Pod dicts as the API returns them -> Snapshot."""
+    notes: list[str] = []
+    usage_by_node: dict[str, list[dict]] = defaultdict(list)
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if node_name and phase not in ("Succeeded", "Failed"):
+            usage_by_node[node_name].append(pod)
+
+    out_nodes: list[Node] = []
+    usages: list[PodUsage] = []
+    measured: dict[str, bool] = {}
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        labels = dict((node.get("metadata") or {}).get("labels") or {})
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        gpus = int(_q(alloc.get(GPU_RESOURCE, 0)))
+        topo, agent_alloc, meta, is_measured = _topology(node, gpus, notes)
+        measured[name] = is_measured
+        node_pods = usage_by_node.get(name, [])
+        allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
+        usages.extend(pod_usage)
+        requested = defaultdict(Decimal)
+        for p in node_pods:
+            for k, v in pod_requests(p).items():
+                requested[k] += v
+        free_cpu = float(_q(alloc["cpu"]) - requested["cpu"]) if "cpu" in alloc else None
+        free_mem = float(_q(alloc["memory"]) - requested["memory"]) if "memory" in alloc else None
+        try:
+            pcie_gen = int(meta.get("pcie_gen") or 3)
+        except (TypeError, ValueError):
+            pcie_gen = 3
+        out_nodes.append(Node(
+            name=name, gpus=topo.gpus, topology=topo, allocated=frozenset(allocated),
+            gpu_model=labels.get(LABEL_GPU_PRODUCT) or meta.get("gpu_model") or "unknown",
+            network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
+            free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
+        ))
+    return Snapshot(Cluster(tuple(out_nodes)), tuple(usages), tuple(notes), measured)
+
+
+def _allocate(node: str, topo_gpus: int, allocatable: int, pods: list[dict],
+              agent_alloc, meta: dict, notes: list[str]) -> tuple[set[int], list[PodUsage]]:
+    """Which GPU indices of one node are taken, and by which pod."""
+    taken: set[int] = set()
+    agent_by_pod = meta.get("allocated") if isinstance(meta.get("allocated"), dict) else None
+    usages: list[PodUsage] = []
+    unknown: list[tuple[dict, int]] = []
+    for pod in sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"])):
+        m = pod["metadata"]
+        count = pod_gpus(pod)
+        if not count:
+            continue
+        key = f"{m.get('namespace', '')}/{m['name']}"
+        indices: tuple[int, ...] = ()
+        if agent_by_pod is not None and key in agent_by_pod:
+            indices = tuple(int(i) for i in agent_by_pod[key])
+        else:
+            indices = parse_index_list((m.get("annotations") or {}).get(names.ANNOTATION_GPUS))
+        valid = (len(indices) == count and all(0 <= i < topo_gpus for i in indices)
+                 and not taken & set(indices))
+        if valid:
+            taken |= set(indices)
+            usages.append(_usage(pod, node, count, indices))
+        else:
+            unknown.append((pod, count))
+    if agent_alloc and agent_by_pod is None:
+        # Old agent payloads carry only the set of taken indices.
+        taken |= {i for i in agent_alloc if 0 <= i < topo_gpus}
+    guessed: list[int] = []
+    for pod, count in unknown:
+        free = [i for i in range(topo_gpus) if i not in taken]
+        indices = tuple(free[:count])
+        taken |= set(indices)
+        guessed.extend(indices)
+        usages.append(_usage(pod, node, count, indices))
+    if guessed:
+        notes.append(f"{node}: {len(guessed)} GPU(s) are held by pods whose GPU indices the API "
+                     f"does not show (no topology agent data); counted as GPUs "
+                     f"{','.join(map(str, sorted(guessed)))}")
+    if allocatable < topo_gpus:
+        # Unhealthy GPUs drop out of allocatable; without the agent we cannot tell which.
+        missing = [i for i in reversed(range(topo_gpus)) if i not in taken][: topo_gpus - allocatable]
+        if missing:
+            taken |= set(missing)
+            notes.append(f"{node}: only {allocatable} of {topo_gpus} GPUs are allocatable; "
+                         f"GPUs {','.join(map(str, sorted(missing)))} counted as unavailable")
+    return taken, usages
+
+
+def _usage(pod: dict, node: str, count: int, indices: tuple[int, ...]) -> PodUsage:
+    m = pod["metadata"]
+    labels = m.get("labels") or {}
+    return PodUsage(namespace=m.get("namespace", ""), name=m["name"], node=node, gpus=count,
+                    indices=tuple(sorted(indices)),
+                    job=labels.get(names.LABEL_JOB) or labels.get(OPERATOR_JOB_LABEL),
+                    role=labels.get(names.LABEL_ROLE),
+                    phase=(pod.get("status") or {}).get("phase"))
+
+
+def take_snapshot(client) -> Snapshot:
+    """Two list calls: every node, and every live pod in every namespace."""
+    from launcher.backends.k8s_client import NODE, POD
+
+    nodes = client.items(NODE)
+    pods = client.items(POD, all_namespaces=True, field_selector=LIVE_PODS)
+    return build_snapshot(nodes, pods)

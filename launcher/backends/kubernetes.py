@@ -1,0 +1,652 @@
+"""The Kubernetes backend: submit, gang, status, logs, wait, delete against the real API.
+
+Where arena and the MPI Operator disappoint, this backend is strict:
+- all or nothing: without a gang scheduler, capacity is re-checked right before creating;
+  the launcher Job is created suspended, and if the workers are not all scheduled within
+  `schedule_timeout` the whole job is deleted and the scheduler's reasons are reported;
+- a job is Running only when the launcher and every worker run (see k8s_status);
+- `logs` reads any pod, or all of them, and follows across restarts;
+- finished jobs keep no idle workers (docs/cleanup.md), and `delete` leaves nothing that
+  would block a resubmit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+from launcher.backends import k8s_status as st
+from launcher.backends.base import FAILED, SUCCEEDED, TERMINAL, JobStatus, SubmitResult
+from launcher.backends.k8s_apply import (
+    create,
+    delete_job_objects,
+    find_job_objects,
+    new_submission_id,
+)
+from launcher.backends.k8s_client import (
+    EVENT,
+    JOB,
+    MPIJOB,
+    POD,
+    ApiError,
+    KubeClient,
+    _context_entry,
+    _read_kubeconfigs,
+    _service_account_namespace,
+    _use_in_cluster,
+    connect,
+    kubeconfig_usable,
+)
+from launcher.backends.k8s_logs import follow_pod, merge_streams, pod_log_lines, started
+from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT, Snapshot, take_snapshot
+from launcher.errors import NotFound, Timeout, UsageError, UserError
+from mpijob import names
+
+__all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
+
+OPERATOR_MISSING = ("the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
+                    "in the API); install it or use --mode pods")
+# API group that tells a gang scheduler is installed, in the order `--gang` prefers them.
+GANG_GROUPS = (("volcano", "scheduling.volcano.sh"),
+               ("scheduler-plugins", "scheduling.x-k8s.io"),
+               ("kueue", "kueue.x-k8s.io"))
+GANG_NAMES = {"volcano": "Volcano", "scheduler-plugins": "scheduler-plugins (coscheduling)",
+              "kueue": "Kueue"}
+DEFAULT_SCHEDULE_TIMEOUT = 120.0
+LOG_TAIL_FOR_RESULT = 500
+
+
+def cluster_snapshot(context: str | None = None, namespace: str | None = None,
+                     kubeconfig: str | None = None):
+    """The live cluster as placement sees it (two list calls)."""
+    return KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot().cluster
+
+
+def _age(timestamp: str | None) -> str:
+    if not timestamp:
+        return "?"
+    try:
+        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return "?"
+    seconds = max(0, int((datetime.now(timezone.utc) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _api_errors(fn):
+    """Public methods raise UserError, never the client's ApiError."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ApiError as exc:
+            raise exc.user_error() from None
+
+    return wrapper
+
+
+def _api_errors_gen(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except ApiError as exc:
+            raise exc.user_error() from None
+
+    return wrapper
+
+
+class KubernetesBackend:
+    name = "kubernetes"
+
+    def __init__(self, context: str | None = None, namespace: str | None = None, *,
+                 kubeconfig: str | None = None, client: KubeClient | None = None,
+                 poll: float = 0.5):
+        self.context = context
+        self._namespace = namespace
+        self._kubeconfig = kubeconfig
+        self._client = client
+        self.poll = poll
+
+    # -- connection --------------------------------------------------------------------------
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            self._client = connect(self.context, self._namespace, self._kubeconfig)
+        return self._client
+
+    @property
+    def namespace(self) -> str:
+        """-n, else the context's namespace, else the service account's, else 'default'."""
+        if self._namespace:
+            return self._namespace
+        if self._client is not None:
+            return self._client.namespace
+        if _use_in_cluster(self.context, self._kubeconfig):
+            return _service_account_namespace()
+        _, entry = _context_entry(_read_kubeconfigs(self._kubeconfig), self.context)
+        return (entry or {}).get("namespace") or "default"
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    # -- cluster -----------------------------------------------------------------------------
+    @_api_errors
+    def snapshot(self) -> Snapshot:
+        return take_snapshot(self.client)
+
+    @_api_errors
+    def detect_gang_scheduler(self) -> str | None:
+        """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
+        groups = self.client.api_groups()
+        return next((gang for gang, group in GANG_GROUPS if group in groups), None)
+
+    # -- submit ------------------------------------------------------------------------------
+    @_api_errors
+    def submit(self, spec, placement=None, *, mode: str = "pods", dry_run: bool = False,
+               schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT, prediction=None,
+               benchmark_source: str | None = None,
+               delete_on_timeout: bool | None = None) -> SubmitResult:
+        """Create the job, all or nothing (module docstring). With a gang scheduler the job
+        is left queued on timeout unless `delete_on_timeout`; without one it is deleted."""
+        client, ns = self.client, spec.namespace
+        if mode not in ("pods", "operator"):
+            raise UsageError(f"--mode: expected pods or operator, got {mode!r}")
+        if mode == "operator" and not client.serves(MPIJOB):
+            raise UserError(OPERATOR_MISSING)
+        gang = spec.gang if spec.gang != "none" else None
+        if gang:
+            self._require_gang(gang)
+        self._refuse_existing(spec.name, ns)
+        notes: list[str] = []
+        if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
+            placement, notes = self._recheck_capacity(spec, placement)
+        if hasattr(prediction, "to_json"):
+            prediction = prediction.to_json()
+        if benchmark_source is None and spec.runs_benchmark:
+            from launcher.submitting import benchmark_source as read_benchmark
+
+            benchmark_source = read_benchmark()
+        objects = self._render(spec, mode, placement, benchmark_source, prediction)
+        submission = new_submission_id()
+        if dry_run:
+            made = [create(client, obj, submission, dry_run=True) for obj in objects]
+            return SubmitResult(spec.name, ns, self.name, made,
+                                f"server dry run: {len(made)} object(s) accepted by the API "
+                                "server, nothing created")
+        created: list[dict] = []
+        try:
+            from mpijob.render import with_owner
+
+            root = create(client, objects[0], submission)
+            created.append(root)
+            if mode == "operator":  # the operator owns everything else
+                return SubmitResult(spec.name, ns, self.name, created, self._message(
+                    spec, f"MPIJob {spec.name} created; the MPI operator creates its pods", notes))
+            for obj in with_owner(objects, root["metadata"]["uid"])[1:]:
+                created.append(create(client, obj, submission))
+            outcome = self._release_when_scheduled(spec, gang, schedule_timeout, delete_on_timeout)
+        except ApiError as exc:
+            self._rollback(spec.name, ns, created)
+            if exc.already_exists and not created:  # a concurrent submit won the name
+                self._refuse_existing(spec.name, ns)
+            if exc.already_exists:
+                raise UserError(
+                    f"cannot create {exc.resource} {exc.name} in namespace {ns}: it already "
+                    f"exists and is not part of job {spec.name}; choose another --name or "
+                    "delete that object") from None
+            raise exc.user_error() from None
+        except BaseException:  # Ctrl-C included: leave nothing half-made behind
+            self._rollback(spec.name, ns, created)
+            raise
+        if isinstance(outcome, UserError):
+            raise outcome
+        return SubmitResult(spec.name, ns, self.name, created, self._message(spec, outcome, notes))
+
+    @staticmethod
+    def _message(spec, outcome: str, notes: list[str]) -> str:
+        return "\n".join([f"job {spec.name}: {outcome}", *(f"note: {n}" for n in notes)])
+
+    def _render(self, spec, mode, placement, benchmark_source, prediction) -> list[dict]:
+        from mpijob.render import render
+
+        ssh = None
+        if mode == "pods":
+            from launcher.sshkeys import generate_ssh_keys
+
+            ssh = generate_ssh_keys(comment=f"hvdk8s-{spec.name}")
+        return render(spec, mode=mode, placement=placement, ssh=ssh,
+                      benchmark_source=benchmark_source, prediction=prediction)
+
+    def _require_gang(self, gang: str) -> None:
+        group = dict(GANG_GROUPS)[gang]
+        if group not in self.client.api_groups():
+            raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
+                            f"{group} API group); install it, pick another, or drop --gang")
+
+    def _refuse_existing(self, name: str, ns: str) -> None:
+        """A name in use (or leftovers of it) fails before anything is created."""
+        found = find_job_objects(self.client, name, ns, limit=1)
+        if not found:
+            root = self.client.get(JOB, names.launcher(name), ns)
+            if root is not None:
+                raise UserError(f"a Job named {names.launcher(name)} that is not an hvdk8s job "
+                                f"exists in namespace {ns}; choose another --name")
+            return
+        oldest = min(found, key=lambda o: o["metadata"].get("creationTimestamp") or "")
+        try:
+            phase = self._status(name, ns).phase
+        except NotFound:
+            phase = "partially deleted"
+        raise UserError(
+            f"job {name} already exists in namespace {ns} (created "
+            f"{_age(oldest['metadata'].get('creationTimestamp'))} ago, phase {phase}); "
+            f"delete it first: hvdk8s delete {name} -n {ns}")
+
+    def _recheck_capacity(self, spec, placement):
+        """Fresh snapshot right before creating: keep the plan if it still fits, else
+        re-place; refuse with the placer's reason when nothing fits any more."""
+        from mpijob.placement import PlacementRequest, place
+
+        snap = take_snapshot(self.client)
+        notes = list(snap.notes)
+        if placement is not None and placement.feasible:
+            stale = _plan_conflicts(snap.cluster, placement, spec)
+            if not stale:
+                return placement, notes
+            notes.append(f"the plan went stale ({stale}); placed again")
+        fresh = place(snap.cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
+        if not fresh.feasible:
+            raise UserError(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
+                            + "".join(f"; {n}" for n in notes))
+        return dataclasses.replace(fresh, explanation=(*fresh.explanation, *notes)), notes
+
+    def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
+        """Wait for the workers to be scheduled, then release the launcher."""
+        client, ns, name = self.client, spec.namespace, spec.name
+        unscheduled = self._await_scheduled(name, ns, timeout)
+        if not unscheduled:
+            client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
+            return "all workers scheduled; launcher started" + self._where(name, ns)
+        why = self._unscheduled_reasons(ns, unscheduled)
+        summary = f"workers not scheduled within {timeout:g}s: {why}"
+        delete = delete_on_timeout if delete_on_timeout is not None else not gang
+        if delete:
+            delete_job_objects(client, name, ns, grace_seconds=0)
+            return UserError(f"{summary}; job {name} was deleted (all or nothing: no worker "
+                             "keeps GPUs while the others wait)")
+        # The gang scheduler binds the whole group at once, so waiting holds no GPUs; the
+        # launcher is released now and waits (HVDK8S_WORKER_WAIT_SECONDS) for the workers.
+        client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
+        return (f"queued by {GANG_NAMES[gang]}: {summary}; the gang starts when it fits "
+                f"(hvdk8s delete {name} -n {ns} to give up)")
+
+    def _where(self, name: str, ns: str) -> str:
+        pods = self.client.items(POD, ns, label_selector=f"{names.job_selector(name)},"
+                                 f"{names.LABEL_ROLE}={names.ROLE_WORKER}")
+        parts = []
+        for p in sorted(pods, key=st.pod_index):
+            r = st.replica(p)
+            parts.append(f"{r.name} on {r.node}" + (f" GPUs {','.join(map(str, r.gpus))}"
+                                                     if r.gpus else ""))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> list[dict]:
+        """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
+        selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
+        deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
+        while True:
+            pods = self.client.items(POD, ns, label_selector=selector)
+            waiting = [p for p in pods if not st.is_scheduled(p)]
+            if pods and not waiting:
+                return []
+            if time.monotonic() >= deadline:
+                return waiting or pods
+            time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
+
+    def _unscheduled_reasons(self, ns: str, pods: list[dict]) -> str:
+        events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
+                                   "reason=FailedScheduling")
+        parts = []
+        for p in sorted(pods, key=st.pod_index):
+            parts.append(f"{p['metadata']['name']}: "
+                         f"{st.unscheduled_reason(p, events) or 'no scheduler decision yet'}")
+        return "; ".join(parts) or "no worker pods were created"
+
+    def _rollback(self, name: str, ns: str, created: list[dict]) -> None:
+        if not created:
+            return
+        try:
+            delete_job_objects(self.client, name, ns, grace_seconds=0, wait_seconds=30)
+        except (ApiError, UserError) as exc:
+            import sys
+
+            print(f"warning: rollback of job {name} incomplete ({exc}); run: hvdk8s delete "
+                  f"{name} -n {ns}", file=sys.stderr)
+
+    # -- status ------------------------------------------------------------------------------
+    def _root(self, name: str, ns: str) -> tuple[dict | None, str]:
+        """The job's root and its mode: the launcher Job (pods) or the MPIJob (operator)."""
+        job = self.client.get(JOB, names.launcher(name), ns)
+        if job is not None and st.job_name_of(job) == name and not _owned_by_mpijob(job):
+            return job, "pods"
+        if self.client.serves(MPIJOB):
+            mpijob = self.client.get(MPIJOB, name, ns)
+            if mpijob is not None:
+                return mpijob, "operator"
+        return None, "pods"
+
+    def _pods(self, name: str, ns: str) -> list[dict]:
+        return self.client.items(POD, ns, label_selector=names.job_selector(name))
+
+    def _status(self, name: str, ns: str, *, detail: bool = False) -> JobStatus:
+        root, mode = self._root(name, ns)
+        pods = self._pods(name, ns)
+        if root is None and not pods:
+            raise NotFound(f"job {name} not found in namespace {ns}")
+        events: list[dict] = []
+        launcher_log: list[str] = []
+        if detail:
+            if any(not st.is_scheduled(p) for p in pods):
+                events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
+                                           "reason=FailedScheduling")
+            launcher = st.current_launcher(pods)
+            if launcher is not None:
+                launcher_log = pod_log_lines(self.client, launcher, tail=LOG_TAIL_FOR_RESULT)
+        status = st.job_status(name, ns, root=root, pods=pods, mode=mode, events=events,
+                               launcher_log=launcher_log)
+        if detail and status.phase == FAILED:
+            pod = st.failing_pod(pods)
+            if pod is not None:
+                lines = (launcher_log if pod is st.current_launcher(pods)
+                         else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
+                status.log_tail = lines[-st.FAILED_TAIL_LINES:]
+        if status.done and mode == "pods":
+            self._clean_pods(root, pods, status)
+        return status
+
+    def _clean_pods(self, root: dict | None, pods: list[dict], status: JobStatus) -> None:
+        """Belt and braces for the in-pod release: once the launcher is done, no worker may
+        keep its GPUs (cleanPodPolicy Running), or no pod stays at all (All)."""
+        policy = st.clean_pod_policy(root)
+        if policy == "None":
+            return
+        # Finished for good: the Job says so, or its pod succeeded (a failed launcher pod
+        # may still be retried by the Job and then needs its workers).
+        launcher = st.current_launcher(pods)
+        job_finished = (st.condition(root, "Complete") is not None
+                        or st.condition(root, "Failed") is not None)
+        launcher_done = job_finished or (
+            launcher is not None and (launcher.get("status") or {}).get("phase") == SUCCEEDED)
+        if not launcher_done:
+            return
+        doomed = []
+        for p in pods:
+            if p["metadata"].get("deletionTimestamp"):
+                continue
+            is_launcher = st.pod_role(p) == names.ROLE_LAUNCHER
+            running = (p.get("status") or {}).get("phase") not in TERMINAL
+            # Launcher pods go only once the Job has counted them (All).
+            if (policy == "All" and (job_finished or not is_launcher)) or (
+                    not is_launcher and running):
+                doomed.append(p["metadata"]["name"])
+        for pod_name in list(doomed):
+            try:
+                self.client.delete(POD, pod_name, status.namespace)
+            except ApiError as exc:  # reporting status must not fail on cleanup
+                doomed.remove(pod_name)
+                status.message = "; ".join(filter(None, [
+                    status.message, f"could not remove {pod_name}: {exc.user_error()}"]))
+        for r in status.replicas:
+            if r.name in doomed:
+                r.reason = "Deleted"
+                r.message = f"cleanPodPolicy {policy}: removed after the launcher finished"
+
+    @_api_errors
+    def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        return self._status(name, self._ns(namespace), detail=True)
+
+    @_api_errors
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+        """Every hvdk8s job: one list call per kind (pods, Jobs, MPIJobs), none per job."""
+        with _gc_paused():
+            return self._list(self._ns(namespace), all_namespaces)
+
+    def _list(self, ns: str, all_namespaces: bool) -> list[JobStatus]:
+        client = self.client
+        selector = names.job_selector()
+        pods = client.items(POD, ns, all_namespaces=all_namespaces, label_selector=selector)
+        roots = [j for j in client.items(JOB, ns, all_namespaces=all_namespaces,
+                                         label_selector=selector)
+                 if not _owned_by_mpijob(j)]
+        for job in roots:
+            job.setdefault("kind", "Job")
+        if client.serves(MPIJOB):
+            for mj in client.items(MPIJOB, ns, all_namespaces=all_namespaces,
+                                   label_selector=selector):
+                mj.setdefault("kind", "MPIJob")
+                roots.append(mj)
+        return st.group_statuses(roots, pods)
+
+    # -- wait --------------------------------------------------------------------------------
+    @_api_errors
+    def wait(self, name: str, namespace: str | None = None, *,
+             timeout: float | None = None) -> JobStatus:
+        """Block until the job is terminal: a watch on its pods and Jobs wakes the loop
+        (polling every few seconds covers a watch that is refused or drops)."""
+        ns = self._ns(namespace)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        changes = _Changes(self.client, ns, names.job_selector(name),
+                           [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else []))
+        try:
+            status, settle = None, None
+            while True:
+                try:
+                    status = self._status(name, ns)
+                except NotFound:
+                    if status is None:
+                        raise
+                    raise NotFound(f"job {name} was deleted while waiting") from None
+                # A succeeded launcher pod is recorded by the Job a moment later; waiting for
+                # that lets the clean pod policy remove the launcher pod too (All).
+                if status.done:
+                    settle = settle or time.monotonic() + 5.0
+                    if status.finished or status.phase != SUCCEEDED or time.monotonic() >= settle:
+                        return self._status(name, ns, detail=True)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    why = f" ({status.reason}: {status.message})" if status.message else ""
+                    raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s{why}")
+                changes.wait(min(2.0, left) if left is not None else 2.0)
+        finally:
+            changes.close()
+
+    # -- logs --------------------------------------------------------------------------------
+    @_api_errors_gen
+    def logs(self, name: str, namespace: str | None = None, *, follow: bool = False,
+             rank: int | None = None, worker: int | None = None, all_replicas: bool = False,
+             tail: int | None = None, previous: bool = False) -> Iterator[str]:
+        if rank is not None:
+            raise UsageError("--rank: ranks are a local-backend notion; on Kubernetes use "
+                             "--worker INDEX or --all")
+        ns = self._ns(namespace)
+        pods = self._pods(name, ns)
+        if not pods and self._root(name, ns)[0] is None:
+            raise NotFound(f"job {name} not found in namespace {ns}")
+        workers = sorted((p for p in pods if st.pod_role(p) != names.ROLE_LAUNCHER),
+                         key=st.pod_index)
+        if worker is not None:
+            chosen = [p for p in workers if st.pod_index(p) == worker]
+            if not chosen:
+                have = ", ".join(str(st.pod_index(p)) for p in workers) or "none"
+                raise UserError(f"--worker {worker}: job {name} has no such worker pod "
+                                f"(worker indices: {have})")
+            targets = [("worker", chosen[0])]
+        else:
+            targets = [("launcher", None)] + ([("worker", p) for p in workers]
+                                              if all_replicas else [])
+        prefix = len(targets) > 1
+        if not follow:
+            yield from self._logs_now(name, ns, pods, targets, tail, previous, prefix)
+            return
+        stop = threading.Event()
+        streams = [self._follow_target(name, ns, role, pod, tail, stop) for role, pod in targets]
+        try:
+            yield from merge_streams(streams, prefix=prefix)
+        finally:
+            stop.set()
+
+    def _logs_now(self, name, ns, pods, targets, tail, previous, prefix) -> Iterator[str]:
+        for role, pod in targets:
+            if role == "launcher":
+                pod = st.current_launcher(pods)
+                if pod is None:
+                    if prefix:
+                        continue
+                    status = self._status(name, ns)
+                    raise UserError(f"job {name} has no launcher pod yet ({status.phase}"
+                                    f"{': ' + status.message if status.message else ''})")
+            pod_name = pod["metadata"]["name"]
+            if not prefix and not previous and not started(pod):
+                r = st.replica(pod)
+                detail = ": ".join(x for x in (r.reason, r.message) if x)
+                raise UserError(f"{pod_name} has not started yet ({r.phase}"
+                                f"{': ' + detail if detail else ''}); no log to show")
+            for line in pod_log_lines(self.client, pod, tail=tail, previous=previous):
+                yield f"[{pod_name}] {line}" if prefix else line
+
+    def _follow_target(self, name, ns, role, pod, tail, stop):
+        def job_done() -> bool:
+            try:
+                return self._status(name, ns).done
+            except NotFound:
+                return True
+
+        if role == "launcher":
+            selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_LAUNCHER}"
+
+            def find():  # every launcher pod: the Job replaces a failed one
+                return st.launcher_pods(self.client.items(POD, ns, label_selector=selector))
+
+            def finished(_pods):
+                return job_done()
+        else:
+            pod_name = pod["metadata"]["name"]
+
+            def find():
+                current = self.client.get(POD, pod_name, ns)
+                return [current] if current is not None else []
+
+            def finished(pods):
+                return (not pods or (pods[0].get("status") or {}).get("phase") in TERMINAL
+                        or job_done())
+
+        return follow_pod(self.client, find, finished, tail=tail, poll=self.poll, stop=stop)
+
+    # -- delete ------------------------------------------------------------------------------
+    @_api_errors
+    def delete(self, name: str, namespace: str | None = None) -> bool:
+        """Delete every object of the job and wait until they are gone; False if none was."""
+        return delete_job_objects(self.client, name, self._ns(namespace))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _gc_paused():
+    """Parsing thousands of pods allocates millions of containers, and every few thousand
+    allocations the cyclic GC would walk them all again: JSON has no cycles, so pause it."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _owned_by_mpijob(obj: dict) -> bool:
+    return any(r.get("kind") == "MPIJob"
+               for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _plan_conflicts(cluster, placement, spec) -> str | None:
+    """Why a plan no longer fits the fresh snapshot, or None when it still does."""
+    from mpijob.placement import tolerates
+    from mpijob.quantity import parse_quantity
+
+    taken: dict[str, set[int]] = {}
+    cpu_need: dict[str, float] = {}
+    for a in placement.assignments:
+        try:
+            node = cluster.node(a.node)
+        except KeyError:
+            return f"node {a.node} is gone"
+        if not node.ready:
+            return f"node {a.node} is not Ready"
+        for taint in node.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not any(
+                    tolerates(t, taint) for t in spec.tolerations):
+                what = "cordoned" if taint.key == UNSCHEDULABLE_TAINT else f"tainted {taint.key}"
+                return f"node {a.node} is {what}"
+        busy = set(a.gpus) & (set(node.allocated) | taken.setdefault(a.node, set()))
+        if busy:
+            return f"GPU(s) {','.join(map(str, sorted(busy)))} of {a.node} are taken now"
+        taken[a.node] |= set(a.gpus)
+        if spec.cpu and node.free_cpu is not None:
+            cpu_need[a.node] = cpu_need.get(a.node, 0.0) + float(parse_quantity(spec.cpu)) * a.workers
+            if cpu_need[a.node] > node.free_cpu + 1e-9:
+                return f"node {a.node} has {node.free_cpu:g} free CPUs now"
+    return None
+
+
+class _Changes:
+    """Wakes a waiter when any watched object of the job changes: a hint, never the truth,
+    so a failed or refused watch only means the waiter polls."""
+
+    def __init__(self, client: KubeClient, ns: str, selector: str, kinds, timeout_seconds: int = 10):
+        self._client, self._ns, self._selector = client, ns, selector
+        self._timeout = timeout_seconds
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        for kind in kinds:
+            threading.Thread(target=self._run, args=(kind,), daemon=True,
+                             name=f"hvdk8s-watch-{kind.plural}").start()
+
+    def _run(self, kind) -> None:
+        rv, failures = None, 0
+        while not self._stop.is_set() and failures < 3:
+            try:
+                for etype, obj in self._client.watch(kind, self._ns, label_selector=self._selector,
+                                                     resource_version=rv,
+                                                     timeout_seconds=self._timeout):
+                    if self._stop.is_set():
+                        return
+                    if etype == "ERROR":  # 410 Gone: start over from "now"
+                        rv = None
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if etype != "BOOKMARK":
+                        self._changed.set()
+                failures = 0
+            except Exception:  # noqa: BLE001 - polling covers whatever broke the watch
+                failures += 1
+                self._stop.wait(1.0)
+
+    def wait(self, seconds: float) -> None:
+        self._changed.wait(max(0.0, seconds))
+        self._changed.clear()
+
+    def close(self) -> None:
+        self._stop.set()

@@ -1,0 +1,191 @@
+"""`hvdk8s top node` and `hvdk8s top job`: who holds which GPUs, and what is still free.
+
+A free NVLink group is a maximal set of free GPUs of one node that are pairwise joined by
+NVLink: the GPUs a multi-GPU worker can get without any rank pair falling back to PCIe.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import typer
+
+from launcher.cli.common import CONTEXT_OPT, NAMESPACE_OPT, OUTPUT_OPT
+from launcher.errors import UserError
+from launcher.output import check_format, emit_data, note
+from mpijob.links import is_nvlink
+
+app = typer.Typer(no_args_is_help=True, help="GPU usage per node or per job.")
+
+
+# --- pure helpers -----------------------------------------------------------------------------
+def free_nvlink_groups(topology, free) -> list[tuple[int, ...]]:
+    """Maximal cliques (size >= 2) of the NVLink graph restricted to the free GPUs, largest
+    first (Bron-Kerbosch with pivoting; nodes have at most 16 GPUs)."""
+    free = sorted(free)
+    adj = {i: {j for j in free if j != i and is_nvlink(topology.link(i, j))} for i in free}
+    cliques: list[tuple[int, ...]] = []
+
+    def expand(r: set[int], p: set[int], x: set[int]) -> None:
+        if not p and not x:
+            if len(r) >= 2:
+                cliques.append(tuple(sorted(r)))
+            return
+        pivot = max(p | x, key=lambda u: len(adj[u] & p))
+        for v in sorted(p - adj[pivot]):
+            expand(r | {v}, p & adj[v], x & adj[v])
+            p = p - {v}
+            x = x | {v}
+
+    expand(set(), set(free), set())
+    return sorted(cliques, key=lambda c: (-len(c), c))
+
+
+def _ranges(indices) -> str:
+    """(0, 1, 2, 3, 6) -> '0-3,6'."""
+    out, run = [], []
+    for i in sorted(indices):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out) or "-"
+
+
+def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool = False) -> list[dict]:
+    from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT
+
+    rows = []
+    for n in cluster.nodes:
+        free = n.free_gpus
+        row = {
+            "node": n.name,
+            "gpu_model": n.gpu_model,
+            "gpus": n.gpus,
+            "allocated": sorted(n.allocated),
+            "free": list(free),
+            "free_nvlink_groups": [list(g) for g in free_nvlink_groups(n.topology, free)],
+            "ready": n.ready,
+            "cordoned": any(t.key == UNSCHEDULABLE_TAINT for t in n.taints),
+            "topology_source": ("file" if measured is None else
+                                "agent" if measured.get(n.name) else "preset"),
+        }
+        if detail:
+            row["links"] = [list(r) for r in n.topology.links]
+        rows.append(row)
+    return rows
+
+
+def job_rows(pods, namespace: str | None) -> list[dict]:
+    jobs: dict[tuple[str, str], dict] = {}
+    for p in pods:
+        if namespace is not None and p.namespace != namespace:
+            continue
+        key = (p.namespace, p.job or f"(pod {p.name})")
+        row = jobs.setdefault(key, {"job": key[1], "namespace": p.namespace, "gpus": 0,
+                                    "pods": 0, "nodes": defaultdict(list)})
+        row["gpus"] += p.gpus
+        row["pods"] += 1
+        row["nodes"][p.node].extend(p.indices)
+    out = []
+    for _, row in sorted(jobs.items()):
+        row["nodes"] = {node: sorted(ix) for node, ix in sorted(row["nodes"].items())}
+        out.append(row)
+    return out
+
+
+# --- commands ---------------------------------------------------------------------------------
+def _snapshot(context: str | None, namespace: str | None):
+    from launcher.backends.k8s_client import kubeconfig_usable
+    from launcher.backends.kubernetes import KubernetesBackend
+
+    if not kubeconfig_usable(context):
+        raise UserError("no cluster to look at: configure a kubeconfig context (KUBECONFIG, "
+                        "--context) or pass --cluster FILE")
+    return KubernetesBackend(context, namespace).snapshot()
+
+
+def _matrix(row: dict) -> str:
+    taken = set(row["allocated"])
+    head = ["", *(f"GPU{j}{'*' if j in taken else ''}" for j in range(row["gpus"]))]
+    table = [head] + [[head[i + 1], *links] for i, links in enumerate(row["links"])]
+    widths = [max(len(r[c]) for r in table) for c in range(len(head))]
+    return "\n".join("  ".join(c.ljust(widths[k]) for k, c in enumerate(r)).rstrip() for r in table)
+
+
+@app.command("node")
+def top_node(
+    detail: bool = typer.Option(False, "-d", "--detail", help="Also print each node's GPU "
+                                "link matrix (* marks allocated GPUs)."),
+    cluster: str = typer.Option(None, "--cluster", help="Read this cluster file instead of "
+                                "the live cluster."),
+    context: str = CONTEXT_OPT,
+    output: str = OUTPUT_OPT,
+):
+    """GPUs per node: total, allocated, free, and the free NVLink groups."""
+    check_format(output)
+    if cluster:
+        from launcher.clusterfile import load_cluster
+
+        nodes, measured, notes = load_cluster(cluster), None, ()
+    else:
+        snap = _snapshot(context, None)
+        nodes, measured, notes = snap.cluster, snap.measured, snap.notes
+    rows = node_rows(nodes, measured, detail=detail)
+    if emit_data({"nodes": rows, "notes": list(notes)}, output):
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("NODE", "MODEL", "GPUS", "ALLOCATED", "FREE", "FREE NVLINK GROUPS", "STATUS",
+                  "TOPOLOGY")
+    for r in rows:
+        status = "Ready" if r["ready"] else "NotReady"
+        if r["cordoned"]:
+            status += ",Cordoned"
+        groups = " ".join("{" + _ranges(g) + "}" for g in r["free_nvlink_groups"]) or "-"
+        table.add_row(r["node"], r["gpu_model"], str(r["gpus"]),
+                      f"{len(r['allocated'])} ({_ranges(r['allocated'])})",
+                      f"{len(r['free'])} ({_ranges(r['free'])})", groups, status,
+                      r["topology_source"])
+    console = Console(highlight=False)
+    console.print(table)
+    if detail:
+        for r in rows:
+            if r["gpus"]:
+                console.print(f"[bold]{r['node']}[/bold]")
+                console.print(_matrix(r), markup=False)
+    for line in notes:
+        note(f"note: {line}")
+
+
+@app.command("job")
+def top_job(
+    namespace: str = NAMESPACE_OPT,
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    context: str = CONTEXT_OPT,
+    output: str = OUTPUT_OPT,
+):
+    """GPUs held per job (jobs from the pods' labels), with the nodes and GPU indices."""
+    check_format(output)
+    from launcher.backends.kubernetes import KubernetesBackend
+
+    snap = _snapshot(context, namespace)
+    ns = None if all_namespaces else (namespace or KubernetesBackend(context, namespace).namespace)
+    rows = job_rows(snap.pods, ns)
+    if emit_data({"jobs": rows, "notes": list(snap.notes)}, output):
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("JOB", "NAMESPACE", "PODS", "GPUS", "NODES (GPU indices)")
+    for r in rows:
+        where = " ".join(f"{node}[{_ranges(ix)}]" for node, ix in r["nodes"].items())
+        table.add_row(r["job"], r["namespace"], str(r["pods"]), str(r["gpus"]), where)
+    Console(highlight=False).print(table)
+    for line in snap.notes:
+        note(f"note: {line}")

@@ -1,0 +1,201 @@
+"""End to end through the CLI (`hvdk8s ... --backend kubernetes`), and `hvdk8s top`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from launcher.cli.app import app
+from mpijob import names
+
+runner = CliRunner()
+
+
+def hvdk8s(k8s, *args: str):
+    return runner.invoke(app, [*args, *k8s.cli_args()])
+
+
+def job_objects(srv, job):
+    kinds = ("pods", "jobs", "services", "configmaps", "secrets")
+    return [(kind, o["metadata"]["name"]) for kind in kinds for o in srv.objects(kind, "default")
+            if (o["metadata"].get("labels") or {}).get(names.LABEL_JOB) == job]
+
+
+def job_pods(srv, job):
+    return [p for p in srv.objects("pods", "default")
+            if p["metadata"]["labels"].get(names.LABEL_JOB) == job]
+
+
+def test_done_when_submit_wait_logs_delete(k8s):
+    job = k8s.name("vgg16")
+    k8s.script_launcher(job, [(0.2, "hvdk8s: worker ready"), (0.3, "total images/sec: 1450.2"),
+                              'HVDK8S_RESULT {"total_images_per_sec": 1450.2}'])
+    result = runner.invoke(app, ["submit", "mpi", "--name", job, "--workers", "4", "--gpus", "1",
+                                 "--gang", "--gputopology", "--image", k8s.image,
+                                 "--model", "vgg16", *k8s.cli_args()])
+    assert result.exit_code == 0, result.output
+    if k8s.srv is not None:
+        # The Job controller makes the launcher pod once submit has released the Job.
+        pods = k8s.srv.wait_for(lambda: len(job_pods(k8s.srv, job)) == 2 and job_pods(k8s.srv, job))
+        workers = [p for p in pods if p["metadata"]["labels"][names.LABEL_ROLE] == "worker"]
+        launchers = [p for p in pods if p["metadata"]["labels"][names.LABEL_ROLE] == "launcher"]
+        assert len(workers) == 1 and len(launchers) == 1
+        worker = workers[0]
+        assert worker["spec"]["nodeName"] in ("gpu-node-0", "gpu-node-1")
+        assert worker["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+        assert len(worker["metadata"]["annotations"][names.ANNOTATION_GPUS].split(",")) == 4
+
+    waited = hvdk8s(k8s, "wait", job, "--timeout", "600")
+    assert waited.exit_code == 0, waited.output
+    assert "Succeeded" in waited.output
+
+    logs = hvdk8s(k8s, "logs", job)
+    assert logs.exit_code == 0
+    assert "total images/sec:" in logs.output
+
+    got = hvdk8s(k8s, "get", job, "-o", "json")
+    status = json.loads(got.stdout)
+    assert status["phase"] == "Succeeded" and status["images_per_sec"] > 0
+
+    deleted = hvdk8s(k8s, "delete", job)
+    assert deleted.exit_code == 0 and f"job {job} deleted" in deleted.output
+    if k8s.srv is not None:
+        assert job_objects(k8s.srv, job) == []
+    again = hvdk8s(k8s, "delete", job)
+    assert again.exit_code == 0 and "not found" in again.output
+
+
+def test_wait_exit_codes_for_failure_and_timeout(k8s):
+    srv = k8s.server()
+    srv.script_pod("bad-launcher-.*", logs=["mpirun: rank 3 died"], exit_code=1)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "bad", "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    failed = hvdk8s(k8s, "wait", "bad", "--timeout", "30")
+    assert failed.exit_code == 1 and "Failed" in failed.output
+
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "slow", "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    slow = hvdk8s(k8s, "wait", "slow", "--timeout", "0.5")
+    assert slow.exit_code == 124
+    assert "error: job slow is still" in slow.output
+
+
+def test_name_clash_through_the_cli(k8s):
+    k8s.server()
+    args = ["submit", "mpi", "--name", "dup", "--image", k8s.image, "python", "train.py"]
+    assert hvdk8s(k8s, *args).exit_code == 0
+    second = hvdk8s(k8s, *args)
+    assert second.exit_code == 1
+    assert "error: job dup already exists in namespace default" in second.output
+    assert "delete it first: hvdk8s delete dup -n default" in second.output
+
+
+def test_operator_mode_through_the_cli(k8s):
+    srv = k8s.server()
+    args = ["submit", "mpi", "--name", "op", "--workers", "2", "--gpus", "1", "--mode",
+            "operator", "--image", k8s.image, "python", "train.py"]
+    missing = hvdk8s(k8s, *args)
+    assert missing.exit_code == 1
+    assert "the Kubeflow MPI Operator is not installed" in missing.output
+    srv.install_crd("mpijob")
+    assert hvdk8s(k8s, *args).exit_code == 0
+    assert [o["metadata"]["name"] for o in srv.objects("mpijobs.kubeflow.org", "default")] == ["op"]
+    listed = hvdk8s(k8s, "list", "-o", "json")
+    assert [(r["name"], r["mode"]) for r in json.loads(listed.stdout)] == [("op", "operator")]
+
+
+def test_rbac_refusal_through_the_cli(k8s):
+    srv = k8s.server()
+    srv.forbid("create", "pods", "default")
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "rbac", "--image", k8s.image,
+                    "python", "train.py")
+    assert result.exit_code == 1
+    assert "error: forbidden: cannot create pods in namespace default (RBAC)" in result.output
+    assert job_objects(srv, "rbac") == []
+
+
+def test_logs_of_one_worker_and_all(k8s):
+    srv = k8s.server()
+    srv.script_pod("two-worker-1", logs=["worker one says hi"], exit_code=None)
+    srv.script_pod("two-launcher-.*", logs=["launcher says hi"], exit_code=None)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "two", "--workers", "2", "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    srv.wait_for(lambda: "worker one says hi" in hvdk8s(k8s, "logs", "two", "--worker", "1").output
+                 and "launcher says hi" in hvdk8s(k8s, "logs", "two").output)
+    every = hvdk8s(k8s, "logs", "two", "--all").output
+    assert "[two-worker-1] worker one says hi" in every
+    assert any(line.startswith("[two-launcher-") and line.endswith("] launcher says hi")
+               for line in every.splitlines())
+
+
+# --- top ----------------------------------------------------------------------------------------
+def test_top_node_and_job(k8s):
+    srv = k8s.server()
+    srv.create({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "hog-worker-0", "namespace": "default",
+                             "labels": names.job_labels("hog"),
+                             "annotations": {names.ANNOTATION_GPUS: "0,1,2,3"}},
+                "spec": {"nodeName": "gpu-node-1", "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
+    nodes = json.loads(runner.invoke(app, ["top", "node", "-o", "json", "--context", "test"]).stdout)
+    by_name = {n["node"]: n for n in nodes["nodes"]}
+    assert by_name["gpu-node-1"]["allocated"] == [0, 1, 2, 3]
+    assert by_name["gpu-node-1"]["free_nvlink_groups"][0] == [4, 5, 6, 7]
+    assert by_name["gpu-node-0"]["free_nvlink_groups"][:2] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert by_name["gpu-node-0"]["topology_source"] == "preset"
+
+    table = runner.invoke(app, ["top", "node", "-d", "--context", "test"])
+    assert table.exit_code == 0
+    assert "{4-7}" in table.output and "GPU0*" in table.output
+
+    jobs = json.loads(runner.invoke(app, ["top", "job", "-o", "json", "--context", "test"]).stdout)
+    assert jobs["jobs"] == [{"job": "hog", "namespace": "default", "gpus": 4, "pods": 1,
+                             "nodes": {"gpu-node-1": [0, 1, 2, 3]}}]
+
+
+def test_free_nvlink_groups_are_maximal_cliques():
+    from launcher.cli.top import free_nvlink_groups
+    from mpijob.presets import preset
+
+    dgx1 = preset("dgx1-v100")
+    assert free_nvlink_groups(dgx1, range(8))[:2] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    # GPU 3 taken: {0,1,2} stays a clique; 7's NVLink peers among the free are 4, 5, 6.
+    groups = free_nvlink_groups(dgx1, [0, 1, 2, 4, 5, 6, 7])
+    assert groups[:2] == [(4, 5, 6, 7), (0, 1, 2)]
+    assert all(len(g) >= 2 for g in groups)
+    pcie = preset("pcie-8gpu-dual-socket")
+    assert free_nvlink_groups(pcie, range(8)) == []
+
+
+@pytest.mark.parametrize("args", [["top", "node"], ["top", "job"]])
+def test_top_without_any_cluster_says_what_to_do(args, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "no cluster to look at" in result.output
+
+
+def test_server_dry_run_through_the_cli(k8s):
+    srv = k8s.server()
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "dry", "--workers", "2", "--gpus", "2",
+                    "--image", k8s.image, "--dry-run=server", "-o", "json", "python", "train.py")
+    assert result.exit_code == 0, result.output
+    kinds = [o["kind"] for o in json.loads(result.stdout)["items"]]
+    assert kinds[:4] == ["Job", "ConfigMap", "Secret", "Service"] and "Pod" in kinds
+    assert job_objects(srv, "dry") == []
+
+
+def test_top_node_reads_a_cluster_file(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("nodes:\n"
+                    "  - {name: a, topology: dgx1-v100, allocated: [0, 4]}\n"
+                    "  - {name: b, topology: pcie-8gpu-dual-socket}\n")
+    result = runner.invoke(app, ["top", "node", "--cluster", str(path), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["node"]: r for r in json.loads(result.stdout)["nodes"]}
+    assert rows["a"]["allocated"] == [0, 4] and rows["a"]["topology_source"] == "file"
+    assert rows["a"]["free_nvlink_groups"][0] == [1, 2, 3]
+    assert rows["b"]["free_nvlink_groups"] == []
