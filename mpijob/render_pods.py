@@ -136,6 +136,9 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "HVDK8S_CLEAN_POD_POLICY": policy.clean_pod_policy,
         # A retried launcher needs its workers: release them on failure only on the last try.
         "HVDK8S_RELEASE_ON_FAILURE": "1" if backoff == 0 else "0",
+        # hvdk8s resumes the launcher once the workers are scheduled, so 10 minutes covers
+        # image pulls; a gang scheduler may release the launcher while workers still queue.
+        "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     })

@@ -142,3 +142,13 @@ def test_with_owner_leaves_the_input_untouched():
     owned = with_owner(objects, "u")
     assert "ownerReferences" not in objects[1]["metadata"]
     assert owned[1]["metadata"]["ownerReferences"][0]["uid"] == "u"
+
+
+def test_launcher_waits_without_limit_only_under_a_gang_scheduler():
+    def wait_seconds(case):
+        job = render_case(case)[0]
+        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+        return {e["name"]: e["value"] for e in env}["HVDK8S_WORKER_WAIT_SECONDS"]
+
+    assert wait_seconds("pods-benchmark-4x1") == "600"
+    assert wait_seconds("pods-shell-volcano-hostnet") == "0"

@@ -35,10 +35,11 @@ release_workers() {
   done
 }
 
+# 0 waits without limit: a gang scheduler may keep the workers queued for a long time.
 deadline=$(( $(date +%s) + WAIT_SECONDS ))
 for h in $hosts; do
   until ssh "$h" true >/dev/null 2>&1; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
+    if [ "$WAIT_SECONDS" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
       echo "hvdk8s: worker $h did not answer on ssh port $PORT within ${WAIT_SECONDS}s" >&2
       release_workers 1
       exit 1
