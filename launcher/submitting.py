@@ -57,7 +57,6 @@ def _command(words: list[str]) -> tuple[tuple[str, ...], bool]:
 def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
     """JobSpec from CLI-style options; every problem becomes a UsageError naming the option."""
     from mpijob.options import parse_toleration
-
     from mpijob.spec import build_spec
 
     try:

@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from mpijob.spec import JobSpec
-
-if TYPE_CHECKING:  # placement is only a type here
+if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from mpijob.placement import Placement
+    from mpijob.spec import JobSpec
 
 # Job phases, as the MPI Operator's conditions name them.
 PENDING = "Pending"

@@ -69,18 +69,20 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
 
 
 def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
+    """kubectl-style plain columns: fast for hundreds of jobs, and easy to grep."""
     from launcher.output import emit_data
 
     if emit_data([s.to_dict() for s in statuses], fmt):
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "NODES",
-                  "IMAGES/SEC", "CREATED")
+    header = ("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "NODES", "IMAGES/SEC",
+              "CREATED")
+    rows = [header]
     for s in statuses:
         nodes = ",".join(sorted({p["node"] for p in s.placement if p.get("node")})) or "-"
         ips = f"{s.images_per_sec:.1f}" if s.images_per_sec is not None else "-"
-        table.add_row(s.name, s.namespace, s.backend, s.phase, str(s.workers),
-                      str(s.workers * s.gpus_per_worker), nodes, ips, s.created or "-")
-    Console(highlight=False).print(table)
+        rows.append((s.name, s.namespace, s.backend, s.phase, str(s.workers),
+                     str(s.workers * s.gpus_per_worker), nodes, ips, s.created or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+             for r in rows]
+    typer.echo("\n".join(lines))

@@ -1,0 +1,87 @@
+"""Reading an experiment file: YAML in, a validated `Experiment` out, or one line naming
+the file, the key and what is expected (exit 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.errors import UsageError
+from mpijob.experiment_matrix import Experiment, ExperimentError, Run, expand, parse_experiment
+
+# More problems than this make the line unreadable; the user fixes these first.
+MAX_PROBLEMS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class LoadedExperiment:
+    experiment: Experiment
+    path: Path
+    cluster: Path | None  # resolved against the experiment file's folder
+
+    @property
+    def runs(self) -> list[Run]:
+        return expand(self.experiment)
+
+
+def _strict_loader():
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        """Refuses a key given twice: YAML would silently keep the last one."""
+
+    def construct_mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice", key_node.start_mark)
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return yaml, StrictLoader
+
+
+def read_yaml(path: Path):
+    yaml, loader = _strict_loader()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such experiment file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; expected an experiment file (YAML)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from None
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{path}: {where}invalid YAML: {problem}") from None
+
+
+def format_problems(path: Path, err: ExperimentError) -> str:
+    shown = err.problems[:MAX_PROBLEMS_SHOWN]
+    text = "; ".join(f"{key}: {message}" if key else message for key, message in shown)
+    more = len(err.problems) - len(shown)
+    return f"{path}: {text}" + (f" (and {more} more)" if more > 0 else "")
+
+
+def load_experiment(path: str | Path) -> LoadedExperiment:
+    path = Path(path)
+    try:
+        experiment = parse_experiment(read_yaml(path))
+    except ExperimentError as err:
+        raise UsageError(format_problems(path, err)) from None
+    cluster = None
+    if experiment.cluster is not None:
+        cluster = Path(experiment.cluster).expanduser()
+        if not cluster.is_absolute():
+            cluster = path.parent / cluster
+        if not cluster.is_file():
+            raise UsageError(f"{path}: cluster: no such file {str(cluster)!r}; expected "
+                             "the path of a cluster file, relative to the experiment file")
+    return LoadedExperiment(experiment, path, cluster)
