@@ -199,3 +199,14 @@ def test_top_node_reads_a_cluster_file(tmp_path):
     assert rows["a"]["allocated"] == [0, 4] and rows["a"]["topology_source"] == "file"
     assert rows["a"]["free_nvlink_groups"][0] == [1, 2, 3]
     assert rows["b"]["free_nvlink_groups"] == []
+
+
+def test_root_kubeconfig_option_selects_the_cluster(kube_server, kubeconfig, monkeypatch, tmp_path):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
+    result = runner.invoke(app, ["--kubeconfig", kubeconfig, "top", "node", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    nodes = json.loads(result.stdout)["nodes"]
+    assert {"gpu-node-0", "gpu-node-1"} <= {n["node"] for n in nodes}
+    missing = runner.invoke(app, ["--kubeconfig", str(tmp_path / "nope"), "list"])
+    assert missing.exit_code == 2 and "--kubeconfig" in missing.stderr

@@ -77,8 +77,15 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: "
+                                   "$KUBECONFIG, then ~/.kube/config)."),
 ):
     _state["debug"] = debug
+    if kubeconfig:
+        if not all(os.path.exists(p) for p in kubeconfig.split(os.pathsep)):
+            raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
+        # The kubernetes client is imported lazily, after this, and reads KUBECONFIG then.
+        os.environ["KUBECONFIG"] = kubeconfig
 
 
 def _register() -> None:
