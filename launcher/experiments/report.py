@@ -231,7 +231,7 @@ def _scaling_plot(rows: list[dict], path: Path) -> PlotOutcome:
         eff_ax.set_xlabel("workers")
         eff_ax.set_ylabel("scaling efficiency (%)")
         eff_ax.set_ylim(bottom=0)
-        eff_ax.set_title("Scaling efficiency (vs this experiment's 1-GPU run)", fontsize=10)
+        eff_ax.set_title("Scaling efficiency (vs this experiment's 1-GPU or 1-rank run)", fontsize=10)
         eff_ax.legend(fontsize=7)
     fig.suptitle(f"Scaling ({_common_title(rows)})", fontsize=11)
     fig.tight_layout()
