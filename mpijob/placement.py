@@ -358,7 +358,7 @@ def _choose_nodes(cands: list[_Candidate], caps: dict[str, int], need: int, m: i
             rest_need = need - room_idle - busy_prefix[b - 1]
             last_pool = busy[b - 1:]
             fits = [c for c in last_pool if caps[c.name] >= max(rest_need, 1)]
-            def rank_last(c):  # the better sets and network, then the tightest fit
+            def rank_last(c, rest_need=rest_need):  # better sets and network, then tightest fit
                 q = quality_of(c, min(caps[c.name], max(rest_need, 1)))
                 return (c.soft_penalty, -q[0], -c.node.network_gbps, -q[1], caps[c.name], c.name)
 

@@ -8,14 +8,15 @@ from pathlib import Path
 import yaml
 
 K8S_VERSION = "1.33.0"
+# The shared reference beside the checkout when present, else the copy vendored in tests/data.
 CRD = Path(__file__).resolve().parents[2] / "shared/reference/mpi-operator/kubeflow.org_mpijobs.yaml"
+VENDORED_CRD = Path(__file__).resolve().parent / "data/mpi-operator/kubeflow.org_mpijobs.yaml"
 CORE_KINDS = {"Job", "Pod", "ConfigMap", "Secret", "Service", "ServiceAccount", "DaemonSet",
               "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
 def crd_path() -> Path:
-    for candidate in (CRD, Path(__file__).resolve().parents[1] / "shared/reference/mpi-operator"
-                      / "kubeflow.org_mpijobs.yaml"):
+    for candidate in (CRD, VENDORED_CRD):
         if candidate.exists():
             return candidate
     raise FileNotFoundError("the MPIJob CRD (shared/reference/mpi-operator) is not beside the repo")
