@@ -95,3 +95,16 @@ def test_wait_timeout_exits_124_and_delete_stops_the_job():
     assert waited.exit_code == 124
     assert invoke("delete", "nap", *LOCAL).stdout.strip() == "job nap deleted"
     assert invoke("delete", "nap", *LOCAL).stdout.strip() == "job nap not found (nothing to delete)"
+
+
+def test_submit_wait_streams_the_log_and_keeps_the_timeout():
+    import sys
+
+    done = invoke("submit", "mpi", *LOCAL, "--name", "echo", "--workers", "2", "--wait",
+                  sys.executable, "-c", "print('hello from a rank', flush=True)")
+    assert done.exit_code == 0, done.output
+    assert done.stdout.count("hello from a rank") == 2
+
+    slow = invoke("submit", "mpi", *LOCAL, "--name", "slow", "--workers", "1", "--wait",
+                  "--timeout", "1", "sleep", "60")
+    assert slow.exit_code == 124, slow.output

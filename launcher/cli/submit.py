@@ -155,13 +155,24 @@ def submit_mpi(
         emit_objects(outcome.objects, output)
         return
     if wait:
-        # Stream the launcher's log while waiting, as `logs -f` would, then exit as `wait`.
-        for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
-            typer.echo(line)
-        status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
-        print_status(status, "table", brief=True)
-        exit_for_status(status)
+        _follow_and_wait(outcome, timeout)
     else:
         note(f"follow it with: hvdk8s logs -f {outcome.name}"
              + (f" -n {outcome.namespace}" if outcome.namespace != "default" else "")
              + (" --backend local" if outcome.backend.name == "local" else ""))
+
+
+def _follow_and_wait(outcome, timeout: float | None) -> None:
+    """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit."""
+    import threading
+
+    def stream():
+        for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
+            typer.echo(line)
+
+    follower = threading.Thread(target=stream, daemon=True)
+    follower.start()
+    status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
+    follower.join(timeout=10)  # the last lines, written just before the end
+    print_status(status, "table", brief=True)
+    exit_for_status(status)
