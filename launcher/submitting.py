@@ -198,7 +198,12 @@ def _resolve_gang(request: SubmitRequest, backend) -> str:
                              f"none, got {choice!r}")
         return choice
     if request.gang and backend is not None and hasattr(backend, "detect_gang_scheduler"):
-        return backend.detect_gang_scheduler() or "none"
+        found = backend.detect_gang_scheduler()
+        if found:
+            note(f"gang: {found} found in the cluster; it schedules the workers together")
+            return found
+        note("gang: no Volcano, scheduler-plugins or Kueue in the cluster; hvdk8s's own "
+             "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
     return "none"
 
 
@@ -210,9 +215,12 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     offline = client_dry_run and request.backend is None
     backend = None
     if not offline:
-        backend_name, why = resolve_backend_name(request.backend)
+        backend_name, why = resolve_backend_name(request.backend, request.context)
         if request.backend is None:
             note(f"backend: {backend_name} ({why})")
+        if backend_name == "local" and request.dry_run == "server":
+            raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
+                             "what the local backend would run")
         backend = make_backend(backend_name, context=request.context,
                                namespace=request.options.get("namespace"))
     gang = _resolve_gang(request, backend if not client_dry_run else None)

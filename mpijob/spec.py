@@ -19,6 +19,7 @@ from mpijob.quantity import QuantityError, parse_quantity
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Kubernetes allows these in env var names (validation.IsEnvVarName).
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -192,6 +193,14 @@ class JobSpec(BaseModel):
             _check_label_key(key)
         return v
 
+    @field_validator("priority_class", "scheduler_name", "queue")
+    @classmethod
+    def _object_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not DNS1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a valid object name (lower-case letters, digits, "
+                             "'-' and '.', e.g. high-priority)")
+        return v
+
     @field_validator("image_pull_secrets")
     @classmethod
     def _secrets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -215,8 +224,12 @@ class JobSpec(BaseModel):
             raise SpecError("queue", "kueue gang scheduling needs a queue name (--queue)")
         if self.shell and len(self.command) != 1:
             raise SpecError("command", "a shell command is one string")
-        if self.host_network and self.network_interface is not None and not self.network_interface:
-            raise SpecError("network_interface", "must not be empty")
+        if self.network_interface is not None and not self.host_network:
+            raise SpecError("network_interface", "only applies with --host-network (pod networks "
+                            "have one interface)")
+        if self.queue and self.gang not in ("volcano", "kueue"):
+            raise SpecError("queue", "a queue needs a Volcano or Kueue gang scheduler "
+                            "(--gang with one installed, or --gang-scheduler volcano|kueue)")
         return self
 
     # --- derived -------------------------------------------------------------------

@@ -108,3 +108,17 @@ def test_submit_wait_streams_the_log_and_keeps_the_timeout():
     slow = invoke("submit", "mpi", *LOCAL, "--name", "slow", "--workers", "1", "--wait",
                   "--timeout", "1", "sleep", "60")
     assert slow.exit_code == 124, slow.output
+
+
+def test_server_dry_run_is_refused_on_the_local_backend(home):
+    result = invoke("submit", "mpi", *LOCAL, "--name", "srv", "--dry-run=server", "true")
+    assert result.exit_code == 2 and "--dry-run=server" in result.stderr
+    assert invoke("list", *LOCAL, "-o", "json").stdout.strip() == "[]"
+
+
+def test_a_named_context_never_falls_back_to_local_jobs(home, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent-kubeconfig"))
+    assert invoke("submit", "mpi", *LOCAL, "--name", "keep", "true").exit_code == 0
+    result = invoke("delete", "keep", "--context", "typo")
+    assert result.exit_code != 0 and "typo" in result.stderr
+    assert invoke("get", "keep", *LOCAL).exit_code == 0  # still there

@@ -59,6 +59,12 @@ def test_operator_mode_validates_against_the_crd():
     (["--workers", "four"], "--workers"),
     (["--model", "alexnet"], "--model"),
     (["--placement", "random"], "--placement"),
+    (["--priority", "Bad_Prio"], "--priority"),
+    (["--scheduler-name", "Bad Name"], "--scheduler-name"),
+    (["--network-interface", "eth0"], "--network-interface"),
+    (["--queue", "q1"], "--queue"),
+    (["--timeout", "-1"], "--timeout"),
+    (["--schedule-timeout", "0"], "--schedule-timeout"),
 ])
 def test_bad_values_exit_2_with_one_line_naming_the_option(change, option):
     result = invoke([*BASE, *change])

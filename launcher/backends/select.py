@@ -7,12 +7,18 @@ from launcher.errors import UsageError
 BACKENDS = ("local", "kubernetes")
 
 
-def resolve_backend_name(requested: str | None) -> tuple[str, str]:
+def resolve_backend_name(requested: str | None, context: str | None = None) -> tuple[str, str]:
     """The backend name and why it was chosen."""
     if requested:
         if requested not in BACKENDS:
             raise UsageError(f"--backend: expected one of {', '.join(BACKENDS)}, got {requested!r}")
+        if requested == "local" and context:
+            raise UsageError("--context names a Kubernetes context: it does not go with "
+                             "--backend local")
         return requested, "asked for"
+    if context:
+        # A context was named: never fall back to this machine (a typo must not hit local jobs).
+        return "kubernetes", f"--context {context}"
     from launcher.backends.kubernetes import kubeconfig_usable
 
     if kubeconfig_usable():

@@ -18,7 +18,7 @@ OUTPUT_OPT = typer.Option("table", "-o", "--output", help="table, yaml or json."
 def open_backend(backend: str | None, context: str | None, namespace: str | None):
     from launcher.backends.select import make_backend, resolve_backend_name
 
-    name, _ = resolve_backend_name(backend)
+    name, _ = resolve_backend_name(backend, context)
     return make_backend(name, context=context, namespace=namespace)
 
 
@@ -43,6 +43,8 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
     from rich.table import Table
 
     console = Console(stderr=brief, highlight=False)
+    if not console.is_terminal:  # piped: never cut pod names to fit 80 columns
+        console.width = 200
     line = f"[bold]{status.name}[/bold]  {status.phase}"
     if status.reason or status.message:
         line += f"  {status.reason or ''}{': ' if status.reason and status.message else ''}{status.message or ''}"
@@ -56,6 +58,8 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
     console.print(f"backend {status.backend}  namespace {status.namespace}  mode {status.mode or '-'}"
                   f"  workers {status.workers} x {status.gpus_per_worker} GPU")
     table = Table("POD/RANK", "ROLE", "PHASE", "NODE", "GPUS", "RESTARTS", "DETAIL")
+    for column in table.columns[:5]:
+        column.no_wrap, column.overflow = True, "fold"
     for r in status.replicas:
         detail = " ".join(x for x in (r.reason, r.message) if x) or ""
         if r.exit_code not in (None, 0):

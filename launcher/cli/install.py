@@ -9,7 +9,8 @@ from launcher.errors import UsageError, UserError
 app = typer.Typer(no_args_is_help=True)
 
 
-@app.command("agent")
+@app.command("agent", help="Deploy the topology agent (a DaemonSet on GPU nodes that "
+             "publishes each node's NVLink topology and GPU allocation as an annotation).")
 def install_agent(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; apply nothing."),
     namespace: str = typer.Option(

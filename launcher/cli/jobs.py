@@ -32,7 +32,8 @@ def get(
 
 def list_jobs(
     namespace: str = NAMESPACE_OPT,
-    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces",
+                                        help="Jobs of every namespace."),
     context: str = CONTEXT_OPT,
     backend: str = BACKEND_OPT,
     output: str = OUTPUT_OPT,
@@ -63,7 +64,8 @@ def logs(
 
 def wait(
     name: str = typer.Argument(..., help="Job name."),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds; exit 124 when exceeded."),
+    timeout: float = typer.Option(None, "--timeout", min=0,
+                                  help="Seconds; exit 124 when exceeded."),
     namespace: str = NAMESPACE_OPT,
     context: str = CONTEXT_OPT,
     backend: str = BACKEND_OPT,

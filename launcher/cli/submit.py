@@ -58,7 +58,9 @@ def submit_mpi(
     command: list[str] = typer.Argument(None, help="Program and arguments, one shell string "
                                         "(arena style), or a whole `mpirun ...` line."),
     name: str = typer.Option(..., "--name", help="Job name (DNS-1035 label)."),
-    workers: int = typer.Option(1, "--workers", help="Workers (MPI slots groups)."),
+    workers: int = typer.Option(1, "--workers", help="Workers, each with --gpus GPUs. With a "
+                                "placement, the workers that land on one node share one pod "
+                                "(so they can use NVLink)."),
     gpus: int = typer.Option(0, "--gpus", help="GPUs per worker; 0 runs ranks on the CPU."),
     image: str = typer.Option(None, "--image", help="Training image."),
     namespace: str = NAMESPACE_OPT,
@@ -89,34 +91,46 @@ def submit_mpi(
     mpi: str = typer.Option("OpenMPI", "--mpi", help="OpenMPI, Intel or MPICH."),
     clean_pod_policy: str = typer.Option("Running", "--clean-pod-policy",
                                          help="Running, All or None."),
-    backoff_limit: int = typer.Option(None, "--backoff-limit"),
-    ttl: int = typer.Option(None, "--ttl", help="ttlSecondsAfterFinished."),
-    active_deadline: int = typer.Option(None, "--active-deadline",
-                                        help="activeDeadlineSeconds."),
-    image_pull_secret: list[str] = typer.Option(None, "--image-pull-secret"),
-    image_pull_policy: str = typer.Option("IfNotPresent", "--image-pull-policy"),
+    backoff_limit: int = typer.Option(None, "--backoff-limit", min=0,
+                                      help="Launcher retries (default 0: a failed run ends the job)."),
+    ttl: int = typer.Option(None, "--ttl", min=0, help="Delete the finished job after this "
+                            "many seconds (ttlSecondsAfterFinished)."),
+    active_deadline: int = typer.Option(None, "--active-deadline", min=1,
+                                        help="Fail the job after this many seconds "
+                                        "(activeDeadlineSeconds)."),
+    image_pull_secret: list[str] = typer.Option(None, "--image-pull-secret",
+                                                help="Secret for a private registry; repeatable."),
+    image_pull_policy: str = typer.Option("IfNotPresent", "--image-pull-policy",
+                                          help="Always, IfNotPresent or Never."),
     shm_size: str = typer.Option(None, "--shm-size", help="/dev/shm size (default 4Gi)."),
-    host_network: bool = typer.Option(False, "--host-network"),
+    host_network: bool = typer.Option(False, "--host-network", help="Run pods on the node's "
+                                      "network (RDMA/InfiniBand without a CNI for it)."),
     network_interface: str = typer.Option(None, "--network-interface",
                                           help="NIC for MPI/NCCL with --host-network."),
-    launcher_cpu: str = typer.Option("1", "--launcher-cpu"),
-    launcher_memory: str = typer.Option("1Gi", "--launcher-memory"),
-    scheduler_name: str = typer.Option(None, "--scheduler-name"),
+    launcher_cpu: str = typer.Option("1", "--launcher-cpu", help="CPU for the launcher pod "
+                                     "(it only runs mpirun; it never gets a GPU)."),
+    launcher_memory: str = typer.Option("1Gi", "--launcher-memory",
+                                        help="Memory for the launcher pod."),
+    scheduler_name: str = typer.Option(None, "--scheduler-name", help="Scheduler for the "
+                                       "workers (default: the gang scheduler's, else the "
+                                       "cluster default)."),
     model: str = typer.Option("resnet50", "--model", help="Benchmark model."),
     batch_size: int = typer.Option(64, "--batch-size", help="Benchmark batch size per GPU."),
-    num_batches: int = typer.Option(100, "--num-batches"),
-    num_warmup_batches: int = typer.Option(10, "--num-warmup-batches"),
+    num_batches: int = typer.Option(100, "--num-batches", help="Benchmark: timed steps."),
+    num_warmup_batches: int = typer.Option(10, "--num-warmup-batches",
+                                           help="Benchmark: untimed steps first."),
     image_size: int = typer.Option(None, "--image-size", help="Benchmark image size "
                                    "(small sizes for CPU runs)."),
-    use_fp16: bool = typer.Option(False, "--use-fp16"),
-    xla: bool = typer.Option(False, "--xla"),
+    use_fp16: bool = typer.Option(False, "--use-fp16", help="Benchmark: mixed precision."),
+    xla: bool = typer.Option(False, "--xla", help="Benchmark: XLA compilation."),
     dry_run: str = typer.Option(None, "--dry-run", help="Print the "
                                 "objects instead of creating them; --dry-run=server sends "
                                 "them with server-side dry run."),
     output: str = typer.Option("yaml", "-o", "--output", help="yaml or json (dry run)."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the end; exit as `wait` does."),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds to wait with --wait."),
-    schedule_timeout: float = typer.Option(120.0, "--schedule-timeout", help="Seconds for "
+    timeout: float = typer.Option(None, "--timeout", min=0, help="Seconds to wait with "
+                                  "--wait; exit 124 when exceeded."),
+    schedule_timeout: float = typer.Option(120.0, "--schedule-timeout", min=1, help="Seconds for "
                                            "all workers to be scheduled before rollback."),
 ):
     from launcher.submitting import SubmitRequest, run_submit
