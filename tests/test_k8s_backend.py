@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends.k8s_client import ApiError
+from launcher.backends.k8s_status import ANNOTATION_IMAGES_PER_SEC
 from launcher.backends.kubernetes import OPERATOR_MISSING
-from launcher.errors import NotFound, Timeout, UserError
+from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob import names
 from mpijob.placement import PlacementRequest, place
 from mpijob.spec import build_spec
@@ -307,7 +308,7 @@ def test_failing_worker_fails_the_job_with_its_log(k8s):
     assert status.log_tail[-2:] == ["NCCL WARN Call to connect returned Connection refused",
                                     "fatal"]
     assert list(backend.logs("vgg16", worker=1))[-1] == "fatal"
-    with pytest.raises(UserError, match=r"--worker 7: .* \(worker indices: 0, 1\)"):
+    with pytest.raises(UsageError, match=r"--worker: job vgg16 has worker pods 0\.\.1, not 7"):
         list(backend.logs("vgg16", worker=7))
 
 
@@ -351,6 +352,34 @@ def test_logs_of_all_pods_are_prefixed(k8s):
     assert lines == [f"[{launcher}] mpirun started", "[vgg16-worker-0] sshd ready"]
 
 
+@pytest.mark.parametrize("follow", [False, True])
+def test_logs_of_all_pods_are_prefixed_after_the_job_finished(k8s, follow):
+    srv = k8s.server()
+    k8s.script_launcher("vgg16", ["mpirun started", "total images/sec: 12.0"])
+    backend = k8s.backend(poll=0.1)
+    backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    assert backend.wait("vgg16", timeout=20).phase == "Succeeded"
+    # cleanPodPolicy Running removed the worker: the launcher is the only pod left.
+    launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
+                    if "launcher" in p["metadata"]["name"])
+    lines = list(backend.logs("vgg16", all_replicas=True, follow=follow))
+    assert lines == [f"[{launcher}] mpirun started", f"[{launcher}] total images/sec: 12.0"]
+    # Worker 0 belongs to the job but is gone: not a bad option value.
+    with pytest.raises(UserError, match="pod vgg16-worker-0 of job vgg16 does not exist") as err:
+        list(backend.logs("vgg16", worker=0))
+    assert err.value.exit_code == 1
+
+
+def test_logs_of_a_worker_index_outside_the_job_is_a_usage_error(k8s):
+    srv = k8s.server()
+    k8s.script_launcher("long1", ["running"], exit_code=None)
+    backend = k8s.backend()
+    backend.submit(make_spec(k8s, name="long1", workers=2), None, schedule_timeout=20)
+    srv.wait_for(lambda: len(srv.objects("pods", "default")) == 3)
+    with pytest.raises(UsageError, match=r"^--worker: job long1 has worker pods 0\.\.1, not 3$"):
+        list(backend.logs("long1", worker=3))
+
+
 @pytest.mark.parametrize("policy, left", [("Running", ["launcher"]), ("All", []),
                                            ("None", ["launcher", "worker"])])
 def test_clean_pod_policy_applies_once_the_launcher_is_done(k8s, policy, left):
@@ -377,19 +406,40 @@ def test_operator_mode_without_the_crd_creates_nothing(k8s):
     assert posts(srv) == before
 
 
-def test_operator_mode_creates_one_mpijob(k8s):
+def test_operator_mode_creates_the_mpijob_and_the_objects_it_mounts(k8s):
     srv = k8s.server()
     srv.install_crd("mpijob")
     backend = k8s.backend()
-    spec = make_spec(k8s, workers=2, gpus_per_worker=1)
+    spec = make_spec(k8s, workers=2, gpus_per_worker=1, command=())  # the built-in benchmark
     result = backend.submit(spec, plan(backend, spec), mode="operator")
-    assert [o["kind"] for o in result.objects] == ["MPIJob"]
-    assert [o["metadata"]["name"] for o in srv.objects("mpijobs.kubeflow.org", "default")] == ["vgg16"]
+    assert [o["kind"] for o in result.objects] == ["MPIJob", "ConfigMap"]
+    mpijob = srv.get("mpijobs.kubeflow.org", "vgg16")
+    mounted = {v["configMap"]["name"]
+               for replica in mpijob["spec"]["mpiReplicaSpecs"].values()
+               for v in replica["template"]["spec"].get("volumes") or [] if "configMap" in v}
+    assert mounted and mounted <= {o["metadata"]["name"] for o in srv.objects("configmaps", "default")}
+    for name in mounted:
+        owner = srv.get("configmaps", name)["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner["uid"]) == (
+            "MPIJob", "vgg16", mpijob["metadata"]["uid"])
     status = backend.get("vgg16")
     assert (status.mode, status.phase, status.reason) == ("operator", "Pending", "WaitingForOperator")
     assert [s.name for s in backend.list()] == ["vgg16"]
     assert backend.delete("vgg16") is True
     assert srv.objects("mpijobs.kubeflow.org", "default") == []
+    assert leftovers(srv, "vgg16") == []
+
+
+def test_operator_mode_rolls_back_the_mpijob_when_a_later_object_is_refused(k8s):
+    srv = k8s.server()
+    srv.install_crd("mpijob")
+    srv.forbid("create", "configmaps", "default")
+    backend = k8s.backend()
+    spec = make_spec(k8s, workers=2, gpus_per_worker=1, command=())
+    with pytest.raises(UserError, match="forbidden: cannot create configmaps"):
+        backend.submit(spec, plan(backend, spec), mode="operator")
+    assert srv.objects("mpijobs.kubeflow.org", "default") == []
+    assert leftovers(srv, "vgg16") == []
 
 
 # --- list ---------------------------------------------------------------------------------------
@@ -405,6 +455,21 @@ def test_list_makes_the_same_number_of_calls_for_any_number_of_jobs(k8s):
         counts.append(srv.count_requests())
     assert [r.name for r in rows] == ["a", "b", "c", "d", "e", "f"]
     assert counts[0] == counts[1] <= 4
+
+
+def test_measured_rate_is_recorded_once_on_the_root_and_listed(k8s):
+    srv = k8s.server()
+    k8s.script_launcher("vgg16", ["total images/sec: 400.00"])
+    backend = k8s.backend()
+    backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    assert [r.images_per_sec for r in backend.list()] == [None]  # not measured yet
+    assert backend.wait("vgg16", timeout=20).images_per_sec == 400.0
+    root = srv.get("jobs", names.launcher("vgg16"))
+    assert float(root["metadata"]["annotations"][ANNOTATION_IMAGES_PER_SEC]) == 400.0
+    srv.clear_requests()
+    assert backend.get("vgg16").images_per_sec == 400.0
+    assert srv.count_requests("PATCH") == 0  # recorded once, not on every get
+    assert [(r.name, r.images_per_sec) for r in backend.list()] == [("vgg16", 400.0)]
 
 
 def test_get_of_a_missing_job(k8s):

@@ -106,6 +106,30 @@ def test_operator_mode_through_the_cli(k8s):
     assert [(r["name"], r["mode"]) for r in json.loads(listed.stdout)] == [("op", "operator")]
 
 
+def test_operator_mode_creates_the_benchmark_configmap_the_mpijob_mounts(k8s):
+    srv = k8s.server()
+    srv.install_crd("mpijob")
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "op1", "--workers", "2", "--gpus", "2",
+                    "--image", "img:1", "--mode", "operator")
+    assert result.exit_code == 0, result.output
+    assert ("configmaps", "op1-config") in job_objects(srv, "op1")
+    owner = srv.get("configmaps", "op1-config")["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("MPIJob", "op1")
+
+
+def test_list_shows_the_rate_get_measured(k8s):
+    k8s.server()
+    k8s.script_launcher("ok1", ["total images/sec: 400.00"])
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "ok1", "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    assert hvdk8s(k8s, "wait", "ok1", "--timeout", "30").exit_code == 0
+    assert "total images/sec: 400.00" in hvdk8s(k8s, "get", "ok1").output
+    rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
+    assert [(r["name"], r["images_per_sec"]) for r in rows] == [("ok1", 400.0)]
+    table = hvdk8s(k8s, "list").output.splitlines()
+    assert "400" in next(line for line in table if line.startswith("ok1"))
+
+
 def test_rbac_refusal_through_the_cli(k8s):
     srv = k8s.server()
     srv.forbid("create", "pods", "default")
@@ -128,6 +152,43 @@ def test_logs_of_one_worker_and_all(k8s):
     assert "[two-worker-1] worker one says hi" in every
     assert any(line.startswith("[two-launcher-") and line.endswith("] launcher says hi")
                for line in every.splitlines())
+
+
+def test_logs_all_of_a_finished_job_keeps_the_pod_prefix(k8s):
+    k8s.server()
+    k8s.script_launcher("fin", ["launcher says bye"])
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "fin", "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    assert hvdk8s(k8s, "wait", "fin", "--timeout", "30").exit_code == 0
+    lines = hvdk8s(k8s, "logs", "fin", "--all").output.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("[fin-launcher-") and lines[0].endswith("] launcher says bye")
+
+
+def test_logs_of_a_worker_the_job_does_not_have_is_a_usage_error(k8s):
+    srv = k8s.server()
+    k8s.script_launcher("long1", ["running"], exit_code=None)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "long1", "--workers", "2", "--image",
+                  k8s.image, "python", "train.py").exit_code == 0
+    srv.wait_for(lambda: len(job_pods(srv, "long1")) == 3)
+    result = hvdk8s(k8s, "logs", "long1", "--worker", "3")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --worker: job long1 has worker pods 0..1, not 3"
+
+
+def test_no_kubeconfig_anywhere_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "hvdk8s"))
+    expected = ("error: no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not "
+                "running in a pod; pass --kubeconfig/--context, or plan against a file with "
+                "--cluster FILE")
+    for args in (["plan", "--workers", "2", "--gpus", "1"], ["list", "--backend", "kubernetes"],
+                 ["get", "x", "--backend", "kubernetes", "--context", "prod"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, args
+        assert result.stderr.strip() == expected, args
 
 
 # --- top ----------------------------------------------------------------------------------------
@@ -169,13 +230,42 @@ def test_free_nvlink_groups_are_maximal_cliques():
     assert free_nvlink_groups(pcie, range(8)) == []
 
 
-@pytest.mark.parametrize("args", [["top", "node"], ["top", "job"]])
-def test_top_without_any_cluster_says_what_to_do(args, tmp_path, monkeypatch):
+@pytest.mark.parametrize("args, offers_a_file", [(["top", "node"], True),
+                                                  (["top", "job"], False)])
+def test_top_without_any_cluster_says_what_to_do(args, offers_a_file, tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     result = runner.invoke(app, args)
     assert result.exit_code == 1
-    assert "no cluster to look at" in result.output
+    assert result.stderr.startswith("error: no cluster to look at: no kubeconfig found")
+    assert "--kubeconfig/--context" in result.stderr
+    # `top job` has no --cluster option (a cluster file holds no jobs).
+    assert ("--cluster FILE" in result.stderr) == offers_a_file
+
+
+def test_top_tables_keep_whole_names_when_piped(k8s, monkeypatch):
+    srv = k8s.server()
+    for var in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(var, raising=False)
+    long_node = "gpu-node-in-rack-17-of-the-east-datacenter-with-a-long-name-xyz"  # 63: the most
+    srv.add_node(long_node, gpus=8, labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                                            "nvidia.com/gpu.count": "8"})
+    srv.create({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "a-job-with-a-long-name-worker-0", "namespace": "default",
+                             "labels": names.job_labels("a-job-with-a-long-descriptive-name"),
+                             "annotations": {names.ANNOTATION_GPUS: "0,1"}},
+                "spec": {"nodeName": long_node, "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
+    nodes = runner.invoke(app, ["top", "node", "--context", "test"])  # stdout is not a terminal
+    assert nodes.exit_code == 0, nodes.output
+    jobs = runner.invoke(app, ["top", "job", "--context", "test"])
+    assert jobs.exit_code == 0, jobs.output
+    for output, names_shown in ((nodes.output, ("gpu-node-0", "Tesla-V100-SXM2-16GB", long_node,
+                                                "NVIDIA-A100-SXM4-80GB")),
+                                (jobs.output, ("a-job-with-a-long-descriptive-name", long_node))):
+        assert "…" not in output
+        for name in names_shown:
+            assert name in output
 
 
 def test_server_dry_run_through_the_cli(k8s):

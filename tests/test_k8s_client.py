@@ -47,6 +47,36 @@ def test_unknown_context_names_the_files(kubeconfig, monkeypatch):
         connect(context="nope")
 
 
+def test_no_kubeconfig_at_all_says_where_it_looked_and_what_to_pass(tmp_path, monkeypatch):
+    _no_in_cluster(monkeypatch)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube
+    expected = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
+                "in a pod; pass --kubeconfig/--context, or plan against a file with --cluster FILE")
+    for context in (None, "prod"):
+        with pytest.raises(UserError) as err:
+            connect(context=context)
+        assert str(err.value) == expected
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone"))
+    with pytest.raises(UserError) as err:
+        connect()
+    assert str(err.value) == expected
+
+
+def test_a_kubeconfig_without_a_current_context_is_named(tmp_path, monkeypatch):
+    _no_in_cluster(monkeypatch)
+    empty = tmp_path / "config"
+    empty.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "contexts": []}))
+    monkeypatch.setenv("KUBECONFIG", str(empty))
+    with pytest.raises(UserError, match=f"^no Kubernetes context: {empty} sets no "
+                                        "current-context; pass --context NAME"):
+        connect()
+    empty.write_text("- not\n- a kubeconfig\n")
+    with pytest.raises(UserError, match=f"^no usable kubeconfig: {empty} cannot be read or is "
+                                        "not a kubeconfig"):
+        connect()
+
+
 def test_kubeconfig_usable_is_a_cheap_file_check(kubeconfig, tmp_path, monkeypatch):
     _no_in_cluster(monkeypatch)
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
@@ -81,7 +111,8 @@ def test_in_cluster_config_when_run_in_a_pod(tmp_path, monkeypatch):
     assert (client.context, client.namespace, client.host) == ("in-cluster", "team-b",
                                                                "https://10.96.0.1:443")
     # An explicit context means a kubeconfig, even inside a pod.
-    with pytest.raises(UserError, match="context 'x' not found"):
+    with pytest.raises(UserError, match="context 'x' not found: no kubeconfig found .*leave "
+                                        "out --context"):
         connect(context="x")
 
 

@@ -148,6 +148,20 @@ def test_placement_result_and_prediction_are_reported():
     assert (s.workers, s.gpus_per_worker) == (4, 1)
 
 
+def test_the_rate_recorded_on_the_root_is_reported_without_a_log():
+    recorded = root(workers=1)
+    recorded["metadata"].setdefault("annotations", {})[st.ANNOTATION_IMAGES_PER_SEC] = "400.0"
+    pods = [launcher("Succeeded"), worker(0)]
+    assert st.job_status(JOB, "default", root=recorded, pods=pods).images_per_sec == 400.0
+    assert [r.images_per_sec for r in st.group_statuses([recorded], pods)] == [400.0]
+    # The launcher's own log, when read, is the measurement itself.
+    assert st.job_status(JOB, "default", root=recorded, pods=pods,
+                         launcher_log=["total images/sec: 401.5"]).images_per_sec == 401.5
+    for junk in ("fast", "nan", ""):
+        recorded["metadata"]["annotations"][st.ANNOTATION_IMAGES_PER_SEC] = junk
+        assert st.job_status(JOB, "default", root=recorded, pods=pods).images_per_sec is None
+
+
 def test_operator_mode_reads_mpijob_conditions():
     mpijob = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
               "metadata": {"name": JOB, "namespace": "default", "labels": names.job_labels(JOB)},

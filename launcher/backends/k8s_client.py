@@ -27,6 +27,10 @@ from launcher.errors import UserError
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBECONFIG = "~/.kube/config"
+# Where nothing is configured at all; `plan` can still work from a cluster file.
+NO_KUBECONFIG = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
+                 "in a pod; pass --kubeconfig/--context")
+PLAN_OFFLINE = "plan against a file with --cluster FILE"
 # (connect, read) seconds for ordinary requests; streams use their own read timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -231,6 +235,30 @@ def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None)
     return context is None and kubeconfig is None and in_cluster()
 
 
+def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
+                   offline: str | None = PLAN_OFFLINE) -> str:
+    """Why no context can be used, in words that say what to do (kubeconfig_usable is False);
+    `offline` names what works without a cluster, suggested when none is configured."""
+    paths = kubeconfig_paths(kubeconfig)
+    docs = _read_kubeconfigs(kubeconfig)
+    files = os.pathsep.join(p for p in paths if os.path.exists(p))
+    if not docs:
+        if files:
+            return (f"no usable kubeconfig: {files} cannot be read or is not a kubeconfig; "
+                    "fix it, or pass --kubeconfig/--context")
+        if in_cluster():  # in a pod, but --context/--kubeconfig/$KUBECONFIG asked for a file
+            return ((f"context {context!r} not found: " if context else "")
+                    + "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config); in a "
+                    "pod, leave out --context/--kubeconfig and unset KUBECONFIG to use its "
+                    "service account")
+        return NO_KUBECONFIG + (f", or {offline}" if offline else "")
+    context_name, _ = _context_entry(docs, context)
+    if context_name is None:
+        return (f"no Kubernetes context: {files} sets no current-context; pass --context NAME "
+                "(kubectl config get-contexts lists them)")
+    return f"context {context_name!r} not found in {files} (kubectl config get-contexts lists them)"
+
+
 def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
     if context is not None or kubeconfig is not None or os.environ.get("KUBECONFIG"):
         return False
@@ -261,12 +289,7 @@ def connect(context: str | None = None, namespace: str | None = None,
             docs = _read_kubeconfigs(kubeconfig)
             context_name, entry = _context_entry(docs, context)
             if entry is None:
-                files = os.pathsep.join(kubeconfig_paths(kubeconfig))
-                if context_name is None:
-                    raise UserError(f"no Kubernetes context: no current-context in {files}; "
-                                    "pass --context or set KUBECONFIG")
-                raise UserError(f"context {context_name!r} not found in {files} "
-                                "(kubectl config get-contexts lists them)")
+                raise UserError(config_problem(context, kubeconfig))
             default_ns = entry.get("namespace") or "default"
             k8s_config.load_kube_config(
                 config_file=os.pathsep.join(kubeconfig_paths(kubeconfig)),

@@ -9,6 +9,7 @@ fails; Succeeded when the launcher Job completes.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 
 from launcher.backends.base import (
@@ -29,6 +30,9 @@ STUCK_REASONS = frozenset({
     "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
 })
 FAILED_TAIL_LINES = 20
+# The measured rate, recorded on the root by `get`/`wait` once the job is done: `list` reads
+# it from the roots it lists anyway, where reading every launcher log would cost a call a job.
+ANNOTATION_IMAGES_PER_SEC = f"{names.GROUP}/images-per-sec"
 
 
 # --- small readers ----------------------------------------------------------------------------
@@ -279,11 +283,23 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
     )
     if launcher_log:
         out.images_per_sec, out.result = parse_result(launcher_log)
+    if out.images_per_sec is None:
+        out.images_per_sec = recorded_images_per_sec(root)
     if phase == FAILED and failed_logs:
         pod = failing_pod(pods)
         if pod and failed_logs.get(meta(pod).get("name")):
             out.log_tail = failed_logs[meta(pod)["name"]][-FAILED_TAIL_LINES:]
     return out
+
+
+def recorded_images_per_sec(root: dict | None) -> float | None:
+    """The rate `get`/`wait` recorded on the root (ANNOTATION_IMAGES_PER_SEC), if any."""
+    text = annotations(root).get(ANNOTATION_IMAGES_PER_SEC)
+    try:
+        value = float(text) if text else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def failing_pod(pods: list[dict]) -> dict | None:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from typing import NoReturn
 
 from launcher.backends import k8s_status as st
 from launcher.backends.base import FAILED, SUCCEEDED, TERMINAL, JobStatus, SubmitResult
@@ -190,14 +191,17 @@ class KubernetesBackend:
         try:
             from mpijob.render import with_owner
 
+            # The root first; everything else (the MPIJob's ConfigMap and PodGroup too) is
+            # owned by it, so the garbage collector follows the root wherever it goes.
             root = create(client, objects[0], submission)
             created.append(root)
-            if mode == "operator":  # the operator owns everything else
-                return SubmitResult(spec.name, ns, self.name, created, self._message(
-                    spec, f"MPIJob {spec.name} created; the MPI operator creates its pods", notes))
             for obj in with_owner(objects, root["metadata"]["uid"])[1:]:
                 created.append(create(client, obj, submission))
-            outcome = self._release_when_scheduled(spec, gang, schedule_timeout, delete_on_timeout)
+            if mode == "operator":  # the operator makes the pods and starts the launcher
+                outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
+            else:
+                outcome = self._release_when_scheduled(spec, gang, schedule_timeout,
+                                                       delete_on_timeout)
         except ApiError as exc:
             self._rollback(spec.name, ns, created)
             if exc.already_exists and not created:  # a concurrent submit won the name
@@ -373,9 +377,26 @@ class KubernetesBackend:
                 lines = (launcher_log if pod is st.current_launcher(pods)
                          else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
                 status.log_tail = lines[-st.FAILED_TAIL_LINES:]
+        if detail and status.done:
+            self._record_images_per_sec(root, mode, status)
         if status.done and mode == "pods":
             self._clean_pods(root, pods, status)
         return status
+
+    def _record_images_per_sec(self, root: dict | None, mode: str, status: JobStatus) -> None:
+        """Put the rate measured in a finished job's launcher log on its root, once, so that
+        `list` shows it without reading a log per job (k8s_status.ANNOTATION_IMAGES_PER_SEC)."""
+        if root is None or status.images_per_sec is None:
+            return
+        if st.recorded_images_per_sec(root) is not None:
+            return
+        kind = MPIJOB if mode == "operator" else JOB
+        patch = {"metadata": {"annotations": {
+            st.ANNOTATION_IMAGES_PER_SEC: repr(float(status.images_per_sec))}}}
+        try:
+            self.client.patch(kind, root["metadata"]["name"], patch, status.namespace)
+        except ApiError:  # reporting status must not fail on it: `get` still shows the rate
+            pass
 
     def _clean_pods(self, root: dict | None, pods: list[dict], status: JobStatus) -> None:
         """Belt and braces for the in-pod release: once the launcher is done, no worker may
@@ -490,14 +511,13 @@ class KubernetesBackend:
         if worker is not None:
             chosen = [p for p in workers if st.pod_index(p) == worker]
             if not chosen:
-                have = ", ".join(str(st.pod_index(p)) for p in workers) or "none"
-                raise UserError(f"--worker {worker}: job {name} has no such worker pod "
-                                f"(worker indices: {have})")
+                self._no_such_worker(name, ns, worker, workers)
             targets = [("worker", chosen[0])]
         else:
             targets = [("launcher", None)] + ([("worker", p) for p in workers]
                                               if all_replicas else [])
-        prefix = len(targets) > 1
+        # --all prefixes even when only the launcher is left (finished: workers cleaned up).
+        prefix = all_replicas or len(targets) > 1
         if not follow:
             yield from self._logs_now(name, ns, pods, targets, tail, previous, prefix)
             return
@@ -507,6 +527,17 @@ class KubernetesBackend:
             yield from merge_streams(streams, prefix=prefix)
         finally:
             stop.set()
+
+    def _no_such_worker(self, name: str, ns: str, worker: int, pods: list[dict]) -> NoReturn:
+        """An index outside the job is a bad option value (exit 2, as the local backend's
+        --rank); one inside it whose pod is gone (cleaned up, evicted) is not."""
+        root, _ = self._root(name, ns)
+        count = max(st.expected_worker_pods(root), len(pods))
+        if not 0 <= worker < count:
+            has = f"worker pods 0..{count - 1}" if count else "no worker pods"
+            raise UsageError(f"--worker: job {name} has {has}, not {worker}")
+        raise UserError(f"--worker {worker}: pod {names.worker(name, worker)} of job {name} "
+                        "does not exist (not created yet, or removed after the job finished)")
 
     def _logs_now(self, name, ns, pods, targets, tail, previous, prefix) -> Iterator[str]:
         for role, pod in targets:

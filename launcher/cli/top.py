@@ -99,14 +99,36 @@ def job_rows(pods, namespace: str | None) -> list[dict]:
 
 
 # --- commands ---------------------------------------------------------------------------------
-def _snapshot(context: str | None, namespace: str | None):
-    from launcher.backends.k8s_client import kubeconfig_usable
+def _snapshot(context: str | None, namespace: str | None, *, offline: str | None = None):
+    """The live cluster; `offline` names what the command could read instead of one."""
+    from launcher.backends.k8s_client import config_problem, kubeconfig_usable
     from launcher.backends.kubernetes import KubernetesBackend
 
     if not kubeconfig_usable(context):
-        raise UserError("no cluster to look at: configure a kubeconfig context (KUBECONFIG, "
-                        "--context) or pass --cluster FILE")
+        raise UserError(f"no cluster to look at: {config_problem(context, offline=offline)}")
     return KubernetesBackend(context, namespace).snapshot()
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _name_column(console, header: str):
+    """Names are what a reader greps for: never cut off with '…'. Piped, each stays whole on
+    its line; on a terminal too narrow for the table it is folded, not cut."""
+    from rich.table import Column
+
+    return Column(header, no_wrap=not console.is_terminal, overflow="fold")
+
+
+def _print_table(console, table) -> None:
+    """Piped output (not a terminal) would be cut to 80 columns: give it the room it needs."""
+    if not console.is_terminal:
+        wide = console.options.update_width(10_000)
+        console.width = max(200, console.measure(table, options=wide).maximum)
+    console.print(table)
 
 
 def _matrix(row: dict) -> str:
@@ -133,16 +155,16 @@ def top_node(
 
         nodes, measured, notes = load_cluster(cluster), None, ()
     else:
-        snap = _snapshot(context, None)
+        snap = _snapshot(context, None, offline="read a cluster file with --cluster FILE")
         nodes, measured, notes = snap.cluster, snap.measured, snap.notes
     rows = node_rows(nodes, measured, detail=detail)
     if emit_data({"nodes": rows, "notes": list(notes)}, output):
         return
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table("NODE", "MODEL", "GPUS", "ALLOCATED", "FREE", "FREE NVLINK GROUPS", "STATUS",
-                  "TOPOLOGY")
+    console = _console()
+    table = Table(_name_column(console, "NODE"), _name_column(console, "MODEL"), "GPUS",
+                  "ALLOCATED", "FREE", "FREE NVLINK GROUPS", "STATUS", "TOPOLOGY")
     for r in rows:
         status = "Ready" if r["ready"] else "NotReady"
         if r["cordoned"]:
@@ -152,8 +174,7 @@ def top_node(
                       f"{len(r['allocated'])} ({_ranges(r['allocated'])})",
                       f"{len(r['free'])} ({_ranges(r['free'])})", groups, status,
                       r["topology_source"])
-    console = Console(highlight=False)
-    console.print(table)
+    _print_table(console, table)
     if detail:
         for r in rows:
             if r["gpus"]:
@@ -174,18 +195,20 @@ def top_job(
     check_format(output)
     from launcher.backends.kubernetes import KubernetesBackend
 
+    # No --cluster here: a cluster file has nodes, not jobs.
     snap = _snapshot(context, namespace)
     ns = None if all_namespaces else (namespace or KubernetesBackend(context, namespace).namespace)
     rows = job_rows(snap.pods, ns)
     if emit_data({"jobs": rows, "notes": list(snap.notes)}, output):
         return
-    from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("JOB", "NAMESPACE", "PODS", "GPUS", "NODES (GPU indices)")
+    console = _console()
+    table = Table(_name_column(console, "JOB"), _name_column(console, "NAMESPACE"), "PODS",
+                  "GPUS", Column("NODES (GPU indices)", overflow="fold"))
     for r in rows:
         where = " ".join(f"{node}[{_ranges(ix)}]" for node, ix in r["nodes"].items())
         table.add_row(r["job"], r["namespace"], str(r["pods"]), str(r["gpus"]), where)
-    Console(highlight=False).print(table)
+    _print_table(console, table)
     for line in snap.notes:
         note(f"note: {line}")
