@@ -5,7 +5,7 @@
       topology: dgx1-v100
     nodes:
       - name: gpu-node-1
-        gpus: 8                      # default: the topology's GPU count, else 0
+        gpus: 8                      # default: the topology's GPU count, else 0; at most 64
         topology: dgx1-v100          # preset | path to `nvidia-smi topo -m` output
                                      # (relative to this file) | matrix of link codes
         allocated: [0, 1]            # GPU indices taken by other pods
@@ -95,7 +95,7 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
         raise UsageError(f"{source}: expected a mapping with a 'nodes' list (see `hvdk8s plan --help`)")
     unknown = set(data) - {"nodes", "defaults", "generate"}
     if unknown:
-        raise UsageError(f"{source}: unknown top-level key(s) {', '.join(sorted(map(str, unknown)))}; "
+        raise UsageError(f"{source}: unknown top-level {_keys(unknown)}; "
                          "expected nodes, defaults, generate")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
@@ -129,8 +129,12 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
 def _check_keys(raw: dict, where: str) -> None:
     unknown = set(raw) - _NODE_KEYS
     if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+        raise UsageError(f"{where}: unknown {_keys(unknown)}; "
                          f"expected {', '.join(sorted(_NODE_KEYS))}")
+
+
+def _keys(unknown: set) -> str:
+    return f"key{'s' if len(unknown) != 1 else ''} {', '.join(sorted(map(str, unknown)))}"
 
 
 def _generate(spec: Any, defaults: dict, builder: _Builder) -> list:
@@ -180,6 +184,8 @@ class _Builder:
 
     def _node(self, raw: dict):
         from mpijob.cluster import DEFAULT_NETWORK_GBPS, Node
+        from mpijob.plural import plural
+        from mpijob.topology import MAX_GPUS_PER_NODE, too_many_gpus
 
         name = raw.get("name")
         if not isinstance(name, str) or not name:
@@ -191,13 +197,15 @@ class _Builder:
         gpus = raw.get("gpus")
         if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0):
             raise _Problem(f"gpus: expected a whole number of GPUs (0 or more), got {gpus!r}")
+        if gpus is not None and gpus > MAX_GPUS_PER_NODE:
+            raise _Problem(f"gpus: {too_many_gpus(gpus)}")
         topology = self._topology(raw.get("topology"), gpus, labels.get(PRODUCT_LABEL) or gpu_model)
         if gpus is None:
             gpus = topology.gpus
         elif gpus < topology.gpus:
             topology = topology.subset(gpus)
         elif gpus > topology.gpus:
-            raise _Problem(f"gpus is {gpus} but topology has {topology.gpus} GPUs")
+            raise _Problem(f"gpus is {gpus} but topology has {plural(topology.gpus, 'GPU')}")
         allocated = raw.get("allocated") or []
         if not isinstance(allocated, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in allocated):
             raise _Problem(f"allocated: expected a list of GPU indices, got {allocated!r}")

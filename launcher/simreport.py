@@ -1,4 +1,6 @@
-"""Files `hvdk8s simulate --out DIR` writes: summary.csv and PNG plots of the comparison.
+"""Files `hvdk8s simulate --out DIR` writes: summary.csv (exactly SUMMARY_COLUMNS),
+summary_extra.csv (the other figures of the table, one row per policy as well) and PNG
+plots of the comparison.
 
 matplotlib is imported only here and only when plotting, with the Agg backend (no display).
 """
@@ -6,12 +8,14 @@ matplotlib is imported only here and only when plotting, with the Agg backend (n
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from mpijob.simulate import SUMMARY_COLUMNS, SimResult
+from mpijob.simulate import EXTRA_COLUMNS, SUMMARY_COLUMNS, SimResult
 
 SUMMARY_FILE = "summary.csv"
+SUMMARY_EXTRA_FILE = "summary_extra.csv"
 COMPARISON_PNG = "comparison.png"
 JCT_CDF_PNG = "jct_cdf.png"
 THROUGHPUT_PNG = "throughput_per_gpu.png"
@@ -37,8 +41,20 @@ def write_summary_csv(path: Path, results: Sequence[SimResult]) -> None:
             w.writerow([row["policy"], *(_num(row[c]) for c in SUMMARY_COLUMNS[1:])])
 
 
+def write_summary_extra_csv(path: Path, results: Sequence[SimResult]) -> None:
+    """What summary.csv must not hold (its columns are fixed): efficiency, dropped jobs..."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(EXTRA_COLUMNS)
+        for r in results:
+            row = r.summary.extra_row()
+            w.writerow([row["policy"], *(_num(row[c]) for c in EXTRA_COLUMNS[1:])])
+
+
 def _num(value: float) -> str:
-    return f"{value:.6g}"
+    if isinstance(value, int):
+        return str(value)
+    return "" if math.isnan(value) else f"{value:.6g}"  # empty: no such job (e.g. no multi-GPU job)
 
 
 def write_plots(out: Path, results: Sequence[SimResult]) -> list[Path]:

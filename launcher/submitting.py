@@ -12,6 +12,7 @@ from typing import Any
 from launcher.errors import UsageError, UserError
 from launcher.output import note
 from mpijob.errors import SpecError
+from mpijob.plural import plural
 
 # Spec field -> the option that sets it, so errors name what the user typed.
 OPTION_OF_FIELD = {
@@ -179,7 +180,7 @@ def describe_plan(plan: Plan) -> None:
     if plan.placement is not None:
         for a in plan.placement.assignments:
             gpus = ",".join(map(str, a.gpus)) or "-"
-            note(f"placement: {a.node} GPUs [{gpus}] ({a.workers} worker(s) in one pod)")
+            note(f"placement: {a.node} GPUs [{gpus}] ({plural(a.workers, 'worker')} in one pod)")
         for line in plan.placement.explanation:
             note(f"  {line}")
     if plan.prediction is not None:
@@ -224,6 +225,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         backend = make_backend(backend_name, context=request.context,
                                namespace=request.options.get("namespace"))
     gang = _resolve_gang(request, backend if not client_dry_run else None)
+    if request.gang and backend is not None and backend.name == "local":
+        note("local backend: --gang has no effect (all ranks start together on this machine)")
     options = dict(request.options)
     if options.get("namespace") is None and getattr(backend, "namespace", None):
         options["namespace"] = backend.namespace

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from mpijob.cluster import Cluster, Node, Taint
 from mpijob.errors import SpecError
+from mpijob.plural import plural
 from mpijob.spec import JobSpec, Toleration
 
 POLICIES = ("topology", "binpack", "spread")
@@ -239,9 +240,9 @@ def _why_not(screen: _Screen, request: PlacementRequest) -> str:
     w, g = request.workers, request.gpus_per_worker
     parts = []
     if g:
-        parts.append(f"needs {w * g} GPUs ({w} worker{'s' if w != 1 else ''} x {g} GPU{'s' if g != 1 else ''})")
+        parts.append(f"needs {plural(w * g, 'GPU')} ({plural(w, 'worker')} x {plural(g, 'GPU')})")
     else:
-        parts.append(f"needs {w} CPU worker{'s' if w != 1 else ''}")
+        parts.append(f"needs {plural(w, 'CPU worker')}")
     if request.cpu_per_worker is not None or request.memory_per_worker is not None:
         res = []
         if request.cpu_per_worker is not None:
@@ -255,17 +256,19 @@ def _why_not(screen: _Screen, request: PlacementRequest) -> str:
     selector_ok = screen.total - screen.not_ready - screen.selector_miss
     if request.node_selector:
         sel = ",".join(f"{k}={v}" for k, v in request.node_selector.items())
-        parts.append(f"{selector_ok} of {screen.total} node{'s' if screen.total != 1 else ''} match the selector {sel}")
+        parts.append(f"{selector_ok} of {plural(screen.total, 'node')} "
+                     f"{'matches' if selector_ok == 1 else 'match'} the selector {sel}")
     if screen.not_ready:
-        parts.append(f"{screen.not_ready} node{'s' if screen.not_ready != 1 else ''} not Ready")
+        parts.append(f"{plural(screen.not_ready, 'node')} not Ready")
     for taint, count in sorted(screen.tainted.items()):
-        parts.append(f"{count} node{'s' if count != 1 else ''} excluded by taint {taint} (add --toleration)")
+        parts.append(f"{plural(count, 'node')} excluded by taint {taint} (add --toleration)")
     if screen.no_gpus and g:
-        parts.append(f"{screen.no_gpus} node{'s' if screen.no_gpus != 1 else ''} without GPUs")
+        parts.append(f"{plural(screen.no_gpus, 'node')} without GPUs")
     if screen.no_room_cpu:
-        parts.append(f"{screen.no_room_cpu} node{'s' if screen.no_room_cpu != 1 else ''} without {request.cpu_per_worker:g} free cpu")
+        parts.append(f"{plural(screen.no_room_cpu, 'node')} without {request.cpu_per_worker:g} free cpu")
     if screen.no_room_memory:
-        parts.append(f"{screen.no_room_memory} node{'s' if screen.no_room_memory != 1 else ''} without {_bytes(request.memory_per_worker)} free memory")
+        parts.append(f"{plural(screen.no_room_memory, 'node')} without "
+                     f"{_bytes(request.memory_per_worker)} free memory")
     cands = screen.candidates
     if g:
         free_total = sum(c.free_count for c in cands)
@@ -273,17 +276,20 @@ def _why_not(screen: _Screen, request: PlacementRequest) -> str:
         if cands:
             biggest = max(cands, key=lambda c: (c.free_count, _neg_name(c.name)))
             parts.append(
-                f"{len(cands)} eligible node{'s' if len(cands) != 1 else ''} hold {holds} "
-                f"worker{'s' if holds != 1 else ''} ({free_total} free GPUs); largest free block is "
-                f"{biggest.free_count} GPUs on {biggest.name}"
+                f"{plural(len(cands), 'eligible node')} {'holds' if len(cands) == 1 else 'hold'} "
+                f"{plural(holds, 'worker')} ({plural(free_total, 'free GPU')}); largest free "
+                f"block is {plural(biggest.free_count, 'GPU')} on {biggest.name}"
             )
         else:
-            parts.append("no eligible node has a free block of "
-                         f"{g} GPU{'s' if g != 1 else ''}")
+            parts.append(f"no eligible node has a free block of {plural(g, 'GPU')}")
     else:
         holds = sum(c.cap for c in cands)
-        parts.append(f"eligible nodes hold {holds} worker{'s' if holds != 1 else ''}")
+        parts.append(f"eligible nodes hold {plural(holds, 'worker')}")
     return "; ".join(parts)
+
+
+def _eligible(count: int, total: int) -> str:
+    return f"{count} of {plural(total, 'node')} eligible"
 
 
 def _neg_name(name: str) -> tuple:
@@ -433,10 +439,10 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
         notes.append(_describe(c, gpus, k, g, policy))
     idle_left = sum(1 for c in cands if c.idle) - sum(1 for c, _ in picks if c.idle)
     head = [_policy_line(policy, g),
-            f"{len(cands)} of {screen.total} nodes eligible; fewest nodes that hold {w} "
-            f"worker{'s' if w != 1 else ''}: {m}"]
+            f"{_eligible(len(cands), screen.total)}; fewest nodes that hold "
+            f"{plural(w, 'worker')}: {m}"]
     if g and idle_left and any(not c.idle for c, _ in picks):
-        head.append(f"{idle_left} idle node{'s' if idle_left != 1 else ''} left whole for larger jobs")
+        head.append(f"{plural(idle_left, 'idle node')} left whole for larger jobs")
     return Placement(True, policy, tuple(assignments), None, tuple(head + notes))
 
 
@@ -452,7 +458,7 @@ def _policy_line(policy: str, g: int) -> str:
 
 
 def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str) -> str:
-    text = f"{c.name}: {k} worker{'s' if k != 1 else ''}"
+    text = f"{c.name}: {plural(k, 'worker')}"
     if not g:
         return text + " (CPU)"
     text += f", GPUs {','.join(map(str, gpus))}"
@@ -465,9 +471,9 @@ def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str)
     a, b = c.index.weakest_pair(mask)
     pairs = len(gpus) * (len(gpus) - 1) // 2
     text += (f"; weakest link {c.index.topology.links[a][b]} ({weak / 1000:g} GB/s, GPU{a}-GPU{b}), "
-             f"{total / 1000:g} GB/s over {pairs} pairs")
+             f"{total / 1000:g} GB/s over {plural(pairs, 'pair')}")
     if policy == "topology":
-        text += f"; the best {len(gpus)}-GPU set of its {c.free_count} free GPUs"
+        text += f"; the best {len(gpus)}-GPU set of its {plural(c.free_count, 'free GPU')}"
     return text
 
 
@@ -509,8 +515,7 @@ def _place_spread(screen: _Screen, request: PlacementRequest) -> Placement:
         assignments.append(NodeAssignment(c.name, gpus, 1))
     nodes = len({a.node for a in assignments})
     notes = [_policy_line("spread", g),
-             f"{len(cands)} of {screen.total} nodes eligible; {w} pod{'s' if w != 1 else ''} on "
-             f"{nodes} node{'s' if nodes != 1 else ''}"]
+             f"{_eligible(len(cands), screen.total)}; {plural(w, 'pod')} on {plural(nodes, 'node')}"]
     return Placement(True, "spread", tuple(assignments), None, tuple(notes))
 
 

@@ -23,6 +23,7 @@ from itertools import combinations
 from math import comb
 
 from mpijob.links import PCIE_X16_EFFECTIVE_GBS, bandwidth_gbs, nvlink_count, nvlink_gbs_per_link
+from mpijob.plural import plural
 from mpijob.topology import Topology
 
 SINGLE = 10**9
@@ -146,7 +147,7 @@ class SetIndex:
         if size <= 0:
             result = 0
         elif size > count:
-            raise ValueError(f"{size} GPUs asked from {count} free")
+            raise ValueError(f"{plural(size, 'GPU')} asked from {count} free")
         elif size == count:
             result = free
         elif self.uniform:

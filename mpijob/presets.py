@@ -13,7 +13,8 @@ Matrices as `nvidia-smi topo -m` prints them on the real systems:
 - pcie-4gpu-nvlink-pairs: 4 PCIe GPUs on one socket with NVLink bridges joining 0-1 and
   2-3 (NV4, as RTX 3090 / RTX A6000 bridges report); other pairs PHB.
 `preset(name)` also accepts `pcie-<N>` (N PCIe GPUs, PHB within a socket, SYS across the
-two halves when N > 4) and `uniform-<N>-<CODE>` (every pair the same code).
+two halves when N > 4) and `uniform-<N>-<CODE>` (every pair the same code), N at most
+`MAX_GPUS_PER_NODE` (mpijob.topology says why).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from mpijob.topology import Topology
+from mpijob.topology import Topology, check_gpu_count, too_many_gpus
 
 _DGX1_V100 = (
     ("X", "NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"),
@@ -37,8 +38,7 @@ _DGX1_V100 = (
 
 def uniform(count: int, code: str, name: str | None = None, *, numa_halves: bool = True) -> Topology:
     """`count` GPUs with every pair joined by `code` (NVSwitch systems, single-switch boxes)."""
-    if count < 1:
-        raise ValueError(f"a node has at least one GPU, got {count}")
+    check_gpu_count(count)
     links = tuple(tuple("X" if i == j else code for j in range(count)) for i in range(count))
     topo = Topology.from_links(links, name=name or f"uniform-{count}-{code}")
     if numa_halves and count > 1:
@@ -51,8 +51,7 @@ def pcie(count: int, name: str | None = None) -> Topology:
 
     Up to 4 GPUs are taken to share one socket (workstations); more are split in two halves
     over two sockets, the common layout of dual-socket GPU servers."""
-    if count < 1:
-        raise ValueError(f"a node has at least one GPU, got {count}")
+    check_gpu_count(count)
     sockets = _halves(count) if count > 4 else (0,) * count
     links = tuple(
         tuple("X" if i == j else ("PHB" if sockets[i] == sockets[j] else "SYS") for j in range(count))
@@ -109,9 +108,19 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
     "pcie-4gpu-nvlink-pairs": "4 PCIe GPUs, NVLink bridges 0-1 and 2-3 (NV4), PHB otherwise",
 }
 
+
+
+def _count(digits: str) -> int:
+    # int() refuses thousands of digits; a count that long is past the limit all the same.
+    if len(digits) > 12:
+        raise ValueError(too_many_gpus(f"{digits[:12]}..."))
+    return int(digits)
+
+
 _PATTERNS = (
-    (re.compile(r"^pcie-(\d+)$"), lambda m: pcie(int(m.group(1)))),
-    (re.compile(r"^uniform-(\d+)-([A-Za-z0-9]+)$"), lambda m: uniform(int(m.group(1)), m.group(2).upper())),
+    (re.compile(r"^pcie-(\d+)$"), lambda m: pcie(_count(m.group(1)))),
+    (re.compile(r"^uniform-(\d+)-([A-Za-z0-9]+)$"),
+     lambda m: uniform(_count(m.group(1)), m.group(2).upper())),
 )
 
 
@@ -126,7 +135,8 @@ def preset(name: str) -> Topology:
             try:
                 return _cached(key, make, m)
             except ValueError as exc:
-                raise ValueError(f"topology preset {name!r}: {exc}") from None
+                shown = str(name) if len(str(name)) <= 40 else f"{str(name)[:40]}..."
+                raise ValueError(f"topology preset {shown!r}: {exc}") from None
     raise ValueError(
         f"unknown topology preset {name!r}; expected one of {', '.join(PRESETS)}, "
         "pcie-<N> or uniform-<N>-<CODE> (e.g. uniform-4-NV12)"
@@ -165,9 +175,9 @@ def preset_for(product: str | None, count: int) -> Topology:
     `nvidia.com/gpu.count`. An SXM system with fewer GPUs than its preset (a VM or a
     partition of the board) gets the preset's first `count` GPUs. Anything unknown, PCIe
     parts included, gets `pcie(count)`: PHB within a socket, SYS across sockets when
-    count > 4 (the conservative assumption: no NVLink)."""
-    if count < 1:
-        raise ValueError(f"a node has at least one GPU, got {count}")
+    count > 4 (the conservative assumption: no NVLink). ValueError for a count no node
+    has (below 1 or above MAX_GPUS_PER_NODE)."""
+    check_gpu_count(count)
     text = (product or "").upper()
     if "A100-SXM" in text and count == 4:
         return preset(_HGX_A100_4GPU)

@@ -41,10 +41,14 @@ from dataclasses import dataclass, replace
 
 from mpijob import perfmodel
 from mpijob.cluster import Cluster, Node
+from mpijob.plural import plural
 from mpijob.simworkload import SimJob
 
 SUMMARY_COLUMNS = ("policy", "mean_jct_s", "p95_jct_s", "mean_images_per_sec_per_gpu",
                    "gpu_utilization", "multi_node_share", "mean_queue_s")
+# The rest of a PolicySummary: kept apart so that the summary's columns stay exactly those.
+EXTRA_COLUMNS = ("policy", "multi_gpu_scaling_efficiency", "jobs_completed", "jobs_dropped",
+                 "makespan_s", "place_calls")
 DEFAULT_BACKFILL_DEPTH = 64
 
 
@@ -85,6 +89,9 @@ class PolicySummary:
 
     def row(self) -> dict:
         return {c: getattr(self, c) for c in SUMMARY_COLUMNS}
+
+    def extra_row(self) -> dict:
+        return {c: getattr(self, c) for c in EXTRA_COLUMNS}
 
 
 @dataclass(frozen=True)
@@ -310,9 +317,9 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
         sel = job.node_selector
         state.pool(sel)
         if job.gpus > state.pool_total[sel]:
-            return f"needs {job.gpus} GPUs; its pool has {state.pool_total[sel]}"
+            return f"needs {plural(job.gpus, 'GPU')}; its pool has {state.pool_total[sel]}"
         if job.gpus_per_worker > state.pool_max_node[sel]:
-            return f"a worker needs {job.gpus_per_worker} GPUs; no node of its pool has that many"
+            return f"a worker needs {plural(job.gpus_per_worker, 'GPU')}; no node of its pool has that many"
         return None
 
     def shadow(head: int) -> tuple[float, int]:

@@ -19,9 +19,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mpijob.links import SELF, LinkCodeError, bandwidth_gbs, normalize
+from mpijob.plural import plural
 
 ANNOTATION_TOPOLOGY = "hvdk8s.io/gpu-topology"
 TOPOLOGY_FORMAT_VERSION = 1
+# The most GPUs one node (one kernel, one kubelet) is taken to have. No real node has more:
+# the largest single systems hold 16 (DGX-2, HGX-2) to 20 (PCIe boxes), and an NVL72 rack
+# is 18 nodes of 4 GPUs to Kubernetes. A made-up count (a preset name, a cluster file) past
+# it is a typo, and a link matrix of that size would not fit in memory.
+MAX_GPUS_PER_NODE = 64
+
+
+def check_gpu_count(count: int) -> int:
+    """`count` if a node can have that many GPUs; ValueError saying why not otherwise."""
+    if count < 1:
+        raise ValueError(f"a node has at least one GPU, got {count}")
+    if count > MAX_GPUS_PER_NODE:
+        raise ValueError(too_many_gpus(count))
+    return count
+
+
+def too_many_gpus(count: int | str) -> str:
+    return (f"at most {MAX_GPUS_PER_NODE} GPUs per node, got {count} (no real node has more; "
+            "a rack such as NVL72 is several nodes to Kubernetes)")
 
 
 class TopologyParseError(ValueError):
@@ -73,11 +93,11 @@ class Topology:
         numa = tuple(_optional_int(v) for v in d.get("numa") or ())
         for field_name, values in (("cpu_affinity", cpu), ("numa", numa)):
             if values and len(values) != n:
-                raise ValueError(f"{field_name} has {len(values)} entries for {n} GPUs")
+                raise ValueError(f"{field_name} has {plural(len(values), 'entry', 'entries')} for {plural(n, 'GPU')}")
         nics = tuple(str(v) for v in d.get("nics") or ())
         gpu_nic = tuple(tuple(normalize(c) for c in row) for row in d.get("gpu_nic_links") or ())
         if gpu_nic and (len(gpu_nic) != n or any(len(r) != len(nics) for r in gpu_nic)):
-            raise ValueError(f"gpu_nic_links must be {n} rows of {len(nics)} codes")
+            raise ValueError(f"gpu_nic_links must be {plural(n, 'row')} of {plural(len(nics), 'code')}")
         if "gpus" in d and d["gpus"] != n:
             raise ValueError(f"'gpus' is {d['gpus']} but the links matrix is {n}x{n}")
         return cls(base.links, cpu, numa, nics, gpu_nic, d.get("name"))
@@ -97,7 +117,7 @@ class Topology:
         out = []
         for i, row in enumerate(matrix):
             if isinstance(row, str) or len(row) != n:
-                raise ValueError(f"links row {i} has {len(row)} entries; the matrix must be {n}x{n}")
+                raise ValueError(f"links row {i} has {plural(len(row), 'entry', 'entries')}; the matrix must be {n}x{n}")
             try:
                 out.append(tuple(normalize(str(c)) for c in row))
             except LinkCodeError as exc:
@@ -183,6 +203,8 @@ def parse_topo_matrix(text: str) -> Topology:
     if not isinstance(text, str):
         raise TopologyParseError("expected the text of `nvidia-smi topo -m`")
     lines = [_clean(raw) for raw in text.split("\n")]
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
 
     header_at = None
     columns: list[str] = []
@@ -197,10 +219,14 @@ def parse_topo_matrix(text: str) -> Topology:
                 idx + 1,
             )
     if header_at is None:
+        # Where the header should have been: the first line with anything on it.
+        first = next((i for i, line in enumerate(lines) if line.strip()), None)
+        if first is None:
+            raise TopologyParseError("no text: expected the output of `nvidia-smi topo -m`", 1)
         raise TopologyParseError(
             "no header line found: expected a line of column names starting with GPU0 "
             "(the first line of `nvidia-smi topo -m` output)",
-            len(lines) if lines else 1,
+            first + 1,
         )
 
     affinity_cols = [c for c in columns if c in _AFFINITY_COLUMNS]
@@ -218,6 +244,7 @@ def parse_topo_matrix(text: str) -> Topology:
     gpu_rows: dict[int, tuple[list[str], list[str], int]] = {}
     nic_legend: dict[str, str] = {}
     section = "matrix"
+    last_row_line = header_at + 1  # where the matrix ends, for a missing row
     for idx in range(header_at + 1, len(lines)):
         line = lines[idx]
         lineno = idx + 1
@@ -261,6 +288,7 @@ def parse_topo_matrix(text: str) -> Topology:
                 f"columns (codes are X, NV#, PIX, PXB, PHB, NODE, SYS or SOC){found}",
                 lineno,
             )
+        last_row_line = lineno
         if gm:
             index = int(gm.group(1))
             if index >= n:
@@ -271,7 +299,7 @@ def parse_topo_matrix(text: str) -> Topology:
 
     missing = [f"GPU{i}" for i in range(n) if i not in gpu_rows]
     if missing:
-        raise TopologyParseError(f"no row for {', '.join(missing)}", len(lines))
+        raise TopologyParseError(f"no row for {', '.join(missing)}", last_row_line)
 
     links = []
     cpu_affinity: list[str | None] = []
@@ -365,7 +393,7 @@ def annotation_payload(
     for pod, indices in alloc.items():
         bad = [i for i in indices if not 0 <= i < topology.gpus]
         if bad:
-            raise ValueError(f"pod {pod} holds GPU {bad[0]} but the node has {topology.gpus} GPUs")
+            raise ValueError(f"pod {pod} holds GPU {bad[0]} but the node has {plural(topology.gpus, 'GPU')}")
     payload = {
         "version": TOPOLOGY_FORMAT_VERSION,
         "node": node,

@@ -98,6 +98,24 @@ def test_several_problems_in_one_line(tmp_path):
     assert "matrix.batch_size[0]" in message and "\n" not in message
 
 
+def test_more_problems_than_the_line_holds_are_all_listed_one_per_line(tmp_path):
+    data = {**with_matrix(workers=["x"], precision="fp8", batch_size=0, gpus=-1, placement="near"),
+            "backend": "docker", "repetitions": 0}
+    path = write(tmp_path, data)
+    with pytest.raises(UsageError) as err:
+        load_experiment(path)
+    summary, *lines = str(err.value).split("\n")
+    assert summary.startswith(f"{path}: ") and "(and 4 more, all listed below)" in summary
+    assert len(lines) == 7 and all(line.startswith(f"{path}: ") for line in lines)
+    keys = {line[len(f"{path}: "):].split(": ")[0] for line in lines}
+    assert keys == {"backend", "repetitions", "matrix.workers[0]", "matrix.gpus[0]",
+                    "matrix.placement[0]", "matrix.precision[0]", "matrix.batch_size[0]"}
+    assert f"{path}: matrix.placement[0]: expected one of topology, binpack, spread, got 'near'" in lines
+    result = CliRunner().invoke(app, ["experiment", "run", "--dry-run", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr == f"error: {err.value}\n"
+
+
 @pytest.mark.parametrize("text, expected", [
     ("name: [unclosed\n", "line 2 column 1: invalid YAML: expected ',' or ']'"),
     ("name: a\nname: b\nbackend: local\n", "line 2 column 1: invalid YAML: key 'name' appears twice"),

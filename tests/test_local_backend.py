@@ -110,13 +110,25 @@ def test_a_failing_rank_fails_the_job_with_its_log_tail(backend):
     assert status.phase == FAILED
     assert status.message == "rank 1 exited with code 3"
     assert status.log_tail == ["rank 1"]
-    failed = status.replicas[1]
-    assert (failed.exit_code, failed.message) == (3, "rank 1 exited with code 3")
-    assert status.replicas[0].exit_code is None
+    ok, failed = status.replicas
+    assert (failed.phase, failed.exit_code, failed.message) == (FAILED, 3, "rank 1 exited with code 3")
+    # Rank 0 exited 0 on its own: it succeeded; only the failing rank is Failed.
+    assert (ok.phase, ok.exit_code, ok.message) == (SUCCEEDED, 0, None)
     assert status.images_per_sec is None and status.result is None
     assert list(backend.logs("bad", rank=1)) == ["rank 1"]
     assert list(backend.logs("bad", all_replicas=True)) == ["[bad-rank-0] rank 0", "[bad-rank-1] rank 1"]
     assert read_json(job_paths("bad", "default").status)["exit_code"] == 3
+
+
+def test_ranks_stopped_because_another_failed_are_terminated_not_failed(backend):
+    program = ("import os,sys,time; r=int(os.environ['OMPI_COMM_WORLD_RANK']); "
+               "time.sleep(0.5) if r==2 else None; sys.exit(3) if r==2 else time.sleep(60)")
+    backend.submit(JobSpec(name="cut", workers=3, command=("python", "-c", program)), None, mode="pods")
+    status = backend.wait("cut", timeout=60)
+    assert status.phase == FAILED and status.message == "rank 2 exited with code 3"
+    phases = [(r.phase, r.exit_code, r.message) for r in status.replicas]
+    assert phases == [("Terminated", None, "terminated: rank 2 failed")] * 2 + [
+        (FAILED, 3, "rank 2 exited with code 3")]
 
 
 def test_a_job_past_its_deadline_is_stopped(backend):
@@ -125,6 +137,8 @@ def test_a_job_past_its_deadline_is_stopped(backend):
     backend.submit(spec, None, mode="pods")
     status = backend.wait("late", timeout=30)
     assert status.phase == FAILED and status.reason == "deadline exceeded"
+    assert {r.phase for r in status.replicas} == {"Terminated"}
+    assert status.replicas[0].message == "terminated: the job ran longer than its deadline of 1s"
     _wait_until(lambda: not _cmdline_pids(token))
 
 

@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends import local_gpus, local_procs
-from launcher.backends.local import LocalBackend, _Follower
+from launcher.backends import local as local_module
+from launcher.backends import local_gpus, local_procs, local_rank
+from launcher.backends.local import (
+    LocalBackend,
+    _Follower,
+    _status_of,
+    check_rank_count,
+    ignored_options_note,
+)
 from launcher.backends.local_mpi import (
     INTRA_OP_ENV,
     THREADS_ENV,
@@ -338,3 +345,108 @@ def test_the_supervisor_writes_the_protocols_phase_names():
 
     # The supervisor spells FAILED itself so it can record a failure before its imports.
     assert local_supervisor.FAILED == base.FAILED
+
+
+# ------------------------------------------------------------------ how each rank ended
+RANK_WRAPPER = Path(local_rank.__file__)
+
+
+def _run_rank(tmp_path: Path, *program: str, rank: str = "1") -> subprocess.CompletedProcess:
+    env = {**os.environ, local_rank.RANK_ENV: rank}
+    return subprocess.run([sys.executable, "-S", str(RANK_WRAPPER), str(tmp_path / "exits"), *program],
+                          env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_the_rank_wrapper_ends_as_its_program_did_and_records_it(tmp_path):
+    assert _run_rank(tmp_path, "sh", "-c", "exit 3", rank="1").returncode == 3
+    assert _run_rank(tmp_path, "true", rank="0").returncode == 0
+    killed = _run_rank(tmp_path, "sh", "-c", "kill -TERM $$", rank="2")
+    assert killed.returncode == -signal.SIGTERM  # the signal itself, as mpirun would see it
+    missing = _run_rank(tmp_path, "/nonexistent/program", rank="3")
+    assert missing.returncode == 127 and "cannot run /nonexistent/program" in missing.stderr
+    assert local_rank.read_records(tmp_path / "exits") == {
+        "0": {"exit_code": 0}, "1": {"exit_code": 3}, "2": {"signal": signal.SIGTERM},
+        "3": {"exit_code": 127}}
+    assert local_rank.read_records(tmp_path / "none") == {}
+
+
+def test_the_rank_wrapper_gives_its_program_the_default_signal_actions(tmp_path):
+    # Python ignores SIGPIPE; an ignored signal would stay ignored across exec.
+    shown = _run_rank(tmp_path, "sh", "-c", "grep -E '^Sig(Ign|Cgt)' /proc/self/status")
+    ignored = int(shown.stdout.split("SigIgn:")[1].split()[0], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1)) and not ignored & (1 << (signal.SIGXFSZ - 1))
+
+
+def test_the_launch_line_runs_each_rank_under_the_wrapper_only_when_asked(tmp_path):
+    spec = JobSpec(name="w", workers=2, command=("sleep", "1"))
+    plain = _launch(spec, tmp_path).argv
+    wrapped = _launch(spec, tmp_path, exits_dir=tmp_path / "exits").argv
+    wrapper = ["/venv/bin/python", "-S", str(RANK_WRAPPER.resolve()), str(tmp_path / "exits")]
+    assert wrapped[-2:] == plain[-2:] == ["sleep", "1"]
+    assert wrapped[-6:-2] == wrapper and str(RANK_WRAPPER.resolve()) not in plain
+
+
+def _failed_job(tmp_path: Path, **status) -> JobPaths:
+    paths = JobPaths(tmp_path / "default" / "f")
+    paths.dir.mkdir(parents=True)
+    write_json(paths.spec, {"workers": 3, "gpus_per_worker": 0})
+    write_json(paths.status, {"phase": "Failed", "ranks": 3, "node": "n", "gpus": [],
+                              "supervisor_pid": None, "created": None, **status})
+    return paths
+
+
+def test_only_the_failing_rank_is_failed(tmp_path):
+    paths = _failed_job(tmp_path, reason="rank failed", message="rank 1 exited with code 3",
+                        failed_rank=1, failed_rank_exit_code=3,
+                        rank_exits={"0": {"exit_code": 0}, "1": {"exit_code": 3}, "2": {"signal": 15}})
+    replicas = _status_of(paths).replicas
+    assert [(r.name, r.phase, r.exit_code, r.message) for r in replicas] == [
+        ("f-rank-0", "Succeeded", 0, None),
+        ("f-rank-1", "Failed", 3, "rank 1 exited with code 3"),
+        ("f-rank-2", "Terminated", None, "terminated: rank 1 failed"),
+    ]
+
+
+def test_ranks_of_a_stopped_job_are_terminated_and_of_a_lost_one_unknown(tmp_path):
+    stopped = _failed_job(tmp_path, reason="deadline exceeded",
+                          message="the job ran longer than its deadline of 5s",
+                          rank_exits={"1": {"exit_code": 0}, "2": {"exit_code": 4}})
+    assert [(r.phase, r.exit_code, r.message) for r in _status_of(stopped).replicas] == [
+        ("Terminated", None, "terminated: the job ran longer than its deadline of 5s"),
+        ("Succeeded", 0, None), ("Failed", 4, "rank 2 exited with code 4")]
+    lost = _failed_job(tmp_path / "lost", reason="supervisor lost", message="gone")
+    assert {r.phase for r in _status_of(lost).replicas} == {"Unknown"}
+
+
+# ------------------------------------------------------------------ what the local backend refuses or ignores
+def test_more_ranks_than_the_machine_can_run_are_refused_before_anything_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
+    monkeypatch.setattr(local_module, "usable_cores", lambda: 2)
+    with pytest.raises(UserError) as err:
+        LocalBackend().submit(JobSpec(name="many", workers=4096, command=("true",)), None, mode="pods")
+    message = str(err.value)
+    assert message.startswith("--workers 4096 is 4096 ranks") and "\n" not in message
+    assert "each rank as a process on this machine" in message and "at most 32" in message
+    assert "fewer workers, or --backend kubernetes" in message and err.value.exit_code == 1
+    assert not (tmp_path / "jobs").exists()
+    check_rank_count(JobSpec(name="ok", workers=32), 2)  # the limit itself runs
+
+
+@pytest.mark.parametrize("changes, mode, ignored", [
+    ({}, "pods", None),
+    ({"image": "my/image:1"}, "pods", "--image (it applies"),
+    ({"node_selector": {"pool": "a"}, "image": "my/image:1"}, "pods", "--image, --selector (they apply"),
+    ({"tolerations": [{"key": "k", "operator": "Exists"}]}, "pods", "--toleration"),
+    ({"gang": "volcano"}, "pods", "--gang-scheduler"),
+    ({"priority_class": "high"}, "pods", "--priority"),
+    ({}, "operator", "--mode operator"),
+    ({"run_policy": {"active_deadline_seconds": 5}, "env": {"A": "1"}, "placement_policy": "spread"},
+     "pods", None),  # what the local backend uses is not reported
+])
+def test_kubernetes_only_options_are_named_in_one_line(changes, mode, ignored):
+    note = ignored_options_note(JobSpec(name="n", **changes), mode)
+    if ignored is None:
+        assert note is None
+    else:
+        assert note.startswith("local backend: ignoring ") and ignored in note
+        assert note.endswith(" to Kubernetes)") and "\n" not in note

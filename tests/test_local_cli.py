@@ -120,5 +120,5 @@ def test_a_named_context_never_falls_back_to_local_jobs(home, monkeypatch, tmp_p
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent-kubeconfig"))
     assert invoke("submit", "mpi", *LOCAL, "--name", "keep", "true").exit_code == 0
     result = invoke("delete", "keep", "--context", "typo")
-    assert result.exit_code != 0 and "typo" in result.stderr
+    assert result.exit_code != 0 and "kubeconfig" in result.stderr
     assert invoke("get", "keep", *LOCAL).exit_code == 0  # still there

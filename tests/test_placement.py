@@ -205,3 +205,17 @@ def test_a_node_whose_topology_disagrees_with_its_gpu_count_still_places():
     big = Node("big", 8, PRESETS["pcie-4gpu-nvlink-pairs"], gpu_model="unknown")
     result = place(Cluster((big,)), PlacementRequest(8, 1))
     assert result.feasible and result.assignments[0].gpus == tuple(range(8))
+
+
+def test_counts_of_one_read_as_one():
+    one_node = Cluster((dgx1("a", allocated=(1, 2, 3, 4, 5, 6)),))  # GPUs 0 and 7 free
+    fits = place(one_node, PlacementRequest(2, 1))
+    text = "\n".join(fits.explanation)
+    assert "over 1 pair;" in text and "1 pairs" not in text
+    assert "1 of 1 node eligible" in text and "of its 2 free GPUs" in text
+    too_big = place(one_node, PlacementRequest(1, 2, node_selector={"pool": "x"}))
+    assert "needs 2 GPUs (1 worker x 2 GPUs)" in too_big.reason
+    assert "0 of 1 node match the selector" in too_big.reason
+    one_gpu = place(Cluster((dgx1("a", allocated=range(7)),)), PlacementRequest(2, 1))
+    assert "1 eligible node holds 1 worker (1 free GPU); largest free block is 1 GPU on a" in one_gpu.reason
+    assert "needs 2 GPUs (2 workers x 1 GPU)" in one_gpu.reason

@@ -70,6 +70,14 @@ def test_malformed_topo_file_fails_with_its_line_number(tmp_path):
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
 
 
+def test_one_line_garbage_topo_file_names_its_only_line(tmp_path):
+    bad = tmp_path / "topo.txt"
+    bad.write_text("this is not nvidia-smi output\n")
+    result = run("topology", "parse", str(bad))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {bad}: line 1: no header line found")
+
+
 def test_malformed_topo_file_in_a_cluster_file_fails_with_its_line_number(tmp_path):
     (tmp_path / "bad.txt").write_text("        GPU0    GPU1\nGPU0     X      NV2\nGPU1    NV1      X\n")
     (tmp_path / "c.yaml").write_text("nodes:\n  - name: n1\n    topology: bad.txt\n")
@@ -146,17 +154,66 @@ def test_selector_and_toleration_options(tmp_path):
     [
         (["--selector", "pool"], "--selector: expected KEY=VALUE"),
         (["--toleration", "gpu:Maybe"], "--toleration: unknown effect"),
-        (["--placement", "random"], "--placement: expected one of topology, binpack, spread"),
-        (["--placement", "spread", "--gputopology"], "conflicts"),
+        (["--placement", "random"], "--placement: expected 'topology', 'binpack' or 'spread', got 'random'"),
+        (["--placement", "spread", "--gputopology"],
+         "--gputopology and --placement spread disagree: give one of them"),
         (["-o", "xml"], "-o/--output"),
-        (["--precision", "fp8"], "--precision"),
+        (["--precision", "fp8"], "--precision: expected fp32 or fp16, got 'fp8'"),
         (["--cpu", "lots"], "--cpu"),
+        (["--model", "foo"], "--model: unknown model 'foo'; expected one of vgg16, vgg19, resnet50"),
+        (["--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
+        (["--batch-size", "5000"], "--batch-size: must be at most 4096, got 5000"),
+        (["--gpus", "-1"], "--gpus: must be at least 0, got -1"),
     ],
 )
 def test_bad_option_values_exit_2_with_the_option_named(args, words):
     result = run("plan", "--workers", "1", "--gpus", "1", "--cluster", TWO_DGX1, *args)
     assert result.exit_code == 2
     assert words in result.stderr
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["--model", "foo"], ["--placement", "x"], ["--placement", "spread", "--gputopology"],
+    ["--gpus", "-1"], ["--batch-size", "0"],
+])
+def test_plan_and_submit_word_bad_options_alike(args):
+    job = ["--workers", "1", "--gpus", "1", *args]  # a second --gpus wins, as in click
+    planned = run("plan", *job, "--cluster", TWO_DGX1)
+    submitted = run("submit", "mpi", "--name", "x", "--dry-run", *job)
+    assert planned.exit_code == submitted.exit_code == 2
+    assert planned.stderr == submitted.stderr
+
+
+def test_a_model_name_in_capitals_is_the_same_model():
+    _, lower = plan_json("--workers", "2", "--gpus", "1", "--cluster", TWO_DGX1, "--model", "resnet50")
+    _, upper = plan_json("--workers", "2", "--gpus", "1", "--cluster", TWO_DGX1, "--model", "ResNet50")
+    assert upper["prediction"] == lower["prediction"]
+
+
+def test_cpu_and_memory_the_cluster_file_cannot_check_are_noted():
+    note = "cpu/memory not checked: the cluster file gives no capacity for 1 node"
+    _, data = plan_json("--workers", "2", "--gpus", "1", "--cluster", TWO_DGX1,
+                        "--cpu", "1000", "--memory", "10Ti")
+    assert data["feasible"] and note in data["explanation"]
+    table = run("plan", "--workers", "2", "--gpus", "1", "--cluster", TWO_DGX1, "--cpu", "1000", "--memory", "10Ti")
+    assert table.exit_code == 0 and note in table.stdout
+    _, spread = plan_json("--workers", "2", "--gpus", "1", "--cluster", TWO_DGX1, "--cpu", "1",
+                          "--placement", "spread")
+    assert "cpu not checked: the cluster file gives no capacity for 2 nodes" in spread["explanation"]
+    _, plain = plan_json("--workers", "2", "--gpus", "1", "--cluster", TWO_DGX1)
+    assert not any("not checked" in line for line in plain["explanation"])
+
+
+def test_known_cpu_capacity_needs_no_note(tmp_path):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("nodes:\n  - {name: a, topology: dgx-a100, cpu: '64', memory: 512Gi, labels: {pool: a}}\n"
+                       "  - {name: b, topology: dgx-a100, labels: {pool: b}}\n")
+    for node in ("a", "b"):
+        _, data = plan_json("--workers", "1", "--gpus", "8", "--cpu", "4", "--cluster", str(cluster),
+                            "--selector", f"pool={node}")
+        notes = [line for line in data["explanation"] if "not checked" in line]
+        assert notes == ([] if node == "a" else ["cpu not checked: the cluster file gives no capacity for 1 node"])
 
 
 def test_without_cluster_and_without_a_backend_says_to_pass_cluster(monkeypatch):
@@ -215,6 +272,13 @@ def test_topology_presets_and_show():
     assert nofile.exit_code == 2 and "no such file" in nofile.stderr
 
 
+def test_topology_show_refuses_more_gpus_than_a_node_has_in_one_line():
+    result = run("topology", "show", "uniform-1000-NV1")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: topology preset 'uniform-1000-NV1': at most 64 GPUs per node")
+    assert result.stderr.count("\n") == 1
+
+
 # --- cluster files ------------------------------------------------------------------------------
 def test_two_dgx1_example_file():
     cluster = load_cluster(TWO_DGX1)
@@ -264,12 +328,17 @@ def test_cluster_file_forms(tmp_path):
         ({"nodes": [{"name": "a", "topology": "dgx-a100", "allocated": [8]}]}, "allocated: GPU 8 does not exist"),
         ({"nodes": [{"name": "a", "topology": "dgx-a100", "allocated": [1, 1]}]}, "appears twice"),
         ({"nodes": [{"name": "a", "gpus": 16, "topology": "dgx-a100"}]}, "gpus is 16 but topology has 8"),
+        ({"nodes": [{"name": "a", "gpus": 1000}]}, "nodes[0] (a): gpus: at most 64 GPUs per node"),
+        ({"generate": {"count": 2, "gpus": 65}}, "generate[0] (node-1): gpus: at most 64 GPUs"),
+        ({"nodes": [{"name": "a", "topology": "uniform-1000-NV1"}]},
+         "nodes[0] (a): topology: topology preset 'uniform-1000-NV1': at most 64 GPUs per node"),
         ({"nodes": [{"name": "a", "taints": ["x=y"]}]}, "taints[0]: 'x=y' has no effect"),
         ({"nodes": [{"name": "a", "cpu": "many"}]}, "cpu: 'many' is not a Kubernetes quantity"),
-        ({"nodes": [{"name": "a", "colour": "red"}]}, "unknown key(s) colour"),
+        ({"nodes": [{"name": "a", "colour": "red"}]}, "unknown key colour;"),
+        ({"nodes": [{"name": "a", "colour": "red", "size": 1}]}, "unknown keys colour, size;"),
         ({"nodes": [{"name": "a"}, {"name": "a"}]}, "node name 'a' appears twice"),
         ({"nodes": [{"name": "a", "topology": [["X", "NV1"], ["NV2", "X"]]}]}, "topology: links is not symmetric"),
-        ({"machines": []}, "unknown top-level key(s) machines"),
+        ({"machines": []}, "unknown top-level key machines;"),
         ({"nodes": []}, "no nodes"),
         ({"generate": {"count": -1}}, "generate: count"),
         ([1], "nodes[0]: expected a mapping"),

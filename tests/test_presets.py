@@ -8,6 +8,7 @@ import pytest
 
 from mpijob.links import is_nvlink
 from mpijob.presets import PRESETS, pcie, preset, preset_for, uniform
+from mpijob.topology import MAX_GPUS_PER_NODE
 
 DGX1_V100 = """
 GPU0  X  NV1 NV1 NV2 NV2 SYS SYS SYS
@@ -121,3 +122,21 @@ def test_pcie_single_gpu_and_bad_counts():
     assert pcie(1).links == (("X",),)
     with pytest.raises(ValueError):
         preset_for("Tesla-T4", 0)
+
+
+@pytest.mark.parametrize("name", ["uniform-1000-NV1", "uniform-65-NV1", "pcie-65", "pcie-" + "9" * 5000])
+def test_preset_gpu_counts_past_the_per_node_limit_are_refused_by_name(name):
+    with pytest.raises(ValueError) as info:
+        preset(name)
+    message = str(info.value)
+    assert message.startswith("topology preset ") and name[:20] in message
+    assert f"at most {MAX_GPUS_PER_NODE} GPUs per node" in message and "\n" not in message
+
+
+def test_the_per_node_limit_itself_is_allowed_everywhere():
+    assert preset(f"pcie-{MAX_GPUS_PER_NODE}").gpus == MAX_GPUS_PER_NODE
+    assert uniform(MAX_GPUS_PER_NODE, "NV12").gpus == MAX_GPUS_PER_NODE
+    with pytest.raises(ValueError, match="GPUs per node"):
+        uniform(MAX_GPUS_PER_NODE + 1, "NV12")
+    with pytest.raises(ValueError, match="GPUs per node"):
+        preset_for("Tesla-T4", MAX_GPUS_PER_NODE + 1)

@@ -186,12 +186,41 @@ def test_cli_reads_a_trace_and_a_cluster_file(tmp_path: Path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--policies", "roundrobin"], "--policies"),
-    (["--precision", "int8"], "--precision"),
-    (["--load", "0"], "--load"),
-    (["--trace", "/nonexistent/jobs.csv"], "--trace"),
+    (["--nodes", "2", "--jobs", "3", "--policies", "roundrobin"], "error: --policies: expected names"),
+    (["--nodes", "2", "--jobs", "3", "--policy", "roundrobin"], "error: --policy: expected names"),
+    (["--nodes", "2", "--jobs", "3", "--policies", "topology", "--policy", "x"], "error: --policy: "),
+    (["--nodes", "2", "--jobs", "3", "--precision", "int8"], "error: --precision"),
+    (["--nodes", "2", "--jobs", "3", "--load", "0"], "error: --load"),
+    (["--nodes", "2", "--trace", "/nonexistent/jobs.csv"], "error: --trace: /nonexistent/jobs.csv: no such file"),
+    (["--cluster", str(Path(__file__).parent / "data" / "clusters" / "two-dgx1.yaml"), "--nodes", "3"],
+     "error: --nodes: sizes the generated cluster; --cluster gives the nodes"),
+    (["--trace", "jobs.csv", "--jobs", "3"], "error: --jobs: shapes the generated job stream; --trace"),
+    (["--trace", "jobs.csv", "--seed", "1"], "error: --seed: shapes the generated job stream"),
+    (["--trace", "jobs.csv", "--load", "0.5"], "error: --load: shapes the generated job stream"),
 ])
 def test_cli_rejects_bad_options_with_exit_2(args, message):
-    result = CliRunner().invoke(app, ["simulate", "--nodes", "2", "--jobs", "3", *args])
+    result = CliRunner().invoke(app, ["simulate", *args])
     assert result.exit_code == 2
-    assert message in result.output
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+
+
+def test_cli_writes_the_tables_other_figures_to_summary_extra_csv(tmp_path: Path):
+    cluster_file = tmp_path / "cluster.yaml"
+    cluster_file.write_text("nodes: [{name: a, topology: dgx1-v100, gpu_model: Tesla-V100-SXM2-16GB}]\n")
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("submit_s,gpus,gpus_per_worker,model,batch_size,work_images\n"
+                     "0,4,1,vgg16,64,1e6\n5,16,8,resnet50,64,2e6\n9,1,1,inception3,32,1e5\n")
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["simulate", "--cluster", str(cluster_file), "--trace", str(trace),
+                                      "--policy", "spread", "--out", str(out), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "3 jobs on 1 node (8 GPUs)" in result.stdout
+    assert "spread: 2 jobs done, 1 dropped" in result.stdout
+    with (out / "summary.csv").open() as f:
+        assert tuple(next(csv.reader(f))) == SUMMARY_COLUMNS
+    with (out / "summary_extra.csv").open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["policy"] == "spread"
+    assert (row["jobs_completed"], row["jobs_dropped"]) == ("2", "1")
+    assert 0 < float(row["multi_gpu_scaling_efficiency"]) <= 1
+    assert float(row["makespan_s"]) > 0 and int(row["place_calls"]) >= 2

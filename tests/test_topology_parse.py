@@ -141,13 +141,20 @@ def test_the_small_good_matrix_parses():
         (GOOD.replace("GPU1    NV2      X      SYS", "GPU1    NV2     NV2     SYS"), 3, "expected X"),
         (GOOD + "GPU1    NV2      X      SYS     0-7\n", 5, "twice"),
         (GOOD + "bogus line here\n", 5, "'bogus'"),
-        (GOOD.replace("GPU2    SYS     SYS      X      8-15\n", ""), 4, "GPU2"),
+        (GOOD.replace("GPU2    SYS     SYS      X      8-15\n", ""), 3, "GPU2"),
+        (GOOD.replace("GPU2    SYS     SYS      X      8-15\n", "") + "\nLegend:\n\n  X = Self\n", 3, "GPU2"),
         (GOOD.replace("GPU0    GPU1    GPU2", "GPU0    GPU2    GPU1"), 1, "GPU0..GPU2 in order"),
-        ("just some text\nnot a matrix\n", 3, "no header"),
+        ("just some text\nnot a matrix\n", 1, "no header"),
+        ("garbage\n", 1, "no header"),
+        ("garbage", 1, "no header"),
+        ("\n\n  garbage\r\n", 3, "no header"),
+        ("", 1, "no text"),
         ("GPU0     X      NV2\n" + GOOD, 1, "before the header"),
     ],
     ids=["unknown-code", "short-row", "asymmetric", "diagonal", "duplicate-row", "junk-row",
-         "missing-row", "header-order", "no-header", "row-before-header"],
+         "missing-row", "missing-row-before-legend", "header-order", "no-header",
+         "one-garbage-line", "one-garbage-line-without-newline", "garbage-after-blank-lines",
+         "empty", "row-before-header"],
 )
 def test_malformed_input_names_the_line(text, line, words):
     with pytest.raises(TopologyParseError) as info:

@@ -154,7 +154,11 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
     count = max(count, allocatable_gpus)
     if count <= 0:
         return _empty_topology(), None, {}, False
-    return preset_for(labels.get(LABEL_GPU_PRODUCT), count), None, {}, False
+    try:
+        return preset_for(labels.get(LABEL_GPU_PRODUCT), count), None, {}, False
+    except ValueError as exc:  # e.g. a count past MAX_GPUS_PER_NODE: plan around the node
+        notes.append(f"{name}: not planned on ({exc})")
+        return _empty_topology(), None, {}, False
 
 
 # --- the snapshot -----------------------------------------------------------------------------

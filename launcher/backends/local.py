@@ -28,13 +28,20 @@ from launcher.backends import local_procs
 from launcher.backends.base import (
     FAILED,
     PENDING,
+    SUCCEEDED,
     TERMINAL,
     JobStatus,
     ReplicaStatus,
     SubmitResult,
 )
 from launcher.backends.local_gpus import choose_gpus
-from launcher.backends.local_mpi import Launch, benchmark_script, build_launch, check_mpi
+from launcher.backends.local_mpi import (
+    Launch,
+    benchmark_script,
+    build_launch,
+    check_mpi,
+    usable_cores,
+)
 from launcher.backends.local_state import (
     DEFAULT_NAMESPACE,
     JobPaths,
@@ -47,14 +54,22 @@ from launcher.backends.local_state import (
 from launcher.backends.local_supervisor import TAIL_LINES, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob.command import hostfile_text, shell_join
+from mpijob.plural import plural
 from mpijob.spec import JobSpec
 
 POLL_SECONDS = 0.2
 # How long `submit` waits for the supervisor to record itself (Python start-up and imports).
 START_TIMEOUT_SECONDS = 60.0
+# Ranks per usable core at most: each rank is a process here, and past this many a job
+# only thrashes the machine (and may exhaust its process and memory limits).
+MAX_RANKS_PER_CORE = 16
 # A job that has had no supervisor for this long after creation lost it (submit crashed).
 UNSUPERVISED_GRACE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
+# Phases of one rank of a failed job besides Succeeded and Failed (as a pod's would read):
+# stopped because the job ended, or not known because nothing recorded its end.
+TERMINATED = "Terminated"
+UNKNOWN = "Unknown"
 
 
 @dataclass
@@ -99,31 +114,38 @@ class LocalBackend:
             shutil.rmtree(paths.dir, ignore_errors=True)
             raise
         gpus = ",".join(map(str, prepared.gpus)) or "none (CPU)"
+        notes = ignored_options_note(spec, mode)
         return SubmitResult(
             name=spec.name, namespace=spec.namespace, backend=self.name,
             objects=[{"kind": "LocalJob", "name": spec.name, "namespace": spec.namespace,
                       "dir": str(paths.dir), "supervisorPid": pid, "argv": prepared.launch.argv}],
-            message=f"job {spec.name} started: {spec.ranks} ranks on {prepared.host}, "
-                    f"GPUs {gpus}; state in {paths.dir}",
+            message=f"job {spec.name} started: {plural(spec.ranks, 'rank')} on {prepared.host}, "
+                    f"GPUs {gpus}; state in {paths.dir}" + (f"\n{notes}" if notes else ""),
         )
 
     def describe(self, spec: JobSpec, placement=None) -> dict:
         """What `submit` would run (the local backend's dry run); creates nothing."""
         prepared = self._prepare(spec, placement, job_paths(spec.name, spec.namespace))
-        return {
+        described = {
             "backend": self.name, "name": spec.name, "namespace": spec.namespace,
             "node": prepared.host, "ranks": spec.ranks, "gpus": prepared.gpus,
             "hostfile": prepared.hostfile, "command": shell_join(prepared.launch.argv),
             "env": prepared.launch.env, "dir": str(prepared.paths.dir),
         }
+        notes = ignored_options_note(spec)
+        if notes:
+            described["notes"] = [notes]
+        return described
 
     def _prepare(self, spec: JobSpec, placement, paths: JobPaths) -> _Prepared:
+        check_rank_count(spec, usable_cores())
         mpirun = check_mpi(spec)
         script = benchmark_script() if spec.runs_benchmark else None
         host = socket.gethostname()
         gpus, _ = choose_gpus(spec, placement, host)
         launch = build_launch(spec, mpirun=mpirun, hostfile=paths.hostfile,
-                              ranks_dir=paths.ranks, gpus=gpus, script=script)
+                              ranks_dir=paths.ranks, gpus=gpus, script=script,
+                              exits_dir=paths.rank_exits)
         return _Prepared(paths, launch, gpus, host, hostfile_text(spec, [("localhost", spec.ranks)]))
 
     @staticmethod
@@ -296,6 +318,54 @@ class LocalBackend:
         return paths
 
 
+def check_rank_count(spec: JobSpec, cores: int) -> None:
+    """UserError, before anything starts, for more ranks than this machine can run."""
+    limit = MAX_RANKS_PER_CORE * max(cores, 1)
+    if spec.ranks <= limit:
+        return
+    asked = (f"--workers {spec.workers} x --gpus {spec.gpus_per_worker}" if spec.gpus_per_worker
+             else f"--workers {spec.workers}")
+    raise UserError(
+        f"{asked} is {plural(spec.ranks, 'rank')}, and the local backend runs each rank as a "
+        f"process on this machine: with {plural(cores, 'core')} it takes at most {limit} "
+        f"({MAX_RANKS_PER_CORE} per core); give fewer workers, or --backend kubernetes"
+    )
+
+
+# Spec fields that only mean something to Kubernetes (pods, images, the scheduler).
+_KUBERNETES_ONLY = (
+    "image", "node_selector", "tolerations", "gang", "priority_class", "queue", "scheduler_name",
+    "labels", "annotations", "image_pull_secrets", "image_pull_policy", "shm_size", "host_network",
+    "launcher_cpu", "launcher_memory", "cpu", "memory",
+)
+_KUBERNETES_ONLY_RUN_POLICY = ("clean_pod_policy", "backoff_limit", "ttl_seconds_after_finished")
+_OPTION_NAMES = {"host_network": "--host-network"}
+
+
+def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
+    """The options given for this job that the local backend does not use, by option name."""
+    from launcher.submitting import OPTION_OF_FIELD
+    from mpijob.spec import RunPolicy
+
+    def default(model, name: str):
+        return type(model).model_fields[name].get_default(call_default_factory=True)
+
+    fields = [f for f in _KUBERNETES_ONLY if getattr(spec, f) != default(spec, f)]
+    fields += [f"run_policy.{f}" for f in _KUBERNETES_ONLY_RUN_POLICY
+               if getattr(spec.run_policy, f) != RunPolicy.model_fields[f].get_default()]
+    names = ["--mode operator"] if mode == "operator" else []
+    names += [_OPTION_NAMES.get(f) or OPTION_OF_FIELD.get(f, f) for f in fields]
+    return list(dict.fromkeys(names))
+
+
+def ignored_options_note(spec: JobSpec, mode: str | None = None) -> str | None:
+    names = ignored_options(spec, mode)
+    if not names:
+        return None
+    they = "it applies" if len(names) == 1 else "they apply"
+    return f"local backend: ignoring {', '.join(names)} ({they} to Kubernetes)"
+
+
 def _exists(spec: JobSpec) -> UserError:
     where = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
     return UserError(
@@ -381,15 +451,13 @@ def _status_of(paths: JobPaths) -> JobStatus | None:
     node = raw.get("node")
     gpus = list(raw.get("gpus") or [])
     ranks = int(raw.get("ranks") or 0)
-    failed_rank = raw.get("failed_rank")
     replicas = []
     for r in range(ranks):
-        failed = r == failed_rank and phase == FAILED
+        rank_phase, rank_message, exit_code = _rank_outcome(r, phase, reason, message, raw)
         replicas.append(ReplicaStatus(
-            name=_replica_name(paths.name, r), role="rank", phase=phase, node=node,
+            name=_replica_name(paths.name, r), role="rank", phase=rank_phase, node=node,
             gpus=[gpus[r]] if r < len(gpus) else [],
-            message=message if failed else None,
-            exit_code=raw.get("failed_rank_exit_code") if failed else None,
+            message=rank_message, exit_code=exit_code,
         ))
     return JobStatus(
         name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
@@ -402,6 +470,28 @@ def _status_of(paths: JobPaths) -> JobStatus | None:
         predicted_images_per_sec=raw.get("predicted_images_per_sec"),
         result=raw.get("result"),
     )
+
+
+def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None,
+                  raw: dict) -> tuple[str, str | None, int | None]:
+    """(phase, message, exit code) of one rank. A job fails as a whole, but only the rank
+    that failed is Failed: one that exited 0 Succeeded, and one that mpirun stopped
+    because of another's failure (or the deadline, or a signal) is Terminated."""
+    if phase != FAILED:
+        return phase, None, None
+    failed_rank = raw.get("failed_rank")
+    if rank == failed_rank:
+        return FAILED, message, raw.get("failed_rank_exit_code")
+    if reason == "supervisor lost":  # nothing recorded how the ranks ended
+        return UNKNOWN, None, None
+    ended = (raw.get("rank_exits") or {}).get(str(rank)) or {}
+    code = ended.get("exit_code")
+    if code == 0:
+        return SUCCEEDED, None, 0
+    if code is not None:
+        return FAILED, f"rank {rank} exited with code {code}", code
+    cause = f"rank {failed_rank} failed" if failed_rank is not None else (message or reason)
+    return TERMINATED, f"terminated: {cause}" if cause else "terminated", None
 
 
 def _supervisor_lost(raw: dict) -> bool:

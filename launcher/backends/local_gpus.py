@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 from launcher.errors import UserError
+from mpijob.plural import plural
 from mpijob.spec import JobSpec
 
 
@@ -37,7 +38,7 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
         free = topology.gpus - len(busy)
         raise UserError(
             f"--gpus {spec.gpus_per_worker} with --workers {spec.workers} needs "
-            f"{spec.total_gpus} GPUs; this machine has {topology.gpus}, {free} of them free"
+            f"{plural(spec.total_gpus, 'GPU')}; this machine has {topology.gpus}, {free} of them free"
             + (f" ({result.reason})" if result.reason else "")
         )
     return [g for a in result.assignments for g in a.gpus], result

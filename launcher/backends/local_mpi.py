@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import launcher
+from launcher.backends import local_rank
 from launcher.errors import UsageError, UserError
 from mpijob import command
 from mpijob.spec import JobSpec
@@ -101,7 +102,9 @@ def usable_cores() -> int:
 def build_launch(spec: JobSpec, *, mpirun: str | None, hostfile: Path, ranks_dir: Path,
                  gpus: list[int], python: str = sys.executable, script: Path | None = None,
                  cores: int | None = None, is_root: bool | None = None,
-                 environ: dict[str, str] | None = None) -> Launch:
+                 environ: dict[str, str] | None = None, exits_dir: Path | None = None) -> Launch:
+    """The mpirun line and environment; with `exits_dir`, every rank's program runs under
+    local_rank, which records there how that rank ended."""
     environ = dict(os.environ if environ is None else environ)
     cores = usable_cores() if cores is None else cores
     is_root = (os.geteuid() == 0) if is_root is None else is_root
@@ -122,6 +125,8 @@ def build_launch(spec: JobSpec, *, mpirun: str | None, hostfile: Path, ranks_dir
         local.append("--allow-run-as-root")
     if spec.ranks > cores:
         local.append("--oversubscribe")
+    if exits_dir is not None:
+        program = [python, "-S", str(Path(local_rank.__file__).resolve()), str(exits_dir), *program]
     return Launch([mpirun, *local, *_drop_unset_exports(options, seen_env), *program], env)
 
 

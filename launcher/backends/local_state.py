@@ -8,6 +8,7 @@
         supervisor.log  the supervisor's own errors (normally empty)
         launcher.log    mpirun's combined stdout and stderr
         ranks/1/rank.<i>/stdout   each rank's stdout and stderr (OpenMPI --output-filename)
+        rank-exits/<i>  how rank i ended, "exit N" or "signal N" (local_rank writes it)
 
 A job directory appears whole (built under a hidden name, then renamed), and JSON files
 are replaced atomically (temporary file, then rename), so readers never see half of one.
@@ -77,6 +78,10 @@ class JobPaths:
     def ranks(self) -> Path:
         """OpenMPI's --output-filename directory."""
         return self.dir / "ranks"
+
+    @property
+    def rank_exits(self) -> Path:
+        return self.dir / "rank-exits"
 
     def rank_log(self, rank: int) -> Path:
         """OpenMPI 4.x writes `<dir>/<job id>/rank.<rank>/stdout`; the job id is 1 for the
@@ -168,6 +173,7 @@ def new_status(*, uid: str, phase: str, mode: str | None, node: str, ranks: int,
         "reason": None,
         "message": None,
         "failed_rank": None,
+        "rank_exits": {},  # "<rank>": {"exit_code": N} or {"signal": N}, once the job ended
         "log_tail": [],
         "images_per_sec": None,
         "result": None,

@@ -106,6 +106,7 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
             deadline: float | None = None) -> int:
     from launcher.backends.base import SUCCEEDED
     from launcher.backends.local_mpi import rank_failure
+    from launcher.backends.local_rank import read_records
     from launcher.benchmark_result import parse_benchmark_output
 
     lines = read_lines(paths.launcher_log)
@@ -115,7 +116,8 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
     # A signal's negative return code becomes the shell's 128 + signal.
     exit_code = None if returncode is None else (128 - returncode if returncode < 0 else returncode)
     fields: dict = {"finished": now(), "exit_code": exit_code,
-                    "images_per_sec": images_per_sec, "result": result}
+                    "images_per_sec": images_per_sec, "result": result,
+                    "rank_exits": read_records(paths.rank_exits)}
     if returncode == 0 and stop.signal is None and not stop.deadline:
         update_status(paths, phase=SUCCEEDED, **fields)
         return 0

@@ -15,6 +15,7 @@ import typer
 from launcher.cli.common import CONTEXT_OPT
 from launcher.errors import UsageError
 from launcher.output import check_format, note
+from mpijob.plural import plural
 
 app = typer.Typer(no_args_is_help=True,
                   help="Batch experiments: a matrix of benchmark runs, their results and plots.")
@@ -67,7 +68,7 @@ def run(
         try:
             summary = runner.run()
         except Interrupted as stop:
-            note(f"interrupted: {stop.recorded} run(s) recorded in {store.root} this time, "
+            note(f"interrupted: {plural(stop.recorded, 'run')} recorded in {store.root} this time, "
                  f"{stop.remaining} not finished")
             if stop.left_running:
                 note(f"could not delete: {', '.join(stop.left_running)} "
@@ -77,7 +78,7 @@ def run(
     done = len(store.succeeded_ids() & {r.run_id for r in runner.runs()})
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("Succeeded", "Failed", "TimedOut",
                                                           "NoResult") if summary.count(s))
-    note(f"experiment {loaded.experiment.name}: {len(summary.recorded)} run(s) this time"
+    note(f"experiment {loaded.experiment.name}: {plural(len(summary.recorded), 'run')} this time"
          f"{' (' + counts + ')' if counts else ''}; {done} of {summary.total} succeeded in all; "
          f"results in {store.csv_path} and {store.jsonl_path}")
     if done < summary.total and summary.recorded:
@@ -95,7 +96,7 @@ def _print_plan(runner, store) -> None:
     todo, skipped = runner.plan()
     todo_ids = {r.run_id for r in todo}
     latest = store.latest()
-    table = Table(title=f"{runner.experiment.name}: {len(runner.runs())} runs "
+    table = Table(title=f"{runner.experiment.name}: {plural(len(runner.runs()), 'run')} "
                         f"({runner.backend_name} backend), {len(todo)} to run now")
     predicted = _predictions(runner)
     for header in ("RUN ID", "MODEL", "WORKERS", "GPUS/W", "PLACEMENT", "BATCH", "PREC",

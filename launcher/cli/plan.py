@@ -46,11 +46,7 @@ def plan(
     Exit status 0 when the job fits, 1 when it does not (the output says why)."""
     if output not in PLAN_FORMATS:
         raise UsageError(f"-o/--output: expected one of {', '.join(PLAN_FORMATS)}, got {output!r}")
-    policy = _policy(placement, gputopology)
-    if precision not in ("fp32", "fp16"):
-        raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
-    if batch_size < 1:
-        raise UsageError(f"--batch-size: must be at least 1, got {batch_size}")
+    policy, model = _check_job(workers, gpus, placement, gputopology, model, batch_size, precision)
     request = _request(workers, gpus, selector or [], toleration or [], cpu, memory)
     snapshot = _load_cluster(cluster, context)
 
@@ -61,6 +57,9 @@ def plan(
     for p in policies:
         result = place(snapshot, request, p)
         data = result.to_json()
+        unchecked = _unchecked_resources(request, result, snapshot, from_file=bool(cluster))
+        if unchecked:
+            data["explanation"].append(unchecked)
         data["prediction"], why_not = _predict(model, batch_size, precision, result, snapshot)
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
@@ -80,14 +79,45 @@ def plan(
         raise typer.Exit(1)
 
 
-def _policy(placement: str | None, gputopology: bool) -> str:
-    from mpijob.placement import POLICIES
+def _check_job(workers, gpus, placement, gputopology, model, batch_size, precision) -> tuple[str, str]:
+    """(policy, model name) after the checks `submit` makes, with its messages: a plan of
+    a job that submit refuses would be a plan of nothing."""
+    from launcher.submitting import spec_error_to_usage
+    from mpijob.errors import SpecError
+    from mpijob.spec import build_spec
 
-    if placement is not None and placement not in POLICIES:
-        raise UsageError(f"--placement: expected one of {', '.join(POLICIES)}, got {placement!r}")
     if gputopology and placement not in (None, "topology"):
-        raise UsageError(f"--gputopology means --placement topology; it conflicts with --placement {placement}")
-    return placement or "topology"
+        raise UsageError(f"--gputopology and --placement {placement} disagree: give one of them")
+    if precision not in ("fp32", "fp16"):
+        raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
+    try:
+        spec = build_spec(name="plan", workers=workers, gpus_per_worker=gpus,
+                          placement_policy=placement or "topology",
+                          benchmark={"model": model, "batch_size": batch_size,
+                                     "use_fp16": precision == "fp16"})
+    except SpecError as err:
+        raise spec_error_to_usage(err) from None
+    return spec.placement_policy, spec.benchmark.model
+
+
+def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str | None:
+    """A note when cpu/memory were asked for but the nodes give no capacity to check."""
+    from mpijob.plural import plural
+
+    asked = [(what, attr) for what, attr, amount in (
+        ("cpu", "free_cpu", request.cpu_per_worker),
+        ("memory", "free_memory", request.memory_per_worker),
+    ) if amount is not None]
+    if not asked:
+        return None
+    used = {a.node for a in result.assignments}
+    nodes = [n for n in snapshot.nodes if n.name in used] if result.feasible else list(snapshot.nodes)
+    unknown = [n for n in nodes if any(getattr(n, attr) is None for _, attr in asked)]
+    if not unknown:
+        return None
+    what = "/".join(w for w, attr in asked if any(getattr(n, attr) is None for n in unknown))
+    source = "the cluster file" if from_file else "the cluster"
+    return f"{what} not checked: {source} gives no capacity for {plural(len(unknown), 'node')}"
 
 
 def _request(workers, gpus, selectors, tolerations, cpu, memory):
@@ -96,10 +126,6 @@ def _request(workers, gpus, selectors, tolerations, cpu, memory):
     from mpijob.placement import PlacementRequest
     from mpijob.quantity import QuantityError, parse_quantity
 
-    if workers < 1:
-        raise UsageError(f"--workers: must be at least 1, got {workers}")
-    if gpus < 0:
-        raise UsageError(f"--gpus: must be 0 or more, got {gpus}")
     try:
         node_selector = dict(parse_key_value(s, "--selector") for s in selectors)
         tols = tuple(parse_toleration(t) for t in tolerations)
@@ -187,6 +213,8 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
                 console.print(f"  {result.policy}: bottleneck {pred['bottleneck']}")
             elif not result.feasible:
                 console.print(f"  {result.policy}: does not fit: {result.reason}")
+            for line in data["explanation"][len(result.explanation):]:  # the plan's own notes
+                console.print(f"  {result.policy}: {line}", markup=False)
         return
     result, data = results[0]
     if not result.feasible:
@@ -200,8 +228,8 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     for a in result.assignments:
         table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-")
     console.print(table)
-    for line in result.explanation:
-        console.print(f"  {line}")
+    for line in data["explanation"]:  # the placement's, then the plan's own notes
+        console.print(f"  {line}", markup=False)
     pred = data["prediction"]
     if pred:
         console.print(

@@ -1,8 +1,8 @@
 """`hvdk8s simulate`: placement policies compared on a whole cluster and a stream of jobs.
 
 The simulation itself is pure (mpijob.simulate, mpijob.simworkload); this module reads the
-cluster file and trace, shows progress, prints the comparison and writes DIR/summary.csv
-and the plots. rich and matplotlib are imported only when used.
+cluster file and trace, shows progress, prints the comparison and writes DIR/summary.csv,
+DIR/summary_extra.csv and the plots. rich and matplotlib are imported only when used.
 """
 
 from __future__ import annotations
@@ -25,33 +25,47 @@ def simulate(
         help="Cluster file (YAML/JSON, as for `hvdk8s plan`). Default: a generated cluster of "
         "--nodes 8-GPU nodes mixing DGX-1 V100, PCIe P100, DGX A100 and DGX H100 nodes.",
     ),
-    nodes: int = typer.Option(DEFAULT_NODES, "--nodes", help="Nodes of the generated cluster."),
-    jobs: int = typer.Option(DEFAULT_JOBS, "--jobs", help="Jobs to generate (without --trace)."),
+    # Defaults of None: an option given for what is not generated is refused, not ignored.
+    nodes: int = typer.Option(None, "--nodes", show_default=False,
+                              help=f"Nodes of the generated cluster (without --cluster; default {DEFAULT_NODES})."),
+    jobs: int = typer.Option(None, "--jobs", show_default=False,
+                             help=f"Jobs to generate (without --trace; default {DEFAULT_JOBS})."),
     trace: str = typer.Option(
         None, "--trace",
         help="CSV of jobs instead of generated ones: submit_s,gpus,gpus_per_worker,model,"
         "batch_size,work_images[,gpu_product].",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the generated job stream."),
+    seed: int = typer.Option(None, "--seed", show_default=False,
+                             help="Seed of the generated job stream (without --trace; default 0)."),
     load: float = typer.Option(
-        DEFAULT_LOAD, "--load",
-        help="Offered load of the generated stream: GPU-time at perfect scaling / GPU capacity.",
+        None, "--load", show_default=False,
+        help="Offered load of the generated stream: GPU-time at perfect scaling / GPU capacity "
+        f"(without --trace; default {DEFAULT_LOAD}).",
     ),
     precision: str = typer.Option("fp32", "--precision", help="fp32 or fp16, for every job."),
     policies: list[str] = typer.Option(
-        None, "--policies", "--policy",
+        None, "--policies",
         help="Policies to compare, comma-separated or repeated (default: topology,binpack,spread).",
     ),
-    out: str = typer.Option(None, "--out", help="Write DIR/summary.csv and PNG plots here."),
+    policy: list[str] = typer.Option(None, "--policy", help="Same as --policies."),
+    out: str = typer.Option(None, "--out", help="Write DIR/summary.csv, DIR/summary_extra.csv "
+                            "and PNG plots here."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots with --out."),
     backfill_depth: int = typer.Option(
         64, "--backfill-depth", help="Queued jobs looked at per event for backfilling."),
 ):
-    """Simulate the cluster under each placement policy and compare job completion times,
-    predicted throughput, utilisation and queueing."""
+    """Compare placement policies on a simulated cluster: job completion, throughput, queueing.
+
+    Writes DIR/summary.csv (one row per policy), summary_extra.csv and PNG plots.
+    """
     from mpijob.placement import POLICIES
 
-    chosen = _policies(policies, POLICIES)
+    chosen = _policies({"--policies": policies or [], "--policy": policy or []}, POLICIES)
+    _refuse_unused(cluster=cluster, trace=trace, nodes=nodes, jobs=jobs, seed=seed, load=load)
+    nodes = DEFAULT_NODES if nodes is None else nodes
+    jobs = DEFAULT_JOBS if jobs is None else jobs
+    seed = 0 if seed is None else seed
+    load = DEFAULT_LOAD if load is None else load
     if precision not in ("fp32", "fp16"):
         raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
     if nodes < 1:
@@ -83,12 +97,28 @@ def simulate(
         _write(out_dir, results, plots)
 
 
-def _policies(values: list[str] | None, known: tuple[str, ...]) -> tuple[str, ...]:
-    names = [p.strip() for v in (values or [",".join(known)]) for p in v.split(",") if p.strip()]
-    bad = [p for p in names if p not in known]
-    if bad or not names:
-        raise UsageError(f"--policies: expected names from {', '.join(known)}, got {', '.join(bad) or 'none'}")
-    return tuple(dict.fromkeys(names))
+def _policies(given: dict[str, list[str]], known: tuple[str, ...]) -> tuple[str, ...]:
+    """The policies of --policies and --policy together; an error names the option used."""
+    names = []
+    for option, values in given.items():
+        these = [p.strip() for v in values for p in v.split(",") if p.strip()]
+        bad = [p for p in these if p not in known]
+        if bad or (values and not these):
+            raise UsageError(f"{option}: expected names from {', '.join(known)}, "
+                             f"got {', '.join(map(repr, bad)) or 'none'}")
+        names += these
+    return tuple(dict.fromkeys(names or known))
+
+
+def _refuse_unused(*, cluster, trace, nodes, jobs, seed, load) -> None:
+    """Options for the generated cluster or job stream mean nothing with a file instead."""
+    if cluster and nodes is not None:
+        raise UsageError("--nodes: sizes the generated cluster; --cluster gives the nodes "
+                         "(give one of them)")
+    for option, value in (("--jobs", jobs), ("--seed", seed), ("--load", load)):
+        if trace and value is not None:
+            raise UsageError(f"{option}: shapes the generated job stream; --trace gives the "
+                             "jobs (give one of them)")
 
 
 def _out_dir(out: str | None) -> Path | None:
@@ -143,6 +173,10 @@ def _run(snapshot, stream, policies, precision, backfill_depth):
     return results, seconds
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:,.2f}h"
 
@@ -153,7 +187,9 @@ def _print(results, seconds, snapshot, stream) -> None:
     from rich.table import Table
 
     gpus = sum(n.gpus for n in snapshot.nodes)
-    table = Table(title=f"{len(stream):,} jobs on {len(snapshot.nodes):,} nodes ({gpus:,} GPUs)",
+    title = (f"{_count(len(stream), 'job')} on {_count(len(snapshot.nodes), 'node')} "
+             f"({_count(gpus, 'GPU')})")
+    table = Table(title=title,
                   box=box.SIMPLE_HEAD, pad_edge=False)
     for name in ("policy", "JCT mean", "JCT p95", "img/s/GPU", "util", "multi-node",
                  "queue", "eff."):
@@ -172,8 +208,8 @@ def _print(results, seconds, snapshot, stream) -> None:
                   "eff.: mean predicted scaling efficiency of the multi-GPU jobs.")
     for r, s in zip(results, seconds, strict=True):
         m = r.summary
-        console.print(f"{m.policy}: {m.jobs_completed:,} jobs done, {m.jobs_dropped:,} dropped "
-                      f"(never fit), {m.place_calls:,} placement calls, {s:.1f} s")
+        console.print(f"{m.policy}: {_count(m.jobs_completed, 'job')} done, {m.jobs_dropped:,} "
+                      f"dropped (never fit), {_count(m.place_calls, 'placement call')}, {s:.1f} s")
 
 
 def _write(out: Path, results, plots: bool) -> None:
@@ -181,7 +217,9 @@ def _write(out: Path, results, plots: bool) -> None:
 
     summary = out / simreport.SUMMARY_FILE
     simreport.write_summary_csv(summary, results)
-    written = [summary]
+    extra = out / simreport.SUMMARY_EXTRA_FILE
+    simreport.write_summary_extra_csv(extra, results)
+    written = [summary, extra]
     if plots:
         written += simreport.write_plots(out, results)
     for path in written:

@@ -17,6 +17,7 @@ from pathlib import Path
 from launcher.errors import UsageError
 from launcher.experiments import aggregate
 from launcher.experiments.results import ResultsStore
+from mpijob.plural import plural
 
 PLACEMENT_PNG = "placement.png"
 SCALING_PNG = "scaling.png"
@@ -83,7 +84,7 @@ def _value_text(key: str, value) -> str:
     if key == "gpus":
         return f"{value} GPU/worker" if value else "CPU"
     if key == "workers":
-        return f"{value} workers"
+        return plural(value, "worker")
     if key == "batch_size":
         return f"batch {value}"
     if key == "image_size":
@@ -181,8 +182,8 @@ def _placement_plot(rows: list[dict], path: Path) -> PlotOutcome:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return PlotOutcome(path.name, path, f"{len(names)} configuration(s) x "
-                                        f"{len(policies)} placement policies")
+    return PlotOutcome(path.name, path, f"{plural(len(names), 'configuration')} x "
+                                        f"{plural(len(policies), 'placement policy', 'placement policies')}")
 
 
 def _scaling_plot(rows: list[dict], path: Path) -> PlotOutcome:
@@ -237,7 +238,7 @@ def _scaling_plot(rows: list[dict], path: Path) -> PlotOutcome:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    why = f"{len(series)} series over {len(all_workers)} worker counts"
+    why = f"{len(series)} series over {plural(len(all_workers), 'worker count')}"
     if not has_efficiency:
         why += " (no efficiency: no one-rank run and no prediction)"
     return PlotOutcome(path.name, path, why)
@@ -274,7 +275,7 @@ def _predicted_plot(rows: list[dict], path: Path) -> PlotOutcome:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return PlotOutcome(path.name, path, f"{len(points)} configuration(s) with a prediction")
+    return PlotOutcome(path.name, path, f"{plural(len(points), 'configuration')} with a prediction")
 
 
 # ----------------------------------------------------------------------- tables
@@ -294,9 +295,9 @@ def print_report(report: Report, console) -> None:
     from rich.table import Table
 
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(report.statuses().items()))
-    console.print(f"[bold]{report.root}[/bold]: {len(report.records)} runs ({statuses})")
+    console.print(f"[bold]{report.root}[/bold]: {plural(len(report.records), 'run')} ({statuses})")
     if report.skipped_lines:
-        console.print(f"note: {report.skipped_lines} unreadable line(s) in results.jsonl skipped")
+        console.print(f"note: {plural(report.skipped_lines, 'unreadable line')} in results.jsonl skipped")
     varying = set(_varying(report.rows))
     optional = [k for k in ("image_size", "num_batches", "xla", "backend") if k in varying]
     table = Table(title="Throughput per configuration (mean over repetitions)")

@@ -30,6 +30,7 @@ from launcher.experiments.results import (
 )
 from launcher.experiments.spec import LoadedExperiment
 from mpijob.experiment_matrix import Run, fixed_settings
+from mpijob.plural import plural
 
 # Seconds between status polls when several runs are in flight.
 POLL_SECONDS = {"local": 0.5, "kubernetes": 5.0}
@@ -212,7 +213,7 @@ class ExperimentRunner:
         summary = Summary(total=len(self.runs()), skipped=len(skipped))
         self._records = self.store.latest()
         if skipped:
-            self.reporter.note(f"{len(skipped)} of {summary.total} runs already succeeded in "
+            self.reporter.note(f"{len(skipped)} of {plural(summary.total, 'run')} already succeeded in "
                                f"{self.store.root} (skipped; --rerun runs them again)")
         self.reporter.start(len(todo), len(skipped))
         pending = list(todo)
@@ -247,8 +248,9 @@ class ExperimentRunner:
             except Exception as exc:  # a bad run must not stop the matrix
                 if inflight:
                     # Probably no room while the others run: try again when one has ended.
-                    self.reporter.note(f"{run.run_id}: not submitted while {len(inflight)} "
-                                       f"run(s) are in flight ({one_line(str(exc))}); "
+                    self.reporter.note(f"{run.run_id}: not submitted while "
+                                       f"{plural(len(inflight), 'run is', 'runs are')} in flight "
+                                       f"({one_line(str(exc))}); "
                                        "trying again when one ends")
                     return True
                 pending.pop(0)

@@ -1,5 +1,6 @@
 """Reading an experiment file: YAML in, a validated `Experiment` out, or one line naming
-the file, the key and what is expected (exit 2)."""
+the file, the key and what is expected (exit 2). When that line cannot hold every problem,
+each one follows on a line of its own, `FILE: key: what is expected`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from launcher.errors import UsageError
 from mpijob.experiment_matrix import Experiment, ExperimentError, Run, expand, parse_experiment
 
-# More problems than this make the line unreadable; the user fixes these first.
+# More problems than this make the summary line unreadable; the rest follow it, one a line.
 MAX_PROBLEMS_SHOWN = 3
 
 
@@ -64,10 +65,16 @@ def read_yaml(path: Path):
 
 
 def format_problems(path: Path, err: ExperimentError) -> str:
+    def one(key: str, message: str) -> str:
+        return f"{key}: {message}" if key else message
+
     shown = err.problems[:MAX_PROBLEMS_SHOWN]
-    text = "; ".join(f"{key}: {message}" if key else message for key, message in shown)
+    text = "; ".join(one(key, message) for key, message in shown)
     more = len(err.problems) - len(shown)
-    return f"{path}: {text}" + (f" (and {more} more)" if more > 0 else "")
+    if more <= 0:
+        return f"{path}: {text}"
+    every = "".join(f"\n{path}: {one(key, message)}" for key, message in err.problems)
+    return f"{path}: {text} (and {more} more, all listed below){every}"
 
 
 def load_experiment(path: str | Path) -> LoadedExperiment:
