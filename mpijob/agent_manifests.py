@@ -23,7 +23,7 @@ from mpijob.errors import SpecError
 
 AGENT_NAME = "hvdk8s-agent"
 DEFAULT_NAMESPACE = "kube-system"
-DEFAULT_IMAGE_REPOSITORY = "ghcr.io/hvdk8s/agent"
+DEFAULT_IMAGE_REPOSITORY = "ghcr.io/hvdk8s/hvdk8s-agent"
 DEFAULT_INTERVAL_SECONDS = 60
 DEFAULT_PRIORITY_CLASS = "system-node-critical"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"

@@ -16,7 +16,7 @@ def install_agent(
     namespace: str = typer.Option(
         "kube-system", "-n", "--namespace", help="An existing namespace to run the agent in."
     ),
-    image: str = typer.Option(None, "--image", help="Agent image (default: ghcr.io/hvdk8s/agent:<version>)."),
+    image: str = typer.Option(None, "--image", help="Agent image (default: ghcr.io/hvdk8s/hvdk8s-agent:<version>)."),
     output: str = typer.Option("yaml", "-o", "--output", help="yaml or json (with --dry-run)."),
     context: str = typer.Option(None, "--context", help="kubeconfig context."),
     interval: int = typer.Option(60, "--interval", help="Seconds between the agent's observations."),
