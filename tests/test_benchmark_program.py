@@ -341,3 +341,25 @@ def test_two_rank_mpirun_run():
     assert "Batch size:  4 global" in out.stdout
     r = _check_output(out.stdout, world_size=2)
     assert r["global_batch_size"] == 4
+
+
+@needs_tf
+def test_dropping_biases_before_batch_norm_changes_nothing_in_training():
+    tf = pytest.importorskip("tensorflow")
+    inputs = tf.keras.Input((8, 8, 3))
+    x = tf.keras.layers.Conv2D(4, 3, name="conv_bn")(inputs)
+    x = tf.keras.layers.BatchNormalization()(x)
+    x = tf.keras.layers.Conv2D(4, 3, name="conv_relu")(x)  # feeds no batch norm: kept
+    x = tf.keras.layers.ReLU()(x)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(5)(tf.keras.layers.Flatten()(x)))
+    conv = model.get_layer("conv_bn")
+    conv.bias.assign(tf.random.normal(conv.bias.shape) * 3.0)  # far from zero
+    images = tf.random.normal((6, 8, 8, 3))
+    before = model(images, training=True)
+    count = len(model.trainable_variables)
+    assert bench.drop_redundant_conv_biases(tf, model) == 1
+    assert len(model.trainable_variables) == count - 1
+    assert model.get_layer("conv_relu").use_bias
+    after = model(images, training=True)
+    np = pytest.importorskip("numpy")
+    np.testing.assert_allclose(after.numpy(), before.numpy(), rtol=1e-4, atol=1e-4)

@@ -7,7 +7,10 @@
 #   tf.compat.v1. Keep it outside this repository: its code is not ours to commit.
 # Knobs (environment): MODEL (resnet50), BATCH_SIZES ("8"), RANKS ("1 2"),
 #   NUM_BATCHES (20), NUM_WARMUP_BATCHES (5), REPEATS (3), PYTHON (.venv/bin/python),
-#   QUIET_TIMEOUT (600 s to wait for an idle machine before each run).
+#   QUIET_TIMEOUT (600 s to wait for an idle machine before each run),
+#   THEIRS_YIELD (1: for more than one rank, also run tf_cnn_benchmarks with
+#   OMPI_MCA_mpi_yield_when_idle=1, the OpenMPI setting hvd_cnn_bench.py makes for
+#   itself on CPU, to show how much of the difference that setting is).
 #
 # Both programs get identical flags (--variable_update=horovod --device=cpu
 # --data_format=NHWC, the model's native 224x224 images, since tf_cnn_benchmarks cannot
@@ -33,18 +36,20 @@ NUM_BATCHES="${NUM_BATCHES:-20}"
 NUM_WARMUP_BATCHES="${NUM_WARMUP_BATCHES:-5}"
 REPEATS="${REPEATS:-3}"
 QUIET_TIMEOUT="${QUIET_TIMEOUT:-600}"
+THEIRS_YIELD="${THEIRS_YIELD:-1}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 mkdir -p "$OUT/logs"
 commit="$(git -C "$TFCNN" rev-parse HEAD 2>/dev/null || echo "${TFCNN_COMMIT:-unknown}")"
 
 run_one() {  # prog np bs log
-  local prog=$1 np=$2 bs=$3 log=$4 script workdir
-  if [ "$prog" = ours ]; then
-    script="$REPO/images/benchmark/hvd_cnn_bench.py"; workdir="$REPO"
-  else
-    script="$TFCNN/tf_cnn_benchmarks.py"; workdir="$TFCNN"
-  fi
+  local prog=$1 np=$2 bs=$3 log=$4 script workdir env=()
+  case "$prog" in
+    ours) script="$REPO/images/benchmark/hvd_cnn_bench.py"; workdir="$REPO" ;;
+    theirs) script="$TFCNN/tf_cnn_benchmarks.py"; workdir="$TFCNN" ;;
+    theirs-yield) script="$TFCNN/tf_cnn_benchmarks.py"; workdir="$TFCNN"
+      env=(-x OMPI_MCA_mpi_yield_when_idle=1) ;;
+  esac
   local args=(--model="$MODEL" --batch_size="$bs" --num_batches="$NUM_BATCHES"
     --num_warmup_batches="$NUM_WARMUP_BATCHES" --display_every=10
     --variable_update=horovod --device=cpu --data_format=NHWC)
@@ -55,7 +60,7 @@ run_one() {  # prog np bs log
     # --tag-output marks each line with its rank: tf_cnn_benchmarks prints from all.
     (cd "$workdir" && mpirun -np "$np" --allow-run-as-root --oversubscribe \
       --bind-to core --map-by core --tag-output -x TF_CPP_MIN_LOG_LEVEL -x PATH \
-      "$PY" "$script" "${args[@]}") >"$log" 2>&1
+      ${env[@]+"${env[@]}"} "$PY" "$script" "${args[@]}") >"$log" 2>&1
   fi
   grep -h "total images/sec" "$log" | head -n 1 | sed "s|^|$prog np=$np bs=$bs: |" >&2
 }
@@ -65,7 +70,9 @@ for rep in $(seq 1 "$REPEATS"); do
   if [ $((rep % 2)) -eq 1 ]; then order="ours theirs"; else order="theirs ours"; fi
   for bs in $BATCH_SIZES; do
     for np in $RANKS; do
-      for prog in $order; do
+      progs="$order"
+      if [ "$np" -gt 1 ] && [ "$THEIRS_YIELD" = 1 ]; then progs="$progs theirs-yield"; fi
+      for prog in $progs; do
         run_one "$prog" "$np" "$bs" "$OUT/logs/${prog}_${MODEL}_bs${bs}_np${np}_rep${rep}.log"
       done
     done

@@ -19,7 +19,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-NAME = re.compile(r"^(ours|theirs)_(?P<model>.+)_bs(?P<bs>\d+)_np(?P<np>\d+)_rep(?P<rep>\d+)\.log$")
+NAME = re.compile(
+    r"^(ours|theirs|theirs-yield)_(?P<model>.+)_bs(?P<bs>\d+)_np(?P<np>\d+)_rep(?P<rep>\d+)\.log$"
+)
 # OpenMPI 4.1's --tag-output also appends a tag at the end of some lines: ignore the rest.
 TOTAL = re.compile(r"^(?:\[1,(?P<rank>\d+)\]<stdout>:)?total images/sec: (?P<v>[0-9]+(?:\.[0-9]+)?)")
 TF_VERSION = re.compile(r"TensorFlow:\s+(\S+)")
@@ -55,7 +57,7 @@ def main() -> int:
     args = p.parse_args()
 
     figures: dict[tuple[str, int, int], dict[str, list[float]]] = defaultdict(
-        lambda: {"ours": [], "theirs": []}
+        lambda: {"ours": [], "theirs": [], "theirs-yield": []}
     )
     tf_version = "unknown"
     for log in sorted(args.logs.glob("*.log")):
@@ -92,6 +94,11 @@ def main() -> int:
             "ratio": round(ours / theirs, 3),
             "ours_all": " ".join(f"{x:.2f}" for x in f["ours"]),
             "tf_cnn_benchmarks_all": " ".join(f"{x:.2f}" for x in f["theirs"]),
+            # tf_cnn_benchmarks with OMPI_MCA_mpi_yield_when_idle=1 (multi-rank only).
+            "tf_cnn_benchmarks_yield_images_per_sec": (
+                round(statistics.median(f["theirs-yield"]), 2) if f["theirs-yield"] else ""
+            ),
+            "tf_cnn_benchmarks_yield_all": " ".join(f"{x:.2f}" for x in f["theirs-yield"]),
             "tensorflow": tf_version,
             "tf_cnn_benchmarks_commit": args.tfcnn_commit[:12],
         })
@@ -102,14 +109,17 @@ def main() -> int:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    print("| config | ours (img/s) | tf_cnn_benchmarks (img/s) | ratio | runs (ours / theirs) |")
-    print("|---|---|---|---|---|")
+    print("| config | ours (img/s) | tf_cnn_benchmarks (img/s) | ratio | runs (ours / theirs) "
+          "| tf_cnn_benchmarks + yield_when_idle (img/s) |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
+        y = r["tf_cnn_benchmarks_yield_images_per_sec"]
+        y_cell = f"{y:.2f} ({r['tf_cnn_benchmarks_yield_all']})" if y != "" else "n/a"
         print(
             f"| {r['model']} {r['image_size']}px, batch {r['batch_size_per_rank']}/rank, "
             f"{r['ranks']} rank(s) | {r['ours_images_per_sec']:.2f} | "
             f"{r['tf_cnn_benchmarks_images_per_sec']:.2f} | {r['ratio']:.3f} | "
-            f"{r['ours_all']} / {r['tf_cnn_benchmarks_all']} |"
+            f"{r['ours_all']} / {r['tf_cnn_benchmarks_all']} | {y_cell} |"
         )
     print(f"\n{date}, {host}, TensorFlow {tf_version}, "
           f"tf_cnn_benchmarks {args.tfcnn_commit[:12]}; CSV: {args.csv}")
