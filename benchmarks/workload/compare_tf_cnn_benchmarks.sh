@@ -6,7 +6,8 @@
 #   root or scripts/tf_cnn_benchmarks); master at 8fb7907 runs under TF 2.15 through
 #   tf.compat.v1. Keep it outside this repository: its code is not ours to commit.
 # Knobs (environment): MODEL (resnet50), BATCH_SIZES ("8"), RANKS ("1 2"),
-#   NUM_BATCHES (20), NUM_WARMUP_BATCHES (5), REPEATS (3), PYTHON (.venv/bin/python),
+#   NUM_BATCHES (20), NUM_WARMUP_BATCHES (5), REPEATS (3), FIRST_REP (1: number of the
+#   first repeat, to add repeats to an OUT_DIR), PYTHON (.venv/bin/python),
 #   QUIET_TIMEOUT (600 s to wait for an idle machine before each run),
 #   THEIRS_YIELD (1: for more than one rank, also run tf_cnn_benchmarks with
 #   OMPI_MCA_mpi_yield_when_idle=1, the OpenMPI setting hvd_cnn_bench.py makes for
@@ -22,7 +23,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-[ $# -ge 1 ] || { sed -n 4,10p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,14p "$0" >&2; exit 2; }
 TFCNN="$1"
 [ -f "$TFCNN/tf_cnn_benchmarks.py" ] || TFCNN="$TFCNN/scripts/tf_cnn_benchmarks"
 [ -f "$TFCNN/tf_cnn_benchmarks.py" ] || { echo "no tf_cnn_benchmarks.py under $1" >&2; exit 2; }
@@ -35,6 +36,7 @@ RANKS="${RANKS:-1 2}"
 NUM_BATCHES="${NUM_BATCHES:-20}"
 NUM_WARMUP_BATCHES="${NUM_WARMUP_BATCHES:-5}"
 REPEATS="${REPEATS:-3}"
+FIRST_REP="${FIRST_REP:-1}"
 QUIET_TIMEOUT="${QUIET_TIMEOUT:-600}"
 THEIRS_YIELD="${THEIRS_YIELD:-1}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
@@ -65,7 +67,7 @@ run_one() {  # prog np bs log
   grep -h "total images/sec" "$log" | head -n 1 | sed "s|^|$prog np=$np bs=$bs: |" >&2
 }
 
-for rep in $(seq 1 "$REPEATS"); do
+for rep in $(seq "$FIRST_REP" $((FIRST_REP + REPEATS - 1))); do
   # Alternate which program goes first so drift over time hits both equally.
   if [ $((rep % 2)) -eq 1 ]; then order="ours theirs"; else order="theirs ours"; fi
   for bs in $BATCH_SIZES; do

@@ -388,7 +388,10 @@ def build_optimizer(tf, args: argparse.Namespace):
     else:
         opt = tf.keras.optimizers.SGD(learning_rate=args.learning_rate, momentum=momentum)
     if args.use_fp16:
-        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+        # Dynamic loss scaling from 128, tf_cnn_benchmarks' (fixed) default, not Keras'
+        # 2**15: that overflows the fp16 gradients of an untrained ResNet for ten or more
+        # steps (all skipped updates), which a short benchmark would never get past.
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt, initial_scale=128)
     return opt
 
 
