@@ -17,6 +17,7 @@ from .jobs import JobController
 from .kubelet import Kubelet, PodScript, Run
 from .lifecycle import Objects
 from .logs import LogBook
+from .mpi_operator import MPIOperator
 from .podutil import set_condition
 from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceType
 from .rest import Rest
@@ -68,6 +69,8 @@ class KubeAPIServer:
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
                                restart_delay)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
+        self.tick = tick
+        self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
         self.controllers = controllers
         self.request_log: list[Request] = []
         self._log_lock = threading.Lock()
@@ -120,7 +123,8 @@ class KubeAPIServer:
 
     @property
     def loops(self):
-        return (self.scheduler, self.jobs, self.kubelet)
+        extra = (self.mpi_operator,) if self.mpi_operator is not None else ()
+        return (self.scheduler, *extra, self.jobs, self.kubelet)
 
     @property
     def port(self) -> int:
@@ -136,6 +140,8 @@ class KubeAPIServer:
         """One deterministic pass of scheduler -> job controller -> kubelet -> job controller."""
         for _ in range(times):
             self.scheduler.step()
+            if self.mpi_operator is not None:
+                self.mpi_operator.step()
             self.jobs.step()
             self.kubelet.step()
             self.jobs.step()
@@ -314,6 +320,21 @@ class KubeAPIServer:
         if scheduler and bundle in GANG_SCHEDULERS:
             self.scheduler.enable(GANG_SCHEDULERS[bundle], gang=bundle)
         return out
+
+    def install_mpi_operator(self, gang_scheduling: str | None = None,
+                             cluster_domain: str = "") -> MPIOperator:
+        """Install the MPIJob CRD and run the MPI Operator's controller (mpi_operator.py).
+
+        gang_scheduling is its --gang-scheduling flag: None (the default deployment: no
+        PodGroup), 'volcano', or a scheduler-plugins scheduler name."""
+        self.install_crd("mpijob")
+        if self.mpi_operator is not None:
+            self.mpi_operator.stop()
+        self.mpi_operator = MPIOperator(self.store, self.registry, self.objects_api, self.tick,
+                                        gang_scheduling, cluster_domain)
+        if self.controllers and self._httpd is not None:
+            self.mpi_operator.start()
+        return self.mpi_operator
 
     def enable_scheduler(self, scheduler_name: str, gang: str | None = None) -> None:
         """Also schedule pods with this schedulerName (gang: 'volcano'/'scheduler-plugins')."""
