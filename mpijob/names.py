@@ -40,6 +40,12 @@ def config(job: str) -> str:
     return f"{job}-config"
 
 
+def operator_benchmark(job: str) -> str:
+    """Operator mode's benchmark ConfigMap: `<job>-config` is the operator's own (its
+    hostfile), and it refuses to run a job whose `<job>-config` it does not control."""
+    return f"{job}-benchmark"
+
+
 def ssh_secret(job: str) -> str:
     return f"{job}-ssh"
 

@@ -86,7 +86,7 @@ def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
         meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
     volumes = [shm_volume(spec)]
     if benchmark:
-        volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name)}})
+        volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.operator_benchmark(spec.name)}})
     body = {**pod_common(spec), "containers": [container], "volumes": volumes}
     if not gang:
         body.pop("schedulerName", None)
@@ -157,7 +157,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
         objects.append({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(spec, names.config(spec.name)),
+            "metadata": metadata(spec, names.operator_benchmark(spec.name)),
             "data": {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source},
         })
     return objects

@@ -108,13 +108,19 @@ def test_operator_mode_through_the_cli(k8s):
 
 def test_operator_mode_creates_the_benchmark_configmap_the_mpijob_mounts(k8s):
     srv = k8s.server()
-    srv.install_crd("mpijob")
+    srv.install_mpi_operator()
+    srv.script_pod(r"op1-worker-\d+", exit_code=None)
     result = hvdk8s(k8s, "submit", "mpi", "--name", "op1", "--workers", "2", "--gpus", "2",
                     "--image", "img:1", "--mode", "operator")
     assert result.exit_code == 0, result.output
-    assert ("configmaps", "op1-config") in job_objects(srv, "op1")
-    owner = srv.get("configmaps", "op1-config")["metadata"]["ownerReferences"][0]
+    assert ("configmaps", "op1-benchmark") in job_objects(srv, "op1")
+    owner = srv.get("configmaps", "op1-benchmark")["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"]) == ("MPIJob", "op1")
+    # `<job>-config` is the operator's: it writes its hostfile there and starts the workers
+    # (an hvdk8s object of that name made it stop with ErrResourceExists).
+    srv.wait_for(lambda: srv.get("pods", "op1-worker-0"))
+    assert "hostfile" in srv.get("configmaps", "op1-config")["data"]
+    assert not srv.events_for("op1", reason="ErrResourceExists")
 
 
 def test_list_shows_the_rate_get_measured(k8s):
