@@ -31,7 +31,6 @@ DEFAULT_RESYNC_EVERY = 10
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 300.0
 ONCE_ATTEMPTS = 5
-API_TIMEOUT_SECONDS = 30
 
 
 def rfc3339(moment: datetime) -> str:
@@ -164,39 +163,35 @@ def run(
 
 
 # --- the Kubernetes side (imported lazily: the core of the agent is testable without it) ---
-def core_v1_api():
-    """In the cluster: the pod's service account; outside: the current kubeconfig context."""
-    import os
-
-    from kubernetes import client, config
+def node_client():
+    """The hvdk8s Kubernetes client: in the cluster the pod's service account, outside the
+    current kubeconfig context. One try per request: the agent's loop does the backoff."""
+    from launcher.backends.k8s_client import RetryPolicy, connect
 
     try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        try:
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
-        except (config.ConfigException, OSError) as exc:
-            raise UserError(f"agent: no Kubernetes credentials (in-cluster or kubeconfig): {exc}") from None
-    return client.CoreV1Api()
+        return connect(retry=RetryPolicy(tries=1))
+    except UserError as exc:
+        raise UserError(f"agent: no Kubernetes credentials (in-cluster or kubeconfig): {exc}") from None
 
 
 class NodeAnnotation:
     """Reads and merge-patches one annotation of a Node."""
 
-    def __init__(self, api, key: str = ANNOTATION_TOPOLOGY):
-        self._api = api
+    def __init__(self, client, key: str = ANNOTATION_TOPOLOGY):
+        self._client = client
         self.key = key
 
     def get(self, node: str) -> str | None:
-        obj = self._api.read_node(node, _request_timeout=API_TIMEOUT_SECONDS)
-        return (obj.metadata.annotations or {}).get(self.key)
+        from launcher.backends.k8s_client import NODE
+
+        obj = self._client.get(NODE, node)
+        if obj is None:
+            raise UserError(f"agent: node {node!r} does not exist (is NODE_NAME right?)")
+        return ((obj.get("metadata") or {}).get("annotations") or {}).get(self.key)
 
     def patch(self, node: str, value: str) -> None:
+        from launcher.backends.k8s_client import NODE
+
         # A JSON merge patch touches only this key: the node's other annotations stay.
-        self._api.patch_node(
-            node,
-            {"metadata": {"annotations": {self.key: value}}},
-            field_manager=FIELD_MANAGER,
-            _content_type="application/merge-patch+json",
-            _request_timeout=API_TIMEOUT_SECONDS,
-        )
+        self._client.patch(NODE, node, {"metadata": {"annotations": {self.key: value}}},
+                           field_manager=FIELD_MANAGER)

@@ -1,4 +1,4 @@
-"""`hvdk8s agent` end to end: fake NVML, a fake kubelet over gRPC, a fake API server over HTTP."""
+"""`hvdk8s agent` end to end: fake NVML, a fake kubelet over gRPC, the test API server over HTTP."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from launcher.cli.app import app
 from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from tests import fake_pynvml
-from tests.fake_apiserver import FakeApiServer, node
+from tests.kubeapi.server import KubeAPIServer
 from tests.test_nvml_topology import DGX1_V100_SMI, smi_rows
 from tests.test_podresources import ListPodResourcesResponse
 
@@ -50,11 +50,16 @@ def kubelet(tmp_path, nvml):
 
 @pytest.fixture
 def apiserver(tmp_path, monkeypatch):
-    with FakeApiServer() as server:
-        server.add("nodes", node("dgx-07", {"team": "vision"}))
-        monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path)))
+    with KubeAPIServer() as server:
+        server.add_node("dgx-07", annotations={"team": "vision"})
+        monkeypatch.setenv("KUBECONFIG", server.write_kubeconfig(tmp_path / "kubeconfig"))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        server.clear_requests()
         yield server
+
+
+def node_requests(server) -> list[tuple[str, str | None]]:
+    return [(r.method, r.content_type) for r in server.request_log if r.path == "/api/v1/nodes/dgx-07"]
 
 
 def test_dry_run_prints_the_annotation(kubelet):
@@ -76,29 +81,29 @@ def test_once_patches_its_node_then_leaves_it_alone(kubelet, apiserver, monkeypa
     first = runner.invoke(app, args)
 
     assert first.exit_code == 0, first.output
-    annotations = apiserver.get("nodes", "dgx-07")["metadata"]["annotations"]
+    annotations = apiserver.get("Node", "dgx-07")["metadata"]["annotations"]
     assert annotations["team"] == "vision"  # a merge patch: other annotations stay
     _, taken, meta = parse_annotation(annotations[ANNOTATION_TOPOLOGY])
     assert taken == frozenset({2, 3}) and meta["node"] == "dgx-07"
-    patches = [r for r in apiserver.requests if r[0] == "PATCH"]
-    assert [(path, ctype) for _, path, ctype, _ in patches] == [
-        ("/api/v1/nodes/dgx-07", "application/merge-patch+json")
-    ]
+    assert node_requests(apiserver) == [("GET", None), ("PATCH", "application/merge-patch+json")]
+    assert [r.query.get("fieldManager") for r in apiserver.request_log if r.method == "PATCH"] == [
+        "hvdk8s-agent"]
 
     second = runner.invoke(app, args)  # the pod restarted; nothing changed on the node
 
     assert second.exit_code == 0, second.output
-    assert [r[0] for r in apiserver.requests] == ["GET", "PATCH", "GET"]
+    assert [method for method, _ in node_requests(apiserver)] == ["GET", "PATCH", "GET"]
 
 
 def test_api_errors_are_retried(kubelet, apiserver, monkeypatch):
     monkeypatch.setattr("launcher.agent.BACKOFF_FIRST_SECONDS", 0.01)
-    apiserver.fail_next = [500]
+    apiserver.fail_next(1, status=500)
 
     result = runner.invoke(app, ["agent", "--once", "--node-name", "dgx-07", "--kubelet-socket", kubelet])
 
     assert result.exit_code == 0, result.output
-    assert ANNOTATION_TOPOLOGY in apiserver.get("nodes", "dgx-07")["metadata"]["annotations"]
+    assert ANNOTATION_TOPOLOGY in apiserver.get("Node", "dgx-07")["metadata"]["annotations"]
+    assert [method for method, _ in node_requests(apiserver)] == ["GET", "GET", "PATCH"]
 
 
 def test_without_nvml_exits_with_one_line(monkeypatch, tmp_path):

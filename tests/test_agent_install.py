@@ -13,7 +13,7 @@ from launcher import __version__
 from launcher.cli.app import app
 from mpijob import agent_manifests as am
 from mpijob.errors import SpecError
-from tests.fake_apiserver import FakeApiServer
+from tests.kubeapi.server import KubeAPIServer
 
 VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 VARIANTS = {
@@ -154,9 +154,9 @@ def test_cli_bad_options_exit_2_naming_the_option(args, option):
 
 @pytest.fixture
 def apiserver(tmp_path, monkeypatch):
-    with FakeApiServer() as server:
-        server.add("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
-        monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path)))
+    with KubeAPIServer() as server:  # kube-system exists, as in every cluster
+        monkeypatch.setenv("KUBECONFIG", server.write_kubeconfig(tmp_path / "kubeconfig"))
+        server.clear_requests()
         yield server
 
 
@@ -170,16 +170,19 @@ def test_cli_applies_then_updates(apiserver):
         "clusterrolebinding/hvdk8s-agent created",
         "daemonset/hvdk8s-agent created",
     ]
-    ds = apiserver.get("daemonsets", "hvdk8s-agent", "kube-system")
+    ds = apiserver.get("DaemonSet", "hvdk8s-agent", "kube-system")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/agent:1"
 
     second = runner.invoke(app, ["install", "agent", "--image", "reg/agent:2"])
 
     assert second.exit_code == 0, second.output
     assert all(line.endswith(" configured") for line in second.stdout.splitlines())
-    ds = apiserver.get("daemonsets", "hvdk8s-agent", "kube-system")
+    ds = apiserver.get("DaemonSet", "hvdk8s-agent", "kube-system")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/agent:2"
-    assert [v for v, *_ in apiserver.requests].count("PUT") == 4
+    applies = [r for r in apiserver.request_log if r.method == "PATCH"]
+    assert len(applies) == 8  # one server-side apply per object and run, nothing else writes
+    assert {(r.content_type, r.query.get("fieldManager")) for r in applies} == {
+        ("application/apply-patch+yaml", "hvdk8s")}
 
 
 def test_cli_refuses_a_missing_namespace(apiserver):
@@ -187,19 +190,20 @@ def test_cli_refuses_a_missing_namespace(apiserver):
 
     assert result.exit_code == 2
     assert "namespace 'gpu-tools' does not exist" in result.stderr
-    assert [v for v, *_ in apiserver.requests] == ["GET"]
+    assert [(r.method, r.path) for r in apiserver.request_log] == [
+        ("GET", "/api/v1/namespaces/gpu-tools")]
 
 
 def test_cli_context_picks_the_kubeconfig_context(apiserver, tmp_path, monkeypatch):
-    config = yaml.safe_load(open(apiserver.kubeconfig(tmp_path, context="lab")))
-    config["contexts"].append({"name": "elsewhere", "context": {"cluster": "nowhere", "user": "fake"}})
+    config = yaml.safe_load(open(apiserver.write_kubeconfig(tmp_path / "kubeconfig", context="lab")))
+    config["contexts"].append({"name": "elsewhere", "context": {"cluster": "nowhere", "user": "lab-user"}})
     config["clusters"].append({"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}})
     config["current-context"] = "elsewhere"
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
 
     result = runner.invoke(app, ["install", "agent", "--context", "lab"])
     assert result.exit_code == 0, result.output
-    assert apiserver.get("clusterroles", "hvdk8s-agent") is not None
+    assert apiserver.get("ClusterRole", "hvdk8s-agent") is not None
 
     missing = runner.invoke(app, ["install", "agent", "--context", "nope"])
     assert missing.exit_code == 2

@@ -75,6 +75,7 @@ CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
 EVENT = Kind("v1", "Event", "events")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
+NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
 VOLCANO_PODGROUP = Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
@@ -86,6 +87,10 @@ _KNOWN = {(k.api_version, k.kind): k for k in (
     SCHED_PLUGINS_PODGROUP, KUEUE_WORKLOAD,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
+    NAMESPACE,
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings",
+         namespaced=False),
 )}
 
 
@@ -410,9 +415,24 @@ class KubeClient:
                             body=obj, resource=kind.resource, namespace=ns,
                             name=obj["metadata"].get("name"))
 
-    def patch(self, kind: Kind, name: str, patch: dict, namespace: str | None = None) -> dict:
+    def apply(self, obj: dict, *, field_manager: str = "hvdk8s") -> bool:
+        """Server-side apply (create or update, taking over fields others set, as
+        `kubectl apply --server-side --force-conflicts`); True when it created the object."""
+        kind = kind_of(obj)
+        ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
+        name = obj["metadata"]["name"]
+        what = {"verb": "patch", "resource": kind.resource, "namespace": ns, "name": name}
+        # JSON is YAML, so the apply-patch+yaml body can be the object as JSON.
+        resp = self._send("PATCH", kind.path(ns, name),
+                          {"fieldManager": field_manager, "force": "true"}, obj,
+                          "application/apply-patch+yaml", REQUEST_TIMEOUT, what)
+        return resp.status == 201
+
+    def patch(self, kind: Kind, name: str, patch: dict, namespace: str | None = None, *,
+              field_manager: str | None = None) -> dict:
         ns = self._ns(kind, namespace)
         return self.request("PATCH", kind.path(ns, name), body=patch,
+                            query={"fieldManager": field_manager},
                             content_type="application/merge-patch+json",
                             resource=kind.resource, namespace=ns, name=name)
 

@@ -62,7 +62,7 @@ def agent(
         agent_loop.run(printer, interval=interval, once=True)
         return
 
-    node_annotation = agent_loop.NodeAnnotation(agent_loop.core_v1_api())
+    node_annotation = agent_loop.NodeAnnotation(agent_loop.node_client())
     worker = agent_loop.TopologyAgent(
         node_name,
         read_inventory=lambda: collect(nvml),

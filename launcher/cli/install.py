@@ -70,69 +70,28 @@ def install_agent(
 
 
 def apply_manifests(manifests: list[dict], *, namespace: str, context: str | None) -> list[str]:
-    """Create each object, or replace it when it exists; kubectl-like result lines."""
-    import os
-
-    from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
+    """Server-side apply each object through the one client; kubectl-like result lines."""
+    from launcher.backends.k8s_client import NAMESPACE, ApiError, connect, kind_of
 
     try:
-        # KUBECONFIG read now: the client reads it once, when first imported.
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context)
-    except (config.ConfigException, OSError) as exc:
+        client = connect(context, namespace)
+    except UserError as exc:
         if context:
-            raise UsageError(f"--context: cannot use kubeconfig context {context!r}: {exc}") from None
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            raise UserError(f"no usable kubeconfig or in-cluster credentials: {exc}") from None
-    api_client = client.ApiClient()
-    core = client.CoreV1Api(api_client)
-    rbac = client.RbacAuthorizationV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-
+            raise UsageError(f"--context: {exc}") from None
+        raise
     try:
-        core.read_namespace(namespace)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise UsageError(
-                f"-n/--namespace: namespace {namespace!r} does not exist; create it or pick another"
-            ) from None
-        raise UserError(f"cannot read namespace {namespace!r}: {exc.status} {exc.reason}") from None
-
-    # kind -> (create, replace), each called with (name, body).
-    verbs = {
-        "ServiceAccount": (
-            lambda name, body: core.create_namespaced_service_account(namespace, body),
-            lambda name, body: core.replace_namespaced_service_account(name, namespace, body),
-        ),
-        "ClusterRole": (
-            lambda name, body: rbac.create_cluster_role(body),
-            lambda name, body: rbac.replace_cluster_role(name, body),
-        ),
-        "ClusterRoleBinding": (
-            lambda name, body: rbac.create_cluster_role_binding(body),
-            lambda name, body: rbac.replace_cluster_role_binding(name, body),
-        ),
-        "DaemonSet": (
-            lambda name, body: apps.create_namespaced_daemon_set(namespace, body),
-            lambda name, body: apps.replace_namespaced_daemon_set(name, namespace, body),
-        ),
-    }
+        exists = client.get(NAMESPACE, namespace) is not None
+    except ApiError as exc:
+        raise exc.user_error() from None
+    if not exists:
+        raise UsageError(
+            f"-n/--namespace: namespace {namespace!r} does not exist; create it or pick another")
     lines = []
     for body in manifests:
-        kind, name = body["kind"], body["metadata"]["name"]
-        create, replace = verbs[kind]
-        ref = f"{kind.lower()}/{name}"
+        ref = f"{kind_of(body).kind.lower()}/{body['metadata']['name']}"
         try:
-            create(name, body)
-            lines.append(f"{ref} created")
-        except ApiException as exc:
-            if exc.status != 409:
-                raise UserError(f"cannot create {ref}: {exc.status} {exc.reason}") from None
-            try:
-                replace(name, body)
-            except ApiException as again:
-                raise UserError(f"cannot replace {ref}: {again.status} {again.reason}") from None
-            lines.append(f"{ref} configured")
+            created = client.apply(body)  # the manifests carry their namespace
+        except ApiError as exc:
+            raise exc.user_error() from None
+        lines.append(f"{ref} {'created' if created else 'configured'}")
     return lines

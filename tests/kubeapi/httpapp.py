@@ -20,6 +20,7 @@ class Request(NamedTuple):
     method: str
     path: str
     query: dict
+    content_type: str | None = None
 
 
 _HEALTH = ("/healthz", "/livez", "/readyz")
@@ -73,7 +74,7 @@ class App:
         path = url.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         with srv._log_lock:
-            srv.request_log.append(Request(method, path, query))
+            srv.request_log.append(Request(method, path, query, h.headers.get("Content-Type")))
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
         fault = srv.faults.take(method, path)

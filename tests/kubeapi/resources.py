@@ -107,6 +107,7 @@ BUILTIN: list[ResourceType] = [
     _core("events", "Event", True, ("ev",)),
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
     ResourceType("batch", "v1", "jobs", "Job", subresources=("status",)),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", subresources=("status",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
