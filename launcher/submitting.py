@@ -225,6 +225,10 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         backend = make_backend(backend_name, context=request.context,
                                namespace=request.options.get("namespace"))
     gang = _resolve_gang(request, backend if not client_dry_run else None)
+    from mpijob.gang import refusal
+
+    if (why := refusal(gang, request.mode)) is not None:
+        raise UsageError(why)
     if request.gang and backend is not None and backend.name == "local":
         note("local backend: --gang has no effect (all ranks start together on this machine)")
     options = dict(request.options)

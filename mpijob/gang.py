@@ -21,6 +21,43 @@ KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 
 
+# Why Kueue cannot gang-schedule built-in mode's pods (cited in tests/kubeapi/kueue.py):
+# - its `pod` integration is off in the default configuration before v0.16
+#   (config/components/manager/controller_manager_config.yaml, kueue commit 42eb7ddf),
+#   and with it off the queue labels on bare pods are ignored: no gang at all;
+# - with it on, pods of a group whose specs differ in affinity or resources become separate
+#   PodSets (pkg/util/pod/pod.go GenerateRoleHash/SpecShape), one per planned node here, and
+#   a Workload holds at most 8 PodSets (apis/kueue/v1beta1/workload_types.go MaxItems=8).
+KUEUE_PODS_REFUSED = (
+    "--gang-scheduler kueue does not gang-schedule built-in mode's pods (Kueue ignores bare "
+    "pods unless its `pod` integration is on, off by default before v0.16, and splits "
+    "per-node worker pods into separate PodSets, at most 8 per Workload); use --mode "
+    "operator, which Kueue admits whole through its MPIJob integration")
+
+# README "Gang scheduling by mode": what `--gang` gets for each (mode, gang scheduler).
+SUPPORT = {
+    ("pods", "none"): "hvdk8s's own all-or-nothing check: re-checked capacity, rollback "
+                      "if not every worker is scheduled within --schedule-timeout",
+    ("pods", "volcano"): "gang-scheduled by Volcano (PodGroup, minMember)",
+    ("pods", "scheduler-plugins"): "gang-scheduled by coscheduling (PodGroup, minMember)",
+    ("pods", "kueue"): "refused: " + KUEUE_PODS_REFUSED,
+    ("operator", "none"): "hvdk8s's own all-or-nothing check on the operator's workers",
+    ("operator", "volcano"): "gang-scheduled by Volcano when the MPI Operator runs with "
+                             "--gang-scheduling=volcano (it makes the PodGroup)",
+    ("operator", "scheduler-plugins"): "gang-scheduled by coscheduling when the MPI Operator "
+                                       "runs with --gang-scheduling=<scheduler name>",
+    ("operator", "kueue"): "gang-admitted by Kueue's MPIJob integration (one Workload, "
+                           "suspended until admitted)",
+}
+
+
+def refusal(gang: str, mode: str) -> str | None:
+    """Why this (gang scheduler, mode) pair cannot be gang-scheduled for real, else None."""
+    if gang == "kueue" and mode == "pods":
+        return KUEUE_PODS_REFUSED
+    return None
+
+
 def gang_pod_metadata(spec: JobSpec, pod_count: int) -> dict:
     """Labels and annotations that tie each worker pod to its gang."""
     group = names.pod_group(spec.name)

@@ -501,16 +501,17 @@ def test_follow_reopens_the_stream_when_the_container_restarts(k8s):
     assert list(backend.logs("crash", previous=True)) == ["attempt 1"]
 
 
-def test_kueue_gang_uses_the_queue_and_starts(k8s):
+def test_kueue_gang_in_built_in_mode_is_refused_before_anything_is_created(k8s):
     srv = k8s.server()
     srv.install_group("kueue")
     backend = k8s.backend()
     assert backend.detect_gang_scheduler() == "kueue"
     spec = make_spec(k8s, workers=2, gpus_per_worker=1, gang="kueue", queue="team-a")
-    result = backend.submit(spec, plan(backend, spec), schedule_timeout=20)
-    assert "launcher started" in result.message
-    workers = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
-    assert {p["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for p in workers} == {"team-a"}
+    before = posts(srv)
+    with pytest.raises(UsageError, match=r"kueue does not gang-schedule built-in mode.*"
+                                         r"use --mode operator"):
+        backend.submit(spec, plan(backend, spec), schedule_timeout=20)
+    assert posts(srv) == before and leftovers(srv, "vgg16") == []
 
 
 def test_logs_of_a_pod_that_cannot_start_say_why(k8s):

@@ -306,3 +306,16 @@ def test_root_kubeconfig_option_selects_the_cluster(kube_server, kubeconfig, mon
     assert {"gpu-node-0", "gpu-node-1"} <= {n["node"] for n in nodes}
     missing = runner.invoke(app, ["--kubeconfig", str(tmp_path / "nope"), "list"])
     assert missing.exit_code == 2 and "--kubeconfig" in missing.stderr
+
+
+def test_kueue_with_built_in_mode_is_refused_with_the_command_that_works(k8s):
+    srv = k8s.server()
+    srv.install_group("kueue")
+    before = srv.count_requests("POST")
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "kq", "--workers", "2", "--gpus", "1",
+                    "--gang", "--queue", "team-a", "--image", "img:1", "python", "train.py")
+    assert result.exit_code == 2
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "use --mode operator" in error[0]
+    assert "Traceback" not in result.output
+    assert srv.count_requests("POST") == before and job_objects(srv, "kq") == []

@@ -168,6 +168,10 @@ class KubernetesBackend:
         if mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
         gang = spec.gang if spec.gang != "none" else None
+        from mpijob.gang import refusal
+
+        if (why := refusal(spec.gang, mode)) is not None:
+            raise UsageError(why)
         if gang:
             self._require_gang(gang)
         self._refuse_existing(spec.name, ns)
