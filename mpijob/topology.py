@@ -205,7 +205,32 @@ def parse_topo_matrix(text: str) -> Topology:
     lines = [_clean(raw) for raw in text.split("\n")]
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no line of its own
+    header = _parse_header(lines)
+    rows, nic_legend = _parse_rows(lines, header)
+    return _assemble(header, rows, nic_legend)
 
+
+@dataclass(frozen=True)
+class _Header:
+    at: int  # index of the header line
+    affinity_cols: list[str]
+    gpu_cols: list[str]
+    nic_cols: list[str]
+
+    @property
+    def width(self) -> int:
+        return len(self.gpu_cols) + len(self.nic_cols)
+
+
+@dataclass(frozen=True)
+class _GpuRow:
+    codes: list[str]  # one link code per device column
+    tail: list[str]  # the affinity cells after the codes
+    lineno: int
+
+
+def _parse_header(lines: list[str]) -> _Header:
+    """The column line (GPU0 GPU1 ... NIC0 ... CPU Affinity ...), checked for order."""
     header_at = None
     columns: list[str] = []
     for idx, line in enumerate(lines):
@@ -228,7 +253,6 @@ def parse_topo_matrix(text: str) -> Topology:
             "(the first line of `nvidia-smi topo -m` output)",
             first + 1,
         )
-
     affinity_cols = [c for c in columns if c in _AFFINITY_COLUMNS]
     device_cols = [c for c in columns if c not in _AFFINITY_COLUMNS]
     gpu_cols = [c for c in device_cols if _GPU_NAME.match(c)]
@@ -238,14 +262,17 @@ def parse_topo_matrix(text: str) -> Topology:
             f"header columns must start GPU0..GPU{n - 1} in order, got {' '.join(device_cols)}",
             header_at + 1,
         )
-    nic_cols = device_cols[n:]
-    width = len(device_cols)
+    return _Header(header_at, affinity_cols, gpu_cols, device_cols[n:])
 
-    gpu_rows: dict[int, tuple[list[str], list[str], int]] = {}
+
+def _parse_rows(lines: list[str], header: _Header) -> tuple[dict[int, _GpuRow], dict[str, str]]:
+    """The GPU rows by index (NIC rows are checked, not kept) and the NIC legend."""
+    n = len(header.gpu_cols)
+    gpu_rows: dict[int, _GpuRow] = {}
     nic_legend: dict[str, str] = {}
     section = "matrix"
-    last_row_line = header_at + 1  # where the matrix ends, for a missing row
-    for idx in range(header_at + 1, len(lines)):
+    last_row_line = header.at + 1  # where the matrix ends, for a missing row
+    for idx in range(header.at + 1, len(lines)):
         line = lines[idx]
         lineno = idx + 1
         stripped = line.strip()
@@ -264,58 +291,68 @@ def parse_topo_matrix(text: str) -> Topology:
             continue
         if section == "legend":
             continue
-        tokens = stripped.split()
-        label = tokens[0]
-        gm = _GPU_NAME.match(label)
-        if not gm and label not in nic_cols:
-            raise TopologyParseError(
-                f"expected a matrix row starting with GPU<n> or one of the NIC columns "
-                f"({', '.join(nic_cols) or 'none in the header'}), got {label!r}",
-                lineno,
-            )
-        codes: list[str] = []
-        rest = tokens[1:]
-        while rest and len(codes) < width:
-            split = _split_codes(rest[0])
-            if split is None:
-                break
-            codes.extend(split)
-            rest = rest[1:]
-        if len(codes) != width:
-            found = f"; first unexpected cell: {rest[0]!r}" if rest else ""
-            raise TopologyParseError(
-                f"row {label} has {len(codes)} link codes where the header has {width} device "
-                f"columns (codes are X, NV#, PIX, PXB, PHB, NODE, SYS or SOC){found}",
-                lineno,
-            )
+        label, codes, rest = _parse_row(stripped, header, lineno)
         last_row_line = lineno
+        gm = _GPU_NAME.match(label)
         if gm:
             index = int(gm.group(1))
             if index >= n:
                 raise TopologyParseError(f"row {label} but the header names only GPU0..GPU{n - 1}", lineno)
             if index in gpu_rows:
                 raise TopologyParseError(f"row {label} appears twice", lineno)
-            gpu_rows[index] = (codes, rest, lineno)
-
+            gpu_rows[index] = _GpuRow(codes, rest, lineno)
     missing = [f"GPU{i}" for i in range(n) if i not in gpu_rows]
     if missing:
         raise TopologyParseError(f"no row for {', '.join(missing)}", last_row_line)
+    return gpu_rows, nic_legend
 
+
+def _parse_row(stripped: str, header: _Header, lineno: int) -> tuple[str, list[str], list[str]]:
+    """One matrix row: its label, exactly `width` link codes, and the cells after them."""
+    tokens = stripped.split()
+    label = tokens[0]
+    if not _GPU_NAME.match(label) and label not in header.nic_cols:
+        raise TopologyParseError(
+            f"expected a matrix row starting with GPU<n> or one of the NIC columns "
+            f"({', '.join(header.nic_cols) or 'none in the header'}), got {label!r}",
+            lineno,
+        )
+    codes: list[str] = []
+    rest = tokens[1:]
+    while rest and len(codes) < header.width:
+        split = _split_codes(rest[0])
+        if split is None:
+            break
+        codes.extend(split)
+        rest = rest[1:]
+    if len(codes) != header.width:
+        found = f"; first unexpected cell: {rest[0]!r}" if rest else ""
+        raise TopologyParseError(
+            f"row {label} has {len(codes)} link codes where the header has {header.width} device "
+            f"columns (codes are X, NV#, PIX, PXB, PHB, NODE, SYS or SOC){found}",
+            lineno,
+        )
+    return label, codes, rest
+
+
+def _assemble(header: _Header, gpu_rows: dict[int, _GpuRow], nic_legend: dict[str, str]) -> Topology:
+    """The Topology of the parsed rows, after checking the GPU-GPU block is a proper matrix."""
+    n = len(header.gpu_cols)
     links = []
     cpu_affinity: list[str | None] = []
     numa: list[int | None] = []
     gpu_nic_links = []
     for i in range(n):
-        codes, tail, lineno = gpu_rows[i]
+        row_of_i = gpu_rows[i]
         try:
-            row = tuple(normalize(c) for c in codes[:n])
+            row = tuple(normalize(c) for c in row_of_i.codes[:n])
         except LinkCodeError as exc:  # pragma: no cover - the regex admits only codes
-            raise TopologyParseError(str(exc), lineno) from None
+            raise TopologyParseError(str(exc), row_of_i.lineno) from None
         if row[i] != SELF:
-            raise TopologyParseError(f"GPU{i}'s own cell is {row[i]}, expected X", lineno)
+            raise TopologyParseError(f"GPU{i}'s own cell is {row[i]}, expected X", row_of_i.lineno)
         links.append(row)
-        gpu_nic_links.append(tuple(normalize(c) for c in codes[n:]))
-        values = dict(zip(affinity_cols, tail, strict=False))
+        gpu_nic_links.append(tuple(normalize(c) for c in row_of_i.codes[n:]))
+        values = dict(zip(header.affinity_cols, row_of_i.tail, strict=False))
         cpu_affinity.append(_na(values.get("CPU Affinity")))
         numa.append(_optional_int(_na(values.get("NUMA Affinity"))))
     for i in range(n):
@@ -324,18 +361,17 @@ def parse_topo_matrix(text: str) -> Topology:
                 raise TopologyParseError(
                     f"matrix is not symmetric: GPU{i}->GPU{j} is {links[i][j]} but "
                     f"GPU{j}->GPU{i} is {links[j][i]}",
-                    gpu_rows[j][2],
+                    gpu_rows[j].lineno,
                 )
             if links[i][j] == SELF:
-                raise TopologyParseError(f"X between GPU{i} and GPU{j} off the diagonal", gpu_rows[i][2])
-
-    nics = tuple(nic_legend.get(c, c) for c in nic_cols)
+                raise TopologyParseError(f"X between GPU{i} and GPU{j} off the diagonal",
+                                         gpu_rows[i].lineno)
     return Topology(
         links=tuple(links),
-        cpu_affinity=tuple(cpu_affinity) if affinity_cols else (),
-        numa=tuple(numa) if "NUMA Affinity" in affinity_cols else (),
-        nics=nics,
-        gpu_nic_links=tuple(gpu_nic_links) if nic_cols else (),
+        cpu_affinity=tuple(cpu_affinity) if header.affinity_cols else (),
+        numa=tuple(numa) if "NUMA Affinity" in header.affinity_cols else (),
+        nics=tuple(nic_legend.get(c, c) for c in header.nic_cols),
+        gpu_nic_links=tuple(gpu_nic_links) if header.nic_cols else (),
     )
 
 
