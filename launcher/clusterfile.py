@@ -17,6 +17,11 @@
         memory: 256Gi                # free memory
         pcie_gen: 3
         ready: true
+        network: {zone: z1, block: b1, rack: r1, oversubscription: 3, scheduler: kueue}
+                                     # where it sits (mpijob.network); default: from the
+                                     # labels by the keys of network_labels
+    network_labels: {rack: example.com/tor}   # optional: label keys per level (zone, block,
+                                              # rack); the Kueue/Topograph conventions by default
     generate:            # optional: synthetic nodes for large clusters (one block or a list)
       count: 2000
       prefix: node-               # names node-0001 ... (zero-padded to the count)
@@ -40,7 +45,7 @@ from launcher.errors import UsageError
 
 _NODE_KEYS = {
     "name", "gpus", "topology", "allocated", "gpu_model", "network_gbps", "labels", "taints",
-    "cpu", "memory", "pcie_gen", "ready",
+    "cpu", "memory", "pcie_gen", "ready", "network",
 }
 _GENERATE_KEYS = {"count", "prefix", "allocated_fraction", "seed", "start"}
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -93,10 +98,10 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
         data = {"nodes": data}
     if not isinstance(data, dict):
         raise UsageError(f"{source}: expected a mapping with a 'nodes' list (see `hvdk8s plan --help`)")
-    unknown = set(data) - {"nodes", "defaults", "generate"}
+    unknown = set(data) - {"nodes", "defaults", "generate", "network_labels"}
     if unknown:
         raise UsageError(f"{source}: unknown top-level {_keys(unknown)}; "
-                         "expected nodes, defaults, generate")
+                         "expected nodes, defaults, generate, network_labels")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise UsageError(f"{source}: defaults: expected a mapping of node keys")
@@ -104,7 +109,7 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
     raw_nodes = data.get("nodes") or []
     if not isinstance(raw_nodes, list):
         raise UsageError(f"{source}: nodes: expected a list of nodes")
-    builder = _Builder(source)
+    builder = _Builder(source, _network_labels(data.get("network_labels"), source))
     nodes = []
     for i, raw in enumerate(raw_nodes):
         if not isinstance(raw, dict):
@@ -112,6 +117,8 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
         merged = {**defaults, **raw}
         if isinstance(defaults.get("labels"), dict) and isinstance(raw.get("labels"), dict):
             merged["labels"] = {**defaults["labels"], **raw["labels"]}
+        if isinstance(defaults.get("network"), dict) and isinstance(raw.get("network"), dict):
+            merged["network"] = {**defaults["network"], **raw["network"]}
         nodes.append(builder.node(merged, f"nodes[{i}]"))
     generate = data.get("generate")
     for spec in generate if isinstance(generate, list) else ([generate] if generate is not None else []):
@@ -167,9 +174,29 @@ def _generate(spec: Any, defaults: dict, builder: _Builder) -> list:
     return out
 
 
+def _network_labels(value: Any, source: Path):
+    from mpijob.network import DEFAULT_LABEL_KEYS, LEVELS, LabelKeys
+
+    if value is None:
+        return DEFAULT_LABEL_KEYS
+    if not isinstance(value, dict) or set(value) - set(LEVELS):
+        raise UsageError(f"{source}: network_labels: expected a mapping of {', '.join(LEVELS)} "
+                         "to a label key (or a list of keys)")
+    given = {}
+    for level, keys in value.items():
+        keys = [keys] if isinstance(keys, str) else keys
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys):
+            raise UsageError(f"{source}: network_labels: {level}: expected a label key or a list of keys")
+        given[level] = tuple(keys)
+    return LabelKeys(**{**DEFAULT_LABEL_KEYS.__dict__, **given})
+
+
 class _Builder:
-    def __init__(self, source: Path):
+    def __init__(self, source: Path, label_keys=None):
+        from mpijob.network import DEFAULT_LABEL_KEYS
+
         self.source = source
+        self.label_keys = label_keys or DEFAULT_LABEL_KEYS
         self._files: dict[Path, Any] = {}
         self._matrices: dict[tuple, Any] = {}
 
@@ -237,7 +264,34 @@ class _Builder:
             free_memory=_quantity(raw.get("memory"), "memory"),
             ready=ready,
             pcie_gen=pcie_gen,
+            network=self._network(raw.get("network"), labels),
         )
+
+    def _network(self, value: Any, labels: dict):
+        from mpijob.network import DEFAULT_OVERSUBSCRIPTION, NetworkPosition, position_from_labels
+
+        if value is None:
+            return position_from_labels(labels, self.label_keys)
+        if not isinstance(value, dict) or set(value) - {"zone", "block", "rack", "oversubscription", "scheduler"}:
+            raise _Problem("network: expected a mapping with zone, block, rack, oversubscription, scheduler")
+        scheduler = value.get("scheduler")
+        if scheduler not in (None, "kueue", "volcano"):
+            raise _Problem(f"network: scheduler: expected kueue or volcano (which gang scheduler "
+                           f"knows these levels), got {scheduler!r}")
+        from_labels = position_from_labels(labels, self.label_keys)
+        levels = {}
+        for level in ("zone", "block", "rack"):
+            v = value.get(level, getattr(from_labels, level))
+            if v is not None and (isinstance(v, bool | dict | list) or v == ""):
+                raise _Problem(f"network: {level}: expected a name, got {v!r}")
+            levels[level] = None if v is None else str(v)
+        over = value.get("oversubscription", DEFAULT_OVERSUBSCRIPTION)
+        if not isinstance(over, int | float) or isinstance(over, bool) or over < 1:
+            raise _Problem("network: oversubscription: expected a number of at least 1 "
+                           f"(server bandwidth : uplink bandwidth of the rack's switch), got {over!r}")
+        labelled = {f"{lv}_label": getattr(from_labels, f"{lv}_label") for lv in ("rack", "block")
+                    if levels[lv] == getattr(from_labels, lv)}
+        return NetworkPosition(**levels, oversubscription=float(over), scheduler=scheduler, **labelled)
 
     def _topology(self, value: Any, gpus: int | None, product: str | None):
         from mpijob.presets import preset, preset_for

@@ -83,6 +83,7 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
             launcher_cpu=o.get("launcher_cpu", "1"), launcher_memory=o.get("launcher_memory", "1Gi"),
             scheduler_name=o.get("scheduler_name"),
             placement_policy=o.get("placement", "topology"),
+            cross_zone=bool(o.get("cross_zone", False)),
             benchmark=dict(model=o.get("model", "resnet50"), batch_size=o.get("batch_size", 64),
                            num_batches=o.get("num_batches", 100),
                            num_warmup_batches=o.get("num_warmup_batches", 10),

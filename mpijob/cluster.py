@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mpijob.network import UNKNOWN, NetworkPosition
 from mpijob.topology import Topology
 
 DEFAULT_NETWORK_GBPS = 10.0
@@ -35,6 +36,8 @@ class Node:
     free_memory: float | None = None
     ready: bool = True
     pcie_gen: int = 3
+    # Zone, block and rack (mpijob.network); unknown by default.
+    network: NetworkPosition = UNKNOWN
 
     @property
     def free_gpus(self) -> tuple[int, ...]:

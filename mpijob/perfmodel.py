@@ -337,6 +337,28 @@ def _nic_link(node: Node, transport: str, assumptions: Assumptions) -> _Link:
                       f"{node.name} ({gbs:.2f} GB/s effective)", "net")
 
 
+def _uplink_links(nodes: Sequence[Node], transport: str, assumptions: Assumptions,
+                  notes: list[str]) -> list[_Link]:
+    """Nodes in several racks: the ring crosses each rack's oversubscribed uplinks to the
+    spine, where a node gets its NIC / oversubscription (mpijob.network)."""
+    from mpijob.network import span
+
+    where = span([(n.name, n.network) for n in nodes])
+    if where["racks"] < 2 or not any(n.network.known for n in nodes):
+        return []
+    notes.append(f"the job's nodes are in {where['racks']} racks"
+                 + (f" of {where['blocks']} blocks" if where["blocks"] > 1 else "")
+                 + ": traffic between racks crosses oversubscribed leaf uplinks")
+    out = []
+    for node in nodes:
+        nic = _nic_link(node, transport, assumptions)
+        over = node.network.oversubscription
+        gbs = nic.gbs / over
+        out.append(_Link(gbs, f"inter-rack: uplink of {node.network.describe()} ({over:g}:1 "
+                              f"oversubscribed; {gbs:.2f} GB/s per node of {node.name})", "net"))
+    return out
+
+
 def _shm_link(node: Node) -> _Link:
     gbs = links.bandwidth_gbs(BETWEEN_PODS_LINK, pcie_gen=node.pcie_gen)
     return _Link(gbs, f"pod-to-pod through host memory on {node.name} ({gbs:g} GB/s; "
@@ -452,6 +474,7 @@ def _allreduce(pods: Sequence[tuple[Node, tuple[int, ...]]], grad_bytes: int,
     if len(nodes) > 1:
         transport = _transport(nodes, assumptions)
         between.extend(_nic_link(node, transport, assumptions) for node in nodes)
+        between.extend(_uplink_links(nodes, transport, assumptions, notes))
     if any(len(group) > 1 and any(len(g) == 1 for _, g in group) for group in groups):
         notes.append("pods of this job share a node: they cannot use NVLink/P2P with each other "
                      "(each container sees only its own GPUs), so NCCL goes through host memory")

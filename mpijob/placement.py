@@ -52,6 +52,8 @@ class PlacementRequest:
     tolerations: tuple[Toleration, ...] = ()
     cpu_per_worker: float | None = None  # cores
     memory_per_worker: float | None = None  # bytes
+    # Allow one job's nodes in several zones (mpijob.placement_network).
+    cross_zone: bool = False
 
     @classmethod
     def from_spec(cls, spec: JobSpec) -> PlacementRequest:
@@ -64,6 +66,7 @@ class PlacementRequest:
             tolerations=tuple(spec.tolerations),
             cpu_per_worker=float(parse_quantity(spec.cpu)) if spec.cpu else None,
             memory_per_worker=float(parse_quantity(spec.memory)) if spec.memory else None,
+            cross_zone=spec.cross_zone,
         )
 
     @property
@@ -85,6 +88,8 @@ class Placement:
     assignments: tuple[NodeAssignment, ...] = ()
     reason: str | None = None
     explanation: tuple[str, ...] = ()
+    # The one rack or block holding every node, for gang schedulers (mpijob.network).
+    network_domain: object = None
 
     @property
     def nodes_used(self) -> int:
@@ -389,12 +394,20 @@ def _neg(q) -> tuple:
 
 
 def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Placement:
+    from mpijob.placement_network import narrow
+
     w, g = request.workers, request.gpus_per_worker
-    cands = screen.candidates
-    raw_caps = [c.cap for c in cands]
-    m = _min_nodes(raw_caps, w)
+    eligible = len(screen.candidates)
+    # The fewest nodes, in one zone, under the fewest racks: the candidates left are the
+    # network domain the rules below choose in.
+    narrowed = narrow(screen.candidates, w, cross_zone=request.cross_zone)
+    cands = narrowed.candidates
+    m = narrowed.nodes
     if m is None:
-        return Placement(False, policy, reason=_why_not(screen, request),
+        reason = _why_not(screen, request)
+        if narrowed.reason:
+            reason += f"; {narrowed.reason}"
+        return Placement(False, policy, reason=reason,
                          explanation=(f"policy {policy}: cannot fit",))
     notes = []
     if policy == "topology" and g:
@@ -437,13 +450,16 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
             gpus = indices_of(c.free_mask)[: k * g]
         assignments.append(NodeAssignment(c.name, gpus, k))
         notes.append(_describe(c, gpus, k, g, policy))
-    idle_left = sum(1 for c in cands if c.idle) - sum(1 for c, _ in picks if c.idle)
+    idle_left = sum(1 for c in screen.candidates if c.idle) - sum(1 for c, _ in picks if c.idle)
     head = [_policy_line(policy, g),
-            f"{_eligible(len(cands), screen.total)}; fewest nodes that hold "
-            f"{plural(w, 'worker')}: {m}"]
+            f"{_eligible(eligible, screen.total)}; fewest nodes that hold "
+            f"{plural(w, 'worker')}: {m}", *narrowed.notes]
     if g and idle_left and any(not c.idle for c, _ in picks):
         head.append(f"{plural(idle_left, 'idle node')} left whole for larger jobs")
-    return Placement(True, policy, tuple(assignments), None, tuple(head + notes))
+    from mpijob.network import domain_of
+
+    domain = domain_of([c.node.network for c, _ in picks]) if len(picks) > 1 else None
+    return Placement(True, policy, tuple(assignments), None, tuple(head + notes), domain)
 
 
 def _policy_line(policy: str, g: int) -> str:

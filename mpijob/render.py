@@ -88,6 +88,9 @@ def render(
         objects = render_operator(spec, placement, benchmark_source, prediction)
     else:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    from mpijob.render_network import apply_network_topology
+
+    objects = apply_network_topology(objects, spec, placement)
     return with_owner(objects, root_uid) if root_uid else objects
 
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from mpijob import names
 from mpijob.errors import SpecError
@@ -95,6 +103,9 @@ class RunPolicy(BaseModel):
     active_deadline_seconds: int | None = Field(None, ge=1)
 
 
+_OMIT_AT_DEFAULT = ("cross_zone",)
+
+
 class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -128,6 +139,18 @@ class JobSpec(BaseModel):
     launcher_cpu: str = "1"
     launcher_memory: str = "1Gi"
     placement_policy: PlacementPolicy = "topology"
+    # Let placement put one job's nodes in several zones (mpijob.placement_network).
+    cross_zone: bool = False
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        # Optional fields added later are left out at their default, so recorded specs
+        # (annotations, golden files) stay as they were for jobs that do not use them.
+        data = handler(self)
+        for key in _OMIT_AT_DEFAULT:
+            if data.get(key) is False:
+                del data[key]
+        return data
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
     ssh_port: int = Field(2222, ge=1, le=65535)
 

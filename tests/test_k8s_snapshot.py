@@ -118,7 +118,7 @@ def test_extended_resource_request_defaults_to_its_limit():
     assert pod_requests(pod("p", "n0", 4))["nvidia.com/gpu"] == 4
 
 
-def test_live_snapshot_is_two_list_calls(k8s):
+def test_live_snapshot_is_two_list_calls_and_one_discovery(k8s):
     srv = k8s.server()
     srv.create({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "hog", "namespace": "default"},
@@ -126,7 +126,8 @@ def test_live_snapshot_is_two_list_calls(k8s):
                     {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
     srv.clear_requests()
     snap = k8s.backend().snapshot()
-    assert [r.path for r in srv.request_log] == ["/api/v1/nodes", "/api/v1/pods"]
+    # /apis tells whether optional add-ons (Volcano HyperNodes) are there to list.
+    assert [r.path for r in srv.request_log] == ["/api/v1/nodes", "/api/v1/pods", "/apis"]
     assert srv.request_log[1].query["fieldSelector"] == ("status.phase!=Succeeded,"
                                                          "status.phase!=Failed")
     assert snap.cluster.node("gpu-node-1").free_gpus == ()

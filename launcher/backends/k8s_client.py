@@ -81,6 +81,9 @@ MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
 VOLCANO_PODGROUP = Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
 SCHED_PLUGINS_PODGROUP = Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
 KUEUE_WORKLOAD = Kind("kueue.x-k8s.io/v1beta1", "Workload", "workloads")
+HYPERNODE = Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
+KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", namespaced=False),
+                    Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
 
 _KNOWN = {(k.api_version, k.kind): k for k in (
     POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, VOLCANO_PODGROUP,

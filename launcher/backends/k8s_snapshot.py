@@ -162,9 +162,34 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
 
 
 # --- the snapshot -----------------------------------------------------------------------------
-def build_snapshot(nodes: list[dict], pods: list[dict]) -> Snapshot:
-    """Pure: Node/Pod dicts as the API returns them -> Snapshot."""
+def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
+               kueue_topologies: list[dict] | None = None) -> dict:
+    """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
+    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.render_network)."""
+    from dataclasses import replace
+
+    from mpijob.hypernodes import positions as hypernode_positions
+    from mpijob.network import DEFAULT_LABEL_KEYS, position_from_labels
+
+    labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
+    out = {name: position_from_labels(labels, label_keys or DEFAULT_LABEL_KEYS)
+           for name, labels in labels_of.items()}
+    kueue_levels = {level.get("nodeLabel") for t in kueue_topologies or []
+                    for level in (t.get("spec") or {}).get("levels") or []}
+    for name, pos in out.items():
+        if pos.rack_label in kueue_levels or pos.block_label in kueue_levels:
+            out[name] = replace(pos, scheduler="kueue")
+    for name, where in hypernode_positions(hypernodes or [], labels_of).items():
+        out[name] = replace(out[name], rack=where["rack"], block=where["block"] or out[name].block,
+                            rack_label=None, block_label=None, scheduler="volcano")
+    return out
+
+
+def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] | None = None,
+                   label_keys=None, kueue_topologies: list[dict] | None = None) -> Snapshot:
+    """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
+    network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
     usage_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
@@ -200,6 +225,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict]) -> Snapshot:
             gpu_model=labels.get(LABEL_GPU_PRODUCT) or meta.get("gpu_model") or "unknown",
             network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
+            network=network[name],
         ))
     return Snapshot(Cluster(tuple(out_nodes)), tuple(usages), tuple(notes), measured)
 
@@ -263,10 +289,53 @@ def _usage(pod: dict, node: str, count: int, indices: tuple[int, ...]) -> PodUsa
                     phase=(pod.get("status") or {}).get("phase"))
 
 
-def take_snapshot(client) -> Snapshot:
-    """Two list calls: every node, and every live pod in every namespace."""
-    from launcher.backends.k8s_client import NODE, POD
+NETWORK_LABELS_ENV = "HVDK8S_NETWORK_LABELS"
 
+
+def network_label_keys():
+    """The label keys of $HVDK8S_NETWORK_LABELS ('rack=KEY,block=KEY,zone=KEY'), else the
+    defaults (mpijob.network)."""
+    import os
+
+    from launcher.errors import UsageError
+    from mpijob.network import DEFAULT_LABEL_KEYS, parse_label_keys
+
+    text = os.environ.get(NETWORK_LABELS_ENV, "").strip()
+    if not text:
+        return DEFAULT_LABEL_KEYS
+    try:
+        return parse_label_keys(text)
+    except ValueError as exc:
+        raise UsageError(f"${NETWORK_LABELS_ENV}: {exc}") from None
+
+
+def take_snapshot(client) -> Snapshot:
+    """Two list calls: every node, and every live pod in every namespace (a third for
+    Volcano HyperNodes where the API serves them)."""
+    from launcher.backends.k8s_client import HYPERNODE, KUEUE_TOPOLOGIES, NODE, POD
+
+    keys = network_label_keys()
     nodes = client.items(NODE)
     pods = client.items(POD, all_namespaces=True, field_selector=LIVE_PODS)
-    return build_snapshot(nodes, pods)
+    groups = client.api_groups()  # one discovery call, cached by the client
+    hypernodes = _optional_items(client, HYPERNODE) if HYPERNODE.group in groups else []
+    topologies: list[dict] = []
+    if KUEUE_TOPOLOGIES[0].group in groups:
+        for kind in KUEUE_TOPOLOGIES:  # served under v1beta1 by newer Kueue, v1alpha1 before
+            topologies = _optional_items(client, kind)
+            if topologies:
+                break
+    return build_snapshot(nodes, pods, hypernodes, keys, topologies)
+
+
+def _optional_items(client, kind) -> list[dict]:
+    """The objects of a kind an installed add-on may serve, or none (not served, or not
+    readable by this user: the snapshot is still useful without them)."""
+    from launcher.backends.k8s_client import ApiError
+
+    try:
+        return client.items(kind)
+    except ApiError as exc:
+        if exc.not_found or exc.status in (401, 403):
+            return []
+        raise

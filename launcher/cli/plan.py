@@ -38,6 +38,7 @@ def plan(
     batch_size: int = typer.Option(DEFAULT_BATCH, "--batch-size", help="Per-GPU batch size."),
     precision: str = typer.Option(DEFAULT_PRECISION, "--precision", help="fp32 or fp16."),
     compare: bool = typer.Option(False, "--compare", help="Show topology, binpack and spread side by side."),
+    cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in several zones."),
     context: str = typer.Option(None, "--context", help="kubeconfig context (without --cluster)."),
     output: str = typer.Option("table", "-o", "--output", help="table, json or yaml."),
 ):
@@ -47,7 +48,7 @@ def plan(
     if output not in PLAN_FORMATS:
         raise UsageError(f"-o/--output: expected one of {', '.join(PLAN_FORMATS)}, got {output!r}")
     policy, model = _check_job(workers, gpus, placement, gputopology, model, batch_size, precision)
-    request = _request(workers, gpus, selector or [], toleration or [], cpu, memory)
+    request = _request(workers, gpus, selector or [], toleration or [], cpu, memory, cross_zone)
     snapshot = _load_cluster(cluster, context)
 
     from mpijob.placement import place
@@ -120,7 +121,7 @@ def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str |
     return f"{what} not checked: {source} gives no capacity for {plural(len(unknown), 'node')}"
 
 
-def _request(workers, gpus, selectors, tolerations, cpu, memory):
+def _request(workers, gpus, selectors, tolerations, cpu, memory, cross_zone=False):
     from mpijob.errors import SpecError
     from mpijob.options import parse_key_value, parse_toleration
     from mpijob.placement import PlacementRequest
@@ -145,6 +146,7 @@ def _request(workers, gpus, selectors, tolerations, cpu, memory):
     return PlacementRequest(
         workers=workers, gpus_per_worker=gpus, node_selector=node_selector, tolerations=tols,
         cpu_per_worker=per_worker.get("--cpu"), memory_per_worker=per_worker.get("--memory"),
+        cross_zone=cross_zone,
     )
 
 

@@ -73,6 +73,7 @@ def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool 
             "cordoned": any(t.key == UNSCHEDULABLE_TAINT for t in n.taints),
             "topology_source": ("file" if measured is None else
                                 "agent" if measured.get(n.name) else "preset"),
+            "zone": n.network.zone, "block": n.network.block, "rack": n.network.rack,
         }
         if detail:
             row["links"] = [list(r) for r in n.topology.links]
@@ -157,8 +158,11 @@ def top_node(
     else:
         snap = _snapshot(context, None, offline="read a cluster file with --cluster FILE")
         nodes, measured, notes = snap.cluster, snap.measured, snap.notes
+    from launcher.cli.top_network import group_rows, print_groups
+
     rows = node_rows(nodes, measured, detail=detail)
-    if emit_data({"nodes": rows, "notes": list(notes)}, output):
+    groups_by_network = group_rows(nodes)
+    if emit_data({"nodes": rows, "network_groups": groups_by_network, "notes": list(notes)}, output):
         return
     from rich.table import Table
 
@@ -175,6 +179,7 @@ def top_node(
                       f"{len(r['free'])} ({_ranges(r['free'])})", groups, status,
                       r["topology_source"])
     _print_table(console, table)
+    print_groups(console, groups_by_network, _print_table)
     if detail:
         for r in rows:
             if r["gpus"]:
