@@ -6,40 +6,16 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from launcher.benchmark_program import benchmark_source
 from launcher.errors import UsageError, UserError
+from launcher.option_names import spec_error_to_usage
 from launcher.output import note
 from mpijob.errors import SpecError
 from mpijob.plural import plural
 
-# Spec field -> the option that sets it, so errors name what the user typed.
-OPTION_OF_FIELD = {
-    "name": "--name", "namespace": "-n/--namespace", "image": "--image",
-    "workers": "--workers", "gpus_per_worker": "--gpus", "cpu": "--cpu", "memory": "--memory",
-    "env": "-e/--env", "command": "COMMAND", "mpi_implementation": "--mpi",
-    "run_policy.clean_pod_policy": "--clean-pod-policy",
-    "run_policy.backoff_limit": "--backoff-limit",
-    "run_policy.ttl_seconds_after_finished": "--ttl",
-    "run_policy.active_deadline_seconds": "--active-deadline",
-    "gang": "--gang-scheduler", "queue": "--queue", "priority_class": "--priority",
-    "node_selector": "--selector", "tolerations": "--toleration", "labels": "--label",
-    "annotations": "--annotation", "image_pull_secrets": "--image-pull-secret",
-    "image_pull_policy": "--image-pull-policy", "shm_size": "--shm-size",
-    "network_interface": "--network-interface", "launcher_cpu": "--launcher-cpu",
-    "launcher_memory": "--launcher-memory", "placement_policy": "--placement",
-    "benchmark.model": "--model", "benchmark.batch_size": "--batch-size",
-    "benchmark.num_batches": "--num-batches",
-    "benchmark.num_warmup_batches": "--num-warmup-batches",
-    "benchmark.image_size": "--image-size", "scheduler_name": "--scheduler-name",
-}
 MPI_NAMES = {"openmpi": "OpenMPI", "intel": "Intel", "mpich": "MPICH"}
-
-
-def spec_error_to_usage(err: SpecError) -> UsageError:
-    option = OPTION_OF_FIELD.get(err.field) or OPTION_OF_FIELD.get(err.field.split(".")[0])
-    return UsageError(f"{option or err.field}: {err.message}")
 
 
 def _pairs(values: list[str], option: str) -> dict[str, str]:
@@ -96,27 +72,6 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
         return build_spec(**fields)
     except SpecError as err:
         raise spec_error_to_usage(err) from None
-
-
-def benchmark_source() -> str:
-    """The benchmark program shipped in the ConfigMap so any TF+Horovod image can run it."""
-    path = benchmark_path()
-    try:
-        return path.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read the built-in benchmark at {path}: {exc.strerror}; "
-                        "set HVDK8S_BENCHMARK to its path") from None
-
-
-def benchmark_path() -> Path:
-    import os
-
-    import launcher
-
-    override = os.environ.get("HVDK8S_BENCHMARK")
-    if override:
-        return Path(override)
-    return Path(launcher.__file__).resolve().parent.parent / "images" / "benchmark" / "hvd_cnn_bench.py"
 
 
 @dataclass
@@ -211,7 +166,7 @@ def _resolve_gang(request: SubmitRequest, backend) -> str:
 
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     from launcher.backends.select import make_backend, resolve_backend_name
-    from mpijob.render import render
+    from mpijob.manifests import render
 
     client_dry_run = request.dry_run == "client"
     offline = client_dry_run and request.backend is None

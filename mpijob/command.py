@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from typing import TYPE_CHECKING
 
-from mpijob.spec import JobSpec
+if TYPE_CHECKING:  # a type only: spec imports is_launcher_line from here at validation
+    from mpijob.spec import JobSpec
 
 LAUNCHER_PROGRAMS = frozenset({"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"})
 # Exported to every rank: NCCL's log level and the paths the image set up.

@@ -1,11 +1,7 @@
-"""Render a job spec (and its placement) to Kubernetes objects, as plain dicts.
+"""What the two renderers share: names, labels, resources, volumes and owner references.
 
-Two modes:
-- `pods`: built-in, no operator. The root is the launcher batch/v1 Job, created suspended
-  so nothing runs before the gang is placed; a ConfigMap (hostfile and the in-pod scripts),
-  an SSH Secret, a headless Service and one worker Pod per placed node follow, each owned
-  by the root so that deleting the Job deletes the whole job.
-- `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator.
+`mpijob.manifests.render` picks the renderer (`render_pods` or `render_operator`); both, and
+the gang objects of `mpijob.gang`, build on this module, which imports none of them.
 
 Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
 """
@@ -23,7 +19,6 @@ from mpijob.spec import JobSpec
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.placement import Placement
 
-MODES = ("pods", "operator")
 CONFIG_DIR = "/etc/hvdk8s"
 SSH_DIR = "/etc/hvdk8s-ssh"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -64,34 +59,6 @@ def worker_pods(spec: JobSpec, placement: Placement | None) -> list[WorkerPod]:
         WorkerPod(i, a.node, tuple(a.gpus), len(a.gpus) if spec.gpus_per_worker else 0, a.workers)
         for i, a in enumerate(placement.assignments)
     ]
-
-
-def render(
-    spec: JobSpec,
-    *,
-    mode: str = "pods",
-    placement: Placement | None = None,
-    ssh: SSHKeys | None = None,
-    benchmark_source: str | None = None,
-    root_uid: str | None = None,
-    prediction: dict | None = None,
-) -> list[dict]:
-    if mode == "pods":
-        from mpijob.render_pods import render_pods
-
-        if ssh is None:
-            raise ValueError("pods mode needs SSH keys")
-        objects = render_pods(spec, placement, ssh, benchmark_source, prediction)
-    elif mode == "operator":
-        from mpijob.render_operator import render_operator
-
-        objects = render_operator(spec, placement, benchmark_source, prediction)
-    else:
-        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-    from mpijob.render_network import apply_network_topology
-
-    objects = apply_network_topology(objects, spec, placement)
-    return with_owner(objects, root_uid) if root_uid else objects
 
 
 def owner_reference(root: dict, uid: str) -> dict:

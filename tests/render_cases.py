@@ -1,6 +1,7 @@
 """Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
 
-from mpijob.render import SSHKeys, render
+from mpijob.manifests import render
+from mpijob.render import SSHKeys
 from mpijob.spec import build_spec
 
 FIXED_KEYS = SSHKeys(

@@ -190,9 +190,9 @@ def test_benchmark_paths_agree_with_the_launcher():
 
 
 def test_local_backend_finds_the_benchmark_in_the_checkout(monkeypatch):
-    submitting = pytest.importorskip("launcher.submitting")
+    benchmark_program = pytest.importorskip("launcher.benchmark_program")
     monkeypatch.delenv("HVDK8S_BENCHMARK", raising=False)
-    assert submitting.benchmark_path().resolve() == BENCHMARK.resolve()
+    assert benchmark_program.benchmark_path().resolve() == BENCHMARK.resolve()
 
 
 def test_versions_agree_with_pyproject_and_setup():

@@ -8,7 +8,8 @@ import yaml
 
 from mpijob import names
 from mpijob.command import shell_join
-from mpijob.render import render, with_owner
+from mpijob.manifests import render
+from mpijob.render import with_owner
 from mpijob.spec import build_spec
 from tests.render_cases import CASES, FIXED_KEYS, STUB_BENCHMARK, render_case
 from tests.schemas import unknown_fields, validate_object

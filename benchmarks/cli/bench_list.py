@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from launcher.sshkeys import generate_ssh_keys  # noqa: E402
-from mpijob.render import render  # noqa: E402
+from mpijob.manifests import render  # noqa: E402
 from mpijob.spec import build_spec  # noqa: E402
 from tests.kubeapi.server import KubeAPIServer  # noqa: E402
 

@@ -181,7 +181,7 @@ class KubernetesBackend:
         if hasattr(prediction, "to_json"):
             prediction = prediction.to_json()
         if benchmark_source is None and spec.runs_benchmark:
-            from launcher.submitting import benchmark_source as read_benchmark
+            from launcher.benchmark_program import benchmark_source as read_benchmark
 
             benchmark_source = read_benchmark()
         objects = self._render(spec, mode, placement, benchmark_source, prediction)
@@ -228,7 +228,7 @@ class KubernetesBackend:
         return "\n".join([f"job {spec.name}: {outcome}", *(f"note: {n}" for n in notes)])
 
     def _render(self, spec, mode, placement, benchmark_source, prediction) -> list[dict]:
-        from mpijob.render import render
+        from mpijob.manifests import render
 
         ssh = None
         if mode == "pods":

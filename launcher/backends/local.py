@@ -344,7 +344,7 @@ _OPTION_NAMES = {"host_network": "--host-network"}
 
 def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     """The options given for this job that the local backend does not use, by option name."""
-    from launcher.submitting import OPTION_OF_FIELD
+    from launcher.option_names import OPTION_OF_FIELD
     from mpijob.spec import RunPolicy
 
     def default(model, name: str):

@@ -83,7 +83,7 @@ def plan(
 def _check_job(workers, gpus, placement, gputopology, model, batch_size, precision) -> tuple[str, str]:
     """(policy, model name) after the checks `submit` makes, with its messages: a plan of
     a job that submit refuses would be a plan of nothing."""
-    from launcher.submitting import spec_error_to_usage
+    from launcher.option_names import spec_error_to_usage
     from mpijob.errors import SpecError
     from mpijob.spec import build_spec
 

@@ -1,0 +1,48 @@
+"""Render a job spec (and its placement) to Kubernetes objects, as plain dicts.
+
+Two modes:
+- `pods`: built-in, no operator. The root is the launcher batch/v1 Job, created suspended
+  so nothing runs before the gang is placed; a ConfigMap (hostfile and the in-pod scripts),
+  an SSH Secret, a headless Service and one worker Pod per placed node follow, each owned
+  by the root so that deleting the Job deletes the whole job.
+- `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator.
+
+Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mpijob.render import SSHKeys, with_owner
+from mpijob.render_network import apply_network_topology
+from mpijob.render_operator import render_operator
+from mpijob.render_pods import render_pods
+
+if TYPE_CHECKING:  # only types here
+    from mpijob.placement import Placement
+    from mpijob.spec import JobSpec
+
+MODES = ("pods", "operator")
+
+
+def render(
+    spec: JobSpec,
+    *,
+    mode: str = "pods",
+    placement: Placement | None = None,
+    ssh: SSHKeys | None = None,
+    benchmark_source: str | None = None,
+    root_uid: str | None = None,
+    prediction: dict | None = None,
+) -> list[dict]:
+    if mode == "pods":
+        if ssh is None:
+            raise ValueError("pods mode needs SSH keys")
+        objects = render_pods(spec, placement, ssh, benchmark_source, prediction)
+    elif mode == "operator":
+        objects = render_operator(spec, placement, benchmark_source, prediction)
+    else:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    objects = apply_network_topology(objects, spec, placement)
+    return with_owner(objects, root_uid) if root_uid else objects

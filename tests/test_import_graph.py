@@ -1,0 +1,123 @@
+"""No import cycles among hvdk8s's own modules (launcher/, mpijob/).
+
+The graph is read from the source (`ast`), function-level imports included: a lazy import
+still makes the two modules depend on each other. Imports under `if TYPE_CHECKING:` are
+left out, since they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("launcher", "mpijob")
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found = set()
+    for node in _runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(known(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for alias in node.names:  # `from pkg import module` imports pkg.module
+                found.add(known(f"{base}.{alias.name}") if f"{base}.{alias.name}" in modules
+                          else known(base))
+    found.discard(None)
+    found.discard(module)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_checker_finds_a_cycle_and_ignores_type_only_imports(tmp_path):
+    (tmp_path / "mpijob").mkdir()
+    (tmp_path / "launcher").mkdir()
+    (tmp_path / "mpijob" / "__init__.py").write_text("")
+    (tmp_path / "launcher" / "__init__.py").write_text("")
+    (tmp_path / "mpijob" / "a.py").write_text("def f():\n    from mpijob import b\n")
+    (tmp_path / "mpijob" / "b.py").write_text("from mpijob.a import f\n")
+    (tmp_path / "mpijob" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from mpijob.d import X\n")
+    (tmp_path / "mpijob" / "d.py").write_text("from .c import *\n")
+    modules = project_modules(tmp_path)
+    graph = {m: imports_of(m, p, modules) for m, p in modules.items()}
+    assert cycles(graph) == [["mpijob.a", "mpijob.b"]]
+
+
+def test_no_import_cycles_in_the_project():
+    modules = project_modules()
+    graph = {m: imports_of(m, p, modules) for m, p in modules.items()}
+    assert cycles(graph) == []
