@@ -20,6 +20,9 @@
         network: {zone: z1, block: b1, rack: r1, oversubscription: 3, scheduler: kueue}
                                      # where it sits (mpijob.network); default: from the
                                      # labels by the keys of network_labels
+        dra:                         # GPUs published by a DRA driver (mpijob.dra):
+          uuids: [GPU-0a..., GPU-1b...]   # by index; or devices: [{index, uuid, name,
+                                          # pcie_root}]; driver: gpu.nvidia.com
     network_labels: {rack: example.com/tor}   # optional: label keys per level (zone, block,
                                               # rack); the Kueue/Topograph conventions by default
     generate:            # optional: synthetic nodes for large clusters (one block or a list)
@@ -45,7 +48,7 @@ from launcher.errors import UsageError
 
 _NODE_KEYS = {
     "name", "gpus", "topology", "allocated", "gpu_model", "network_gbps", "labels", "taints",
-    "cpu", "memory", "pcie_gen", "ready", "network",
+    "cpu", "memory", "pcie_gen", "ready", "network", "dra",
 }
 _GENERATE_KEYS = {"count", "prefix", "allocated_fraction", "seed", "start"}
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -265,6 +268,7 @@ class _Builder:
             ready=ready,
             pcie_gen=pcie_gen,
             network=self._network(raw.get("network"), labels),
+            dra_devices=_dra(raw.get("dra"), gpus),
         )
 
     def _network(self, value: Any, labels: dict):
@@ -391,3 +395,38 @@ def _quantity(value: Any, key: str) -> float | None:
     if q < 0:
         raise _Problem(f"{key}: must not be negative, got {value!r}")
     return q
+
+
+def _dra(value: Any, gpus: int) -> tuple:
+    from mpijob.dra import DRIVER, DraDevice
+
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or set(value) - {"driver", "uuids", "devices"}:
+        raise _Problem("dra: expected a mapping with uuids (one per GPU index) or devices, and driver")
+    driver = value.get("driver", DRIVER)
+    if not isinstance(driver, str) or not driver:
+        raise _Problem(f"dra: driver: expected a driver name such as {DRIVER}, got {driver!r}")
+    raw = value.get("devices")
+    if raw is None:
+        uuids = value.get("uuids")
+        if not isinstance(uuids, list):
+            raise _Problem("dra: give uuids (a list, one per GPU index) or devices")
+        raw = [{"index": i, "uuid": u} for i, u in enumerate(uuids)]
+    if not isinstance(raw, list):
+        raise _Problem("dra: devices: expected a list of {index, uuid, name, pcie_root}")
+    out, seen = [], set()
+    for i, d in enumerate(raw):
+        if not isinstance(d, dict) or set(d) - {"index", "uuid", "name", "pcie_root"}:
+            raise _Problem(f"dra: devices[{i}]: expected a mapping with index, uuid, name, pcie_root")
+        index, uuid = d.get("index"), d.get("uuid")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < gpus:
+            raise _Problem(f"dra: devices[{i}]: index: expected a GPU index 0..{gpus - 1}, got {index!r}")
+        if not isinstance(uuid, str) or not uuid or any(c in uuid for c in "\"\\ "):
+            raise _Problem(f"dra: devices[{i}]: uuid: expected the GPU's UUID (GPU-...), got {uuid!r}")
+        if index in seen:
+            raise _Problem(f"dra: GPU index {index} appears twice")
+        seen.add(index)
+        out.append(DraDevice(name=str(d.get("name") or f"gpu-{index}"), index=index, uuid=uuid,
+                             driver=driver, pcie_root=d.get("pcie_root")))
+    return tuple(sorted(out, key=lambda d: d.index))

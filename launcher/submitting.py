@@ -60,6 +60,7 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
             scheduler_name=o.get("scheduler_name"),
             placement_policy=o.get("placement", "topology"),
             cross_zone=bool(o.get("cross_zone", False)),
+            gpu_request=o.get("gpu_request") or "device-plugin",
             benchmark=dict(model=o.get("model", "resnet50"), batch_size=o.get("batch_size", 64),
                            num_batches=o.get("num_batches", 100),
                            num_warmup_batches=o.get("num_warmup_batches", 10),
@@ -164,6 +165,26 @@ def _resolve_gang(request: SubmitRequest, backend) -> str:
     return "none"
 
 
+def _with_gpu_request(spec, choice: str, cluster):
+    """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices."""
+    from mpijob.dra import GPU_REQUEST_MODES
+
+    if choice not in GPU_REQUEST_MODES:
+        raise UsageError(f"--gpu-request: expected {', '.join(GPU_REQUEST_MODES)}, got {choice!r}")
+    if not spec.gpus_per_worker:
+        return spec
+    has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
+    mode = choice if choice != "auto" else ("dra" if has_dra else "device-plugin")
+    if mode == "dra" and cluster is not None and not has_dra:
+        raise UsageError("--gpu-request dra: no node of the cluster publishes DRA GPU devices "
+                         "(no gpu.nvidia.com ResourceSlices); use --gpu-request device-plugin")
+    if mode == "dra":
+        note("gpus: requested through DRA ResourceClaims"
+             + (" selecting the planned devices" if has_dra else
+                " (no device data: any GPUs sharing one PCIe root)"))
+    return spec.model_copy(update={"gpu_request": mode})
+
+
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     from launcher.backends.select import make_backend, resolve_backend_name
     from mpijob.manifests import render
@@ -201,6 +222,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         from launcher.backends.kubernetes import cluster_snapshot
 
         cluster = cluster_snapshot(context=request.context, namespace=spec.namespace)
+    spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or "auto", cluster)
     plan = plan_job(spec, cluster) if backend is None or backend.name != "local" else Plan(spec)
     describe_plan(plan)
 

@@ -38,6 +38,8 @@ class Node:
     pcie_gen: int = 3
     # Zone, block and rack (mpijob.network); unknown by default.
     network: NetworkPosition = UNKNOWN
+    # GPUs a DRA driver publishes for this node (mpijob.dra), by index; () without DRA.
+    dra_devices: tuple = ()
 
     @property
     def free_gpus(self) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mpijob.render import SSHKeys, with_owner
+from mpijob.render_dra import apply_dra
 from mpijob.render_network import apply_network_topology
 from mpijob.render_operator import render_operator
 from mpijob.render_pods import render_pods
@@ -45,4 +46,5 @@ def render(
     else:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     objects = apply_network_topology(objects, spec, placement)
+    objects = apply_dra(objects, spec, placement)
     return with_owner(objects, root_uid) if root_uid else objects

@@ -79,6 +79,8 @@ class NodeAssignment:
     node: str
     gpus: tuple[int, ...]
     workers: int
+    # The planned GPUs' DRA device UUIDs, in `gpus` order, when the node publishes them.
+    device_uuids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -541,5 +543,22 @@ def place(cluster: Cluster, request: PlacementRequest, policy: str = "topology")
     policy = _validate(request, policy)
     screen = _screen(cluster, request, with_profiles=(policy == "topology"))
     if policy == "spread":
-        return _place_spread(screen, request)
-    return _place_packed(screen, request, policy)
+        return _with_devices(_place_spread(screen, request), cluster)
+    return _with_devices(_place_packed(screen, request, policy), cluster)
+
+
+def _with_devices(placement: Placement, cluster: Cluster) -> Placement:
+    """Name the planned GPUs by their DRA devices where the nodes publish them."""
+    if not placement.feasible or not any(n.dra_devices for n in cluster.nodes):
+        return placement
+    from dataclasses import replace
+
+    from mpijob.dra import devices_by_index
+
+    out = []
+    for a in placement.assignments:
+        by_index = devices_by_index(cluster.node(a.node).dra_devices)
+        if a.gpus and all(i in by_index for i in a.gpus):
+            a = replace(a, device_uuids=tuple(by_index[i].uuid for i in a.gpus))
+        out.append(a)
+    return replace(placement, assignments=tuple(out))

@@ -103,7 +103,7 @@ class RunPolicy(BaseModel):
     active_deadline_seconds: int | None = Field(None, ge=1)
 
 
-_OMIT_AT_DEFAULT = ("cross_zone",)
+_OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": "device-plugin"}
 
 
 class JobSpec(BaseModel):
@@ -141,14 +141,17 @@ class JobSpec(BaseModel):
     placement_policy: PlacementPolicy = "topology"
     # Let placement put one job's nodes in several zones (mpijob.placement_network).
     cross_zone: bool = False
+    # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
+    # naming the planned devices (mpijob.dra).
+    gpu_request: Literal["device-plugin", "dra"] = "device-plugin"
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
         # Optional fields added later are left out at their default, so recorded specs
         # (annotations, golden files) stay as they were for jobs that do not use them.
         data = handler(self)
-        for key in _OMIT_AT_DEFAULT:
-            if data.get(key) is False:
+        for key, default in _OMIT_AT_DEFAULT.items():
+            if key in data and data[key] == default:
                 del data[key]
         return data
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)

@@ -13,7 +13,8 @@ from launcher.cli.app import app
 from launcher.clusterfile import cluster_from_data
 from launcher.errors import UsageError
 from mpijob.hypernodes import positions
-from mpijob.render import SSHKeys, render
+from mpijob.manifests import render
+from mpijob.render import SSHKeys
 from mpijob.render_network import KUEUE_REQUIRED_TOPOLOGY
 from mpijob.spec import build_spec
 from tests.test_k8s_snapshot import node

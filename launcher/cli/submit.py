@@ -81,6 +81,9 @@ def submit_mpi(
                                 "instead of the live cluster."),
     cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in "
                                     "several zones (never by default)."),
+    gpu_request: str = typer.Option("auto", "--gpu-request", help="auto, device-plugin or dra: "
+                                    "how workers ask for GPUs (auto: DRA claims naming the "
+                                    "planned GPUs where the cluster publishes DRA GPU devices)."),
     env: list[str] = typer.Option(None, "-e", "--env", help="K=V, repeatable."),
     cpu: str = typer.Option(None, "--cpu", help="CPU per worker (e.g. 4, 500m)."),
     memory: str = typer.Option(None, "--memory", help="Memory per worker (e.g. 16Gi)."),
@@ -157,7 +160,7 @@ def submit_mpi(
             launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
             scheduler_name=scheduler_name,
             placement=placement_policy or "topology", command=command or [],
-            cross_zone=cross_zone,
+            cross_zone=cross_zone, gpu_request_choice=gpu_request,
             model=model, batch_size=batch_size, num_batches=num_batches,
             num_warmup_batches=num_warmup_batches, image_size=image_size,
             use_fp16=use_fp16, xla=xla,
