@@ -92,6 +92,7 @@ def _register() -> None:
     # Imported here so `hvdk8s --version` stays fast and each group stays a separate module.
     from launcher.cli import (
         agent,
+        doctor,
         experiment,
         install,
         jobs,
@@ -108,6 +109,7 @@ def _register() -> None:
     app.add_typer(topology.app, name="topology")
     app.add_typer(top.app, name="top")
     agent.register(app)
+    doctor.register(app)
     simulate.register(app)
     app.add_typer(experiment.app, name="experiment")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")

@@ -32,6 +32,9 @@ class Admission:
         self.store = store
         self.registry = registry
         self._cluster_ips = itertools.count(10)
+        # Admission webhooks of installed components: fn(rt, obj, store) mutates obj or
+        # raises an ApiError, on create only (each component's module cites its webhook).
+        self.webhooks: list = []
 
     # -- create ---------------------------------------------------------------------------------
     def default(self, rt, obj: dict) -> None:
@@ -64,6 +67,8 @@ class Admission:
 
     def admit(self, rt, obj: dict) -> None:
         """Admission checks that need cluster state (caller holds the store lock)."""
+        for hook in list(self.webhooks):
+            hook(rt, obj, self.store)
         if rt.key == "/pods":
             ns, sa = obj["metadata"]["namespace"], obj["spec"]["serviceAccountName"]
             if self.store.get("/serviceaccounts", ns, sa) is None:

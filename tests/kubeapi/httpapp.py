@@ -158,6 +158,8 @@ class App:
                     "DELETE": "delete" if name else "deletecollection"}.get(method)
         if verb is None:
             raise errors.method_not_allowed()
+        if rt.key == "authorization.k8s.io/selfsubjectaccessreviews":
+            return self._self_access_review(method, name, body, user)
         attr_ns = name if rt.key == "/namespaces" and name else (ns or "")
         self.srv.policy.check(Attributes(user, verb, rt.group, rt.plural, sub or "", attr_ns,
                                          name or ""))
@@ -186,6 +188,34 @@ class App:
         if verb == "delete":
             return rest.delete(rt, ns, name, body, query)
         return rest.delete_collection(rt, ns, body, query)
+
+    def _self_access_review(self, method, name, body, user):
+        """SelfSubjectAccessReview: any authenticated user may ask what it may do; the answer
+        is the authorizer's for spec.resourceAttributes, in status (never stored). As
+        pkg/registry/authorization/selfsubjectaccessreview/rest.go: 201 with the spec echoed."""
+        if method != "POST" or name:
+            raise errors.method_not_allowed()
+        try:
+            review = json.loads(body or b"{}")
+        except ValueError:
+            raise errors.bad_request("the body of the request was not valid JSON") from None
+        ra = (review.get("spec") or {}).get("resourceAttributes")
+        if not isinstance(ra, dict):
+            raise errors.invalid("authorization.k8s.io", "SelfSubjectAccessReview", "", [
+                ("spec.resourceAttributes", "Required value: exactly one of "
+                 "nonResourceAttributes or resourceAttributes must be specified")])
+        attrs = Attributes(user, ra.get("verb") or "", ra.get("group") or "",
+                           ra.get("resource") or "", ra.get("subresource") or "",
+                           ra.get("namespace") or "", ra.get("name") or "")
+        try:
+            self.srv.policy.check(attrs)
+            status = {"allowed": True, "reason": "allowed by the test server's policy"}
+        except errors.ApiError as e:
+            status = {"allowed": False, "reason": e.message}
+        return Response(201, {"kind": "SelfSubjectAccessReview",
+                              "apiVersion": "authorization.k8s.io/v1",
+                              "metadata": {"creationTimestamp": None},
+                              "spec": review.get("spec"), "status": status})
 
     # -- writing ------------------------------------------------------------------------------
     @staticmethod

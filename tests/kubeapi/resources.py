@@ -113,6 +113,12 @@ BUILTIN: list[ResourceType] = [
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
                  False),
+    # Stored only (no controller): where cluster components run, read by `hvdk8s doctor`.
+    ResourceType("apps", "v1", "deployments", "Deployment", short_names=("deploy",),
+                 subresources=("status",)),
+    # Create-only and never stored: the server answers for the caller (httpapp.py).
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+                 "SelfSubjectAccessReview", False),
     ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                  "CustomResourceDefinition", False, short_names=("crd", "crds"),
                  subresources=("status",)),

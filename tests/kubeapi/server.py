@@ -15,6 +15,7 @@ from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
 from .kubelet import Kubelet, PodScript, Run
+from .kueue import DEFAULT_FRAMEWORKS_V0_14, Kueue, cluster_queue, local_queue, manager_config
 from .lifecycle import Objects
 from .logs import LogBook
 from .mpi_operator import MPIOperator
@@ -71,6 +72,7 @@ class KubeAPIServer:
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
+        self.kueue: Kueue | None = None  # install_kueue() deploys it
         self.controllers = controllers
         self.request_log: list[Request] = []
         self._log_lock = threading.Lock()
@@ -123,7 +125,7 @@ class KubeAPIServer:
 
     @property
     def loops(self):
-        extra = (self.mpi_operator,) if self.mpi_operator is not None else ()
+        extra = tuple(c for c in (self.kueue, self.mpi_operator) if c is not None)
         return (self.scheduler, *extra, self.jobs, self.kubelet)
 
     @property
@@ -140,6 +142,8 @@ class KubeAPIServer:
         """One deterministic pass of scheduler -> job controller -> kubelet -> job controller."""
         for _ in range(times):
             self.scheduler.step()
+            if self.kueue is not None:
+                self.kueue.step()
             if self.mpi_operator is not None:
                 self.mpi_operator.step()
             self.jobs.step()
@@ -328,6 +332,7 @@ class KubeAPIServer:
         gang_scheduling is its --gang-scheduling flag: None (the default deployment: no
         PodGroup), 'volcano', or a scheduler-plugins scheduler name."""
         self.install_crd("mpijob")
+        self._operator_deployment(gang_scheduling, cluster_domain)
         if self.mpi_operator is not None:
             self.mpi_operator.stop()
         self.mpi_operator = MPIOperator(self.store, self.registry, self.objects_api, self.tick,
@@ -335,6 +340,70 @@ class KubeAPIServer:
         if self.controllers and self._httpd is not None:
             self.mpi_operator.start()
         return self.mpi_operator
+
+    def install_kueue(self, frameworks=DEFAULT_FRAMEWORKS_V0_14, version: str = "v0.14.0",
+                      controller: bool = True) -> Kueue:
+        """Kueue's CRDs, its kueue-system/kueue-manager-config (integrations.frameworks) and
+        Deployment, and (controller) its MPIJob integration running (kueue.py)."""
+        self.install_group("kueue")
+        if self.get("namespaces", "kueue-system", "") is None:
+            self.create({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": "kueue-system"}})
+        if self.get("configmaps", "kueue-manager-config", "kueue-system") is not None:
+            self.delete("configmaps", "kueue-manager-config", "kueue-system")
+        self.create(manager_config(frameworks))
+        if self.get("deployments", "kueue-controller-manager", "kueue-system") is None:
+            self.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+                "name": "kueue-controller-manager", "namespace": "kueue-system",
+                "labels": {"control-plane": "controller-manager"}},
+                "spec": {"selector": {"matchLabels": {"control-plane": "controller-manager"}},
+                         "template": {"metadata": {"labels": {
+                             "control-plane": "controller-manager"}}, "spec": {"containers": [{
+                                 "name": "manager", "args": ["--config=/controller_manager_"
+                                                             "config.yaml"],
+                                 "image": f"registry.k8s.io/kueue/kueue:{version}"}]}}}})
+        if self.kueue is not None:
+            self.kueue.stop()
+            self.admission.webhooks.remove(self.kueue.webhook)
+            self.kueue = None
+        kueue = Kueue(self.store, self.registry, self.objects_api, self.tick, frameworks)
+        if controller:
+            self.kueue = kueue
+            self.admission.webhooks.append(kueue.webhook)
+            if self.controllers and self._httpd is not None:
+                kueue.start()
+        return kueue
+
+    def kueue_queue(self, name: str, quota: dict, namespace: str = "default") -> None:
+        """A LocalQueue `name` in `namespace` over a ClusterQueue `name` with this quota."""
+        for obj in cluster_queue(name, quota):
+            if self.get(obj["kind"], obj["metadata"]["name"], "") is None:
+                self.create(obj)
+        self.create(local_queue(name, namespace, name))
+
+    def _operator_deployment(self, gang_scheduling: str | None, cluster_domain: str) -> None:
+        """The Deployment the operator's manifests install (mpi-operator/manifests/base/
+        deployment.yaml, standalone overlay namespace mpi-operator), its flags in args."""
+        if self.get("namespaces", "mpi-operator", "") is None:
+            self.create({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": "mpi-operator"}})
+        args = ["-alsologtostderr", "--lock-namespace=mpi-operator"]
+        if gang_scheduling:
+            args.append(f"--gang-scheduling={gang_scheduling}")
+        if cluster_domain:
+            args.append(f"--cluster-domain={cluster_domain}")
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "mpi-operator", "namespace": "mpi-operator",
+                            "labels": {"app": "mpi-operator"}},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "mpi-operator"}},
+                        "template": {"metadata": {"labels": {"app": "mpi-operator"}},
+                                     "spec": {"serviceAccountName": "mpi-operator",
+                                              "containers": [{
+                                                  "name": "mpi-operator", "args": args,
+                                                  "image": "mpioperator/mpi-operator:0.8.2"}]}}}}
+        if self.get("deployments", "mpi-operator", "mpi-operator") is not None:
+            self.delete("deployments", "mpi-operator", "mpi-operator")
+        self.create(dep)
 
     def enable_scheduler(self, scheduler_name: str, gang: str | None = None) -> None:
         """Also schedule pods with this schedulerName (gang: 'volcano'/'scheduler-plugins')."""

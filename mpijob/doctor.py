@@ -1,0 +1,353 @@
+"""`hvdk8s doctor`: what a cluster offers and what hvdk8s will do there (pure: facts in,
+findings out; launcher/doctor.py gathers the facts).
+
+Every finding says what it changes for a job and how to fix it. A job can be submitted when
+no finding is a failure: the API answers and the caller may do what built-in mode does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+
+OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
+GPU_RESOURCE = "nvidia.com/gpu"
+GFD_PRODUCT = "nvidia.com/gpu.product"  # GPU Feature Discovery's model label
+OPERATOR_INSTALL = ("kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/"
+                    "mpi-operator/master/deploy/v2beta1/mpi-operator.yaml")
+
+# (verb, resource, group, subresource, needed by built-in mode, what a denial changes)
+PERMISSIONS: tuple[tuple[str, str, str, str, bool, str], ...] = (
+    ("create", "jobs", "batch", "", True, "submit cannot create the launcher Job"),
+    ("patch", "jobs", "batch", "", True, "submit cannot start the launcher once workers run"),
+    ("get", "jobs", "batch", "", True, "get/wait cannot read the job"),
+    ("list", "jobs", "batch", "", True, "list cannot show jobs"),
+    ("delete", "jobs", "batch", "", True, "delete and rollback cannot remove the job"),
+    ("create", "pods", "", "", True, "submit cannot create worker pods"),
+    ("list", "pods", "", "", True, "status, get and wait cannot see the pods"),
+    ("watch", "pods", "", "", False, "wait polls instead of watching"),
+    ("delete", "pods", "", "", True, "idle workers cannot be released after the job"),
+    ("get", "pods", "", "log", True, "logs cannot be read"),
+    ("create", "configmaps", "", "", True, "submit cannot create the hostfile ConfigMap"),
+    ("create", "secrets", "", "", True, "submit cannot create the SSH key Secret"),
+    ("create", "services", "", "", True, "submit cannot create the workers' Service"),
+    ("deletecollection", "configmaps", "", "", True, "delete leaves ConfigMaps behind"),
+    ("list", "events", "", "", False, "unscheduled workers are reported without the "
+                                      "scheduler's reasons"),
+    ("list", "nodes", "", "", False, "no cluster snapshot: placement is left to the scheduler "
+                                     "and no throughput is predicted"),
+)
+OPERATOR_PERMISSIONS = (("create", "mpijobs", "kubeflow.org", "", "--mode operator cannot "
+                                                                   "create MPIJobs"),)
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str
+    finding: str
+    effect: str = ""
+    fix: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Facts:
+    """What launcher/doctor.py read from the cluster; None means it could not tell."""
+
+    server: str
+    namespace: str
+    version: str | None = None
+    version_error: str | None = None
+    # (verb, resource, group, subresource) -> allowed (None: the review itself failed)
+    permissions: dict[tuple[str, str, str, str], bool | None] = field(default_factory=dict)
+    nodes: list[dict] | None = None  # None: nodes could not be listed
+    pods: list[dict] | None = None  # pods of all namespaces, for the agent's freshness
+    groups: set[str] = field(default_factory=set)
+    mpijob_versions: tuple[str, ...] = ()  # kubeflow.org versions serving mpijobs
+    operator_deployment: dict | None = None  # the mpi-operator Deployment, when readable
+    kueue_config: dict | None = None  # parsed controller_manager_config.yaml, when readable
+    kueue_config_error: str | None = None
+    dra_versions: tuple[str, ...] = ()
+
+
+def _gpus(node: dict) -> int:
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    try:
+        return int(str(alloc.get(GPU_RESOURCE, "0")))
+    except ValueError:
+        return 0
+
+
+def _labels(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _names(nodes: list[dict], limit: int = 3) -> str:
+    names = sorted(n["metadata"]["name"] for n in nodes)
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
+                                       else "")
+
+
+def operator_gang_flag(deployment: dict | None) -> str | None:
+    """The MPI Operator's --gang-scheduling value from its Deployment's args ('' when
+    absent); cmd/mpi-operator/app/options/options.go defines the flag."""
+    if deployment is None:
+        return None
+    for c in ((deployment.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+            "containers") or []:
+        args = [*(c.get("command") or []), *(c.get("args") or [])]
+        for i, a in enumerate(args):
+            for prefix in ("--gang-scheduling=", "-gang-scheduling="):
+                if a.startswith(prefix):
+                    return a[len(prefix):]
+            if a in ("--gang-scheduling", "-gang-scheduling") and i + 1 < len(args):
+                return args[i + 1]
+    return ""
+
+
+def _image_tag(deployment: dict) -> str:
+    containers = ((deployment.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+        "containers") or []
+    image = containers[0].get("image", "") if containers else ""
+    return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+
+
+def kueue_frameworks(config: dict | None) -> set[str] | None:
+    if config is None:
+        return None
+    return set(((config.get("integrations") or {}).get("frameworks")) or [])
+
+
+# --- the checks ---------------------------------------------------------------------------------
+def _api(f: Facts) -> list[Finding]:
+    if f.version is None:
+        return [Finding("api server", FAIL, f"{f.server} does not answer: {f.version_error}",
+                        "nothing can be submitted", "check the kubeconfig context and that the "
+                        "cluster is reachable (kubectl version)")]
+    return [Finding("api server", OK, f"{f.server}: Kubernetes {f.version}")]
+
+
+def _permissions(f: Facts) -> list[Finding]:
+    out, granted = [], 0
+    checks = [(v, r, g, s, need, eff) for v, r, g, s, need, eff in PERMISSIONS]
+    if f.mpijob_versions:
+        checks += [(v, r, g, s, False, eff) for v, r, g, s, eff in OPERATOR_PERMISSIONS]
+    for verb, res, group, sub, needed, effect in checks:
+        allowed = f.permissions.get((verb, res, group, sub))
+        what = f"{res}/{sub}" if sub else (f"{res}.{group}" if group else res)
+        scope = "cluster-wide" if res == "nodes" else f"in namespace {f.namespace}"
+        if allowed:
+            granted += 1
+            continue
+        if allowed is None:
+            out.append(Finding("permissions", WARN, f"could not ask whether you may {verb} "
+                               f"{what} {scope}", effect,
+                               "allow create on selfsubjectaccessreviews.authorization.k8s.io"))
+            continue
+        out.append(Finding("permissions", FAIL if needed else WARN,
+                           f"you may not {verb} {what} {scope}", effect,
+                           f"ask for a {'ClusterRole' if res == 'nodes' else 'Role'} granting "
+                           f"{verb} on {what} (check: kubectl auth can-i {verb} {what}"
+                           f"{'' if res == 'nodes' else ' -n ' + f.namespace})"))
+    if not out:
+        out.append(Finding("permissions", OK, f"all {granted} permissions hvdk8s uses are "
+                           f"granted in namespace {f.namespace}"))
+    return out
+
+
+def _gpu_nodes(f: Facts) -> list[Finding]:
+    if f.nodes is None:
+        return [Finding("gpu nodes", WARN, "nodes cannot be listed", "no GPU inventory: "
+                        "placement is left to the scheduler", "grant list on nodes")]
+    gpu_nodes = [n for n in f.nodes if _gpus(n)]
+    if not gpu_nodes:
+        return [Finding("gpu nodes", WARN, f"none of {len(f.nodes)} nodes offers {GPU_RESOURCE}",
+                        "only --gpus 0 jobs can run", "install the NVIDIA device plugin "
+                        "(or the NVIDIA GPU Operator) on the GPU nodes")]
+    out = [Finding("gpu nodes", OK, f"{len(gpu_nodes)} of {len(f.nodes)} nodes offer "
+                   f"{sum(map(_gpus, gpu_nodes))} {GPU_RESOURCE} (NVIDIA device plugin)")]
+    models: dict[str, int] = {}
+    unlabeled = []
+    for n in gpu_nodes:
+        product = _labels(n).get(GFD_PRODUCT)
+        if product:
+            models[product] = models.get(product, 0) + 1
+        else:
+            unlabeled.append(n)
+    if models:
+        out.append(Finding("gpu models", OK, ", ".join(f"{m} x{c} nodes" if c > 1 else m
+                                                       for m, c in sorted(models.items()))
+                           + " (GPU Feature Discovery labels)"))
+    if unlabeled:
+        out.append(Finding("gpu models", WARN, f"no {GFD_PRODUCT} label on {_names(unlabeled)}",
+                           "GPU model unknown there: without the topology agent placement "
+                           "assumes PCIe-only links and throughput is not predicted",
+                           "install GPU Feature Discovery (part of the NVIDIA GPU Operator)"))
+    out += _agent(f, gpu_nodes)
+    return out
+
+
+def _agent(f: Facts, gpu_nodes: list[dict]) -> list[Finding]:
+    """The topology agent's annotation: present, readable, and fresh (its `allocated` agrees
+    with the GPU pods the API shows on the node; docs/agent.md: `updated` is the time of
+    the last change, not a heartbeat, so agreement is the test, not age)."""
+    missing, unreadable, stale = [], [], []
+    for n in gpu_nodes:
+        text = ((n.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TOPOLOGY)
+        if not text:
+            missing.append(n)
+            continue
+        try:
+            _, _, meta = parse_annotation(text)
+        except ValueError:
+            unreadable.append(n)
+            continue
+        if f.pods is not None:
+            on_node = {f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                       for p in f.pods if (p.get("spec") or {}).get("nodeName") ==
+                       n["metadata"]["name"] and _pod_gpus(p)
+                       and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+            if set(meta.get("allocated") or {}) != on_node:
+                stale.append(n)
+    out = []
+    if missing:
+        out.append(Finding("topology agent", INFO if len(missing) < len(gpu_nodes) else WARN,
+                           f"no {ANNOTATION_TOPOLOGY} annotation on {_names(missing)}",
+                           "placement uses presets from GPU Feature Discovery labels and "
+                           "guesses which GPU indices are taken",
+                           "hvdk8s install agent (a DaemonSet reading NVML)"))
+    if unreadable:
+        out.append(Finding("topology agent", WARN, f"unreadable {ANNOTATION_TOPOLOGY} on "
+                           f"{_names(unreadable)}", "those nodes are planned from presets",
+                           "upgrade the agent to this hvdk8s version (hvdk8s install agent)"))
+    if stale:
+        out.append(Finding("topology agent", WARN, f"stale {ANNOTATION_TOPOLOGY} on "
+                           f"{_names(stale)}: its GPU pods differ from the API's",
+                           "placement may pick GPUs that are taken (the job then waits for "
+                           "the device plugin's choice)",
+                           "check the agent (kubectl -n kube-system logs ds/hvdk8s-agent)"))
+    if not out:
+        out.append(Finding("topology agent", OK, f"fresh {ANNOTATION_TOPOLOGY} on all "
+                           f"{len(gpu_nodes)} GPU nodes" + ("" if f.pods is not None else
+                                                            " (freshness not checked: pods "
+                                                            "cannot be listed)")))
+    return out
+
+
+def _pod_gpus(pod: dict) -> int:
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        value = (res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(
+            GPU_RESOURCE)
+        try:
+            total += int(str(value or 0))
+        except ValueError:
+            pass
+    return total
+
+
+def _operator(f: Facts) -> list[Finding]:
+    if "v2beta1" not in f.mpijob_versions:
+        if f.mpijob_versions:
+            return [Finding("mpi operator", WARN, "MPIJob served only as kubeflow.org/"
+                            f"{'/'.join(f.mpijob_versions)} (the training operator's)",
+                            "--mode operator needs kubeflow.org/v2beta1; built-in mode works",
+                            "install MPI Operator v2: " + OPERATOR_INSTALL)]
+        return [Finding("mpi operator", INFO, "no MPIJob CRD", "--mode operator is refused; "
+                        "built-in mode (--mode pods, the default) needs no operator",
+                        OPERATOR_INSTALL)]
+    dep = f.operator_deployment
+    if dep is None:
+        return [Finding("mpi operator", OK, "MPIJob kubeflow.org/v2beta1 served (operator "
+                        "deployment not readable: version and --gang-scheduling unknown)")]
+    flag = operator_gang_flag(dep)
+    where = f"{dep['metadata'].get('namespace')}/{dep['metadata']['name']}"
+    return [Finding("mpi operator", OK, f"MPIJob kubeflow.org/v2beta1 served; {where} runs "
+                    f"{_image_tag(dep)}" + (f" with --gang-scheduling={flag}" if flag else
+                                            " without --gang-scheduling"))]
+
+
+def _gang(f: Facts) -> list[Finding]:
+    out = []
+    flag = operator_gang_flag(f.operator_deployment)
+    has_operator = "v2beta1" in f.mpijob_versions
+    for name, group, title in (("volcano", "scheduling.volcano.sh", "Volcano"),
+                               ("scheduler-plugins", "scheduling.x-k8s.io",
+                                "scheduler-plugins")):
+        if group not in f.groups:
+            continue
+        out.append(Finding(name, OK, f"{title} installed ({group})",
+                           f"--gang in built-in mode makes a {title} PodGroup: all workers "
+                           "are bound together or none is"))
+        if has_operator and flag is not None:
+            wanted = flag == "volcano" if name == "volcano" else flag not in ("", "volcano")
+            if not wanted:
+                out.append(Finding(name, WARN, f"the MPI Operator does not run with "
+                                   f"--gang-scheduling for {title}",
+                                   f"--mode operator with {title} is refused: the operator "
+                                   "would make no PodGroup, so its workers are not "
+                                   "gang-scheduled", "add --gang-scheduling="
+                                   f"{'volcano' if name == 'volcano' else '<scheduler name>'} "
+                                   "to the mpi-operator Deployment's args, or use --mode pods"))
+    if "kueue.x-k8s.io" in f.groups:
+        out += _kueue(f)
+    if not out:
+        out.append(Finding("gang scheduler", INFO, "no Volcano, scheduler-plugins or Kueue",
+                           "--gang uses hvdk8s's own all-or-nothing check (the job is rolled "
+                           "back if not every worker is scheduled in --schedule-timeout)",
+                           "install Volcano or scheduler-plugins to queue jobs instead"))
+    return out
+
+
+def _kueue(f: Facts) -> list[Finding]:
+    frameworks = kueue_frameworks(f.kueue_config)
+    base = Finding("kueue", OK, "Kueue installed (kueue.x-k8s.io)",
+                   "built-in mode with Kueue is refused (per-node pods would be separate "
+                   "PodSets, at most 8 per Workload); use --mode operator --queue NAME")
+    if frameworks is None:
+        return [base, Finding("kueue", WARN, "Kueue's integrations are unknown: "
+                              f"{f.kueue_config_error or 'kueue-system/kueue-manager-config '}",
+                              "cannot tell whether Kueue admits MPIJobs",
+                              "allow get on configmaps in kueue-system, or check "
+                              "integrations.frameworks there")]
+    out = [base]
+    if "kubeflow.org/mpijob" in frameworks:
+        out.append(Finding("kueue", OK, "MPIJob integration on (kubeflow.org/mpijob)",
+                           "--mode operator --queue NAME: Kueue suspends the MPIJob until its "
+                           "whole quota is admitted"))
+    else:
+        out.append(Finding("kueue", WARN, "MPIJob integration off",
+                           "Kueue ignores MPIJobs: --mode operator with a Kueue queue is not "
+                           "gang-admitted", "add kubeflow.org/mpijob to integrations.frameworks "
+                           "in kueue-system/kueue-manager-config and restart "
+                           "kueue-controller-manager"))
+    out.append(Finding("kueue", INFO, "pod integration " + ("on" if "pod" in frameworks else
+                                                             "off (the default before v0.16)"),
+                       "hvdk8s does not rely on it: built-in mode is refused with Kueue"))
+    return out
+
+
+def _dra(f: Facts) -> list[Finding]:
+    if not f.dra_versions:
+        return [Finding("dra", INFO, "no resource.k8s.io API (Dynamic Resource Allocation)",
+                        "GPUs are requested as nvidia.com/gpu through the device plugin")]
+    return [Finding("dra", INFO, "resource.k8s.io served: " + ", ".join(f.dra_versions),
+                    "GPUs are still requested as nvidia.com/gpu; DRA drivers' devices are not "
+                    "counted by hvdk8s's placement")]
+
+
+def assess(facts: Facts) -> list[Finding]:
+    findings = _api(facts)
+    if facts.version is None:
+        return findings
+    return [*findings, *_permissions(facts), *_gpu_nodes(facts), *_operator(facts),
+            *_gang(facts), *_dra(facts)]
+
+
+def can_submit(findings: list[Finding]) -> bool:
+    return not any(f.status == FAIL for f in findings)
