@@ -101,3 +101,33 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
     else:
         lines = [f"{host}:{slots}" for host, slots in hosts_and_slots]
     return "\n".join(lines) + "\n"
+
+
+# Operator mode: the MPI Operator may start the launcher before its workers answer (with
+# launcherCreationPolicy AtStartup, and with WaitForWorkersReady too when Kueue unsuspends
+# the MPIJob: the launcher Job already exists then; kubeflow/mpi-operator
+# pkg/controller/mpi_job_controller.go syncHandler), and mpirun gives up after a few ssh
+# attempts (OMPI_MCA_plm_rsh_args "-o ConnectionAttempts=10"). So the launcher first waits
+# for every host in the operator's hostfile to answer on ssh, as the built-in launcher.sh
+# does; HVDK8S_WORKER_WAIT_SECONDS=0 waits without limit (a gang scheduler's queue).
+OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
+deadline=$(( $(date +%s) + limit ))
+for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do
+  until ssh -o ConnectTimeout=5 -o StrictHostKeyChecking=no -o BatchMode=yes \\
+      -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "$h" true >/dev/null 2>&1; do
+    if [ "$limit" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "hvdk8s: worker $h did not answer on ssh within ${limit}s" >&2
+      exit 1
+    fi
+    sleep "${HVDK8S_WAIT_INTERVAL:-2}"
+  done
+  echo "hvdk8s: worker $h is ready"
+done
+exec "$@"
+"""
+
+
+def wait_then_launch(argv: list[str]) -> list[str]:
+    """The operator-mode launcher command: wait for the workers' sshd, then exec argv."""
+    return ["/bin/sh", "-c", OPERATOR_WAIT_SCRIPT, "hvdk8s-launcher", *argv]
+

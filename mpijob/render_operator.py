@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mpijob import names
-from mpijob.command import BENCHMARK_IN_POD, launch_argv
+from mpijob.command import BENCHMARK_IN_POD, launch_argv, wait_then_launch
 from mpijob.gang import KUEUE_QUEUE_LABEL
 from mpijob.render import (
     CONFIG_DIR,
@@ -103,8 +103,12 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                        shape.slots if not spec.gpus_per_worker else
                        max(1, shape.slots // max(spec.gpus_per_worker, 1)))
     launcher = _container(
-        spec, "launcher", launch_argv(spec, OPERATOR_HOSTFILE), launcher_resources(spec), benchmark,
-        {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+        spec, "launcher", wait_then_launch(launch_argv(spec, OPERATOR_HOSTFILE)),
+        launcher_resources(spec), benchmark,
+        {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+         "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
+         # A gang scheduler may hold the workers in its queue for long: no limit then.
+         "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"},
     )
     worker_container = _container(spec, "worker", ["/usr/sbin/sshd", "-De"],
                                   worker_resources(spec, worker), benchmark)

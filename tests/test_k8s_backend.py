@@ -169,9 +169,15 @@ def test_gang_that_does_not_fit_stays_queued_and_get_says_why(k8s):
     result = backend.submit(spec, None, schedule_timeout=1)
     assert result.message.startswith("job vgg16: queued by Volcano: workers not scheduled within 1s")
     status = backend.get("vgg16")
-    assert status.phase == "Pending" and status.reason == "Unschedulable"
-    assert "vgg16-worker-2 Pending:" in status.message
+    assert (status.phase, status.reason) == ("Queued", "QueuedByVolcano")
+    # The gang scheduler's reason, from the job's PodGroup.
+    assert status.message == ("PodGroup vgg16 Pending: 0/2 nodes are available: "
+                              "2 Insufficient nvidia.com/gpu.")
     assert all(r.node is None for r in status.replicas if r.role == "worker"), "nothing bound"
+    with pytest.raises(Timeout, match=r"still Queued after 0.5s \(QueuedByVolcano: PodGroup"):
+        backend.wait("vgg16", timeout=0.5)
+    assert backend.delete("vgg16")  # a queued job deletes whole
+    assert leftovers(srv, "vgg16", ("podgroups.scheduling.volcano.sh",)) == []
 
 
 def test_gang_scheduler_asked_for_but_absent(k8s):

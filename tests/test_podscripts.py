@@ -124,3 +124,40 @@ def test_launcher_gives_up_on_a_silent_worker(tmp_path, env):
     assert result.returncode == 1
     assert "did not answer" in result.stderr
     assert not (tmp_path / "ran").exists()
+
+
+# --- operator mode: the launcher waits for the operator's workers -------------------------------
+def _operator_launch(tmp_path, env, *, attempts_before_up: int, limit: str):
+    from mpijob.command import wait_then_launch
+
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("op-worker-0.op.default.svc slots=2\nop-worker-1.op.default.svc slots=2\n")
+    # Each host refuses ssh `attempts_before_up` times (its pod not created or not up yet).
+    _fake(tmp_path / "bin", "ssh", f"""
+host=""
+for a in "$@"; do case "$a" in -*|*=*|true) ;; *) [ -z "$host" ] && host="$a" ;; esac; done
+n=$(cat "{tmp_path}/tries-$host" 2>/dev/null || echo 0)
+echo $((n + 1)) > "{tmp_path}/tries-$host"
+[ "$n" -ge {attempts_before_up} ]
+""")
+    argv = wait_then_launch(["echo", "mpirun", "started"])
+    return subprocess.run(argv, env={**env, "HVDK8S_HOSTFILE": str(hostfile),
+                                     "HVDK8S_WORKER_WAIT_SECONDS": limit,
+                                     "HVDK8S_WAIT_INTERVAL": "0.05"},
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_operator_launcher_waits_for_late_workers_then_runs_mpirun(tmp_path, env):
+    done = _operator_launch(tmp_path, env, attempts_before_up=3, limit="0")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["hvdk8s: worker op-worker-0.op.default.svc is ready",
+                                        "hvdk8s: worker op-worker-1.op.default.svc is ready",
+                                        "mpirun started"]
+    assert (tmp_path / "tries-op-worker-0.op.default.svc").read_text().strip() == "4"
+
+
+def test_operator_launcher_gives_up_after_its_limit(tmp_path, env):
+    done = _operator_launch(tmp_path, env, attempts_before_up=10 ** 6, limit="1")
+    assert done.returncode == 1
+    assert "op-worker-0.op.default.svc did not answer on ssh within 1s" in done.stderr
+    assert "mpirun started" not in done.stdout

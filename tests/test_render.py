@@ -106,8 +106,9 @@ def test_written_mpirun_line():
 def test_user_mpirun_line_passes_through_untouched():
     (mpijob, ) = render_case("operator-mpirun-kueue")
     launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    assert launcher["command"] == ["/bin/sh", "-c",
-                                   "mpirun -np 4 --allow-run-as-root python /examples/train.py"]
+    # After the wait for the workers' sshd (command.wait_then_launch), untouched.
+    assert launcher["command"][-3:] == ["/bin/sh", "-c",
+                                        "mpirun -np 4 --allow-run-as-root python /examples/train.py"]
     assert mpijob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-q"
 
 

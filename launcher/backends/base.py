@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic mod
 
 # Job phases, as the MPI Operator's conditions name them.
 PENDING = "Pending"
+QUEUED = "Queued"  # Pending because a gang scheduler holds it (its reason in the message)
 RUNNING = "Running"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"

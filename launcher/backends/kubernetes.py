@@ -44,6 +44,7 @@ from launcher.backends.k8s_client import (
     kubeconfig_usable,
 )
 from launcher.backends.k8s_logs import follow_pod, merge_streams, pod_log_lines, started
+from launcher.backends.k8s_queue import queued
 from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT, Snapshot, take_snapshot
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob import names
@@ -381,6 +382,7 @@ class KubernetesBackend:
                 lines = (launcher_log if pod is st.current_launcher(pods)
                          else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
                 status.log_tail = lines[-st.FAILED_TAIL_LINES:]
+        queued(self.client, status, root, mode)
         if detail and status.done:
             self._record_images_per_sec(root, mode, status)
         if status.done and mode == "pods":
