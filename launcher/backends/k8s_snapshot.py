@@ -186,10 +186,17 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
 
 
 def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] | None = None,
-                   label_keys=None, kueue_topologies: list[dict] | None = None) -> Snapshot:
+                   label_keys=None, kueue_topologies: list[dict] | None = None,
+                   resource_slices: list[dict] | None = None,
+                   resource_claims: list[dict] | None = None) -> Snapshot:
     """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
     network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
+    from mpijob.dra_slices import inventory
+
+    # Devices published by the GPU DRA driver, and those its claims hold: really free
+    # GPUs with their UUIDs, without the topology agent.
+    dra = inventory(resource_slices or [], resource_claims or [])
     usage_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
@@ -205,10 +212,14 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
         labels = dict((node.get("metadata") or {}).get("labels") or {})
         alloc = (node.get("status") or {}).get("allocatable") or {}
         gpus = int(_q(alloc.get(GPU_RESOURCE, 0)))
+        # GPUs a DRA driver publishes are the node's too (no nvidia.com/gpu count for them).
+        dra_devices = tuple(dra.devices.get(name, ()))
+        gpus = max(gpus, len(dra_devices))
         topo, agent_alloc, meta, is_measured = _topology(node, gpus, notes)
         measured[name] = is_measured
         node_pods = usage_by_node.get(name, [])
         allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
+        allocated = set(allocated) | {i for i in dra.allocated.get(name, ()) if i < topo.gpus}
         usages.extend(pod_usage)
         requested = defaultdict(Decimal)
         for p in node_pods:
@@ -225,7 +236,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             gpu_model=labels.get(LABEL_GPU_PRODUCT) or meta.get("gpu_model") or "unknown",
             network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
-            network=network[name],
+            network=network[name], dra_devices=dra_devices,
         ))
     return Snapshot(Cluster(tuple(out_nodes)), tuple(usages), tuple(notes), measured)
 
@@ -312,7 +323,14 @@ def network_label_keys():
 def take_snapshot(client) -> Snapshot:
     """Two list calls: every node, and every live pod in every namespace (a third for
     Volcano HyperNodes where the API serves them)."""
-    from launcher.backends.k8s_client import HYPERNODE, KUEUE_TOPOLOGIES, NODE, POD
+    from launcher.backends.k8s_client import (
+        HYPERNODE,
+        KUEUE_TOPOLOGIES,
+        NODE,
+        POD,
+        RESOURCE_CLAIM,
+        RESOURCE_SLICE,
+    )
 
     keys = network_label_keys()
     nodes = client.items(NODE)
@@ -325,16 +343,22 @@ def take_snapshot(client) -> Snapshot:
             topologies = _optional_items(client, kind)
             if topologies:
                 break
-    return build_snapshot(nodes, pods, hypernodes, keys, topologies)
+    slices: list[dict] = []
+    claims: list[dict] = []
+    if RESOURCE_SLICE.group in groups and client.serves(RESOURCE_SLICE):
+        slices = _optional_items(client, RESOURCE_SLICE)
+        if slices:
+            claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
+    return build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims)
 
 
-def _optional_items(client, kind) -> list[dict]:
+def _optional_items(client, kind, **kw) -> list[dict]:
     """The objects of a kind an installed add-on may serve, or none (not served, or not
     readable by this user: the snapshot is still useful without them)."""
     from launcher.backends.k8s_client import ApiError
 
     try:
-        return client.items(kind)
+        return client.items(kind, **kw)
     except ApiError as exc:
         if exc.not_found or exc.status in (401, 403):
             return []

@@ -178,6 +178,8 @@ class Scheduler(Loop):
                    and (p.get("status") or {}).get("phase", "Pending") == "Pending"
                    and not p["metadata"].get("deletionTimestamp")
                    and not p["spec"].get("schedulingGates")
+                   # Pods with DRA claims are placed by the DynamicResources model (dra.py).
+                   and not p["spec"].get("resourceClaims")
                    and p["spec"].get("schedulerName", DEFAULT) in self.names]
         if not pending:
             return

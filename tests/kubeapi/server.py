@@ -72,6 +72,7 @@ class KubeAPIServer:
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
+        self.dra = None  # tests.kubeapi.dra.install_dra() serves resource.k8s.io/v1
         self.kueue: Kueue | None = None  # install_kueue() deploys it
         self.controllers = controllers
         self.request_log: list[Request] = []
@@ -126,7 +127,8 @@ class KubeAPIServer:
     @property
     def loops(self):
         extra = tuple(c for c in (self.kueue, self.mpi_operator) if c is not None)
-        return (self.scheduler, *extra, self.jobs, self.kubelet)
+        dra = (self.dra,) if self.dra is not None else ()
+        return (*dra, self.scheduler, *extra, self.jobs, self.kubelet)
 
     @property
     def port(self) -> int:
@@ -141,6 +143,8 @@ class KubeAPIServer:
     def step(self, times: int = 1) -> None:
         """One deterministic pass of scheduler -> job controller -> kubelet -> job controller."""
         for _ in range(times):
+            if self.dra is not None:
+                self.dra.step()
             self.scheduler.step()
             if self.kueue is not None:
                 self.kueue.step()

@@ -1,0 +1,75 @@
+"""What DRA says about GPUs: ResourceSlices (the devices each node publishes) and
+ResourceClaims (which of them are allocated), as the resource.k8s.io/v1 API returns them.
+
+A ResourceSlice's `spec.driver`, `spec.pool.name` and `spec.nodeName` say whose devices
+`spec.devices[]` are; a device's attribute values are typed (`string`, `int`, `bool`,
+`version`). A claim's `status.allocation.devices.results[]` names (driver, pool, device)
+per request (Kubernetes API reference, resource.k8s.io/v1 ResourceSlice and ResourceClaim).
+NVIDIA's driver names a full GPU `gpu-<minor>` (mpijob.dra), so the index placement uses is
+the minor number. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from mpijob.dra import DRIVER, PCIE_ROOT, DraDevice
+
+_GPU_NAME = re.compile(r"^gpu-(\d+)$")
+
+
+def _attr(device: dict, name: str):
+    value = (device.get("attributes") or {}).get(name) or {}
+    for kind in ("string", "int", "version", "bool"):
+        if kind in value:
+            return value[kind]
+    return None
+
+
+@dataclass
+class DraInventory:
+    devices: dict[str, list[DraDevice]] = field(default_factory=dict)  # node -> GPUs
+    allocated: dict[str, set[int]] = field(default_factory=dict)  # node -> GPU indices
+    # "namespace/claim" -> [(node, device name)] for `get`
+    claims: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)  # "namespace/pod" -> "namespace/claim"
+
+
+def inventory(slices: list[dict], claims: list[dict], driver: str = DRIVER) -> DraInventory:
+    inv = DraInventory()
+    where: dict[tuple[str, str, str], tuple[str, int]] = {}
+    by_node: dict[str, list[DraDevice]] = defaultdict(list)
+    for s in slices:
+        spec = s.get("spec") or {}
+        node, pool = spec.get("nodeName"), (spec.get("pool") or {}).get("name", "")
+        if spec.get("driver") != driver or not node:
+            continue
+        for d in spec.get("devices") or []:
+            match = _GPU_NAME.match(d.get("name") or "")
+            uuid = _attr(d, "uuid")
+            if not match or not isinstance(uuid, str) or _attr(d, "type") not in (None, "gpu"):
+                continue  # MIG and VFIO devices are not whole GPUs
+            dev = DraDevice(name=d["name"], index=int(match.group(1)), uuid=uuid, driver=driver,
+                            pcie_root=_attr(d, PCIE_ROOT), pool=pool)
+            by_node[node].append(dev)
+            where[(driver, pool, d["name"])] = (node, dev.index)
+    inv.devices = {n: sorted(ds, key=lambda d: d.index) for n, ds in by_node.items()}
+    for c in claims:
+        m = c.get("metadata") or {}
+        key = f"{m.get('namespace', '')}/{m.get('name', '')}"
+        results = ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                   .get("results") or [])
+        got = []
+        for r in results:
+            hit = where.get((r.get("driver"), r.get("pool"), r.get("device")))
+            if hit is not None:
+                inv.allocated.setdefault(hit[0], set()).add(hit[1])
+                got.append((hit[0], r["device"]))
+        if got:
+            inv.claims[key] = got
+        for ref in (c.get("status") or {}).get("reservedFor") or []:
+            if ref.get("resource") == "pods" and ref.get("name"):
+                inv.owners[f"{m.get('namespace', '')}/{ref['name']}"] = key
+    return inv

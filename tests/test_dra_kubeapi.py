@@ -1,0 +1,106 @@
+"""DRA end to end against the test API server: two DGX-1-like nodes whose GPUs a
+gpu.nvidia.com driver publishes in resource.k8s.io/v1 ResourceSlices; hvdk8s reads them (and
+the claims that hold some), plans, creates a ResourceClaimTemplate per worker pod selecting
+the planned GPUs, and the scripted allocator gives the pod exactly those devices."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from launcher.backends.k8s_snapshot import take_snapshot
+from launcher.cli.app import app
+from tests.kubeapi.dra import CelError, cel_matches, gpu_slice, install_dra
+from tests.kubeapi.fixtures import GPU_NODE_LABELS
+from tests.kubeapi.server import KubeAPIServer
+
+
+def uuid(node: int, i: int) -> str:
+    return f"GPU-{node:08x}-1111-2222-3333-{i:012x}"
+
+
+@pytest.fixture
+def dra_server(tmp_path, monkeypatch):
+    with KubeAPIServer() as srv:
+        for n in range(2):
+            # No device plugin: the GPUs exist only as DRA devices.
+            srv.add_node(f"dgx-{n}", gpus=0, labels=dict(GPU_NODE_LABELS))
+        install_dra(srv, {f"dgx-{n}": [uuid(n, i) for i in range(8)] for n in range(2)})
+        monkeypatch.setenv("KUBECONFIG", srv.write_kubeconfig(tmp_path / "kubeconfig"))
+        yield srv
+
+
+def hold(srv, node: int, devices: list[int], name="other") -> None:
+    """A claim of another workload holding some GPUs of a node."""
+    claim = srv.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"devices": {"requests": [{"name": "g", "exactly": {
+                            "deviceClassName": "gpu.nvidia.com", "count": len(devices)}}]}}})
+    results = [{"request": "g", "driver": "gpu.nvidia.com", "pool": f"dgx-{node}",
+                "device": f"gpu-{i}"} for i in devices]
+    srv.store.mutate("resource.k8s.io/resourceclaims", "default", claim["metadata"]["name"],
+                     lambda c: c.setdefault("status", {}).update({"allocation": {"devices": {"results": results}}}))
+
+
+def test_snapshot_sees_dra_gpus_and_the_claims_that_hold_them(dra_server):
+    from launcher.backends.k8s_client import connect
+
+    hold(dra_server, 0, [0, 1, 2])
+    snap = take_snapshot(connect("test"))
+    n0, n1 = snap.cluster.node("dgx-0"), snap.cluster.node("dgx-1")
+    assert n0.gpus == 8 and n0.allocated == frozenset({0, 1, 2})
+    assert n1.allocated == frozenset()
+    assert [d.uuid for d in n0.dra_devices] == [uuid(0, i) for i in range(8)]
+
+
+def test_submit_requests_the_planned_gpus_and_the_pod_gets_exactly_them(dra_server):
+    srv = dra_server
+    hold(srv, 0, [0, 1, 4, 5])  # dgx-0 keeps the quad 2,3,6,7 free (not one NVLink quad)
+    srv.script_pod(r"d-launcher-.*", logs=[(0.1, "total images/sec: 100.0")], exit_code=0)
+    result = CliRunner().invoke(app, ["submit", "mpi", "--backend", "kubernetes", "--name", "d",
+                                      "--workers", "4", "--gpus", "1", "--image", "img",
+                                      "--schedule-timeout", "20", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "requested through DRA ResourceClaims selecting the planned devices" in result.output
+    (pod,) = [p for p in srv.objects("pods", "default") if p["metadata"]["name"] == "d-worker-0"]
+    planned = [int(i) for i in pod["metadata"]["annotations"]["hvdk8s.io/gpus"].split(",")]
+    # The best free quad: dgx-1's NVLink-connected GPUs, not dgx-0's leftovers.
+    assert pod["spec"]["nodeName"] == "dgx-1" and planned in ([0, 1, 2, 3], [4, 5, 6, 7])
+    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0].get("resources"))
+    (template,) = srv.objects("resourceclaimtemplates", "default")
+    assert uuid(1, planned[0]) in str(template["spec"])
+    (status,) = pod["status"]["resourceClaimStatuses"]
+    claim = srv.get("resourceclaims", status["resourceClaimName"])
+    got = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
+    assert got == sorted(f"gpu-{i}" for i in planned)
+    assert claim["status"]["reservedFor"][0]["name"] == "d-worker-0"
+
+
+def test_allocator_refuses_what_the_selector_excludes(dra_server):
+    srv = dra_server
+    hold(srv, 1, [0])
+    srv.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "t", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                    "deviceClassName": "gpu.nvidia.com", "count": 1,
+                    "selectors": [{"cel": {"expression":
+                                           f'device.attributes["gpu.nvidia.com"].uuid in ["{uuid(1, 0)}"]'}}]}}]}}}})
+    srv.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}],
+                         "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t"}]}})
+    srv.step(3)
+    pod = srv.get("pods", "p")
+    assert not pod["spec"].get("nodeName")  # gpu-0 of dgx-1 is held; nothing else matches
+    assert any("needs 1" in why for why in srv.dra.failures.values())
+
+
+def test_cel_evaluator_knows_only_the_forms_hvdk8s_emits():
+    device = gpu_slice("n", [uuid(0, 0)], pcie_roots=["pci0000:00"])["spec"]["devices"][0]
+    assert cel_matches(f'device.attributes["gpu.nvidia.com"].uuid in ["{uuid(0, 0)}"]', device, "gpu.nvidia.com")
+    assert not cel_matches('device.attributes["gpu.nvidia.com"].uuid in ["GPU-x"]', device, "gpu.nvidia.com")
+    assert cel_matches('device.driver == "gpu.nvidia.com" && '
+                       'device.attributes["resource.kubernetes.io"].pcieRoot == "pci0000:00"',
+                       device, "gpu.nvidia.com")
+    with pytest.raises(CelError):
+        cel_matches("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('8Gi')) >= 0",
+                    device, "gpu.nvidia.com")
