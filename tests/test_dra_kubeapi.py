@@ -74,6 +74,19 @@ def test_submit_requests_the_planned_gpus_and_the_pod_gets_exactly_them(dra_serv
     got = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
     assert got == sorted(f"gpu-{i}" for i in planned)
     assert claim["status"]["reservedFor"][0]["name"] == "d-worker-0"
+    # `get` shows what the claim was allocated next to the plan.
+    shown = CliRunner().invoke(app, ["get", "d", "--backend", "kubernetes", "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    import json
+
+    (row,) = [p for p in json.loads(shown.stdout)["placement"] if p["pod"] == "d-worker-0"]
+    assert row["gpus"] == planned
+    assert row["allocated_devices"] == sorted(f"gpu-{i}" for i in planned)
+    table = CliRunner().invoke(app, ["get", "d", "--backend", "kubernetes"]).output
+    assert "d-worker-0: planned GPUs" in table and f"DRA allocated gpu-{planned[0]}" in table
+    # Deleting the job deletes its claim templates too.
+    assert CliRunner().invoke(app, ["delete", "d", "--backend", "kubernetes"]).exit_code == 0
+    assert srv.objects("resourceclaimtemplates", "default") == []
 
 
 def test_allocator_refuses_what_the_selector_excludes(dra_server):

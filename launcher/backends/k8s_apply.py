@@ -17,6 +17,7 @@ from launcher.backends.k8s_client import (
     JOB,
     MPIJOB,
     POD,
+    RESOURCE_CLAIM_TEMPLATE,
     SCHED_PLUGINS_PODGROUP,
     SECRET,
     SERVICE,
@@ -30,7 +31,8 @@ from mpijob import names
 
 SUBMISSION_ANNOTATION = f"{names.GROUP}/submission"
 BASE_KINDS = (JOB, POD, SERVICE, CONFIGMAP, SECRET)
-OPTIONAL_KINDS = (MPIJOB, VOLCANO_PODGROUP, SCHED_PLUGINS_PODGROUP)
+# ResourceClaimTemplates: a DRA job's worker GPUs (mpijob.dra).
+OPTIONAL_KINDS = (MPIJOB, VOLCANO_PODGROUP, SCHED_PLUGINS_PODGROUP, RESOURCE_CLAIM_TEMPLATE)
 
 
 def job_kinds(client: KubeClient) -> list:

@@ -376,6 +376,12 @@ class KubernetesBackend:
                 launcher_log = pod_log_lines(self.client, launcher, tail=LOG_TAIL_FOR_RESULT)
         status = st.job_status(name, ns, root=root, pods=pods, mode=mode, events=events,
                                launcher_log=launcher_log)
+        if detail and any((p.get("spec") or {}).get("resourceClaims") for p in pods):
+            from launcher.backends.k8s_client import RESOURCE_CLAIM
+            from launcher.backends.k8s_dra_status import add_to_placement, allocated_devices
+
+            add_to_placement(status.placement,
+                             allocated_devices(pods, self.client.items(RESOURCE_CLAIM, ns)))
         if detail and status.phase == FAILED:
             pod = st.failing_pod(pods)
             if pod is not None:
