@@ -66,7 +66,7 @@ def program_argv(spec: JobSpec, **benchmark_kw) -> list[str]:
 def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = None) -> list[str]:
     """The mpirun line hvdk8s writes when the user did not write one."""
     program = program if program is not None else program_argv(spec)
-    env_names = list(FORWARDED_ENV) + [k for k in spec.env if k not in FORWARDED_ENV]
+    env_names = list(FORWARDED_ENV) + [k for k in spec.job_env if k not in FORWARDED_ENV]
     np = str(spec.ranks)
     if spec.mpi_implementation == "OpenMPI":
         argv = ["mpirun", "-np", np, "--hostfile", hostfile, "-bind-to", "none", "-map-by", "slot"]

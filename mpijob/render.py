@@ -115,7 +115,7 @@ def root_annotations(spec: JobSpec, placement: Placement | None, prediction: dic
 
 
 def env_list(spec: JobSpec, extra: dict[str, str] | None = None) -> list[dict]:
-    merged = {**spec.env, **(extra or {})}
+    merged = {**spec.job_env, **(extra or {})}
     return [{"name": k, "value": v} for k, v in merged.items()]
 
 

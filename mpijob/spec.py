@@ -46,6 +46,10 @@ BENCHMARK_MODELS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inc
 # NCCL moves data between ranks of one pod through /dev/shm; Docker's 64Mi default makes
 # multi-GPU pods fail with "unhandled system error". 4Gi covers 8 ranks (NCCL docs).
 DEFAULT_SHM_SIZE = "4Gi"
+# Set in every job unless the user sets them: TensorFlow's C++ INFO lines (the oneDNN notice,
+# the CPU feature guard) would open every rank's log; level 1 keeps warnings and errors
+# (checked with TF 2.15: 0 prints the banners, 1 hides them).
+DEFAULT_JOB_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1"}
 DEFAULT_IMAGE = "horovod/horovod:0.28.1"
 
 
@@ -273,6 +277,11 @@ class JobSpec(BaseModel):
         if self.scheduler_name:
             return self.scheduler_name
         return GANG_SCHEDULER_NAMES.get(self.gang)
+
+    @property
+    def job_env(self) -> dict[str, str]:
+        """The environment of every rank: hvdk8s's defaults, then the user's -e (which win)."""
+        return {**DEFAULT_JOB_ENV, **self.env}
 
     @property
     def runs_benchmark(self) -> bool:

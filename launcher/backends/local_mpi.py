@@ -132,7 +132,8 @@ def build_launch(spec: JobSpec, *, mpirun: str | None, hostfile: Path, ranks_dir
 
 def _environment(spec: JobSpec, *, gpus: list[int], python: str, cores: int, is_root: bool,
                  environ: dict[str, str]) -> dict[str, str]:
-    env = dict(spec.env)
+    # A default the user already exported in this shell is theirs too: it wins over ours.
+    env = {k: v for k, v in spec.job_env.items() if k in spec.env or k not in environ}
     # Ranks run the Python that runs hvdk8s, the one with Horovod; a bare `python` in the
     # user's command means that one too.
     python_dir = str(Path(python).parent)
