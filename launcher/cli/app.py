@@ -21,6 +21,13 @@ class _OneLineErrors(TyperGroup):
     """Turns errors into one line on stderr and an exit code, for the real entry point and
     for typer's CliRunner alike (both go through the root group's invoke)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # typer has built the whole click tree by now: give all of it kubectl-style help.
+        from launcher.cli.helptext import polish
+
+        polish(self)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

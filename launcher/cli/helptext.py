@@ -1,0 +1,212 @@
+"""How `--help` reads: value names instead of Python types, and examples at the end.
+
+typer prints a type column (`<bool>` for every flag, `<str>`, `<int>`, `<list[str]>`) unless a
+parameter has a metavar. kubectl and arena name a value for what it is (`NAME`, `N`, `FILE`)
+and show nothing for a flag, so every parameter of the command tree gets one here, in one
+pass over the click commands typer builds, and every command's help ends with examples.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich.markup import escape
+from typer.core import TyperArgument
+
+# Long option -> the value it takes. Options not listed get one from their type (FALLBACK).
+METAVARS = {
+    "--name": "NAME", "--workers": "N", "--gpus": "N", "--image": "IMAGE",
+    "--namespace": "NAMESPACE", "--context": "CONTEXT", "--kubeconfig": "FILE",
+    "--backend": "local|kubernetes", "--output": "FORMAT", "--mode": "pods|operator",
+    "--gang-scheduler": "SCHEDULER", "--queue": "QUEUE",
+    "--placement": "topology|binpack|spread", "--cluster": "FILE", "--env": "KEY=VALUE",
+    "--cpu": "QUANTITY", "--memory": "QUANTITY", "--selector": "KEY=VALUE",
+    "--toleration": "TOLERATION", "--annotation": "KEY=VALUE", "--label": "KEY=VALUE",
+    "--priority": "PRIORITYCLASS", "--mpi": "OpenMPI|Intel|MPICH",
+    "--clean-pod-policy": "Running|All|None", "--backoff-limit": "N", "--ttl": "SECONDS",
+    "--active-deadline": "SECONDS", "--image-pull-secret": "SECRET",
+    "--image-pull-policy": "Always|IfNotPresent|Never", "--shm-size": "QUANTITY",
+    "--network-interface": "INTERFACE", "--launcher-cpu": "QUANTITY",
+    "--launcher-memory": "QUANTITY", "--scheduler-name": "SCHEDULER", "--model": "MODEL",
+    "--batch-size": "N", "--num-batches": "N", "--num-warmup-batches": "N",
+    "--image-size": "PIXELS", "--dry-run": "client|server", "--timeout": "SECONDS",
+    "--schedule-timeout": "SECONDS", "--rank": "N", "--worker": "N", "--tail": "LINES",
+    "--precision": "fp32|fp16", "--node-name": "NODE", "--interval": "SECONDS",
+    "--kubelet-socket": "SOCKET", "--nodes": "N", "--jobs": "N", "--trace": "FILE",
+    "--seed": "N", "--load": "FRACTION", "--policies": "POLICIES", "--policy": "POLICY",
+    "--out": "DIR", "--backfill-depth": "N", "--limit": "N", "--priority-class": "NAME",
+    "--runtime-class": "NAME", "--supplemental-group": "GID",
+}
+ARGUMENT_METAVARS = {"names": "NAME", "results_dir": "DIR"}
+# By the type typer would have printed: still a word, never a Python type name.
+FALLBACK = {"int": "N", "float": "NUMBER", "path": "PATH"}
+
+EXAMPLES: dict[str, list[tuple[str, str]]] = {
+    "": [
+        ("Run 4 workers with 1 GPU each (the name is generated and printed)",
+         "hvdk8s submit mpi --workers 4 --gpus 1"),
+        ("Follow it, then remove it", "hvdk8s logs -f NAME; hvdk8s delete NAME"),
+        ("Where a job would go on a cluster file, and how fast",
+         "hvdk8s plan --workers 4 --gpus 1 --cluster tests/data/clusters/two-dgx1.yaml"),
+    ],
+    "submit": [
+        ("Run 4 workers with 1 GPU each (the name is generated and printed)",
+         "hvdk8s submit mpi --workers 4 --gpus 1"),
+        ("The same job on this machine's CPU", "hvdk8s submit mpi --backend local --workers 2 --gpus 0 --wait"),
+    ],
+    "submit mpi": [
+        ("VGG16 on 4 workers with 1 GPU each, packed onto NVLink-connected GPUs and "
+         "gang-scheduled (the name is generated and printed)",
+         "hvdk8s submit mpi --workers 4 --gpus 1 --gang --gputopology --model vgg16"),
+        ("Print the objects for your own program instead of creating them",
+         'hvdk8s submit mpi --name train --workers 2 --gpus 1 --image IMG --dry-run "python train.py --lr 0.1"'),
+        ("Two ranks on this machine's CPU, small and quick; wait for the images/sec",
+         "hvdk8s submit mpi --backend local --workers 2 --gpus 0 --image-size 64 --num-batches 10 --wait"),
+    ],
+    "get": [
+        ("A job's pods, placement, GPUs and images/sec", "hvdk8s get vgg16"),
+        ("As YAML, in another namespace", "hvdk8s get vgg16 -n team-a -o yaml"),
+        ("A job that runs on this machine", "hvdk8s get try --backend local"),
+    ],
+    "list": [
+        ("The jobs of the current namespace", "hvdk8s list"),
+        ("Of every namespace", "hvdk8s list -A"),
+        ("The jobs on this machine, as JSON", "hvdk8s list --backend local -o json"),
+    ],
+    "logs": [
+        ("Follow the launcher's log (every rank's output) until the job ends", "hvdk8s logs -f vgg16"),
+        ("The last 50 lines of worker pod 1", "hvdk8s logs vgg16 --worker 1 --tail 50"),
+        ("Rank 1 of a job on this machine", "hvdk8s logs try --backend local --rank 1"),
+    ],
+    "wait": [
+        ("Wait for the end; the exit code says how it ended", "hvdk8s wait vgg16"),
+        ("Give up after an hour (exit 124), print the status as JSON",
+         "hvdk8s wait vgg16 --timeout 3600 -o json"),
+    ],
+    "delete": [
+        ("Delete a job with its pods, services and secrets", "hvdk8s delete vgg16"),
+        ("Several jobs of another namespace", "hvdk8s delete vgg16 resnet50-x7k2p -n team-a"),
+    ],
+    "plan": [
+        ("Where 4 one-GPU workers would go on a cluster file, and the predicted images/sec",
+         "hvdk8s plan --workers 4 --gpus 1 --cluster tests/data/clusters/two-dgx1.yaml"),
+        ("Compare the placement policies for VGG16",
+         "hvdk8s plan -w 4 -g 1 --model vgg16 --batch-size 64 --compare --cluster tests/data/clusters/two-dgx1.yaml"),
+        ("Against the live cluster of the current context", "hvdk8s plan --workers 8 --gpus 1"),
+    ],
+    "agent": [
+        ("Print what this node's annotation would be, once", "hvdk8s agent --node-name gpu-node-1 --once --dry-run"),
+        ("What the DaemonSet runs", "hvdk8s agent --node-name $NODE_NAME --interval 60"),
+    ],
+    "simulate": [
+        ("2,000 generated jobs on a generated cluster, results and plots in a folder",
+         "hvdk8s simulate --jobs 2000 --out results/sim"),
+        ("Two policies on a cluster file", "hvdk8s simulate --cluster tests/data/clusters/two-dgx1.yaml --policies topology,spread"),
+    ],
+    "topology": [
+        ("Parse this machine's GPU topology", "nvidia-smi topo -m | hvdk8s topology parse -"),
+        ("The known machine shapes", "hvdk8s topology presets"),
+    ],
+    "topology parse": [
+        ("This machine's GPU topology", "nvidia-smi topo -m | hvdk8s topology parse -"),
+        ("A saved one, as JSON", "hvdk8s topology parse tests/data/topo/dgx1-v100-mlx5.txt -o json"),
+    ],
+    "topology presets": [
+        ("The known machine shapes", "hvdk8s topology presets"),
+        ("As JSON", "hvdk8s topology presets -o json"),
+    ],
+    "topology show": [
+        ("The GPU links of a DGX-1", "hvdk8s topology show dgx1-v100"),
+        ("A generated shape, as JSON", "hvdk8s topology show pcie-4 -o json"),
+    ],
+    "top": [
+        ("GPUs in use per node", "hvdk8s top node"),
+        ("GPUs per job", "hvdk8s top job -A"),
+    ],
+    "top node": [
+        ("GPUs in use per node", "hvdk8s top node"),
+        ("With each node's GPUs and the jobs on them", "hvdk8s top node -d"),
+        ("Of a cluster file", "hvdk8s top node --cluster tests/data/clusters/two-dgx1.yaml"),
+    ],
+    "top job": [
+        ("GPUs per job in the current namespace", "hvdk8s top job"),
+        ("In every namespace, as JSON", "hvdk8s top job -A -o json"),
+    ],
+    "experiment": [
+        ("Run a matrix, then report it", "hvdk8s experiment run benchmarks/experiments/local-cpu.yaml"),
+        ("", "hvdk8s experiment report results/local-cpu"),
+    ],
+    "experiment run": [
+        ("Run a matrix of benchmark runs on this machine",
+         "hvdk8s experiment run benchmarks/experiments/local-cpu.yaml"),
+        ("List the runs and which are done", "hvdk8s experiment run benchmarks/experiments/scaling.yaml --dry-run"),
+        ("Only 2 more runs, into another folder",
+         "hvdk8s experiment run benchmarks/experiments/scaling.yaml --out results/scaling --limit 2"),
+    ],
+    "experiment report": [
+        ("Tables and plots of the runs so far", "hvdk8s experiment report results/local-cpu"),
+        ("As JSON, without plots", "hvdk8s experiment report results/local-cpu -o json --no-plots"),
+    ],
+    "install": [
+        ("Deploy the topology agent", "hvdk8s install agent"),
+        ("Print its manifests", "hvdk8s install agent --dry-run"),
+    ],
+    "install agent": [
+        ("Deploy the topology agent to kube-system", "hvdk8s install agent"),
+        ("Print its manifests instead", "hvdk8s install agent --dry-run -o yaml"),
+        ("Where the NVIDIA runtime is not the default", "hvdk8s install agent --runtime-class nvidia"),
+    ],
+}
+
+
+def examples_text(path: str) -> str | None:
+    """kubectl's `Examples:` section: a comment line, then the command, indented."""
+    examples = EXAMPLES.get(path)
+    if not examples:
+        return None
+    lines = ["Examples:"]
+    for comment, line in examples:
+        if comment:
+            lines.append(f"  # {comment}")
+        lines.append(f"  {line}")
+    # Rich markup would eat `[...]`; one paragraph keeps the line breaks; typer's
+    # inspect.cleandoc keeps the indent when a line after the first has none (the leading
+    # empty line makes "Examples:" that line).
+    return escape("\n" + "\n".join(lines))
+
+
+def _metavar(param, ctx) -> str:
+    if isinstance(param, TyperArgument):
+        return ARGUMENT_METAVARS.get(param.name, param.name.upper())
+    for opt in param.opts:
+        if opt in METAVARS:
+            return METAVARS[opt]
+    shown = param.display_type(ctx).strip("<>").split()[0]
+    return FALLBACK.get(shown, "VALUE")
+
+
+class _ArgumentWithoutType(TyperArgument):
+    """An argument's name column already says what it is (`NAME`); typer would add `<str>`."""
+
+    def display_type_rich(self, ctx):
+        return None
+
+
+def polish(command, path: str = "") -> None:
+    """Give every parameter of `command` and its subcommands a value name, and every command
+    its examples. Runs on the click tree typer builds, so new commands get it too."""
+    ctx = typer.Context(command)
+    # click adds --help lazily; made now, it gets the same treatment.
+    help_option = command.get_help_option(ctx)
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if param.metavar is not None:
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""  # a flag takes no value: show none
+        else:
+            param.metavar = _metavar(param, ctx)
+        if isinstance(param, TyperArgument) and type(param) is TyperArgument:
+            param.__class__ = _ArgumentWithoutType
+    if command.epilog is None:
+        command.epilog = examples_text(path)
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        polish(sub, f"{path} {name}".strip())
