@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends.local_mpi import build_launch
-from mpijob.render import render
+from mpijob.manifests import render
 from mpijob.spec import build_spec
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK
 

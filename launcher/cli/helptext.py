@@ -35,6 +35,7 @@ METAVARS = {
     "--seed": "N", "--load": "FRACTION", "--policies": "POLICIES", "--policy": "POLICY",
     "--out": "DIR", "--backfill-depth": "N", "--limit": "N", "--priority-class": "NAME",
     "--runtime-class": "NAME", "--supplemental-group": "GID",
+    "--gpu-request": "auto|device-plugin|dra",
 }
 ARGUMENT_METAVARS = {"names": "NAME", "results_dir": "DIR"}
 # By the type typer would have printed: still a word, never a Python type name.
@@ -96,6 +97,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "agent": [
         ("Print what this node's annotation would be, once", "hvdk8s agent --node-name gpu-node-1 --once --dry-run"),
         ("What the DaemonSet runs", "hvdk8s agent --node-name $NODE_NAME --interval 60"),
+    ],
+    "doctor": [
+        ("Can jobs be submitted to the cluster of the current context?", "hvdk8s doctor"),
+        ("To another context and namespace, as JSON", "hvdk8s doctor --context prod -n team-a -o json"),
     ],
     "simulate": [
         ("2,000 generated jobs on a generated cluster, results and plots in a folder",
