@@ -9,8 +9,11 @@ Order of preference (mpijob.placement then applies its GPU-set rules inside the 
 5. among equally good racks or blocks, the one with the least room that still fits (best
    fit: roomier racks stay whole for the next multi-node job), then by name.
 
-The fewest racks for m nodes is an exact dynamic programme over racks: best[j][k] = the most
-workers that k nodes taken from j racks can hold (each rack gives its roomiest nodes first).
+The fewest racks for m nodes: one rack when one suffices; else a greedy choice (roomiest
+racks first) bounds it, and an exact dynamic programme over racks looks for fewer: best[j][k]
+= the most workers that k nodes taken from j racks can hold (each rack gives its roomiest
+nodes first). Past EXACT_STEPS_MAX steps (jobs of dozens of nodes on hundreds of racks) the
+greedy answer stands, which may use a rack more than needed.
 Pure; `candidates` are mpijob.placement's _Candidate objects (node, cap).
 """
 
@@ -21,8 +24,10 @@ from dataclasses import dataclass, field
 
 from mpijob.plural import plural
 
-# Above this many table cells the exact programme gives way to a greedy choice of racks.
-EXACT_CELLS_MAX = 3_000_000
+# Above this many steps of the exact programme (racks x racks to beat x nodes x nodes per
+# rack) the greedy choice of racks stands: ~0.1 s of Python; only jobs over dozens of
+# nodes on clusters of hundreds of racks get there.
+EXACT_STEPS_MAX = 300_000
 
 
 @dataclass
@@ -65,19 +70,22 @@ def fewest_racks(racks: dict[tuple, list], need: int, m: int) -> tuple[int, list
     singles = [k for k, p in zip(keys, prefixes, strict=True) if p[min(m, len(p) - 1)] >= need]
     if singles:
         return 1, singles
-    cells = len(keys) * m * m * m
-    if cells > EXACT_CELLS_MAX:
-        return _greedy_racks(keys, prefixes, need, m)
+    greedy = _greedy_racks(keys, prefixes, need, m)  # an upper bound on the racks
+    if greedy is None or greedy[0] <= 2:
+        return greedy  # no single rack holds it, so two is the fewest
+    jmax = greedy[0] - 1
+    if len(keys) * jmax * m * max(len(p) - 1 for p in prefixes) > EXACT_STEPS_MAX:
+        return greedy
     neg = -1
     # best[j][k]; choice[i][j][k] = nodes taken from rack i in the best (j, k) over racks <= i.
-    best = [[neg] * (m + 1) for _ in range(m + 1)]
+    best = [[neg] * (m + 1) for _ in range(jmax + 1)]
     best[0][0] = 0
     choice = []
     for p in prefixes:
         new = [row[:] for row in best]
-        took = [[0] * (m + 1) for _ in range(m + 1)]
+        took = [[0] * (m + 1) for _ in range(jmax + 1)]
         top = len(p) - 1
-        for j in range(1, m + 1):
+        for j in range(1, jmax + 1):
             for k in range(1, m + 1):
                 for t in range(1, min(top, k) + 1):
                     prev = best[j - 1][k - t]
@@ -89,11 +97,11 @@ def fewest_racks(racks: dict[tuple, list], need: int, m: int) -> tuple[int, list
                         took[j][k] = t
         best = new
         choice.append(took)
-    for j in range(2, m + 1):
+    for j in range(2, jmax + 1):
         for k in range(j, m + 1):
             if best[j][k] >= need:
                 return j, [_trace(choice, keys, j, k)]
-    return None
+    return greedy
 
 
 def _trace(choice: list, keys: list, j: int, k: int) -> tuple:
@@ -107,14 +115,24 @@ def _trace(choice: list, keys: list, j: int, k: int) -> tuple:
 
 
 def _greedy_racks(keys, prefixes, need, m):
-    order = sorted(range(len(keys)), key=lambda i: -prefixes[i][-1])
-    caps = []
-    used = []
-    for i in order:
-        used.append(keys[i])
-        caps.extend(prefixes[i][t] - prefixes[i][t - 1] for t in range(1, len(prefixes[i])))
-        if (_min_nodes(caps, need) or m + 1) <= m:
-            return len(used), [tuple(used)]
+    """Add the rack that raises the union's m roomiest nodes the most, until they hold
+    `need`: an upper bound on the fewest racks (exact for one and two)."""
+    caps = [[p[t] - p[t - 1] for t in range(1, len(p))] for p in prefixes]
+    left = list(range(len(keys)))
+    chosen: list[int] = []
+    top: list[int] = []
+    while left:
+        best_i, best_top, best_sum = None, None, -1
+        for i in left:
+            merged = sorted(top + caps[i], reverse=True)[:m]
+            total = sum(merged)
+            if total > best_sum:
+                best_i, best_top, best_sum = i, merged, total
+        chosen.append(best_i)
+        left.remove(best_i)
+        top = best_top
+        if best_sum >= need:
+            return len(chosen), [tuple(keys[i] for i in chosen)]
     return None
 
 
