@@ -117,3 +117,26 @@ def test_cel_evaluator_knows_only_the_forms_hvdk8s_emits():
     with pytest.raises(CelError):
         cel_matches("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('8Gi')) >= 0",
                     device, "gpu.nvidia.com")
+
+
+def test_operator_mode_workers_get_their_nodes_planned_gpus(dra_server):
+    srv = dra_server
+    srv.install_mpi_operator()
+    hold(srv, 0, [0, 1, 2, 3])
+    hold(srv, 1, [4, 5, 6, 7], name="other-1")
+    result = CliRunner().invoke(app, ["submit", "mpi", "--backend", "kubernetes", "--mode", "operator",
+                                      "--name", "op", "--workers", "8", "--gpus", "1", "--image", "img",
+                                      "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    (template,) = srv.objects("resourceclaimtemplates", "default")
+    assert template["metadata"]["name"] == "op-worker-gpus"
+    srv.wait_for(lambda: len([p for p in srv.objects("pods", "default")
+                              if p["metadata"]["name"].startswith("op-worker")
+                              and p["spec"].get("nodeName")]) == 2, timeout=20)
+    for pod in (p for p in srv.objects("pods", "default") if p["metadata"]["name"].startswith("op-worker")):
+        (status,) = pod["status"]["resourceClaimStatuses"]
+        claim = srv.get("resourceclaims", status["resourceClaimName"])
+        got = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
+        # dgx-0 has 4,5,6,7 free, dgx-1 0,1,2,3: each pod gets exactly its node's free quad.
+        expected = {"dgx-0": ["gpu-4", "gpu-5", "gpu-6", "gpu-7"], "dgx-1": ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]}
+        assert got == expected[pod["spec"]["nodeName"]]
