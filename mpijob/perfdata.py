@@ -296,3 +296,185 @@ def flops_estimate(gpu: str, model: str, precision: str) -> Figure:
     # A peak rate is a large-batch rate; quote it at a large batch.
     return Figure(ips, 10_000, FLOPS_SOURCE,
                   f"{MODELS[model].train_gflops:.1f} GFLOP/image, {peak:g} TFLOPS x {util:g}")
+
+
+# --------------------------------------------------------------------- communication
+# When each gradient becomes ready in the backward pass. Per model, in backward order, groups
+# of consecutive layers: (fraction of the backward pass done when the group's last gradient
+# is ready, trainable parameters in the group, gradient tensors in the group). Counted from
+# tf.keras.applications (TF 2.15) by benchmarks/model_fidelity/layer_profiles.py: backward
+# time of a layer taken proportional to its forward MACs (conv: out_h*out_w*k*k*c_in*c_out;
+# dense: in*out), layers merged into at most 24 groups of equal backward time. VGG16's
+# fully-connected layers (124 M of its 138 M parameters) are the first gradients ready.
+GRADIENT_PROFILES: dict[str, tuple[tuple[float, int, int], ...]] = {
+    "vgg16": (
+        (0.0678, 128362472, 10),
+        (0.0977, 2359808, 2),
+        (0.2172, 2359808, 2),
+        (0.3368, 2359808, 2),
+        (0.3966, 1180160, 2),
+        (0.5161, 590080, 2),
+        (0.6357, 590080, 2),
+        (0.6955, 295168, 2),
+        (0.815, 147584, 2),
+        (0.8748, 73856, 2),
+        (0.9944, 36928, 2),
+        (1.0, 1792, 2),
+    ),
+    "vgg19": (
+        (0.0534, 128362472, 10),
+        (0.1005, 4719616, 4),
+        (0.1947, 2359808, 2),
+        (0.289, 2359808, 2),
+        (0.3832, 2359808, 2),
+        (0.4303, 1180160, 2),
+        (0.5245, 590080, 2),
+        (0.6187, 590080, 2),
+        (0.7129, 590080, 2),
+        (0.76, 295168, 2),
+        (0.8543, 147584, 2),
+        (0.9014, 73856, 2),
+        (0.9956, 36928, 2),
+        (1.0, 1792, 2),
+    ),
+    "resnet50": (
+        (0.0438, 5464552, 10),
+        (0.1004, 4465664, 12),
+        (0.1271, 2108928, 10),
+        (0.1837, 4460032, 6),
+        (0.2336, 1381632, 12),
+        (0.2602, 528128, 8),
+        (0.3035, 853504, 8),
+        (0.3468, 855808, 8),
+        (0.4034, 1118720, 12),
+        (0.4167, 262912, 4),
+        (0.46, 855808, 8),
+        (0.5133, 1055488, 12),
+        (0.5432, 590592, 4),
+        (0.5932, 346752, 12),
+        (0.6498, 280832, 12),
+        (0.6764, 132992, 8),
+        (0.7197, 213760, 8),
+        (0.7597, 199680, 8),
+        (0.7963, 180992, 8),
+        (0.8396, 54208, 8),
+        (0.8962, 70784, 12),
+        (0.9228, 34240, 10),
+        (0.9661, 53696, 6),
+        (1.0, 13888, 8),
+    ),
+    "resnet101": (
+        (0.0512, 9930216, 22),
+        (0.0936, 6568960, 16),
+        (0.1258, 1644544, 16),
+        (0.1767, 1974528, 20),
+        (0.2124, 1381632, 16),
+        (0.2633, 1974528, 20),
+        (0.2921, 1118720, 12),
+        (0.3345, 1646848, 20),
+        (0.3787, 1709312, 16),
+        (0.4211, 1646848, 20),
+        (0.4652, 1709312, 16),
+        (0.5008, 1381632, 16),
+        (0.5517, 1974528, 20),
+        (0.5874, 1381632, 16),
+        (0.6383, 1974528, 20),
+        (0.6671, 1118720, 12),
+        (0.7095, 1646848, 20),
+        (0.752, 1646080, 16),
+        (0.7927, 937344, 16),
+        (0.8351, 413824, 20),
+        (0.8775, 413440, 16),
+        (0.9182, 235200, 16),
+        (0.9607, 105024, 22),
+        (1.0, 67584, 14),
+    ),
+    "resnet152": (
+        (0.0434, 12039144, 32),
+        (0.0844, 6104576, 22),
+        (0.1277, 2502656, 28),
+        (0.1766, 2828032, 28),
+        (0.2154, 2237440, 24),
+        (0.2541, 2237440, 24),
+        (0.2928, 2237440, 24),
+        (0.336, 2500352, 28),
+        (0.3793, 2502656, 28),
+        (0.418, 2237440, 24),
+        (0.467, 2828032, 28),
+        (0.5057, 2237440, 24),
+        (0.5444, 2237440, 24),
+        (0.5876, 2500352, 28),
+        (0.6264, 2237440, 24),
+        (0.6696, 2502656, 28),
+        (0.7186, 2828032, 28),
+        (0.7561, 2174208, 24),
+        (0.7926, 1070336, 24),
+        (0.8415, 709504, 28),
+        (0.8802, 561664, 24),
+        (0.9178, 546432, 24),
+        (0.9645, 305984, 28),
+        (1.0, 101824, 24),
+    ),
+    "inception3": (
+        (0.0493, 6418152, 17),
+        (0.0856, 3246528, 13),
+        (0.1285, 3831488, 11),
+        (0.1683, 1217088, 7),
+        (0.2093, 811968, 9),
+        (0.2559, 922368, 8),
+        (0.3022, 916608, 11),
+        (0.3387, 721216, 6),
+        (0.3767, 753024, 13),
+        (0.4241, 936256, 7),
+        (0.4621, 753024, 13),
+        (0.5043, 836096, 10),
+        (0.5746, 1390304, 9),
+        (0.5865, 55392, 2),
+        (0.6286, 196960, 9),
+        (0.6727, 205808, 13),
+        (0.7106, 177360, 8),
+        (0.7607, 233872, 11),
+        (0.8873, 160000, 5),
+        (0.9618, 23696, 4),
+        (1.0, 10144, 4),
+    ),
+}
+
+# NCCL's latency model, src/graph/tuning.cc (github.com/NVIDIA/nccl, NCCL 2.7-2.8 tables),
+# ring algorithm, Simple protocol (what large fused allreduces use), microseconds:
+# baseLat 8.4 per collective; hwLat per ring step 3.4 over NVLink, 5.7 over PCIe, 9.6 over
+# the network; an allreduce ring has 2(n-1) steps of which 2(nodes-1) cross the network
+# ("nInterSteps"); on more than one node a large ring allreduce's latency is multiplied by
+# 1.9 ("Plateau effect of ring", ncclTopoGetAlgoTime).
+NCCL_RING_BASE_LATENCY_S = 8.4e-6
+NCCL_RING_STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "net": 9.6e-6}
+NCCL_RING_PLATEAU_FACTOR = 1.9
+
+# Horovod's background loop (docs/tensor-fusion.rst; horovod/common/operations.cc): every
+# HOROVOD_CYCLE_TIME it negotiates which tensors all ranks have ready, fuses them into
+# buffers of at most HOROVOD_FUSION_THRESHOLD bytes and allreduces them one after another.
+# Defaults: 1 ms and 128 MB since Horovod 0.21.0 (CHANGELOG, PR #2468: "Changed default
+# cycle time from 5ms to 1ms and fusion threshold from 64MB to 128MB"); 5 ms and 64 MB
+# before, which is what the Horovod paper's 2017 benchmarks ran with.
+HOROVOD_CYCLE_S = 1e-3
+HOROVOD_FUSION_BYTES = 128 * 1024 * 1024
+HOROVOD_LEGACY_CYCLE_S = 5e-3
+HOROVOD_LEGACY_FUSION_BYTES = 64 * 1024 * 1024
+# Negotiation: the coordinator's gather and broadcast (and since Horovod 0.16 the response
+# cache's bit-vector allreduce) are MPI/Gloo tree collectives: 2 x ceil(log2 ranks) network
+# hops per cycle, each priced at NCCL's network step latency above.
+
+# Synchronous SGD waits, at every step, for the slowest of its n ranks. With per-rank step
+# times independent and normal with coefficient of variation RANK_JITTER, the slowest is
+# E[max of n] = mean * (1 + RANK_JITTER * z(n)), z(n) the expected maximum of n standard
+# normals (Blom's approximation: the normal quantile at (n - 0.375) / (n + 0.25); 0 for one
+# rank, 0.56 for 2, 1.42 for 8, 2.76 for 128, 3.18 for 512). RANK_JITTER is the one figure
+# of the communication model FITTED to a multi-GPU result: the Horovod paper's 128-GPU
+# Inception V3 efficiency (90%), whose gradients the model otherwise hides completely; every
+# other published multi-GPU figure in benchmarks/model_fidelity is held out from it.
+RANK_JITTER = 0.034
+
+# The P100 PCIe card runs slower clocks than the SXM2 module of the DGX-1 tables: 9.3 vs
+# 10.6 FP32 TFLOPS (NVIDIA Tesla P100 data sheet). A "PCIE" P100 gets the SXM2 figures
+# times that ratio.
+FORM_FACTOR_RATIO = {("P100", "PCIE"): 9.3 / 10.6}

@@ -1,6 +1,6 @@
 """Predicted training throughput of a Horovod job on a placement: compute, allreduce, overlap.
 
-    step = compute + max(0, allreduce - overlap_fraction * backward_share * compute)
+    step = compute + slowest-rank wait + allreduce exposed after the backward pass
     images/s = GPUs * batch / step;  scaling efficiency = images/s / (GPUs * single-GPU images/s)
 
 Compute. Each GPU runs `batch` images per step at the single-GPU training speed of its GPU
@@ -46,19 +46,22 @@ with a bandwidth term and a latency term:
   EDR/HDR is ~11-23 of 12.5-25 GB/s). RDMA is assumed when every node of the job carries
   the NFD label `feature.node.kubernetes.io/rdma.available=true` or
   `hvdk8s.io/network-transport=rdma`.
-- Latency: NCCL's own tuning model (NVIDIA/nccl src/graph/tuning.cc, Ring/Simple protocol):
-  8.4 us per collective plus, per ring step, 3.4 us over NVLink, 5.7 us over PCIe and
-  9.6 us over the network. Horovod's Tensor Fusion packs gradients into 64 MB buffers
-  (HOROVOD_FUSION_THRESHOLD's default), so a step runs ceil(S / 64 MB) allreduces.
+- Latency per fused allreduce: NCCL's own tuning model (mpijob.perfdata: tuning.cc,
+  Ring/Simple): 8.4 us plus, per ring step, 3.4 us over NVLink, 5.7 us over PCIe and 9.6 us
+  over the network, x1.9 when the ring spans nodes. Time of one allreduce = latency +
+  bytes x seconds per byte: a link's efficiency at the fusion buffers' sizes.
 
-Overlap. Horovod starts allreducing fused gradients while backprop is still producing the
-rest. We take the backward pass as 2/3 of compute (it costs about twice the forward pass)
-and let communication hide behind half of it: the last gradients (the first layers') are
-ready only when backward ends, and Tensor Fusion waits for buffers to fill. Both fractions
-are `Assumptions` fields.
+Overlap (mpijob.overlap): gradients become ready in backward order (per-layer profiles in
+mpijob.perfdata), Horovod's cycle fuses what is ready and allreduces it while backprop goes
+on; only what ends after the backward pass is exposed. The backward pass is 2/3 of compute.
 
-Calibration uses only published single-GPU figures and link bandwidths, never multi-GPU
-results. The model reproduces, qualitatively: cross-node Ethernet hurts VGG16 (138 M
+Stragglers: every allreduce waits for the slowest rank; compute is stretched by the
+expected maximum of n normal step times (perfdata.RANK_JITTER).
+
+The model uses published single-GPU figures, link bandwidths and NCCL's and Horovod's
+documented behaviour; one constant (RANK_JITTER) is fitted to one multi-GPU result, and
+benchmarks/model_fidelity compares it with published multi-GPU results. Qualitatively:
+cross-node Ethernet hurts VGG16 (138 M
 parameters) far more than ResNet-50 (25.6 M); at 128 GPUs on 25 GbE ResNet-101 and
 Inception V3 scale much better than VGG16 (Sergeev & Del Balso 2018, Horovod: ~90% vs 68%
 at 512 GPUs on RoCE 25 Gb/s); NVLink beats PCIe beats the network.
@@ -67,11 +70,12 @@ at 512 GPUs on RoCE 25 Gb/s); NVLink beats PCIe beats the network.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from mpijob import links, perfdata
+from mpijob import links, overlap, perfdata
 from mpijob.cluster import Cluster, Node
 from mpijob.errors import SpecError
 
@@ -79,11 +83,6 @@ RDMA_LABELS = (
     ("feature.node.kubernetes.io/rdma.available", "true"),
     ("hvdk8s.io/network-transport", "rdma"),
 )
-# NCCL tuning.cc, Ring/Simple: base latency per collective and per-step latency by link kind.
-NCCL_BASE_LATENCY_S = 8.4e-6
-NCCL_STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "net": 9.6e-6}
-# Horovod Tensor Fusion buffer (HOROVOD_FUSION_THRESHOLD default, 64 MB).
-FUSION_BYTES = 64 * 1024 * 1024
 # Bytes per gradient element as allreduced.
 FP32_BYTES, FP16_BYTES = 4, 2
 # Pods of one job on the same node talk through host memory (see the module docstring).
@@ -102,8 +101,9 @@ class Assumptions:
     rdma_efficiency: float = 0.92
     transport: str = "auto"  # "auto" (from node labels), "tcp" or "rdma"
     backward_share: float = 2 / 3
-    overlap_fraction: float = 0.5
-    fusion_bytes: int = FUSION_BYTES
+    fusion_bytes: int = perfdata.HOROVOD_FUSION_BYTES
+    cycle_s: float = perfdata.HOROVOD_CYCLE_S
+    rank_jitter: float = perfdata.RANK_JITTER
     fp16_allreduce: bool = False  # hvd.Compression.fp16
 
 
@@ -124,6 +124,8 @@ class Prediction:
     notes: tuple[str, ...] = ()
     # Part of allreduce_seconds not hidden behind the backward pass.
     exposed_allreduce_seconds: float = 0.0
+    # Time waiting for the slowest rank's compute (perfdata.RANK_JITTER).
+    straggler_seconds: float = 0.0
     gradient_bytes: int = 0
     gpu_model: str = ""
     # Per-image figure behind the compute time, with its source.
@@ -142,7 +144,8 @@ class Prediction:
             f"{'s' if self.gpus != 1 else ''} ({self.gpu_model or 'unknown GPU'}), "
             f"scaling efficiency {self.scaling_efficiency:.0%}",
             f"step         {self.step_seconds * 1e3:,.1f} ms = compute "
-            f"{self.compute_seconds * 1e3:,.1f} ms + exposed allreduce "
+            f"{self.compute_seconds * 1e3:,.1f} ms + slowest rank "
+            f"{self.straggler_seconds * 1e3:,.1f} ms + exposed allreduce "
             f"{self.exposed_allreduce_seconds * 1e3:,.1f} ms",
             f"compute      {per_gpu:,.1f} images/s per GPU ({self.compute_source})",
         ]
@@ -197,6 +200,13 @@ def _single_gpu(gpu_product: str, model: str, precision: str, batch_size: int) -
                          f"FLOPs estimate ({fig.derived})")
         elif fig.derived:
             notes.append(f"{lookup} {model} {precision}: {fig.derived}")
+    ratio = next((r for (g, tag), r in perfdata.FORM_FACTOR_RATIO.items()
+                  if g == gpu and tag in gpu_product.upper()), None)
+    if ratio is not None:
+        fig = perfdata.Figure(fig.images_per_sec * ratio, fig.batch_size, fig.source,
+                              f"{fig.derived + '; ' if fig.derived else ''}"
+                              f"x{ratio:.2f} for the PCIe card's clocks")
+        notes.append(f"{gpu} PCIe: {fig.derived}")
     if fig.source == perfdata.FLOPS_SOURCE:
         source = f"{perfdata.FLOPS_SOURCE}: {fig.derived}"
     else:
@@ -426,14 +436,32 @@ def predict_pods(*, model: str, batch_size: int, precision: str,
     elem = FP16_BYTES if assumptions.fp16_allreduce else FP32_BYTES
     grad_bytes = info.params * elem
 
+    # Every allreduce waits for the slowest rank: its compute stretches the whole timeline.
+    slowest_rank = 1 + assumptions.rank_jitter * expected_max_normal(n)
+    forward_s = (1 - assumptions.backward_share) * compute_s * slowest_rank
+    backward_s = assumptions.backward_share * compute_s * slowest_rank
     if n == 1:
-        allreduce_s, algorithm, bottleneck = 0.0, "none (single GPU)", "none: one GPU, no allreduce"
+        allreduce_s, exposed = 0.0, 0.0
+        algorithm, bottleneck = "none (single GPU)", "none: one GPU, no allreduce"
     else:
-        allreduce_s, algorithm, bottleneck = _allreduce(pods, grad_bytes, assumptions, notes)
+        multi_node = len({node.name for node, _ in pods}) > 1
+        # NCCL picks its algorithm by its own cost model; take the one that ends the step first.
+        timeline, algo = min(
+            ((overlap.schedule(
+                forward_s=forward_s, backward_s=backward_s,
+                profile=perfdata.GRADIENT_PROFILES[model_key], bytes_per_param=elem,
+                seconds_per_byte=c.seconds_per_byte, op_latency_s=c.op_latency_s,
+                negotiate_s=_negotiate_s(n, multi_node), cycle_s=assumptions.cycle_s,
+                fusion_bytes=assumptions.fusion_bytes), c)
+             for c in allreduce_candidates(pods, assumptions, notes)),
+            key=lambda pair: pair[0].end_s)
+        allreduce_s, exposed = timeline.busy_s, timeline.exposed_s
+        algorithm, bottleneck = algo.name, algo.bottleneck
+        if exposed <= 0:
+            bottleneck = f"compute (allreduce hidden behind the backward pass; slowest link: {bottleneck})"
 
-    window = assumptions.overlap_fraction * assumptions.backward_share * compute_s
-    exposed = max(0.0, allreduce_s - window)
-    step = compute_s + exposed
+    straggler_s = compute_s * (slowest_rank - 1)
+    step = compute_s + straggler_s + exposed
     ips = n * batch_size / step
     single = slowest.images_per_sec
     return Prediction(
@@ -448,15 +476,44 @@ def predict_pods(*, model: str, batch_size: int, precision: str,
         algorithm=algorithm,
         notes=tuple(notes),
         exposed_allreduce_seconds=exposed,
+        straggler_seconds=straggler_s,
         gradient_bytes=grad_bytes,
         gpu_model=slowest.gpu,
         compute_source=slowest.source,
     )
 
 
-def _allreduce(pods: Sequence[tuple[Node, tuple[int, ...]]], grad_bytes: int,
-               assumptions: Assumptions, notes: list[str]) -> tuple[float, str, str]:
-    """(seconds, algorithm, bottleneck) of one step's gradient allreduce."""
+@dataclass(frozen=True)
+class AllreduceCost:
+    """An allreduce schedule: seconds per gradient byte, latency per fused allreduce."""
+
+    seconds_per_byte: float
+    op_latency_s: float
+    name: str
+    bottleneck: str
+
+    def seconds(self, grad_bytes: int, ops: float) -> float:
+        return grad_bytes * self.seconds_per_byte + ops * self.op_latency_s
+
+
+def _ring_latency(steps: int, kinds: Sequence[tuple[int, str]], multi_node: bool) -> float:
+    """NCCL's ring latency: base + per-step latency by link kind, x plateau across nodes."""
+    lat = perfdata.NCCL_RING_BASE_LATENCY_S + sum(
+        count * perfdata.NCCL_RING_STEP_LATENCY_S[kind] for count, kind in kinds)
+    return lat * (perfdata.NCCL_RING_PLATEAU_FACTOR if multi_node else 1.0)
+
+
+def allreduce_cost(pods: Sequence[tuple[Node, tuple[int, ...]]], grad_bytes: int,
+                   assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> AllreduceCost:
+    """The cheaper of the candidate allreduces for `grad_bytes` in fusion-buffer pieces."""
+    ops = max(1.0, grad_bytes / assumptions.fusion_bytes)
+    return min(allreduce_candidates(pods, assumptions, []),
+               key=lambda c: c.seconds(grad_bytes, ops))
+
+
+def allreduce_candidates(pods: Sequence[tuple[Node, tuple[int, ...]]],
+                         assumptions: Assumptions, notes: list[str]) -> list[AllreduceCost]:
+    """A flat ring, and a hierarchical allreduce where some pod holds several GPUs."""
     # Pods of one node next to each other, nodes in order of first appearance: the ring order.
     by_node: dict[str, list[tuple[Node, tuple[int, ...]]]] = {}
     for node, gpus in pods:
@@ -465,13 +522,13 @@ def _allreduce(pods: Sequence[tuple[Node, tuple[int, ...]]], grad_bytes: int,
     nodes = [group[0][0] for group in groups]
     n = sum(len(gpus) for _, gpus in pods)
     p = len(pods)
-    ops = max(1, math.ceil(grad_bytes / assumptions.fusion_bytes))
+    multi_node = len(nodes) > 1
 
     # (GPUs in the pod, its ring link) for every pod with more than one GPU.
     in_pods = [(len(gpus), _pod_link(node, gpus, notes))
                for group in groups for node, gpus in group if len(gpus) > 1]
     between = [_shm_link(group[0][0]) for group in groups if len(group) > 1]
-    if len(nodes) > 1:
+    if multi_node:
         transport = _transport(nodes, assumptions)
         between.extend(_nic_link(node, transport, assumptions) for node in nodes)
         between.extend(_uplink_links(nodes, transport, assumptions, notes))
@@ -480,36 +537,54 @@ def _allreduce(pods: Sequence[tuple[Node, tuple[int, ...]]], grad_bytes: int,
                      "(each container sees only its own GPUs), so NCCL goes through host memory")
 
     intra_kind = min((link.kind for _, link in in_pods), default="pcie",
-                     key=lambda k: NCCL_STEP_LATENCY_S[k])
-    net_steps = 2 * (p - 1)
+                     key=lambda k: perfdata.NCCL_RING_STEP_LATENCY_S[k])
+    net_steps = 2 * (len(nodes) - 1)
+    shm_steps = 2 * (p - len(nodes))  # between pods of one node
 
     # Flat ring over every GPU: the slowest link anywhere on it sets the pace.
     ring_link = _slowest([link for _, link in in_pods] + between)
-    ring_latency = ops * (NCCL_BASE_LATENCY_S
-                          + (2 * (n - 1) - net_steps) * NCCL_STEP_LATENCY_S[intra_kind]
-                          + net_steps * NCCL_STEP_LATENCY_S["net"])
-    ring_s = 2 * (n - 1) / n * grad_bytes / (ring_link.gbs * 1e9) + ring_latency
-    best = (ring_s, "ring", ring_link.what)
+    ring = AllreduceCost(
+        2 * (n - 1) / n / (ring_link.gbs * 1e9),
+        _ring_latency(2 * (n - 1), ((2 * (n - 1) - net_steps - shm_steps, intra_kind),
+                                    (shm_steps, "pcie"), (net_steps, "net")), multi_node),
+        "ring", ring_link.what)
+    candidates = [ring]
 
     # Hierarchical: differs from the ring only when some pod holds several GPUs.
     if p > 1 and in_pods:
-        intra_s = max(2 * (g - 1) / g * grad_bytes / (link.gbs * 1e9) for g, link in in_pods)
+        intra = max(2 * (g - 1) / g / (link.gbs * 1e9) for g, link in in_pods)
         inter_link = _slowest(between)
-        inter_s = 2 * (p - 1) / p * grad_bytes / (inter_link.gbs * 1e9)
+        inter = 2 * (p - 1) / p / (inter_link.gbs * 1e9)
         g_max = max(g for g, _ in in_pods)
-        hier_latency = ops * (2 * NCCL_BASE_LATENCY_S
-                              + 2 * (g_max - 1) * NCCL_STEP_LATENCY_S[intra_kind]
-                              + net_steps * NCCL_STEP_LATENCY_S["net"])
-        hier_s = intra_s + inter_s + hier_latency
-        if hier_s < ring_s:
-            slow_pod = _slowest([link for _, link in in_pods])
-            what = inter_link.what if inter_s >= intra_s else slow_pod.what
-            best = (hier_s, "hierarchical (reduce-scatter in pods, allreduce between pods, "
-                            "allgather in pods)", what)
-    return best
+        latency = (_ring_latency(2 * (g_max - 1), ((2 * (g_max - 1), intra_kind),), False)
+                   + _ring_latency(2 * (p - 1), ((shm_steps, "pcie"), (net_steps, "net")),
+                                   multi_node))
+        hier = AllreduceCost(intra + inter, latency,
+                     "hierarchical (reduce-scatter in pods, allreduce between pods, "
+                     "allgather in pods)",
+                     inter_link.what if inter >= intra else _slowest([lk for _, lk in in_pods]).what)
+        candidates.append(hier)
+    return candidates
+
+
+def expected_max_normal(n: int) -> float:
+    """E[max of n standard normals], Blom's approximation (0 for n = 1)."""
+    if n <= 1:
+        return 0.0
+    return statistics.NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def _negotiate_s(n: int, multi_node: bool) -> float:
+    """Horovod's per-cycle negotiation: 2 x ceil(log2 n) hops of a tree collective."""
+    hop = perfdata.NCCL_RING_STEP_LATENCY_S["net" if multi_node else "pcie"]
+    return 2 * math.ceil(math.log2(n)) * hop if n > 1 else 0.0
 
 
 __all__ = [
+    "AllreduceCost",
+    "allreduce_candidates",
+    "allreduce_cost",
+    "expected_max_normal",
     "Assumptions",
     "DEFAULT_ASSUMPTIONS",
     "Prediction",

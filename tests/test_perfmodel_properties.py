@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+from unittest.mock import patch
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mpijob import links, perfdata, perfmodel
 from mpijob.cluster import Cluster, Node
-from mpijob.perfmodel import predict
+from mpijob.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions, predict
 from mpijob.placement import NodeAssignment, Placement
 from mpijob.presets import preset
 
@@ -26,7 +31,8 @@ jobs = st.fixed_dictionaries({
 })
 
 
-def _predict(job, *, gbps: float, pcie_gen: int = 3, topology=None, per_node=None, nodes=None):
+def _predict(job, *, gbps: float, pcie_gen: int = 3, topology=None, per_node=None, nodes=None,
+             assumptions=DEFAULT_ASSUMPTIONS):
     topo = topology or preset(job["topology"])
     count = nodes or job["nodes"]
     k = per_node or job["per_node"]
@@ -42,7 +48,7 @@ def _predict(job, *, gbps: float, pcie_gen: int = 3, topology=None, per_node=Non
             pods.extend(NodeAssignment(f"n{i}", (g,), 1) for g in gpus)
     placement = Placement(True, "topology", tuple(pods))
     return predict(model=job["model"], batch_size=job["batch"], precision=job["precision"],
-                   placement=placement, cluster=cluster)
+                   placement=placement, cluster=cluster, assumptions=assumptions)
 
 
 @settings(max_examples=150, deadline=None)
@@ -81,4 +87,46 @@ def test_efficiency_is_a_fraction_and_the_step_adds_up(job, gbps):
     assert 0 < p.scaling_efficiency <= 1 + 1e-12
     assert p.step_seconds >= p.compute_seconds
     assert 0 <= p.exposed_allreduce_seconds <= p.allreduce_seconds
-    assert p.step_seconds == p.compute_seconds + p.exposed_allreduce_seconds
+    assert p.step_seconds == pytest.approx(
+        p.compute_seconds + p.straggler_seconds + p.exposed_allreduce_seconds, rel=1e-12)
+
+
+# --- limits of the communication terms -------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(job=jobs, gbps=st.floats(0.1, 400))
+def test_one_gpu_has_no_communication_term(job, gbps):
+    p = _predict({**job, "nodes": 1}, gbps=gbps, per_node=1)
+    assert p.allreduce_seconds == 0 and p.exposed_allreduce_seconds == 0
+    assert p.straggler_seconds == 0 and p.step_seconds == p.compute_seconds
+
+
+@settings(max_examples=60, deadline=None)
+@given(job=jobs)
+def test_infinite_bandwidth_and_no_latency_is_compute_bound(job):
+    """With links of unbounded bandwidth, no latency and no jitter, the step is the compute."""
+    perfect = preset("uniform-8-NV18")
+    no_wait = Assumptions(rank_jitter=0.0, cycle_s=0.0)
+    perfmodel._pod_ring.cache_clear()  # cached bandwidths of the finite links
+    with patch.dict(perfdata.NCCL_RING_STEP_LATENCY_S, {"nvlink": 0.0, "pcie": 0.0, "net": 0.0}), \
+            patch.object(perfdata, "NCCL_RING_BASE_LATENCY_S", 0.0), \
+            patch.object(links, "NVLINK_GBS_PER_LINK_DEFAULT", math.inf):
+        p = _predict({**job, "gpu": "NVIDIA-H100-80GB-HBM3", "pods_per_node": 1}, gbps=math.inf,
+                     topology=perfect, assumptions=no_wait)
+    assert p.exposed_allreduce_seconds == 0
+    assert p.step_seconds == pytest.approx(p.compute_seconds)
+    assert p.scaling_efficiency == pytest.approx(1.0)
+    perfmodel._pod_ring.cache_clear()
+
+
+@settings(max_examples=100, deadline=None)
+@given(job=jobs, gbps=st.floats(0.1, 400), nodes=st.integers(1, 5), per_node=st.integers(1, 7),
+       code=st.sampled_from(("NV2", "PIX", "PHB")))
+def test_more_ranks_are_never_faster_per_gpu(job, gbps, nodes, per_node, code):
+    """On links all alike (an added GPU brings no better link than those it joins)."""
+    topo = preset(f"uniform-8-{code}")
+    base = _predict(job, gbps=gbps, nodes=nodes, per_node=per_node, topology=topo)
+    wider = _predict(job, gbps=gbps, nodes=nodes, per_node=per_node + 1, topology=topo)
+    longer = _predict(job, gbps=gbps, nodes=nodes + 1, per_node=per_node, topology=topo)
+    per_gpu = base.images_per_sec / base.gpus
+    assert wider.images_per_sec / wider.gpus <= per_gpu * (1 + 1e-9)
+    assert longer.images_per_sec / longer.gpus <= per_gpu * (1 + 1e-9)
