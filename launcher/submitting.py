@@ -105,6 +105,18 @@ class SubmitOutcome:
     plan: Plan | None = None
 
 
+def _fits_when_idle(cluster, spec) -> bool:
+    """Would the job fit once the pods running now are gone (taints, labels, sizes kept)?"""
+    import dataclasses
+
+    from mpijob.placement import PlacementRequest, place
+
+    idle = dataclasses.replace(cluster, nodes=tuple(
+        dataclasses.replace(n, allocated=frozenset(), free_cpu=None, free_memory=None)
+        for n in cluster.nodes))
+    return place(idle, PlacementRequest.from_spec(spec), policy=spec.placement_policy).feasible
+
+
 def plan_job(spec, cluster) -> Plan:
     """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
     plan = Plan(spec)
@@ -116,6 +128,11 @@ def plan_job(spec, cluster) -> Plan:
 
     placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
     if not placement.feasible:
+        if spec.gang != "none" and _fits_when_idle(cluster, spec):
+            # A gang scheduler queues what does not fit now and places it when it does.
+            plan.notes.append(f"the job does not fit the cluster now ({placement.reason}); "
+                              f"{spec.gang} queues it and places it when it fits")
+            return plan
         raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
     plan.placement = placement
     if spec.gpus_per_worker:

@@ -82,9 +82,12 @@ def gang_objects(spec: JobSpec, pods: list[WorkerPod]) -> list[dict]:
     """The PodGroup the gang scheduler needs (Kueue needs none for plain pods)."""
     meta = metadata(spec, names.pod_group(spec.name))
     if spec.gang == "volcano":
+        # No minResources: Volcano keeps a PodGroup whose minResources exceed the idle
+        # resources Pending, and its pod webhook (before v1.6) refuses the group's pods
+        # while it is Pending, so a busy cluster would make submit fail instead of queue.
+        # Without it the group is enqueued at once; minMember still binds all or none
+        # (tests/kubeapi/volcano.py cites both).
         body: dict = {"minMember": len(pods)}
-        if (res := _min_resources(pods)):
-            body["minResources"] = res
         if spec.queue:
             body["queue"] = spec.queue
         if spec.priority_class:

@@ -167,18 +167,18 @@ def launcher_resources(spec: JobSpec) -> dict:
     }
 
 
-def node_affinity(nodes: list[str]) -> dict:
+def node_affinity(nodes: list[str], *, required: bool = True) -> dict:
+    """Pin to the planned nodes; with a gang scheduler only prefer them (required=False):
+    the gang scheduler places the group when it fits, and a plan gone stale (a planned node
+    filled up meanwhile) must not starve the job in its queue."""
     # matchFields on metadata.name pins to nodes without relying on a hostname label.
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In",
-                                      "values": sorted(set(nodes))}]}
-                ]
-            }
-        }
-    }
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In",
+                             "values": sorted(set(nodes))}]}
+    if not required:
+        return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": term}]}}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}
 
 
 def shm_volume(spec: JobSpec) -> dict:

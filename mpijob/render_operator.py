@@ -125,7 +125,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
         if spec.priority_class:
             scheduling["priorityClass"] = spec.priority_class
         run_policy["schedulingPolicy"] = scheduling
-    affinity = node_affinity(list(shape.nodes)) if shape.nodes else None
+    affinity = node_affinity(list(shape.nodes), required=spec.gang == "none") if shape.nodes else None
     if affinity and len(set(shape.nodes)) == len(shape.nodes) and shape.replicas > 1:
         # One worker pod per chosen node, as the placement decided.
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{

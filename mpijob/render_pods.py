@@ -120,7 +120,7 @@ def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
         "volumes": volumes,
     }
     if pod.node:
-        body["affinity"] = node_affinity([pod.node])
+        body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
 
 

@@ -171,13 +171,36 @@ def test_gang_that_does_not_fit_stays_queued_and_get_says_why(k8s):
     status = backend.get("vgg16")
     assert (status.phase, status.reason) == ("Queued", "QueuedByVolcano")
     # The gang scheduler's reason, from the job's PodGroup.
-    assert status.message == ("PodGroup vgg16 Pending: 0/2 nodes are available: "
+    assert status.message == ("PodGroup vgg16 Inqueue: 0/2 nodes are available: "
                               "2 Insufficient nvidia.com/gpu.")
     assert all(r.node is None for r in status.replicas if r.role == "worker"), "nothing bound"
     with pytest.raises(Timeout, match=r"still Queued after 0.5s \(QueuedByVolcano: PodGroup"):
         backend.wait("vgg16", timeout=0.5)
     assert backend.delete("vgg16")  # a queued job deletes whole
     assert leftovers(srv, "vgg16", ("podgroups.scheduling.volcano.sh",)) == []
+
+
+def test_stale_plan_does_not_starve_a_gang_job(k8s):
+    """The plan chose gpu-node-0; it fills up before the job is created. The gang scheduler
+    is in charge, so the planned node is only preferred and the job runs on gpu-node-1."""
+    srv = k8s.server()
+    srv.install_group("volcano")
+    backend = k8s.backend()
+    spec = make_spec(k8s, workers=4, gpus_per_worker=1, gang="volcano")
+    placement = plan(backend, spec)
+    planned = placement.assignments[0].node
+    srv.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+                "spec": {"nodeName": planned, "containers": [{
+                    "name": "c", "image": "x",
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
+    result = backend.submit(spec, placement, schedule_timeout=10)
+    assert "launcher started" in result.message
+    workers = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
+    assert {p["spec"]["nodeName"] for p in workers} == {"gpu-node-1"} != {planned}
+    affinity = workers[0]["spec"]["affinity"]["nodeAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [planned]}]}
 
 
 def test_gang_scheduler_asked_for_but_absent(k8s):

@@ -32,6 +32,7 @@ from launcher.backends.k8s_apply import (
 from launcher.backends.k8s_client import (
     EVENT,
     JOB,
+    KUEUE_LOCALQUEUE,
     MPIJOB,
     POD,
     ApiError,
@@ -174,7 +175,7 @@ class KubernetesBackend:
         if (why := refusal(spec.gang, mode)) is not None:
             raise UsageError(why)
         if gang:
-            self._require_gang(gang)
+            self._require_gang(gang, spec)
         self._refuse_existing(spec.name, ns)
         notes: list[str] = []
         if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
@@ -204,6 +205,11 @@ class KubernetesBackend:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
                 outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
+                if gang == "kueue":
+                    outcome = (f"MPIJob {spec.name} created, queued in Kueue LocalQueue "
+                               f"{spec.queue}: Kueue admits it whole, then the MPI operator "
+                               f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
+                               "it waits)")
             else:
                 outcome = self._release_when_scheduled(spec, gang, schedule_timeout,
                                                        delete_on_timeout)
@@ -239,11 +245,21 @@ class KubernetesBackend:
         return render(spec, mode=mode, placement=placement, ssh=ssh,
                       benchmark_source=benchmark_source, prediction=prediction)
 
-    def _require_gang(self, gang: str) -> None:
+    def _require_gang(self, gang: str, spec) -> None:
         group = dict(GANG_GROUPS)[gang]
         if group not in self.client.api_groups():
             raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
                             f"{group} API group); install it, pick another, or drop --gang")
+        if gang == "kueue" and spec.queue:
+            # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.
+            try:
+                found = self.client.get(KUEUE_LOCALQUEUE, spec.queue, spec.namespace)
+            except ApiError:
+                return  # not readable: Kueue itself will say so on the Workload
+            if found is None:
+                raise UserError(f"--queue {spec.queue}: no Kueue LocalQueue of that name in "
+                                f"namespace {spec.namespace} (kubectl get localqueues -n "
+                                f"{spec.namespace})")
 
     def _refuse_existing(self, name: str, ns: str) -> None:
         """A name in use (or leftovers of it) fails before anything is created."""

@@ -17,6 +17,7 @@ from .podutil import get_condition, is_terminal, pod_requests, set_condition
 from .quantity import parse_quantity
 from .rest import bind_pod
 from .util import dig, now_rfc3339
+from .volcano import enqueue_phase
 
 DEFAULT = "default-scheduler"
 # How each gang scheduler finds a pod's group, and where its PodGroups live.
@@ -174,6 +175,8 @@ class Scheduler(Loop):
             nodes = sorted(st.items("/nodes"), key=lambda n: n["metadata"]["name"])
             pods = st.items("/pods")
         self._last_sig = sig
+        if "volcano" in self.names.values():
+            self._enqueue(nodes, pods)
         pending = [p for p in pods if not p["spec"].get("nodeName")
                    and (p.get("status") or {}).get("phase", "Pending") == "Pending"
                    and not p["metadata"].get("deletionTimestamp")
@@ -200,6 +203,19 @@ class Scheduler(Loop):
                 self._unschedulable(pod, msg)
         for (gang, ns, group), members in groups.items():
             self._schedule_gang(gang, ns, group, members, pods, nodes, usage)
+
+    def _enqueue(self, nodes, pods) -> None:
+        """Volcano's enqueue action for PodGroups not yet Inqueue (volcano.py)."""
+        key = GANG["volcano"]["key"]
+        for pg in self.store.items(key):
+            phase = dig(pg, "status.phase")
+            if phase not in (None, "", "Pending"):
+                continue
+            want = enqueue_phase(pg, nodes, pods)
+            if want != phase:
+                m = pg["metadata"]
+                self.store.mutate(key, m["namespace"], m["name"], lambda g, w=want: g.setdefault(
+                    "status", {}).__setitem__("phase", w))
 
     @staticmethod
     def _group_of(pod: dict, gang: str) -> str | None:
@@ -248,6 +264,12 @@ class Scheduler(Loop):
         pg = self.store.get(spec["key"], ns, group)
         if pg is None:
             return  # real gang schedulers leave pods pending until their PodGroup exists
+        if gang == "volcano" and dig(pg, "status.phase") in (None, "", "Pending"):
+            msg = ("pod group is not enqueued (Pending): its minResources do not fit the "
+                   "idle resources")
+            for pod in members:
+                self._unschedulable(pod, msg, component)
+            return
         min_member = int(dig(pg, "spec.minMember") or 1)
         bound = [p for p in pods if p["spec"].get("nodeName") and not is_terminal(p)
                  and p["metadata"]["namespace"] == ns and self._group_of(p, gang) == group]
@@ -267,7 +289,9 @@ class Scheduler(Loop):
         if msg:
             for pod in members:
                 self._unschedulable(pod, msg, component)
-            self._pg_status(spec["key"], ns, group, "Pending", msg)
+            # Volcano keeps an enqueued group Inqueue while it cannot be allocated.
+            self._pg_status(spec["key"], ns, group,
+                            "Inqueue" if gang == "volcano" else "Pending", msg)
             return
         for pod, node in placed:
             self._bind(pod, node, usage, component)

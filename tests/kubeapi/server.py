@@ -25,6 +25,7 @@ from .rest import Rest
 from .scheduler import Scheduler
 from .store import Store
 from .util import deepcopy, now_rfc3339
+from .volcano import VolcanoWebhook
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -74,6 +75,8 @@ class KubeAPIServer:
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
         self.dra = None  # tests.kubeapi.dra.install_dra() serves resource.k8s.io/v1
         self.kueue: Kueue | None = None  # install_kueue() deploys it
+        # Volcano's pod webhook (volcano.py); set .version to "v1.5.0" for the older check.
+        self.volcano_webhook = VolcanoWebhook()
         self.controllers = controllers
         self.request_log: list[Request] = []
         self._log_lock = threading.Lock()
@@ -327,6 +330,9 @@ class KubeAPIServer:
             out.append(existing or self.objects_api.create(crd_rt, crd_manifest(rt)))
         if scheduler and bundle in GANG_SCHEDULERS:
             self.scheduler.enable(GANG_SCHEDULERS[bundle], gang=bundle)
+        if scheduler and bundle == "volcano" and self.volcano_webhook not in \
+                self.admission.webhooks:
+            self.admission.webhooks.append(self.volcano_webhook)
         return out
 
     def install_mpi_operator(self, gang_scheduling: str | None = None,
@@ -422,6 +428,8 @@ class KubeAPIServer:
                 pass
         if bundle in GANG_SCHEDULERS:
             self.scheduler.disable(GANG_SCHEDULERS[bundle])
+        if bundle == "volcano" and self.volcano_webhook in self.admission.webhooks:
+            self.admission.webhooks.remove(self.volcano_webhook)
 
     uninstall_crd = uninstall_group
 
