@@ -214,3 +214,30 @@ def test_scheduler_plugins_built_in_job_that_cannot_fit_holds_no_gpu(k8s):
                    "scheduler-plugins")
     assert never.exit_code == 1 and "cannot be placed" in never.output
     assert srv.count_requests("POST") == before
+
+
+# --- MPI Operator without --gang-scheduling ----------------------------------------------------
+def test_operator_without_gang_scheduling_is_refused_before_anything_is_created(k8s):
+    srv = k8s.server()
+    srv.install_group("volcano")
+    srv.install_mpi_operator()  # the default deployment: no --gang-scheduling
+    before = srv.count_requests("POST")
+    result = submit(k8s, "nog", "--workers", "2", "--gpus", "1", "--gang-scheduler", "volcano",
+                    "--mode", "operator")
+    assert result.exit_code == 1
+    assert ("the MPI Operator (mpi-operator/mpi-operator) runs without --gang-scheduling, so "
+            "it makes no PodGroup") in result.output
+    assert "use --mode pods" in result.output
+    assert srv.count_requests("POST") == before and leftovers(srv, "nog") == []
+
+
+def test_operator_without_gang_scheduling_is_detected_when_its_deployment_is_hidden(k8s):
+    srv = k8s.server()
+    srv.install_group("volcano")
+    srv.install_mpi_operator()
+    srv.forbid("list", "deployments")  # typical for a user who may only use one namespace
+    result = submit(k8s, "nog", "--workers", "2", "--gpus", "1", "--gang-scheduler", "volcano",
+                    "--mode", "operator")
+    assert result.exit_code == 1
+    assert "created worker pods of job nog but no Volcano PodGroup" in result.output
+    srv.wait_for(lambda: leftovers(srv, "nog") == [])  # rolled back: nothing left

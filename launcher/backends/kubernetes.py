@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import NoReturn
 
+from launcher.backends import k8s_operator as operator_gang
 from launcher.backends import k8s_status as st
 from launcher.backends.base import FAILED, SUCCEEDED, TERMINAL, JobStatus, SubmitResult
 from launcher.backends.k8s_apply import (
@@ -176,6 +177,8 @@ class KubernetesBackend:
             raise UsageError(why)
         if gang:
             self._require_gang(gang, spec)
+            if mode == "operator" and gang in ("volcano", "scheduler-plugins"):
+                operator_gang.precheck(client, gang)
         self._refuse_existing(spec.name, ns)
         notes: list[str] = []
         if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
@@ -205,6 +208,11 @@ class KubernetesBackend:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
                 outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
+                if gang in ("volcano", "scheduler-plugins"):
+                    seen = operator_gang.confirm(client, gang, spec.name, ns,
+                                                 min(schedule_timeout or 30.0, 30.0), self.poll)
+                    outcome += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
+                                " (no PodGroup or worker seen yet: is the operator running?)")
                 if gang == "kueue":
                     outcome = (f"MPIJob {spec.name} created, queued in Kueue LocalQueue "
                                f"{spec.queue}: Kueue admits it whole, then the MPI operator "
