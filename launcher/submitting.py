@@ -165,6 +165,11 @@ def describe_plan(plan: Plan) -> None:
              f"{p.bottleneck}; scaling efficiency {p.scaling_efficiency:.0%})")
 
 
+OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plugins or Kueue, and "
+                      "none is installed; use --mode pods, where hvdk8s's own all-or-nothing "
+                      "check applies (the job is deleted unless every worker is scheduled)")
+
+
 def _resolve_gang(request: SubmitRequest, backend) -> str:
     if request.gang_scheduler:
         choice = request.gang_scheduler
@@ -177,6 +182,9 @@ def _resolve_gang(request: SubmitRequest, backend) -> str:
         if found:
             note(f"gang: {found} found in the cluster; it schedules the workers together")
             return found
+        if request.mode == "operator":
+            # The operator creates the pods; nothing would hold them back all or nothing.
+            raise UsageError(OPERATOR_GANG_NONE)
         note("gang: no Volcano, scheduler-plugins or Kueue in the cluster; hvdk8s's own "
              "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
     return "none"

@@ -41,7 +41,8 @@ SUPPORT = {
     ("pods", "volcano"): "gang-scheduled by Volcano (PodGroup, minMember)",
     ("pods", "scheduler-plugins"): "gang-scheduled by coscheduling (PodGroup, minMember)",
     ("pods", "kueue"): "refused: " + KUEUE_PODS_REFUSED,
-    ("operator", "none"): "hvdk8s's own all-or-nothing check on the operator's workers",
+    ("operator", "none"): "--gang refused (nothing holds the operator's pods back); use "
+                          "--mode pods",
     ("operator", "volcano"): "gang-scheduled by Volcano when the MPI Operator runs with "
                              "--gang-scheduling=volcano (it makes the PodGroup)",
     ("operator", "scheduler-plugins"): "gang-scheduled by coscheduling when the MPI Operator "

@@ -241,3 +241,26 @@ def test_operator_without_gang_scheduling_is_detected_when_its_deployment_is_hid
     assert result.exit_code == 1
     assert "created worker pods of job nog but no Volcano PodGroup" in result.output
     srv.wait_for(lambda: leftovers(srv, "nog") == [])  # rolled back: nothing left
+
+
+def test_gang_in_operator_mode_without_a_gang_scheduler_is_refused(k8s):
+    srv = k8s.server()
+    srv.install_mpi_operator()
+    before = srv.count_requests("POST")
+    result = submit(k8s, "lone", "--workers", "2", "--gpus", "1", "--gang", "--mode", "operator")
+    assert result.exit_code == 2
+    assert "--gang with --mode operator needs Volcano, scheduler-plugins or Kueue" in result.output
+    assert "use --mode pods" in result.output
+    assert srv.count_requests("POST") == before
+
+
+def test_readme_table_covers_every_mode_and_gang_scheduler():
+    from pathlib import Path
+
+    from mpijob.gang import SUPPORT
+
+    readme = Path(__file__).parent.parent.joinpath("README.md").read_text()
+    titles = {"none": "none", "volcano": "Volcano", "scheduler-plugins": "scheduler-plugins",
+              "kueue": "Kueue"}
+    for mode, gang in SUPPORT:
+        assert f"  | {mode} | {titles[gang]} | " in readme, (mode, gang)
