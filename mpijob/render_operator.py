@@ -95,6 +95,28 @@ def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
     return {"metadata": meta, "spec": body}
 
 
+def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
+    """The PodGroup the operator makes: the workers only, never the launcher.
+
+    Unset, the operator's calculateMinAvailable gives `workers + 1`, and
+    calPGMinResource then sums the launcher and `minAvailable - 1` workers. With
+    launcherCreationPolicy WaitForWorkersReady the launcher is created only once every
+    worker is Ready (syncHandler: `countReadyWorkerPods(worker) == len(worker)`), so a gang
+    that counts it never completes: a deadlock. minMember = workers can exist at once, and
+    minResources = what the workers request (the operator's sum would count the launcher in
+    place of one worker, short of one worker's GPUs). Source: github.com/kubeflow/mpi-operator
+    pkg/controller/podgroup.go (calculateMinAvailable, calPGMinResource) and
+    mpi_job_controller.go (syncHandler).
+    """
+    policy: dict = {"minAvailable": replicas}
+    requests = worker_res.get("requests") or {}
+    if requests:
+        from mpijob.quantity import scale_quantity
+
+        policy["minResources"] = {k: scale_quantity(v, replicas) for k, v in requests.items()}
+    return policy
+
+
 def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source: str | None,
                     prediction: dict | None) -> list[dict]:
     shape = operator_shape(spec, placement)
@@ -112,14 +134,17 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
     )
     worker_container = _container(spec, "worker", ["/usr/sbin/sshd", "-De"],
                                   worker_resources(spec, worker), benchmark)
-    run_policy: dict = {"cleanPodPolicy": spec.run_policy.clean_pod_policy}
-    for key, value in (("backoffLimit", spec.run_policy.backoff_limit),
-                       ("ttlSecondsAfterFinished", spec.run_policy.ttl_seconds_after_finished),
+    # backoffLimit always set: unset, the launcher Job's default of 6 retries mpirun six
+    # times while the workers hold their GPUs; 0 as in built-in mode.
+    backoff = spec.run_policy.backoff_limit if spec.run_policy.backoff_limit is not None else 0
+    run_policy: dict = {"cleanPodPolicy": spec.run_policy.clean_pod_policy,
+                        "backoffLimit": backoff}
+    for key, value in (("ttlSecondsAfterFinished", spec.run_policy.ttl_seconds_after_finished),
                        ("activeDeadlineSeconds", spec.run_policy.active_deadline_seconds)):
         if value is not None:
             run_policy[key] = value
     if spec.gang in ("volcano", "scheduler-plugins"):
-        scheduling: dict = {"minAvailable": shape.replicas + 1}
+        scheduling = gang_scheduling_policy(shape.replicas, worker_resources(spec, worker))
         if spec.queue:
             scheduling["queue"] = spec.queue
         if spec.priority_class:

@@ -120,9 +120,6 @@ def test_kueue_unknown_local_queue_is_refused_before_anything_is_created(k8s, ku
 
 
 # --- Volcano, operator mode ---------------------------------------------------------------------
-@pytest.mark.xfail(reason="MPIJob schedulingPolicy.minAvailable counts the launcher, which "
-                   "WaitForWorkersReady creates only after the workers run: issue 10 defect "
-                   "#4, fixed by helper fixes10", strict=False)
 def test_volcano_operator_with_gang_scheduling_runs_whole(k8s):
     srv = k8s.server()
     srv.install_group("volcano")

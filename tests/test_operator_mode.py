@@ -1,0 +1,68 @@
+"""Operator mode against the MPI Operator model (tests/kubeapi/mpi_operator.py), end to end
+through the CLI: what the MPIJob asks of the operator's launcher Job and PodGroup."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from launcher.cli.app import app
+from mpijob.manifests import render
+from mpijob.spec import build_spec
+from tests.kubeapi import mpi_operator
+from tests.kubeapi.kubelet import Run
+
+runner = CliRunner()
+
+
+def hvdk8s(k8s, *args: str):
+    result = runner.invoke(app, [*args, *k8s.cli_args()])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def test_failed_launcher_is_not_retried_while_workers_hold_gpus(k8s):
+    """Issue 10 #6: unset, runPolicy.backoffLimit leaves the launcher Job at its default of 6
+    retries, each while the workers keep their GPUs."""
+    srv = k8s.server()
+    srv.install_mpi_operator()
+    srv.script_pod(r"bo-worker-\d+", exit_code=None)
+    launcher_script = srv.script_pod(r"bo-launcher-\w{5}",
+                                     runs=[Run([f"attempt {i}"], exit_code=1) for i in range(1, 8)])
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "bo", "--workers", "2", "--gpus", "1",
+                    "--image", "img:1", "--mode", "operator", "python", "train.py")
+    assert result.exit_code == 0, result.output
+    assert srv.get("mpijobs.kubeflow.org", "bo")["spec"]["runPolicy"]["backoffLimit"] == 0
+    waited = hvdk8s(k8s, "wait", "bo", "--timeout", "20")
+    assert waited.exit_code not in (0, 124), waited.output
+    launcher = srv.get("jobs", "bo-launcher")
+    assert launcher["spec"]["backoffLimit"] == 0
+    assert any(c["type"] == "Failed" for c in launcher["status"]["conditions"])
+    # restartPolicy OnFailure: the kubelet may restart the container once before the Job
+    # controller counts the failure; the default limit ran it up to 7 times.
+    assert launcher_script.starts <= 2, "mpirun was retried while the workers held GPUs"
+
+
+def test_backoff_limit_given_by_the_user_is_kept():
+    spec = build_spec(name="b", workers=2, gpus_per_worker=1, command=("python", "t.py"),
+                      run_policy={"backoff_limit": 3})
+    (mpijob,) = render(spec, mode="operator")
+    assert mpijob["spec"]["runPolicy"]["backoffLimit"] == 3
+
+
+def _operator_pod_group(gang: str, workers: int, gpus: int, cpu: str | None = None):
+    spec = build_spec(name="g", workers=workers, gpus_per_worker=gpus, gang=gang,
+                      command=("python", "t.py"), cpu=cpu)
+    (mpijob,) = render(spec, mode="operator")
+    # What the operator makes of it (podgroup.go newPodGroup), as its model computes it.
+    return mpijob, mpi_operator.new_pod_group(mpi_operator.defaulted(mpijob), gang)
+
+
+def test_operator_gang_counts_only_the_workers_that_can_exist_before_the_launcher():
+    """Issue 10 #4: with WaitForWorkersReady the launcher exists only after every worker is
+    Ready, so a PodGroup of workers + 1 is never complete."""
+    for gang in ("volcano", "scheduler-plugins"):
+        mpijob, group = _operator_pod_group(gang, workers=3, gpus=2, cpu="4")
+        assert mpijob["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+        assert group["spec"]["minMember"] == 3, gang
+        # Every worker's GPUs, not the launcher's CPU in place of one worker.
+        assert group["spec"]["minResources"] == {"nvidia.com/gpu": "6", "cpu": "12"}, gang
