@@ -246,7 +246,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     elif backend is not None and backend.name == "kubernetes" and spec.gpus_per_worker:
         from launcher.backends.kubernetes import cluster_snapshot
 
-        cluster = cluster_snapshot(context=request.context, namespace=spec.namespace)
+        cluster = cluster_snapshot(context=request.context, namespace=spec.namespace,
+                                   nodes_optional=True)
     spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or "auto", cluster)
     plan = plan_job(spec, cluster) if backend is None or backend.name != "local" else Plan(spec)
     describe_plan(plan)

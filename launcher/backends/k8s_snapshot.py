@@ -11,9 +11,10 @@ which NVLink groups look free.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
+from launcher.errors import UserError
 from mpijob import names
 from mpijob.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 from mpijob.quantity import QuantityError, parse_quantity
@@ -49,6 +50,12 @@ class Snapshot:
     notes: tuple[str, ...] = ()
     # Node name -> True when its topology came from the agent, False when from a preset.
     measured: dict[str, bool] = field(default_factory=dict)
+    # What RBAC kept the snapshot from reading, one line each, for the user.
+    skipped: tuple[str, ...] = ()
+
+
+class SnapshotUnreadable(UserError):
+    """The user may not list nodes: there is no cluster to plan on."""
 
 
 # --- quantities of pods -----------------------------------------------------------------------
@@ -320,9 +327,14 @@ def network_label_keys():
         raise UsageError(f"${NETWORK_LABELS_ENV}: {exc}") from None
 
 
-def take_snapshot(client) -> Snapshot:
+def take_snapshot(client, namespace: str | None = None) -> Snapshot:
     """Two list calls: every node, and every live pod in every namespace (a third for
-    Volcano HyperNodes where the API serves them)."""
+    Volcano HyperNodes where the API serves them).
+
+    A user RBAC does not let list pods in all namespaces gets the pods of `namespace` (or
+    none) and a `skipped` line saying so; one who may not list nodes gets
+    SnapshotUnreadable, never a bare 403.
+    """
     from launcher.backends.k8s_client import (
         HYPERNODE,
         KUEUE_TOPOLOGIES,
@@ -330,11 +342,19 @@ def take_snapshot(client) -> Snapshot:
         POD,
         RESOURCE_CLAIM,
         RESOURCE_SLICE,
+        ApiError,
     )
 
     keys = network_label_keys()
-    nodes = client.items(NODE)
-    pods = client.items(POD, all_namespaces=True, field_selector=LIVE_PODS)
+    try:
+        nodes = client.items(NODE)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        raise SnapshotUnreadable(
+            "skipped the cluster snapshot: RBAC does not let you list nodes, so there is no "
+            "topology-aware plan (pass --cluster FILE to plan on a cluster file)") from None
+    pods, skipped = _readable_pods(client, POD, namespace)
     groups = client.api_groups()  # one discovery call, cached by the client
     hypernodes = _optional_items(client, HYPERNODE) if HYPERNODE.group in groups else []
     topologies: list[dict] = []
@@ -349,7 +369,30 @@ def take_snapshot(client) -> Snapshot:
         slices = _optional_items(client, RESOURCE_SLICE)
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
-    return build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims)
+    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims)
+    return replace(snap, skipped=skipped) if skipped else snap
+
+
+def _readable_pods(client, pod_kind, namespace: str | None) -> tuple[list[dict], tuple[str, ...]]:
+    """Live pods of every namespace, else of `namespace`, else none; and what was skipped."""
+    from launcher.backends.k8s_client import ApiError
+
+    try:
+        return client.items(pod_kind, all_namespaces=True, field_selector=LIVE_PODS), ()
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+    unseen = "are not seen (the scheduler still counts them)"
+    if namespace:
+        try:
+            pods = client.items(pod_kind, namespace, field_selector=LIVE_PODS)
+            return pods, (f"RBAC does not let you list pods in all namespaces: planned with "
+                          f"the pods of namespace {namespace} only; GPUs held in other namespaces {unseen}",)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+    return [], (f"RBAC does not let you list pods{f' in namespace {namespace}' if namespace else ''}"
+                f" or in all namespaces: planned as if no pod ran; GPUs pods hold {unseen}",)
 
 
 def _optional_items(client, kind, **kw) -> list[dict]:

@@ -47,7 +47,12 @@ from launcher.backends.k8s_client import (
 )
 from launcher.backends.k8s_logs import follow_pod, merge_streams, pod_log_lines, started
 from launcher.backends.k8s_queue import queued
-from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT, Snapshot, take_snapshot
+from launcher.backends.k8s_snapshot import (
+    UNSCHEDULABLE_TAINT,
+    Snapshot,
+    SnapshotUnreadable,
+    take_snapshot,
+)
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob import names
 
@@ -66,9 +71,22 @@ LOG_TAIL_FOR_RESULT = 500
 
 
 def cluster_snapshot(context: str | None = None, namespace: str | None = None,
-                     kubeconfig: str | None = None):
-    """The live cluster as placement sees it (two list calls)."""
-    return KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot().cluster
+                     kubeconfig: str | None = None, *, nodes_optional: bool = False):
+    """The live cluster as placement sees it (two list calls). What RBAC kept it from
+    reading is said in one line each; with `nodes_optional`, a user who may not list nodes
+    gets None (the scheduler places the job) instead of an error."""
+    from launcher.output import note
+
+    try:
+        snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot()
+    except SnapshotUnreadable as exc:
+        if not nodes_optional:
+            raise
+        note(f"note: {exc}")
+        return None
+    for line in snap.skipped:
+        note(f"note: {line}")
+    return snap.cluster
 
 
 def _age(timestamp: str | None) -> str:
@@ -149,7 +167,8 @@ class KubernetesBackend:
     # -- cluster -----------------------------------------------------------------------------
     @_api_errors
     def snapshot(self) -> Snapshot:
-        return take_snapshot(self.client)
+        # Where RBAC allows no cluster-wide pod list, the context's namespace is read.
+        return take_snapshot(self.client, self.namespace)
 
     @_api_errors
     def detect_gang_scheduler(self) -> str | None:
@@ -293,7 +312,10 @@ class KubernetesBackend:
         re-place; refuse with the placer's reason when nothing fits any more."""
         from mpijob.placement import PlacementRequest, place
 
-        snap = take_snapshot(self.client)
+        try:
+            snap = take_snapshot(self.client, spec.namespace)
+        except SnapshotUnreadable:
+            return placement, []  # said at plan time; the scheduler has the last word
         notes = list(snap.notes)
         if placement is not None and placement.feasible:
             stale = _plan_conflicts(snap.cluster, placement, spec)
