@@ -160,8 +160,9 @@ def describe_plan(plan: Plan) -> None:
     if plan.prediction is not None:
         p = plan.prediction
         note(f"predicted: {p.images_per_sec:.0f} images/sec (step {p.step_seconds * 1000:.0f} ms: "
-             f"compute {p.compute_seconds * 1000:.0f} ms, allreduce "
-             f"{p.allreduce_seconds * 1000:.0f} ms partly overlapped with it; bottleneck "
+             f"compute {p.compute_seconds * 1000:.0f} ms, slowest rank "
+             f"+{p.straggler_seconds * 1000:.0f} ms, allreduce {p.allreduce_seconds * 1000:.0f} ms "
+             f"of which {p.exposed_allreduce_seconds * 1000:.0f} ms exposed; bottleneck "
              f"{p.bottleneck}; scaling efficiency {p.scaling_efficiency:.0%})")
 
 

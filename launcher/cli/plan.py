@@ -241,13 +241,14 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
         )
         console.print(
             f"  step {_ms(pred, 'step_seconds')} ms: compute {_ms(pred, 'compute_seconds')} ms, "
-            f"allreduce {_ms(pred, 'allreduce_seconds')} ms (partly overlapped with the "
-            f"backward pass); {pred.get('algorithm', '')}"
+            f"slowest rank +{_ms(pred, 'straggler_seconds')} ms, allreduce "
+            f"{_ms(pred, 'allreduce_seconds')} ms of which {_ms(pred, 'exposed_allreduce_seconds')} "
+            f"ms after the backward pass; {pred.get('algorithm', '')}"
         )
 
 
 def _ms(pred: dict | None, key: str) -> str:
-    return f"{pred[key] * 1000:,.0f}" if pred else "-"
+    return f"{pred[key] * 1000:,.0f}" if pred and pred.get(key) is not None else "-"
 
 
 def _placement_text(result) -> str:
