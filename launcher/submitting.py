@@ -86,6 +86,7 @@ class SubmitRequest:
     cluster: str | None = None
     dry_run: str | None = None  # None, "client" or "server"
     schedule_timeout: float = 120.0
+    calibration: str | None = None  # --calibration FILE (None: the default file, if any)
 
 
 @dataclass
@@ -117,7 +118,7 @@ def _fits_when_idle(cluster, spec) -> bool:
     return place(idle, PlacementRequest.from_spec(spec), policy=spec.placement_policy).feasible
 
 
-def plan_job(spec, cluster) -> Plan:
+def plan_job(spec, cluster, assumptions=None) -> Plan:
     """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
     plan = Plan(spec)
     if cluster is None:
@@ -135,16 +136,35 @@ def plan_job(spec, cluster) -> Plan:
             return plan
         raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
     plan.placement = placement
-    if spec.gpus_per_worker:
+    if spec.gpus_per_worker or assumptions is not None:
         try:
-            from mpijob.perfmodel import predict
+            from mpijob.perfmodel import DEFAULT_ASSUMPTIONS, predict
 
             plan.prediction = predict(model=spec.benchmark.model,
                                       batch_size=spec.benchmark.batch_size,
                                       precision=spec.benchmark.precision,
-                                      placement=placement, cluster=cluster)
+                                      placement=placement, cluster=cluster,
+                                      assumptions=assumptions or DEFAULT_ASSUMPTIONS)
         except (ImportError, ValueError) as exc:
             plan.notes.append(f"no prediction: {exc}")
+    return plan
+
+
+def _local_cpu_plan(spec, assumptions) -> Plan:
+    """A CPU job on this machine: predicted only from a calibration (ranks share one host)."""
+    plan = Plan(spec)
+    if assumptions is None or spec.gpus_per_worker:
+        return plan
+    from mpijob.perfmodel import predict_cpu
+
+    try:
+        plan.prediction = predict_cpu(model=spec.benchmark.model,
+                                      batch_size=spec.benchmark.batch_size,
+                                      precision=spec.benchmark.precision, ranks=spec.workers,
+                                      hosts=1, image_size=spec.benchmark.image_size,
+                                      assumptions=assumptions)
+    except ValueError as exc:
+        plan.notes.append(f"no prediction: {exc}")
     return plan
 
 
@@ -164,6 +184,9 @@ def describe_plan(plan: Plan) -> None:
              f"+{p.straggler_seconds * 1000:.0f} ms, allreduce {p.allreduce_seconds * 1000:.0f} ms "
              f"of which {p.exposed_allreduce_seconds * 1000:.0f} ms exposed; bottleneck "
              f"{p.bottleneck}; scaling efficiency {p.scaling_efficiency:.0%})")
+        for line in p.notes:
+            if line.startswith("calibration"):
+                note(f"  {line}")
 
 
 OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plugins or Kueue, and "
@@ -250,7 +273,14 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = cluster_snapshot(context=request.context, namespace=spec.namespace,
                                    nodes_optional=True)
     spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or "auto", cluster)
-    plan = plan_job(spec, cluster) if backend is None or backend.name != "local" else Plan(spec)
+    from launcher import calibration_file
+
+    cal, cal_source = calibration_file.load(request.calibration)
+    assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
+    if backend is None or backend.name != "local":
+        plan = plan_job(spec, cluster, assumptions)
+    else:
+        plan = _local_cpu_plan(spec, assumptions)
     describe_plan(plan)
 
     if client_dry_run and (backend is None or backend.name != "local"):

@@ -76,6 +76,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from mpijob import links, overlap, perfdata
+from mpijob.calibration import Calibration
 from mpijob.cluster import Cluster, Node
 from mpijob.errors import SpecError
 
@@ -104,6 +105,9 @@ class Assumptions:
     fusion_bytes: int = perfdata.HOROVOD_FUSION_BYTES
     cycle_s: float = perfdata.HOROVOD_CYCLE_S
     rank_jitter: float = perfdata.RANK_JITTER
+    # Fitted on the cluster's own runs (mpijob.calibration); None: published figures only.
+    calibration: Calibration | None = None
+    calibration_source: str = ""  # the file it came from, for the notes
     fp16_allreduce: bool = False  # hvd.Compression.fp16
 
 
@@ -375,6 +379,14 @@ def _shm_link(node: Node) -> _Link:
                       "no NVLink/P2P between containers)", "pcie")
 
 
+def _calibrated(link: _Link, kind: str, cal: Calibration) -> _Link:
+    """The link at the calibration's bandwidth for its kind, if it has one."""
+    gbs = cal.link_gbs(kind)
+    if gbs is None:
+        return link
+    return _Link(gbs, f"{link.what}; calibrated {kind} {gbs:.3g} GB/s", link.kind)
+
+
 def _slowest(candidates: Sequence[_Link]) -> _Link:
     return min(candidates, key=lambda link: link.gbs)
 
@@ -389,6 +401,11 @@ def predict(*, model: str, batch_size: int, precision: str, placement, cluster: 
     if not placement.assignments:
         raise PredictionError("the placement assigns no pods")
     by_name = {n.name: n for n in cluster.nodes}
+    if all(not a.gpus for a in placement.assignments):
+        return predict_cpu(model=model, batch_size=batch_size, precision=precision,
+                           ranks=sum(max(1, a.workers) for a in placement.assignments),
+                           hosts=len({a.node for a in placement.assignments}),
+                           assumptions=assumptions)
     pods = []
     for a in placement.assignments:
         node = by_name.get(a.node)
@@ -431,6 +448,14 @@ def predict_pods(*, model: str, batch_size: int, precision: str,
                      f"every step waits for the {slowest.gpu}")
     compute_s = batch_size / slowest.images_per_sec
     n = sum(len(g) for _, g in pods)
+    cal = assumptions.calibration
+    fitted = cal.rate(slowest.gpu, model_key, prec, None) if cal is not None else None
+    if fitted is not None:
+        compute_s = fitted.step_seconds(batch_size)
+        slowest = _Compute(batch_size / compute_s, slowest.gpu,
+                           f"calibrated: {fitted.images_per_sec:,.1f} images/s + "
+                           f"{fitted.step_overhead_s * 1e3:.1f} ms per step, {fitted.runs} runs",
+                           slowest.notes)
 
     info = perfdata.MODELS[model_key]
     elem = FP16_BYTES if assumptions.fp16_allreduce else FP32_BYTES
@@ -462,6 +487,10 @@ def predict_pods(*, model: str, batch_size: int, precision: str,
 
     straggler_s = compute_s * (slowest_rank - 1)
     step = compute_s + straggler_s + exposed
+    if cal is not None:
+        if n > 1:
+            step += cal.multi_rank_overhead_s
+        notes.append(_calibration_note(assumptions, fitted is not None))
     ips = n * batch_size / step
     single = slowest.images_per_sec
     return Prediction(
@@ -532,6 +561,11 @@ def allreduce_candidates(pods: Sequence[tuple[Node, tuple[int, ...]]],
         transport = _transport(nodes, assumptions)
         between.extend(_nic_link(node, transport, assumptions) for node in nodes)
         between.extend(_uplink_links(nodes, transport, assumptions, notes))
+    cal = assumptions.calibration
+    if cal is not None and cal.links:
+        in_pods = [(g, _calibrated(link, link.kind, cal)) for g, link in in_pods]
+        between = [_calibrated(link, "shm" if link.what.startswith("pod-to-pod") else "net", cal)
+                   for link in between]
     if any(len(group) > 1 and any(len(g) == 1 for _, g in group) for group in groups):
         notes.append("pods of this job share a node: they cannot use NVLink/P2P with each other "
                      "(each container sees only its own GPUs), so NCCL goes through host memory")
@@ -567,6 +601,60 @@ def allreduce_candidates(pods: Sequence[tuple[Node, tuple[int, ...]]],
     return candidates
 
 
+def _calibration_note(assumptions: Assumptions, compute_used: bool) -> str:
+    cal = assumptions.calibration
+    used = ["compute rate" if compute_used else None,
+            "link bandwidths" if cal.links else None,
+            "multi-rank overhead" if cal.multi_rank_overhead_s else None]
+    used = [u for u in used if u]
+    src = f" {assumptions.calibration_source}" if assumptions.calibration_source else ""
+    return (f"calibration{src} used ({', '.join(used) if used else 'nothing in it applies'}; "
+            f"{cal.runs} measured runs)")
+
+
+def predict_cpu(*, model: str, batch_size: int, precision: str, ranks: int, hosts: int,
+                image_size: int | None = None,
+                assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> Prediction:
+    """A CPU job (`ranks` ranks on `hosts` hosts): only from a calibration, since no
+    published CPU figures exist. Ranks of one host share memory; Horovod's allreduce runs
+    on the cores TensorFlow uses, so nothing overlaps (mpijob.calibration)."""
+    from mpijob import calibration as calib
+
+    model_key = perfdata.normalize_model(model)
+    prec = perfdata.normalize_precision(precision)
+    if model_key is None or prec is None:
+        raise SpecError("model" if model_key is None else "precision",
+                        f"unknown {'model' if model_key is None else 'precision'}")
+    cal = assumptions.calibration
+    rate = cal.rate("cpu", model_key, prec, image_size) if cal is not None else None
+    if rate is None:
+        raise PredictionError(
+            f"no CPU figures for {model_key} {prec}: CPU jobs are predicted only from a "
+            "calibration (hvdk8s calibrate RESULTS_DIR, then --calibration FILE)")
+    link = "shm" if hosts <= 1 else "net"
+    compute_s = rate.step_seconds(batch_size)
+    step = calib.step_seconds(cal, device="cpu", model=model_key, precision=prec,
+                              image_size=image_size, batch_size=batch_size, ranks=ranks,
+                              link=link)
+    comm_s = step - compute_s
+    single = batch_size / compute_s
+    gbs = cal.link_gbs(link) or calib.DEFAULT_LINK_GBS.get(link)
+    notes = [_calibration_note(assumptions, True)]
+    if ranks > 1 and cal.link_gbs(link) is None:
+        notes.append(f"{link} bandwidth not calibrated: {gbs or 0:g} GB/s assumed"
+                     if gbs else f"{link} bandwidth not calibrated: communication not priced")
+    return Prediction(
+        images_per_sec=ranks * batch_size / step, step_seconds=step, compute_seconds=compute_s,
+        allreduce_seconds=comm_s, bottleneck="compute" if comm_s <= 0.1 * step else
+        f"allreduce over {link}", scaling_efficiency=single * ranks and
+        (ranks * batch_size / step) / (ranks * single), single_gpu_images_per_sec=single,
+        gpus=0, algorithm="none (single rank)" if ranks == 1 else f"MPI allreduce over {link}",
+        notes=tuple(notes), exposed_allreduce_seconds=comm_s,
+        gradient_bytes=perfdata.MODELS[model_key].params * FP32_BYTES, gpu_model="cpu",
+        compute_source=f"calibrated: {rate.images_per_sec:,.2f} images/s per rank + "
+                       f"{rate.step_overhead_s * 1e3:.0f} ms per step ({rate.runs} runs)")
+
+
 def expected_max_normal(n: int) -> float:
     """E[max of n standard normals], Blom's approximation (0 for n = 1)."""
     if n <= 1:
@@ -590,6 +678,7 @@ __all__ = [
     "Prediction",
     "PredictionError",
     "predict",
+    "predict_cpu",
     "predict_pods",
     "single_gpu_images_per_sec",
 ]

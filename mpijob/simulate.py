@@ -148,12 +148,14 @@ def summarize(policy: str, outcomes: Sequence[JobOutcome], total_gpus: int,
 class _State:
     """Mutable free-GPU state, the per-pool views `place` sees, and the prediction cache."""
 
-    def __init__(self, cluster: Cluster, precision: str):
+    def __init__(self, cluster: Cluster, precision: str,
+                 assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS):
         self.nodes: list[Node] = list(cluster.nodes)
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.free = [n.gpus - len(n.allocated) for n in self.nodes]
         self.total_gpus = sum(n.gpus for n in self.nodes)
         self.precision = precision
+        self.assumptions = assumptions
         self.pools: dict[tuple, tuple[int, ...]] = {}
         self.pool_free: dict[tuple, int] = {}
         self.pool_total: dict[tuple, int] = {}
@@ -228,7 +230,8 @@ class _State:
         if pred is None:
             pods = [(self.nodes[self.index[a.node]], tuple(a.gpus)) for a in placement.assignments]
             pred = perfmodel.predict_pods(model=job.model, batch_size=job.batch_size,
-                                          precision=self.precision, pods=pods)
+                                          precision=self.precision, pods=pods,
+                                          assumptions=self.assumptions)
             self.predictions[key] = pred
         return pred
 
@@ -236,7 +239,8 @@ class _State:
 def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision: str = "fp32",
              place: Callable | None = None, make_request: Callable | None = None,
              backfill_depth: int = DEFAULT_BACKFILL_DEPTH,
-             progress: Callable[[int], None] | None = None) -> SimResult:
+             progress: Callable[[int], None] | None = None,
+             assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS) -> SimResult:
     """Run `jobs` (sorted by submit time) on `cluster` under `policy`.
 
     `place(cluster, request, policy)` and `make_request(job)` default to mpijob.placement's;
@@ -249,7 +253,7 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
             workers=j.workers, gpus_per_worker=j.gpus_per_worker,
             node_selector=dict(j.node_selector)))
 
-    state = _State(cluster, precision)
+    state = _State(cluster, precision, assumptions)
     jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
     outcomes: list[JobOutcome | None] = [None] * len(jobs)
     requests: dict[int, object] = {}

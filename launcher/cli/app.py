@@ -99,6 +99,7 @@ def _register() -> None:
     # Imported here so `hvdk8s --version` stays fast and each group stays a separate module.
     from launcher.cli import (
         agent,
+        calibrate,
         doctor,
         experiment,
         install,
@@ -118,6 +119,7 @@ def _register() -> None:
     agent.register(app)
     doctor.register(app)
     simulate.register(app)
+    calibrate.register(app)
     app.add_typer(experiment.app, name="experiment")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
 

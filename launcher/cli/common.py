@@ -94,3 +94,4 @@ def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
              for r in rows]
     typer.echo("\n".join(lines))
+

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from launcher.calibration_file import CALIBRATION_OPT
 from launcher.cli.common import CONTEXT_OPT
 from launcher.errors import UsageError
 from launcher.output import check_format, note
@@ -43,6 +44,7 @@ def run(
     context: str = CONTEXT_OPT,
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and whether they are "
                                  "done; submit nothing."),
+    calibration: str = CALIBRATION_OPT,
 ):
     """Run every run of the matrix in turn and record each one; running it again resumes."""
     from launcher.backends.select import resolve_backend_name
@@ -59,7 +61,12 @@ def run(
     out = out if out is not None else DEFAULT_RESULTS_ROOT / loaded.experiment.name
     store = ResultsStore(out)
     reporter = RichReporter()
+    if calibration is not None:
+        from launcher import calibration_file
+
+        calibration_file.load(calibration)  # a bad file is refused before any run
     runner = ExperimentRunner(loaded, store, backend=backend, context=context, rerun=rerun,
+                              calibration=calibration,
                               limit=limit, reporter=reporter)
     if dry_run:
         _print_plan(runner, store)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from launcher import calibration_file
+from launcher.calibration_file import CALIBRATION_OPT
 from launcher.errors import UsageError
 
 PLAN_FORMATS = ("table", "json", "yaml")
@@ -41,6 +43,7 @@ def plan(
     cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in several zones."),
     context: str = typer.Option(None, "--context", help="kubeconfig context (without --cluster)."),
     output: str = typer.Option("table", "-o", "--output", help="table, json or yaml."),
+    calibration: str = CALIBRATION_OPT,
 ):
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
@@ -49,6 +52,7 @@ def plan(
         raise UsageError(f"-o/--output: expected one of {', '.join(PLAN_FORMATS)}, got {output!r}")
     policy, model = _check_job(workers, gpus, placement, gputopology, model, batch_size, precision)
     request = _request(workers, gpus, selector or [], toleration or [], cpu, memory, cross_zone)
+    cal, cal_source = calibration_file.load(calibration)
     snapshot = _load_cluster(cluster, context)
 
     from mpijob.placement import place
@@ -61,7 +65,8 @@ def plan(
         unchecked = _unchecked_resources(request, result, snapshot, from_file=bool(cluster))
         if unchecked:
             data["explanation"].append(unchecked)
-        data["prediction"], why_not = _predict(model, batch_size, precision, result, snapshot)
+        data["prediction"], why_not = _predict(model, batch_size, precision, result, snapshot,
+                                               calibration_file.assumptions(cal, cal_source))
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
         results.append((result, data))
@@ -164,7 +169,7 @@ def _load_cluster(path: str | None, context: str | None):
     return cluster_snapshot(context=context, namespace=None)
 
 
-def _predict(model, batch_size, precision, result, snapshot):
+def _predict(model, batch_size, precision, result, snapshot, assumptions=None):
     """(prediction JSON or None, why there is none or None)."""
     if not result.feasible:
         return None, None
@@ -174,7 +179,8 @@ def _predict(model, batch_size, precision, result, snapshot):
         return None, f"the performance model is not available ({exc})"
     try:
         prediction = perfmodel.predict(model=model, batch_size=batch_size, precision=precision,
-                                       placement=result, cluster=snapshot)
+                                       placement=result, cluster=snapshot,
+                                       assumptions=assumptions or perfmodel.DEFAULT_ASSUMPTIONS)
     except ValueError as exc:  # PredictionError and unknown models
         return None, str(exc)
     return prediction.to_json(), None
@@ -234,8 +240,9 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
         console.print(f"  {line}", markup=False)
     pred = data["prediction"]
     if pred:
+        ips = pred["images_per_sec"]
         console.print(
-            f"predicted {pred['images_per_sec']:,.0f} images/s ({model}, batch {batch_size}, "
+            f"predicted {ips:,.{0 if ips >= 100 else 1}f} images/s ({model}, batch {batch_size}, "
             f"{precision}), scaling efficiency {pred['scaling_efficiency']:.0%}, "
             f"bottleneck: {pred['bottleneck']}"
         )
@@ -245,6 +252,9 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
             f"{_ms(pred, 'allreduce_seconds')} ms of which {_ms(pred, 'exposed_allreduce_seconds')} "
             f"ms after the backward pass; {pred.get('algorithm', '')}"
         )
+        for line in pred.get("notes", []):
+            if line.startswith("calibration"):
+                console.print(f"  {line}", markup=False)
 
 
 def _ms(pred: dict | None, key: str) -> str:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from launcher import calibration_file
+from launcher.calibration_file import CALIBRATION_OPT
 from launcher.errors import UsageError
 
 DEFAULT_JOBS = 10_000
@@ -53,6 +55,7 @@ def simulate(
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots with --out."),
     backfill_depth: int = typer.Option(
         64, "--backfill-depth", help="Queued jobs looked at per event for backfilling."),
+    calibration: str = CALIBRATION_OPT,
 ):
     """Compare placement policies on a simulated cluster: job completion, throughput, queueing.
 
@@ -77,6 +80,10 @@ def simulate(
     if backfill_depth < 0:
         raise UsageError(f"--backfill-depth: must be 0 or more, got {backfill_depth}")
     out_dir = _out_dir(out)
+    cal, cal_source = calibration_file.load(calibration)
+    if cal is not None:
+        typer.echo(f"predictions use the calibration {cal_source} ({cal.runs} measured runs)",
+                   err=True)
 
     from mpijob import simworkload
 
@@ -91,7 +98,8 @@ def simulate(
     if not stream:
         raise UsageError(f"--trace: {trace}: no jobs")
 
-    results, seconds = _run(snapshot, stream, chosen, precision, backfill_depth)
+    results, seconds = _run(snapshot, stream, chosen, precision, backfill_depth,
+                            calibration_file.assumptions(cal, cal_source) if cal else None)
     _print(results, seconds, snapshot, stream)
     if out_dir is not None:
         _write(out_dir, results, plots)
@@ -149,7 +157,7 @@ def _read_trace(path: str):
         raise UsageError(f"--trace: {path}: {exc}") from None
 
 
-def _run(snapshot, stream, policies, precision, backfill_depth):
+def _run(snapshot, stream, policies, precision, backfill_depth, assumptions=None):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -164,8 +172,9 @@ def _run(snapshot, stream, policies, precision, backfill_depth):
         for p in policies:
             task = tasks[p]
             started = time.perf_counter()
+            extra = {"assumptions": assumptions} if assumptions is not None else {}
             result = run_policy(snapshot, stream, p, precision=precision,
-                                backfill_depth=backfill_depth,
+                                backfill_depth=backfill_depth, **extra,
                                 progress=lambda n, task=task: progress.update(task, completed=n))
             seconds.append(time.perf_counter() - started)
             progress.update(task, completed=len(stream))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 from typer.core import TyperCommand
 
+from launcher.calibration_file import CALIBRATION_OPT
 from launcher.cli.common import (
     BACKEND_OPT,
     CONTEXT_OPT,
@@ -79,6 +80,7 @@ def submit_mpi(
     placement_policy: str = typer.Option(None, "--placement", help="topology, binpack or spread."),
     cluster: str = typer.Option(None, "--cluster", help="Plan against this cluster file "
                                 "instead of the live cluster."),
+    calibration: str = CALIBRATION_OPT,
     cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in "
                                     "several zones (never by default)."),
     gpu_request: str = typer.Option("auto", "--gpu-request", help="auto, device-plugin or dra: "
@@ -168,7 +170,7 @@ def submit_mpi(
         gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
         context=context, cluster=cluster,
         dry_run=None if dry_run in (None, "none") else dry_run,
-        schedule_timeout=schedule_timeout,
+        schedule_timeout=schedule_timeout, calibration=calibration,
     )
     outcome = run_submit(request)
     if outcome.objects is not None:

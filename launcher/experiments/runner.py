@@ -165,8 +165,10 @@ class ExperimentRunner:
         poll_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        calibration: str | None = None,
     ):
         self.loaded = loaded
+        self.calibration = calibration
         self.experiment = loaded.experiment
         self.store = store
         self.backend_name = backend or self.experiment.backend
@@ -268,6 +270,7 @@ class ExperimentRunner:
             options=submit_options(self.loaded, run), backend=self.backend_name,
             context=self.context, mode=self.experiment.mode,
             cluster=str(self.loaded.cluster) if self.loaded.cluster else None,
+            calibration=self.calibration,
         )
         submitted = utc_now()
         self._submitting = run  # stays set if Ctrl-C lands mid-submit: the job may exist

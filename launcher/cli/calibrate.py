@@ -1,0 +1,76 @@
+"""`hvdk8s calibrate DIR... [-o FILE]`: fit the throughput model to measured runs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import typer
+
+from launcher.errors import UsageError
+
+
+def calibrate(
+    dirs: list[str] = typer.Argument(..., metavar="DIR...",
+                                     help="Result directories of hvdk8s experiment run."),
+    out: str = typer.Option(None, "-o", "--output",
+                            help="Where to write the calibration (default: "
+                            "$HVDK8S_HOME/calibration.json)."),
+):
+    """Fit per-device compute rate, per-link bandwidth and per-step overhead to measured runs,
+    print them with their uncertainty and the error before and after, write the file."""
+    from launcher import calibration_file
+    from launcher.experiments.results import ResultsStore
+    from mpijob.calibration import CalibrationError, fit, predicted_images_per_sec, run_from_record
+
+    runs, skipped = [], 0
+    for d in dirs:
+        root = Path(d)
+        if not root.is_dir():
+            raise UsageError(f"DIR: {d}: not a directory; give experiment result directories")
+        store = ResultsStore(root)
+        records = list(store.latest().values())
+        if not records:
+            raise UsageError(f"DIR: {d}: no results.jsonl or results.csv with runs in it")
+        for record in records:
+            run = run_from_record(record)
+            if run is None:
+                skipped += 1
+            else:
+                runs.append(run)
+    try:
+        cal = fit(runs, sources=[str(Path(d).resolve()) for d in dirs],
+                  created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    except CalibrationError as exc:
+        raise UsageError(f"cannot calibrate: {exc}") from None
+    target = Path(out) if out else calibration_file.default_path()
+    print(f"calibrated on {len(runs)} runs ({skipped} not usable: failed or without images/sec)")
+    for c in cal.compute:
+        size = f" {c.image_size}px" if c.image_size else ""
+        print(f"  compute {c.device} {c.model} {c.precision}{size}: "
+              f"{c.images_per_sec:,.2f}{_pm(c.images_per_sec_stderr, '.2f')} images/s per rank, "
+              f"+{c.step_overhead_s * 1e3:.1f}{_pm(c.step_overhead_stderr, '.1f', 1e3)} ms per step "
+              f"({c.runs} runs)")
+    for link in cal.links:
+        print(f"  link    {link.kind}: {link.gbs:.3g}{_pm(link.gbs_stderr, '.2g')} GB/s "
+              f"({link.runs} runs)")
+    if cal.multi_rank_overhead_s or cal.multi_rank_overhead_stderr:
+        print(f"  overhead per multi-rank step: {cal.multi_rank_overhead_s * 1e3:.1f}"
+              f"{_pm(cal.multi_rank_overhead_stderr, '.1f', 1e3)} ms")
+    before = "n/a (no run had a prediction)" if cal.error_before is None else f"{cal.error_before:.1%}"
+    print(f"  mean |predicted/measured - 1|: before {before}, after {cal.error_after:.1%}")
+    for r in runs:
+        print(f"    {r.device} {r.model} b{r.batch_size} x{r.ranks}: measured "
+              f"{r.images_per_sec:,.2f}, calibrated {predicted_images_per_sec(cal, r):,.2f}"
+              + (f", uncalibrated {r.predicted_images_per_sec:,.2f}"
+                 if r.predicted_images_per_sec else ""))
+    calibration_file.save(cal, target)
+    print(f"wrote {target}")
+
+
+def _pm(err, fmt: str, scale: float = 1.0) -> str:
+    return "" if err is None else f" ± {err * scale:{fmt}}"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)
