@@ -73,7 +73,7 @@ def gather(client: KubeClient, namespace: str) -> Facts:
                                                      label_selector=OPERATOR_SELECTOR), [])
         facts.operator_deployment = deployments[0] if deployments else None
     if "kueue.x-k8s.io" in facts.groups:
-        facts.kueue_config, facts.kueue_config_error = _kueue_config(client)
+        facts.kueue_config, facts.kueue_config_error = kueue_config(client)
     if "resource.k8s.io" in facts.groups:
         facts.dra_versions = tuple(v for v in ("v1", "v1beta2", "v1beta1", "v1alpha3")
                                    if _optional(lambda v=v: client.served_resources(
@@ -81,7 +81,7 @@ def gather(client: KubeClient, namespace: str) -> Facts:
     return facts
 
 
-def _kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:
+def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:
     import yaml
 
     try:

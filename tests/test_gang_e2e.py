@@ -261,3 +261,22 @@ def test_readme_table_covers_every_mode_and_gang_scheduler():
               "kueue": "Kueue"}
     for mode, gang in SUPPORT:
         assert f"  | {mode} | {titles[gang]} | " in readme, (mode, gang)
+
+
+def test_kueue_without_its_mpijob_integration_is_refused(k8s):
+    srv = k8s.server()
+    srv.install_kueue(frameworks=("batch/job",))
+    srv.install_mpi_operator()
+    srv.kueue_queue("team-a", {"nvidia.com/gpu": 8})
+    before = srv.count_requests("POST")
+    args = ("--workers", "2", "--gpus", "1", "--gang-scheduler", "kueue", "--queue", "team-a",
+            "--mode", "operator")
+    result = submit(k8s, "off", *args)
+    assert result.exit_code == 1 and "kubeflow.org/mpijob integration is off" in result.output
+    assert srv.count_requests("POST") == before  # read from kueue-manager-config: refused first
+    # Configuration hidden: the MPIJob comes back from the API not suspended, so Kueue does
+    # not manage it; the job is rolled back.
+    srv.forbid("get", "configmaps", namespace="kueue-system")
+    result = submit(k8s, "off", *args)
+    assert result.exit_code == 1 and "kubeflow.org/mpijob integration is off" in result.output
+    srv.wait_for(lambda: leftovers(srv, "off") == [])

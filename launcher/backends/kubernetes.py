@@ -66,6 +66,10 @@ GANG_GROUPS = (("volcano", "scheduling.volcano.sh"),
                ("kueue", "kueue.x-k8s.io"))
 GANG_NAMES = {"volcano": "Volcano", "scheduler-plugins": "scheduler-plugins (coscheduling)",
               "kueue": "Kueue"}
+KUEUE_MPIJOB_OFF = ("--gang-scheduler kueue: Kueue does not manage MPIJobs here (its "
+                    "kubeflow.org/mpijob integration is off), so the job would not be "
+                    "gang-admitted; add kubeflow.org/mpijob to integrations.frameworks in "
+                    "kueue-system/kueue-manager-config, or use --gang-scheduler volcano")
 DEFAULT_SCHEDULE_TIMEOUT = 120.0
 LOG_TAIL_FOR_RESULT = 500
 
@@ -233,6 +237,10 @@ class KubernetesBackend:
                     outcome += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
                                 " (no PodGroup or worker seen yet: is the operator running?)")
                 if gang == "kueue":
+                    if not ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+                        # Kueue's job webhook suspends every MPIJob naming a queue
+                        # (jobframework ApplyDefaultForSuspend); not suspended = not managed.
+                        raise UserError(KUEUE_MPIJOB_OFF)
                     outcome = (f"MPIJob {spec.name} created, queued in Kueue LocalQueue "
                                f"{spec.queue}: Kueue admits it whole, then the MPI operator "
                                f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
@@ -277,6 +285,13 @@ class KubernetesBackend:
         if group not in self.client.api_groups():
             raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
                             f"{group} API group); install it, pick another, or drop --gang")
+        if gang == "kueue":
+            from launcher.doctor import kueue_config
+
+            config, _ = kueue_config(self.client)
+            frameworks = ((config or {}).get("integrations") or {}).get("frameworks")
+            if config is not None and "kubeflow.org/mpijob" not in (frameworks or []):
+                raise UserError(KUEUE_MPIJOB_OFF)
         if gang == "kueue" and spec.queue:
             # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.
             try:
