@@ -132,3 +132,21 @@ def test_live_snapshot_is_two_list_calls_and_one_discovery(k8s):
                                                          "status.phase!=Failed")
     assert snap.cluster.node("gpu-node-1").free_gpus == ()
     assert len(snap.cluster.node("gpu-node-0").free_gpus) == 8
+
+
+def test_the_agent_wins_over_a_planned_gpu_annotation_it_contradicts():
+    """Issue 10 #8: the planned indices are a prediction. `b` was planned 0,1 and the device
+    plugin gave it 2,3 (the agent says so); `a`, newer than the agent's last look, was
+    planned 2,3 and so really holds other GPUs. Its plan must not take b's 2,3."""
+    topo = preset("dgx1-v100")
+    text = annotation_payload(node="n0", topology=topo, gpu_model="Tesla-V100-SXM2-16GB",
+                              pcie_gen=3, allocated={"default/b-worker-0": [2, 3]})
+    late = pod("a-worker-0", "n0", 2, annotations={names.ANNOTATION_GPUS: "2,3"})
+    moved = pod("b-worker-0", "n0", 2, annotations={names.ANNOTATION_GPUS: "0,1"})
+    snap = build_snapshot([node("n0", annotations={ANNOTATION_TOPOLOGY: text})], [late, moved])
+    usage = {u.name: u.indices for u in snap.pods}
+    assert usage["b-worker-0"] == (2, 3)  # the agent's, not its plan of 0,1
+    assert not set(usage["a-worker-0"]) & {2, 3}
+    assert snap.cluster.node("n0").allocated == frozenset({2, 3, *usage["a-worker-0"]})
+    assert [u.name for u in snap.pods] == ["a-worker-0", "b-worker-0"]
+    assert any("a-worker-0" in note for note in snap.notes)

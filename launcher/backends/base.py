@@ -58,6 +58,9 @@ class JobStatus:
     images_per_sec: float | None = None
     predicted_images_per_sec: float | None = None
     result: dict | None = None  # the benchmark's HVDK8S_RESULT JSON line
+    # Per worker pod, the GPUs a reporter (topology agent) says it holds vs the plan
+    # (mpijob.gpu_view.PodGpus.to_json, plus "note"); empty when nothing reported.
+    gpu_allocation: list[dict] = field(default_factory=list)
 
     @property
     def done(self) -> bool:

@@ -250,29 +250,46 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
 
 def _allocate(node: str, topo_gpus: int, allocatable: int, pods: list[dict],
               agent_alloc, meta: dict, notes: list[str]) -> tuple[set[int], list[PodUsage]]:
-    """Which GPU indices of one node are taken, and by which pod."""
+    """Which GPU indices of one node are taken, and by which pod.
+
+    The agent's PodResources data is what the device plugin really allocated; hvdk8s's
+    `hvdk8s.io/gpus` annotation is only the plan, so it counts only for pods the agent has
+    not reported (yet), and never for indices the agent says another pod holds.
+    """
     taken: set[int] = set()
     agent_by_pod = meta.get("allocated") if isinstance(meta.get("allocated"), dict) else None
     usages: list[PodUsage] = []
     unknown: list[tuple[dict, int]] = []
+    reported: list[tuple[dict, int, tuple[int, ...]]] = []
+    planned: list[tuple[dict, int, tuple[int, ...]]] = []
     for pod in sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"])):
         m = pod["metadata"]
         count = pod_gpus(pod)
         if not count:
             continue
         key = f"{m.get('namespace', '')}/{m['name']}"
-        indices: tuple[int, ...] = ()
         if agent_by_pod is not None and key in agent_by_pod:
-            indices = tuple(int(i) for i in agent_by_pod[key])
+            try:
+                reported.append((pod, count, tuple(int(i) for i in agent_by_pod[key])))
+            except (TypeError, ValueError):
+                unknown.append((pod, count))
         else:
-            indices = parse_index_list((m.get("annotations") or {}).get(names.ANNOTATION_GPUS))
+            planned.append((pod, count, parse_index_list(
+                (m.get("annotations") or {}).get(names.ANNOTATION_GPUS))))
+    overridden: list[str] = []
+    for pod, count, indices in reported + planned:
         valid = (len(indices) == count and all(0 <= i < topo_gpus for i in indices)
                  and not taken & set(indices))
         if valid:
             taken |= set(indices)
             usages.append(_usage(pod, node, count, indices))
         else:
+            if agent_by_pod is not None and indices and taken & set(indices):
+                overridden.append(pod["metadata"]["name"])
             unknown.append((pod, count))
+    if overridden:
+        notes.append(f"{node}: the topology agent reports GPUs planned for "
+                     f"{', '.join(overridden)} as held by other pods; counted elsewhere")
     if agent_alloc and agent_by_pod is None:
         # Old agent payloads carry only the set of taken indices.
         taken |= {i for i in agent_alloc if 0 <= i < topo_gpus}
@@ -294,6 +311,7 @@ def _allocate(node: str, topo_gpus: int, allocatable: int, pods: list[dict],
             taken |= set(missing)
             notes.append(f"{node}: only {allocatable} of {topo_gpus} GPUs are allocatable; "
                          f"GPUs {','.join(map(str, sorted(missing)))} counted as unavailable")
+    usages.sort(key=lambda u: (u.namespace, u.name))
     return taken, usages
 
 

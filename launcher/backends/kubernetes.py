@@ -437,6 +437,16 @@ class KubernetesBackend:
                 launcher_log = pod_log_lines(self.client, launcher, tail=LOG_TAIL_FOR_RESULT)
         status = st.job_status(name, ns, root=root, pods=pods, mode=mode, events=events,
                                launcher_log=launcher_log)
+        if detail and status.gpus_per_worker:
+            from launcher.backends.k8s_gpu_status import (
+                agent_allocations,
+                apply_view,
+                worker_gpu_view,
+            )
+
+            nodes = [r.node for r in status.replicas if r.node and r.role != names.ROLE_LAUNCHER]
+            apply_view(status, worker_gpu_view(ns, status.replicas,
+                                               agent_allocations(self.client, nodes)))
         if detail and any((p.get("spec") or {}).get("resourceClaims") for p in pods):
             from launcher.backends.k8s_client import RESOURCE_CLAIM
             from launcher.backends.k8s_dra_status import add_to_placement, allocated_devices

@@ -66,6 +66,9 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
             detail = f"exit {r.exit_code} {detail}".strip()
         table.add_row(r.name, r.role, r.phase, r.node or "-", _gpus(r.gpus), str(r.restarts), detail)
     console.print(table)
+    for row in status.gpu_allocation:  # the topology agent: what the pods got vs the plan
+        if row.get("note"):
+            console.print(row["note"], markup=False)
     for row in status.placement:  # DRA: what the claims got, beside the plan
         if "allocated_devices" in row:
             console.print(f"{row['pod']}: planned GPUs {_gpus(row.get('gpus') or [])}, DRA allocated "
