@@ -234,6 +234,22 @@ def _with_gpu_request(spec, choice: str, cluster):
     return spec.model_copy(update={"gpu_request": mode})
 
 
+def _free_host_ssh_port(spec, cluster, placement):
+    """On the host network the job's sshd port is a port of its nodes: move it past ports
+    the snapshot shows in use there (mpijob.hostnet)."""
+    from mpijob.hostnet import free_ssh_port
+
+    used_on = {a.node for a in placement.assignments} if placement is not None else None
+    taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
+             for port in n.host_ports}
+    if spec.ssh_port not in taken:
+        return spec
+    port = free_ssh_port(spec.namespace, spec.name, taken)
+    note(f"note: --host-network: sshd port {spec.ssh_port} is in use on the job's nodes; "
+         f"using {port}")
+    return spec.model_copy(update={"ssh_port": port})
+
+
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     from launcher.backends.select import make_backend, resolve_backend_name
     from mpijob.manifests import render
@@ -281,6 +297,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         plan = plan_job(spec, cluster, assumptions)
     else:
         plan = _local_cpu_plan(spec, assumptions)
+    if spec.host_network and cluster is not None:
+        spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
 
     if client_dry_run and (backend is None or backend.name != "local"):

@@ -40,6 +40,8 @@ class Node:
     network: NetworkPosition = UNKNOWN
     # GPUs a DRA driver publishes for this node (mpijob.dra), by index; () without DRA.
     dra_devices: tuple = ()
+    # Node ports live pods hold (hostPort, or containerPort on the host network).
+    host_ports: frozenset[int] = frozenset()
 
     @property
     def free_gpus(self) -> tuple[int, ...]:

@@ -10,6 +10,8 @@ import posixpath
 import shlex
 from typing import TYPE_CHECKING
 
+from mpijob.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
+
 if TYPE_CHECKING:  # a type only: spec imports is_launcher_line from here at validation
     from mpijob.spec import JobSpec
 
@@ -77,6 +79,10 @@ def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
             argv += ["-mca", "btl_tcp_if_include", spec.network_interface,
                      "-mca", "oob_tcp_if_include", spec.network_interface,
                      "-x", f"NCCL_SOCKET_IFNAME={spec.network_interface}"]
+        elif spec.host_network:  # the node's own NICs, not its bridges (mpijob.hostnet)
+            argv += ["-mca", "btl_tcp_if_exclude", OMPI_TCP_EXCLUDE,
+                     "-mca", "oob_tcp_if_exclude", OMPI_TCP_EXCLUDE,
+                     "-x", f"NCCL_SOCKET_IFNAME={NCCL_SOCKET_IFNAME_DEFAULT}"]
         return argv + program
     # Intel MPI and MPICH share Hydra's options.
     hostfile_flag = "-hostfile" if spec.mpi_implementation == "Intel" else "-f"
@@ -84,6 +90,8 @@ def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
     if spec.host_network and spec.network_interface:
         argv += ["-iface", spec.network_interface,
                  "-genv", "NCCL_SOCKET_IFNAME", spec.network_interface]
+    elif spec.host_network:  # Hydra's own traffic follows the hostnames (node addresses)
+        argv += ["-genv", "NCCL_SOCKET_IFNAME", NCCL_SOCKET_IFNAME_DEFAULT]
     return argv + program
 
 

@@ -240,6 +240,17 @@ class JobSpec(BaseModel):
         return v
 
     # --- the whole spec ------------------------------------------------------------
+    @model_validator(mode="before")
+    @classmethod
+    def _host_network_ssh_port(cls, data):
+        # On the host network the sshd port is the node's: one per job (mpijob.hostnet).
+        if isinstance(data, dict) and data.get("host_network") and data.get("ssh_port") is None:
+            from mpijob.hostnet import derived_ssh_port
+
+            data = {**data, "ssh_port": derived_ssh_port(data.get("namespace") or "default",
+                                                         str(data.get("name", "")))}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
         longest = names.longest_suffix(self.workers)

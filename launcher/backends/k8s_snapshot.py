@@ -93,6 +93,20 @@ def pod_requests(pod: dict) -> dict[str, Decimal]:
     return dict(total)
 
 
+def pod_host_ports(pod: dict) -> set[int]:
+    """Node ports a pod holds: hostPort, which the API server defaults to containerPort
+    for a pod on the host network."""
+    spec = pod.get("spec") or {}
+    out: set[int] = set()
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for port in c.get("ports") or []:
+            value = port.get("hostPort") or (port.get("containerPort")
+                                             if spec.get("hostNetwork") else None)
+            if isinstance(value, int):
+                out.add(value)
+    return out
+
+
 def pod_gpus(pod: dict) -> int:
     return int(pod_requests(pod).get(GPU_RESOURCE, 0))
 
@@ -244,6 +258,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
             network=network[name], dra_devices=dra_devices,
+            host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
         ))
     return Snapshot(Cluster(tuple(out_nodes)), tuple(usages), tuple(notes), measured)
 

@@ -91,6 +91,7 @@ class Usage:
 
     def __init__(self, pods: list[dict]):
         self.by_node: dict[str, Counter] = {}
+        self.ports: dict[str, set] = {}
         for p in pods:
             node = p["spec"].get("nodeName")
             if node and not is_terminal(p):
@@ -101,11 +102,26 @@ class Usage:
         for k, v in pod_requests(pod).items():
             c[k] += v
         c["pods"] += 1
+        self.ports.setdefault(node, set()).update(host_ports(pod))
 
     def copy(self) -> Usage:
         u = Usage([])
         u.by_node = {k: Counter(v) for k, v in self.by_node.items()}
+        u.ports = {k: set(v) for k, v in self.ports.items()}
         return u
+
+
+def host_ports(pod: dict) -> set[tuple[str, int]]:
+    """(protocol, port) a pod takes on its node. The API server defaults hostPort to
+    containerPort on the host network (pkg/apis/core/v1/defaults.go, SetDefaults_Pod)."""
+    spec = pod.get("spec") or {}
+    out = set()
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for p in c.get("ports") or []:
+            port = p.get("hostPort") or (p.get("containerPort") if spec.get("hostNetwork") else 0)
+            if port:
+                out.add((p.get("protocol") or "TCP", int(port)))
+    return out
 
 
 def filter_node(pod: dict, node: dict, usage: Usage) -> list[str]:
@@ -125,6 +141,9 @@ def filter_node(pod: dict, node: dict, usage: Usage) -> list[str]:
     alloc = (node.get("status") or {}).get("allocatable") or {}
     used = usage.by_node.get(node["metadata"]["name"], Counter())
     reasons = []
+    if host_ports(pod) & usage.ports.get(node["metadata"]["name"], set()):
+        # kube-scheduler's NodePorts filter (pkg/scheduler/framework/plugins/nodeports).
+        reasons.append("node(s) didn't have free ports for the requested pod ports")
     if used["pods"] + 1 > parse_quantity(alloc.get("pods", "110")):
         reasons.append("Too many pods")
     for res, want in sorted(pod_requests(pod).items(), key=lambda kv: _res_order(kv[0])):
