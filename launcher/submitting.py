@@ -277,6 +277,10 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if options.get("namespace") is None and getattr(backend, "namespace", None):
         options["namespace"] = backend.namespace
     spec = build_spec_from_options(options, gang=gang)
+    if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
+        raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
+                         "cannot be told the job's sshd port (port 22 is the node's own "
+                         "sshd); use --mode pods")
 
     cluster = None
     if request.cluster:

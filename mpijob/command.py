@@ -121,7 +121,7 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
 deadline=$(( $(date +%s) + limit ))
 for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do
-  until ssh -o ConnectTimeout=5 -o StrictHostKeyChecking=no -o BatchMode=yes \\
+  until ssh -o "Port=${HVDK8S_SSH_PORT:-22}" -o ConnectTimeout=5 -o StrictHostKeyChecking=no -o BatchMode=yes \\
       -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "$h" true >/dev/null 2>&1; do
     if [ "$limit" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
       echo "hvdk8s: worker $h did not answer on ssh within ${limit}s" >&2

@@ -124,16 +124,28 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
     worker = WorkerPod(0, None, (), shape.slots if spec.gpus_per_worker else 0,
                        shape.slots if not spec.gpus_per_worker else
                        max(1, shape.slots // max(spec.gpus_per_worker, 1)))
-    launcher = _container(
-        spec, "launcher", wait_then_launch(launch_argv(spec, OPERATOR_HOSTFILE)),
-        launcher_resources(spec), benchmark,
-        {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-         "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
-         # A gang scheduler may hold the workers in its queue for long: no limit then.
-         "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"},
-    )
-    worker_container = _container(spec, "worker", ["/usr/sbin/sshd", "-De"],
-                                  worker_resources(spec, worker), benchmark)
+    launch = launch_argv(spec, OPERATOR_HOSTFILE)
+    launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                    "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
+                    # A gang scheduler may hold the workers in its queue for long: no limit.
+                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
+    sshd = ["/usr/sbin/sshd", "-De"]
+    if spec.host_network:
+        # Port 22 is the node's own sshd: the job's port (mpijob.hostnet), on both ends.
+        # The operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
+        # port goes on the mpirun line, which beats the env (mpi_job_controller.go
+        # ompiEnvVars; OpenMPI MCA precedence).
+        sshd += ["-p", str(spec.ssh_port)]
+        launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
+        if not spec.user_gives_mpirun:
+            launch = [launch[0], "-mca", "plm_rsh_args",
+                      f"-p {spec.ssh_port} -o ConnectionAttempts=10", *launch[1:]]
+    launcher = _container(spec, "launcher", wait_then_launch(launch), launcher_resources(spec),
+                          benchmark, launcher_env)
+    worker_container = _container(spec, "worker", sshd, worker_resources(spec, worker),
+                                  benchmark)
+    if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
+        worker_container["ports"] = [{"name": "ssh", "containerPort": spec.ssh_port}]
     # backoffLimit always set: unset, the launcher Job's default of 6 retries mpirun six
     # times while the workers hold their GPUs; 0 as in built-in mode.
     backoff = spec.run_policy.backoff_limit if spec.run_policy.backoff_limit is not None else 0

@@ -95,3 +95,41 @@ def test_default_interfaces_without_network_interface():
     assert "btl_tcp_if_exclude" not in named and "NCCL_SOCKET_IFNAME=ib0" in named
     # Pod networks have one interface: nothing added.
     assert "btl_tcp_if_exclude" not in mpirun_argv(build_spec(name="x", command=("t",)), "/h")
+
+
+def test_operator_mode_on_the_host_network_uses_the_jobs_port(k8s):
+    """The operator's worker runs sshd: on the host network port 22 is the node's own."""
+    srv = k8s.server()
+    srv.install_mpi_operator()
+    srv.script_pod(r"(op1|op2)-worker-\d+", exit_code=None)
+    for job in ("op1", "op2"):
+        result = hvdk8s(k8s, "submit", "mpi", "--name", job, "--workers", "1", "--gpus", "2",
+                        "--host-network", "--mode", "operator", "--selector",
+                        f"kubernetes.io/hostname={NODE}", "--image", "img:1",
+                        "python", "train.py")
+        assert result.exit_code == 0, result.output
+    ports = []
+    for job in ("op1", "op2"):
+        mpijob = srv.get("mpijobs.kubeflow.org", job)
+        specs = mpijob["spec"]["mpiReplicaSpecs"]
+        worker = specs["Worker"]["template"]["spec"]["containers"][0]
+        port = worker["ports"][0]["containerPort"]
+        assert worker["command"] == ["/usr/sbin/sshd", "-De", "-p", str(port)]
+        launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+        argv = launcher["command"]
+        assert argv[argv.index("plm_rsh_args") + 1].startswith(f"-p {port} ")
+        assert {"name": "HVDK8S_SSH_PORT", "value": str(port)} in launcher["env"]
+        ports.append(port)
+    assert ports[0] != ports[1]
+    # Both jobs' workers run on the one node.
+    srv.wait_for(lambda: all((srv.get("pods", f"{j}-worker-0") or {}).get("spec", {})
+                             .get("nodeName") == NODE for j in ("op1", "op2")))
+
+
+def test_operator_mode_on_the_host_network_refuses_hydra(k8s):
+    k8s.server().install_mpi_operator()
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "hy", "--workers", "1", "--gpus", "1",
+                    "--host-network", "--mode", "operator", "--mpi", "mpich", "--image", "i:1",
+                    "python", "t.py")
+    assert result.exit_code == 2
+    assert "--host-network with --mode operator needs --mpi openmpi" in result.output
