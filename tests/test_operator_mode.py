@@ -66,3 +66,17 @@ def test_operator_gang_counts_only_the_workers_that_can_exist_before_the_launche
         assert group["spec"]["minMember"] == 3, gang
         # Every worker's GPUs, not the launcher's CPU in place of one worker.
         assert group["spec"]["minResources"] == {"nvidia.com/gpu": "6", "cpu": "12"}, gang
+
+
+def test_no_hvdk8s_object_takes_a_name_the_operator_creates():
+    """Issue 10 #3: the operator refuses a job whose `<job>-config` (or any name it makes)
+    another object holds. Its names: pkg/controller/mpi_job_controller.go (configSuffix,
+    sshAuthSecretSuffix, launcherSuffix, workerName, newJobService) and podgroup.go."""
+    spec = build_spec(name="j", workers=3, gpus_per_worker=1, gang="volcano")  # benchmark
+    objects = render(spec, mode="operator", benchmark_source="print(1)\n")
+    operator_names = {("ConfigMap", "j-config"), ("Secret", "j-ssh"), ("Job", "j-launcher"),
+                      ("Service", "j"), ("Service", "j-worker"), ("PodGroup", "j"),
+                      *(("Pod", f"j-worker-{i}") for i in range(3))}
+    ours = {(o["kind"], o["metadata"]["name"]) for o in objects if o["kind"] != "MPIJob"}
+    assert ("ConfigMap", "j-benchmark") in ours
+    assert not ours & operator_names
