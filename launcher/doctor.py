@@ -7,8 +7,15 @@ configuration. A read that is refused leaves its fact unknown; the finding says 
 
 from __future__ import annotations
 
-from launcher.backends.k8s_client import NODE, POD, ApiError, Kind, KubeClient
-from mpijob.doctor import OPERATOR_PERMISSIONS, PERMISSIONS, Facts
+from launcher.backends.k8s_client import (
+    NODE,
+    POD,
+    RESOURCE_SLICE,
+    ApiError,
+    Kind,
+    KubeClient,
+)
+from mpijob.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
@@ -78,6 +85,10 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         facts.dra_versions = tuple(v for v in ("v1", "v1beta2", "v1beta1", "v1alpha3")
                                    if _optional(lambda v=v: client.served_resources(
                                        f"resource.k8s.io/{v}"), set()))
+        if "v1" in facts.dra_versions:
+            slices = _optional(lambda: client.items(RESOURCE_SLICE))
+            facts.dra_gpu_slices = None if slices is None else sum(
+                1 for s in slices if (s.get("spec") or {}).get("driver") == DRA_DRIVER)
     return facts
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from mpijob.dra import DRIVER as DRA_DRIVER
 from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
 OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
@@ -72,6 +73,7 @@ class Facts:
     kueue_config: dict | None = None  # parsed controller_manager_config.yaml, when readable
     kueue_config_error: str | None = None
     dra_versions: tuple[str, ...] = ()
+    dra_gpu_slices: int | None = None  # ResourceSlices of the NVIDIA GPU DRA driver
 
 
 def _gpus(node: dict) -> int:
@@ -333,12 +335,27 @@ def _kueue(f: Facts) -> list[Finding]:
 
 
 def _dra(f: Facts) -> list[Finding]:
+    """DRA (mpijob/dra.py): with resource.k8s.io/v1 and the NVIDIA GPU driver's
+    ResourceSlices, workers claim exactly the planned GPUs by UUID."""
+    plugin = "GPUs are requested as nvidia.com/gpu through the device plugin"
     if not f.dra_versions:
         return [Finding("dra", INFO, "no resource.k8s.io API (Dynamic Resource Allocation)",
-                        "GPUs are requested as nvidia.com/gpu through the device plugin")]
-    return [Finding("dra", INFO, "resource.k8s.io served: " + ", ".join(f.dra_versions),
-                    "GPUs are still requested as nvidia.com/gpu; DRA drivers' devices are not "
-                    "counted by hvdk8s's placement")]
+                        plugin)]
+    served = "resource.k8s.io served: " + ", ".join(f.dra_versions)
+    if "v1" not in f.dra_versions:
+        return [Finding("dra", INFO, served, plugin + " (hvdk8s claims GPUs through "
+                        "resource.k8s.io/v1, Kubernetes 1.34+)")]
+    if f.dra_gpu_slices is None:
+        return [Finding("dra", INFO, served + "; ResourceSlices not readable",
+                        "--gpu-request auto cannot tell whether a GPU DRA driver runs",
+                        "allow list on resourceslices.resource.k8s.io")]
+    if not f.dra_gpu_slices:
+        return [Finding("dra", INFO, served + f"; no {DRA_DRIVER} ResourceSlices", plugin,
+                        "install NVIDIA's DRA driver for GPUs to have each worker get exactly "
+                        "the planned GPUs")]
+    return [Finding("dra", OK, served + f"; {f.dra_gpu_slices} {DRA_DRIVER} ResourceSlices",
+                    "--gpu-request auto: each worker pod claims exactly the planned GPUs by "
+                    "UUID")]
 
 
 def assess(facts: Facts) -> list[Finding]:

@@ -164,8 +164,24 @@ def test_operator_gang_flag_forms():
     assert operator_gang_flag(None) is None
 
 
-def test_dra_versions_are_reported():
-    findings = assess(Facts(server="s", namespace="default", version="v1.34.0",
-                            dra_versions=("v1", "v1beta1")))
-    dra = [f for f in findings if f.check == "dra"]
-    assert dra[0].finding == "resource.k8s.io served: v1, v1beta1"
+def test_dra_findings():
+    def dra(**kw):
+        findings = assess(Facts(server="s", namespace="default", version="v1.34.0", **kw))
+        return next(f for f in findings if f.check == "dra")
+    assert dra().finding.startswith("no resource.k8s.io API")
+    beta = dra(dra_versions=("v1beta1",))
+    assert beta.status == "info" and "resource.k8s.io/v1, Kubernetes 1.34+" in beta.effect
+    no_driver = dra(dra_versions=("v1",), dra_gpu_slices=0)
+    assert "no gpu.nvidia.com ResourceSlices" in no_driver.finding and no_driver.fix
+    ok = dra(dra_versions=("v1", "v1beta1"), dra_gpu_slices=2)
+    assert ok.status == "ok" and "claims exactly the planned GPUs" in ok.effect
+    assert ok.finding == "resource.k8s.io served: v1, v1beta1; 2 gpu.nvidia.com ResourceSlices"
+
+
+def test_dra_cluster(bare, kubeconfig):
+    from tests.kubeapi.dra import install_dra
+
+    install_dra(bare, publish={"gpu-0": [f"GPU-{i:04d}" for i in range(8)]})
+    _, report = doctor(kubeconfig)
+    (dra,) = by_check(report)["dra"]
+    assert dra["status"] == "ok" and dra["finding"].endswith("1 gpu.nvidia.com ResourceSlices")
