@@ -276,6 +276,14 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     options = dict(request.options)
     if options.get("namespace") is None and getattr(backend, "namespace", None):
         options["namespace"] = backend.namespace
+    if not options.get("name"):
+        from launcher.jobnames import generated_name
+
+        command, shell = _command(list(options.get("command") or []))
+        options["name"] = generated_name(
+            model=str(options.get("model") or ""), command=command, shell=shell,
+            workers=options.get("workers", 1), backend=backend, namespace=options.get("namespace"))
+        note(f"job name: {options['name']} (generated; --name NAME sets one)")
     spec = build_spec_from_options(options, gang=gang)
     if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "

@@ -58,7 +58,8 @@ DRY_RUN_CHOICES = ("client", "server", "none")
 def submit_mpi(
     command: list[str] = typer.Argument(None, help="Program and arguments, one shell string "
                                         "(arena style), or a whole `mpirun ...` line."),
-    name: str = typer.Option(..., "--name", help="Job name (DNS-1035 label)."),
+    name: str = typer.Option(None, "--name", help="Job name, a DNS-1035 label (default: the "
+                             "model or program plus a random suffix, e.g. resnet50-x7k2p)."),
     workers: int = typer.Option(1, "--workers", help="Workers, each with --gpus GPUs. With a "
                                 "placement, the workers that land on one node share one pod "
                                 "(so they can use NVLink)."),
