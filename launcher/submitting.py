@@ -276,19 +276,21 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     options = dict(request.options)
     if options.get("namespace") is None and getattr(backend, "namespace", None):
         options["namespace"] = backend.namespace
-    if not options.get("name"):
+    generated = options.get("name") is None
+    if generated:
         from launcher.jobnames import generated_name
 
         command, shell = _command(list(options.get("command") or []))
         options["name"] = generated_name(
             model=str(options.get("model") or ""), command=command, shell=shell,
             workers=options.get("workers", 1), backend=backend, namespace=options.get("namespace"))
-        note(f"job name: {options['name']} (generated; --name NAME sets one)")
     spec = build_spec_from_options(options, gang=gang)
     if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
+    if generated:  # after validation: bad input still gets its one line only
+        note(f"job name: {spec.name} (generated; --name NAME sets one)")
 
     cluster = None
     if request.cluster:
