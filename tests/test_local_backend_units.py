@@ -390,6 +390,7 @@ def _failed_job(tmp_path: Path, **status) -> JobPaths:
     paths = JobPaths(tmp_path / "default" / "f")
     paths.dir.mkdir(parents=True)
     write_json(paths.spec, {"workers": 3, "gpus_per_worker": 0})
+    write_json(paths.launch, {"argv": ["mpirun"], "env": {}})  # every job has one
     write_json(paths.status, {"phase": "Failed", "ranks": 3, "node": "n", "gpus": [],
                               "supervisor_pid": None, "created": None, **status})
     return paths

@@ -45,6 +45,7 @@ from launcher.backends.local_mpi import (
 from launcher.backends.local_state import (
     DEFAULT_NAMESPACE,
     JobPaths,
+    UnreadableState,
     all_job_paths,
     job_paths,
     new_status,
@@ -110,7 +111,7 @@ class LocalBackend:
         try:
             pid = self._start_supervisor(paths, uid)
         except BaseException:
-            local_procs.terminate_job(uid, None, grace=1.0)
+            local_procs.terminate_job(uid, None, job_dir=str(paths.dir), grace=1.0)
             shutil.rmtree(paths.dir, ignore_errors=True)
             raise
         gpus = ",".join(map(str, prepared.gpus)) or "none (CPU)"
@@ -153,8 +154,11 @@ class LocalBackend:
                     hostfile: str) -> None:
         """Build the directory under a hidden name, then rename it into place: the rename
         fails if the name was taken meanwhile, so two submits cannot both win."""
-        paths.dir.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=paths.dir.parent))
+        try:
+            paths.dir.parent.mkdir(parents=True, exist_ok=True)
+            building = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=paths.dir.parent))
+        except OSError as exc:
+            raise _cannot_write(spec, paths, exc) from None
         try:
             write_json(building / paths.spec.name, spec.model_dump(mode="json"))
             write_json(building / paths.launch.name, launch)
@@ -165,14 +169,15 @@ class LocalBackend:
             shutil.rmtree(building, ignore_errors=True)
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
                 raise _exists(spec) from None
-            raise
+            raise _cannot_write(spec, paths, exc) from None
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
             raise
 
     @staticmethod
     def _start_supervisor(paths: JobPaths, uid: str) -> int:
-        env = {**os.environ, local_procs.MARKER_ENV: uid}
+        env = {**os.environ, local_procs.MARKER_ENV: uid,
+               local_procs.DIR_MARKER_ENV: str(paths.dir)}
         with open(paths.supervisor_log, "ab") as log:
             starter = subprocess.Popen(
                 [sys.executable, "-m", "launcher.backends.local_supervisor", str(paths.dir)],
@@ -193,15 +198,21 @@ class LocalBackend:
 
     # --------------------------------------------------------------------- get
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        """The job's status; UnreadableState (one line naming the file) for a broken one."""
         paths = self._existing(name, namespace)
-        status = _status_of(paths)
+        status = _status_of(paths, strict=True)
         if status is None:
             raise _not_found(name, paths.namespace)
         return status
 
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+        """Every job; one whose state cannot be read is listed as Unknown with the reason."""
         found = []
-        for paths in all_job_paths(None if all_namespaces else (namespace or self.namespace)):
+        try:
+            every = all_job_paths(None if all_namespaces else (namespace or self.namespace))
+        except OSError as exc:
+            raise UserError(f"cannot read the local jobs in {exc.filename}: {exc.strerror}") from None
+        for paths in every:
             status = _status_of(paths)
             if status is not None:  # None: deleted while listing
                 found.append(status)
@@ -223,6 +234,8 @@ class LocalBackend:
     def _log_sources(self, paths: JobPaths, rank: int | None, worker: int | None,
                      all_replicas: bool) -> list[tuple[str, int | None]]:
         """(line prefix, rank) per file to read; rank None is the combined log."""
+        if rank is None and worker is None and not all_replicas:
+            return [("", None)]  # the combined log needs no state: it works for a broken job
         raw = read_json(paths.status) or {}
         spec = read_json(paths.spec) or {}
         ranks = int(raw.get("ranks") or 0)
@@ -278,7 +291,8 @@ class LocalBackend:
 
     def _ended(self, paths: JobPaths) -> bool:
         status = _status_of(paths)
-        return status is None or status.phase in TERMINAL
+        # A job whose state is unreadable cannot say it is running: stop following.
+        return status is None or status.phase in (*TERMINAL, UNKNOWN)
 
     # -------------------------------------------------------------------- wait
     def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus:
@@ -301,19 +315,32 @@ class LocalBackend:
         paths = job_paths(name, namespace or self.namespace)
         if not paths.dir.is_dir():
             return False
-        raw = read_json(paths.status) or {}
+        try:
+            raw = read_json(paths.status) or {}
+        except UnreadableState:
+            raw = {}  # the processes are still found by the job directory in their environment
         left = local_procs.terminate_job(raw.get("uid"), raw.get("supervisor_pid"),
-                                         grace=self.stop_grace_seconds)
+                                         job_dir=str(paths.dir), grace=self.stop_grace_seconds)
         if left:
             raise UserError(f"job {name}: processes {', '.join(map(str, left))} did not stop "
                             "after SIGKILL (stuck in the kernel?); nothing was removed")
-        shutil.rmtree(paths.dir, ignore_errors=True)
+        # Out of sight first (readers skip hidden entries), then removed: nobody sees a job
+        # that is half gone.
+        doomed = paths.dir.with_name(f".deleting.{paths.name}.{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(paths.dir, doomed)
+            shutil.rmtree(doomed)
+        except FileNotFoundError:
+            pass  # deleted meanwhile by another `delete`
+        except OSError as exc:
+            raise UserError(f"job {name}: its processes are stopped but {exc.filename} could "
+                            f"not be removed: {exc.strerror}") from None
         return True
 
     # ----------------------------------------------------------------- helpers
     def _existing(self, name: str, namespace: str | None) -> JobPaths:
         paths = job_paths(name, namespace or self.namespace)
-        if not paths.status.exists():
+        if not paths.dir.is_dir():
             raise _not_found(name, paths.namespace)
         return paths
 
@@ -375,6 +402,15 @@ def _exists(spec: JobSpec) -> UserError:
     )
 
 
+def _cannot_write(spec: JobSpec, paths: JobPaths, exc: OSError) -> UserError:
+    if exc.errno == errno.ENOSPC:
+        return UserError(f"cannot create job {spec.name}: no space left on the device of "
+                         f"{paths.dir.parent}; "
+                         "nothing was created (free some space, or set HVDK8S_HOME elsewhere)")
+    return UserError(f"cannot create job {spec.name} in {paths.dir.parent}: {exc.strerror}; "
+                     "nothing was created (set HVDK8S_HOME to a writable directory)")
+
+
 def _not_found(name: str, namespace: str) -> NotFound:
     return NotFound(f"job {name} not found in namespace {namespace} (hvdk8s list shows the jobs)")
 
@@ -430,14 +466,51 @@ class _Follower:
 
 
 # ------------------------------------------------------------------------ status
-def _status_of(paths: JobPaths) -> JobStatus | None:
-    raw = read_json(paths.status)
-    if raw is not None and raw.get("phase") not in TERMINAL and _supervisor_lost(raw):
-        # The supervisor may have written the end and exited since the read above.
-        raw = read_json(paths.status)
-    if raw is None:
+class _Gone(Exception):
+    """The job directory went away while it was being read (deleted meanwhile)."""
+
+
+def _read_state(paths: JobPaths, path: Path) -> dict:
+    data = read_json(path)
+    if data is None:
+        if not paths.dir.is_dir():
+            raise _Gone
+        raise UnreadableState(path, "missing")
+    return data
+
+
+def _status_of(paths: JobPaths, *, strict: bool = False) -> JobStatus | None:
+    """The job's status, None when it is gone. A job whose state files cannot be read is
+    Unknown with the reason (with `strict`, UnreadableState is raised instead)."""
+    try:
+        return _status_from_files(paths)
+    except _Gone:
         return None
-    spec = read_json(paths.spec) or {}
+    except UnreadableState as exc:
+        if strict:
+            raise
+        return _unreadable(paths, exc)
+
+
+def _unreadable(paths: JobPaths, exc: UnreadableState) -> JobStatus:
+    return JobStatus(name=paths.name, namespace=paths.namespace, backend=LocalBackend.name,
+                     phase=UNKNOWN, reason="unreadable state", message=str(exc))
+
+
+def _status_from_files(paths: JobPaths) -> JobStatus:
+    try:
+        raw = _read_state(paths, paths.status)
+        if raw.get("phase") not in TERMINAL and _supervisor_lost(raw):
+            # The supervisor may have written the end and exited since the read above.
+            raw = _read_state(paths, paths.status)
+        spec = _read_state(paths, paths.spec)
+        _read_state(paths, paths.launch)  # what the supervisor runs: a broken one is reported too
+        return _status_from(paths, raw, spec)
+    except (TypeError, ValueError, AttributeError) as exc:  # valid JSON, edited by hand
+        raise UnreadableState(paths.status, f"unexpected content: {exc}") from None
+
+
+def _status_from(paths: JobPaths, raw: dict, spec: dict) -> JobStatus:
     phase = raw.get("phase") or PENDING
     reason, message = raw.get("reason"), raw.get("message")
     log_tail = list(raw.get("log_tail") or [])

@@ -12,7 +12,9 @@
 
 A job directory appears whole (built under a hidden name, then renamed), and JSON files
 are replaced atomically (temporary file, then rename), so readers never see half of one.
-After `submit`, status.json has one writer: the job's supervisor.
+After `submit`, status.json has one writer: the job's supervisor. Other tools, full disks
+and hand edits can still break a file: reading one raises UnreadableState, which names it,
+and never breaks more than that one job.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from launcher.errors import UserError
 
 HOME_ENV = "HVDK8S_HOME"
 DEFAULT_NAMESPACE = "default"
@@ -136,18 +140,46 @@ def write_json(path: Path, data: dict) -> None:
         raise
 
 
+class UnreadableState(UserError):
+    """A state file of a local job that exists but cannot be read back as a JSON object."""
+
+    def __init__(self, path: Path, why: str):
+        self.path, self.why = path, why
+        job, namespace = path.parent.name, path.parent.parent.name
+        where = "" if namespace == DEFAULT_NAMESPACE else f" -n {namespace}"
+        problem = "is missing" if why == "missing" else f"is unreadable ({why})"
+        super().__init__(f"job {job}: {path.name} {problem}; "
+                         f"hvdk8s delete {job}{where} --backend local removes the job")
+
+
 def read_json(path: Path) -> dict | None:
-    """The object in `path`, or None when the file is missing (a job being deleted)."""
+    """The object in `path`, or None when the file is missing (a job being deleted);
+    UnreadableState when it is there but not a whole JSON object."""
     try:
         with open(path) as f:
-            return json.load(f)
+            text = f.read()
+        data = json.loads(text)
     except FileNotFoundError:
         return None
+    except json.JSONDecodeError as exc:
+        why = "empty" if not text.strip() else (
+            f"truncated or not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        raise UnreadableState(path, why) from None
+    except ValueError as exc:  # not UTF-8
+        raise UnreadableState(path, f"not text: {exc}") from None
+    except OSError as exc:
+        raise UnreadableState(path, exc.strerror or str(exc)) from None
+    if not isinstance(data, dict):
+        raise UnreadableState(path, f"a JSON {type(data).__name__} where an object belongs")
+    return data
 
 
 def update_status(paths: JobPaths, **changes) -> dict:
     """Read-modify-write of status.json; only the job's single writer calls this."""
-    status = read_json(paths.status) or {}
+    try:
+        status = read_json(paths.status) or {}
+    except UnreadableState:
+        status = {}  # broken by someone else: the writer's next whole document replaces it
     status.update(changes)
     write_json(paths.status, status)
     return status

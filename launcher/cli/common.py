@@ -97,4 +97,8 @@ def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
              for r in rows]
     typer.echo("\n".join(lines))
+    # Why a job is Unknown (its state cannot be read) goes beside the table, to stderr.
+    for s in statuses:
+        if s.phase == "Unknown" and s.message:
+            typer.echo(f"warning: {s.message}", err=True)
 
