@@ -37,6 +37,8 @@ METAVARS = {
     "--runtime-class": "NAME", "--supplemental-group": "GID",
     "--gpu-request": "auto|device-plugin|dra",
 }
+# Where one command's option takes another kind of value than the same option elsewhere.
+COMMAND_METAVARS = {("calibrate", "--output"): "FILE"}
 ARGUMENT_METAVARS = {"names": "NAME", "results_dir": "DIR"}
 # By the type typer would have printed: still a word, never a Python type name.
 FALLBACK = {"int": "N", "float": "NUMBER", "path": "PATH"}
@@ -97,6 +99,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "agent": [
         ("Print what this node's annotation would be, once", "hvdk8s agent --node-name gpu-node-1 --once --dry-run"),
         ("What the DaemonSet runs", "hvdk8s agent --node-name $NODE_NAME --interval 60"),
+    ],
+    "calibrate": [
+        ("Fit the performance model to the runs of an experiment",
+         "hvdk8s calibrate results/local-cpu"),
+        ("To several experiments' runs, into a file of your own",
+         "hvdk8s calibrate results/local-cpu results/scaling -o calibration.json"),
     ],
     "doctor": [
         ("Can jobs be submitted to the cluster of the current context?", "hvdk8s doctor"),
@@ -179,10 +187,12 @@ def examples_text(path: str) -> str | None:
     return escape("\n" + "\n".join(lines))
 
 
-def _metavar(param, ctx) -> str:
+def _metavar(param, ctx, path: str) -> str:
     if isinstance(param, TyperArgument):
         return ARGUMENT_METAVARS.get(param.name, param.name.upper())
     for opt in param.opts:
+        if (path, opt) in COMMAND_METAVARS:
+            return COMMAND_METAVARS[path, opt]
         if opt in METAVARS:
             return METAVARS[opt]
     shown = param.display_type(ctx).strip("<>").split()[0]
@@ -204,12 +214,12 @@ def polish(command, path: str = "") -> None:
     help_option = command.get_help_option(ctx)
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if param.metavar is not None:
-            continue
-        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            pass  # the command named its value itself
+        elif getattr(param, "is_flag", False) or getattr(param, "count", False):
             param.metavar = ""  # a flag takes no value: show none
         else:
-            param.metavar = _metavar(param, ctx)
-        if isinstance(param, TyperArgument) and type(param) is TyperArgument:
+            param.metavar = _metavar(param, ctx, path)
+        if type(param) is TyperArgument:
             param.__class__ = _ArgumentWithoutType
     if command.epilog is None:
         command.epilog = examples_text(path)
