@@ -6,6 +6,7 @@ import itertools
 import secrets
 from collections.abc import Iterator
 
+from launcher.errors import UserError
 from mpijob.jobname import SUFFIX_ALPHABET, SUFFIX_LENGTH, base_name, generate
 
 # 27^5 suffixes: even a namespace with thousands of jobs takes a handful of tries at most.
@@ -22,7 +23,12 @@ def taken_names(backend, namespace: str | None) -> set[str]:
     offline dry run has nothing to compare with)."""
     if backend is None:
         return set()
-    return {status.name for status in backend.list(namespace)}
+    try:
+        return {status.name for status in backend.list(namespace)}
+    except UserError:
+        # Listing refused (RBAC) or failed: the backend's own check at creation still
+        # refuses a taken name, and 27^5 suffixes make that rare.
+        return set()
 
 
 def generated_name(*, model: str, command: tuple[str, ...], shell: bool, workers: int,

@@ -102,3 +102,15 @@ def test_local_picks_a_name_no_job_in_hvdk8s_home_has(tmp_path, monkeypatch):
         assert "sleep-bbbbb" in listed.stdout and "sleep-ccccc" in listed.stdout
     finally:
         runner.invoke(app, ["delete", *local, "sleep-bbbbb", "sleep-ccccc"])
+
+
+def test_a_backend_that_cannot_list_still_gets_a_name():
+    from launcher.errors import UserError
+
+    class Forbidden:
+        def list(self, namespace):
+            raise UserError("pods is forbidden: cannot list resource")
+
+    name = jobnames.generated_name(model="vgg16", command=(), shell=False, workers=2,
+                                   backend=Forbidden(), namespace="team-a")
+    assert GENERATED.match(name) and name.startswith("vgg16-")
