@@ -11,9 +11,9 @@ from launcher.errors import UsageError
 
 
 def calibrate(
-    dirs: list[str] = typer.Argument(..., metavar="DIR...",
+    dirs: list[str] = typer.Argument(..., metavar="DIR",
                                      help="Result directories of hvdk8s experiment run."),
-    out: str = typer.Option(None, "-o", "--output",
+    out: str = typer.Option(None, "-o", "--output", metavar="FILE",
                             help="Where to write the calibration (default: "
                             "$HVDK8S_HOME/calibration.json)."),
 ):
