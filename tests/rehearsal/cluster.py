@@ -1,0 +1,183 @@
+"""A one-machine cluster for the rehearsal: the pod network, cluster DNS, and the small part
+of the control plane a rendered hvdk8s job needs (endpoints, the launcher Job's pod and its
+Complete/Failed condition), with pods run by tests/rehearsal/kubelet.py.
+
+The job's phase and reason come from hvdk8s's own `decide_phase`, fed with the Job and pod
+objects this cluster reports, exactly as `hvdk8s get` would read them from an API server.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from launcher.backends.k8s_status import decide_phase
+from tests.rehearsal.coredns import DNSServer, service_records
+from tests.rehearsal.kubelet import Pod
+from tests.rehearsal.netns import PodNetwork
+
+WORKDIR_BASE = Path("/var/tmp/hvdk8s-rehearsal")  # not /tmp: pods get their own /tmp
+
+
+@dataclass
+class Outcome:
+    phase: str
+    reason: str | None
+    message: str | None
+    launcher_exit: int | None
+    launcher_log: str
+    worker_logs: dict[str, str] = field(default_factory=dict)
+    worker_exits: dict[str, int | None] = field(default_factory=dict)
+    still_running: list[str] = field(default_factory=list)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.network = PodNetwork()
+        self.workdir = WORKDIR_BASE / self.network.tag
+        self.pods: list[Pod] = []
+        self.services: list[dict] = []
+        self.dns_delay: dict[str, float] = {}
+        self._t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._loop: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True)
+        self.network.start()
+        self.dns = DNSServer(self.network.hub, self.network.gateway, self.workdir)
+        self.dns.start()
+        self._loop = threading.Thread(target=self._control_loop, daemon=True)
+        self._loop.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._loop:
+            self._loop.join(5)
+        for pod in self.pods:
+            pod.destroy()
+        if getattr(self, "dns", None):
+            self.dns.stop()
+        self.network.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # --- what the control plane does -------------------------------------------------------
+    def _probe(self, pod: Pod) -> bool:
+        probe = (pod.obj["spec"]["containers"][0].get("readinessProbe") or {})
+        port = (probe.get("tcpSocket") or {}).get("port")
+        if not pod.running():
+            return False
+        if port is None:
+            return True
+        # The kubelet probes from the node: here the hub namespace.
+        r = subprocess.run(["ip", "netns", "exec", self.network.hub, "timeout", "1", "bash",
+                            "-c", f"</dev/tcp/{pod.ip}/{port}"], capture_output=True)
+        return r.returncode == 0
+
+    def _control_loop(self) -> None:
+        while not self._stop.is_set():
+            for pod in list(self.pods):
+                pod.ready = self._probe(pod)
+            self.publish_dns()
+            self._stop.wait(0.5)
+
+    def publish_dns(self) -> None:
+        now = time.monotonic() - self._t0
+        visible = [p.as_object() for p in self.pods
+                   if self.dns_delay.get(p.name, 0) <= now]
+        for svc in self.services:
+            self.dns.publish(service_records(svc, visible))
+
+    # --- running a rendered job ---------------------------------------------------------------
+    def add_pod(self, obj: dict, *, configmaps: dict, secrets_: dict, extra_env: dict | None,
+                start_delay: float = 0.0) -> Pod:
+        pod = Pod(obj, network=self.network, nameserver=self.network.gateway,
+                  workdir=self.workdir, configmaps=configmaps, secrets=secrets_,
+                  extra_env=extra_env)
+        self.pods.append(pod)
+        pod.start_after(start_delay)
+        return pod
+
+
+def launcher_pod_from_job(job: dict) -> dict:
+    """The Job controller's pod: `<job>-<5 random>`, the template plus the job-name labels."""
+    template = job["spec"]["template"]
+    name = f"{job['metadata']['name']}-{secrets.token_hex(3)[:5]}"
+    meta = {**(template.get("metadata") or {}), "name": name,
+            "namespace": job["metadata"].get("namespace", "default")}
+    meta["labels"] = {**meta.get("labels", {}), "job-name": job["metadata"]["name"],
+                      "batch.kubernetes.io/job-name": job["metadata"]["name"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+
+
+class PodsJob:
+    """A built-in mode job (hvdk8s submit --mode pods) on the rehearsal cluster."""
+
+    def __init__(self, cluster: Cluster, objects: list[dict], *, extra_env: dict | None = None,
+                 worker_env: dict | None = None, launcher_env: dict | None = None,
+                 worker_start_delay: dict[str, float] | None = None,
+                 dns_delay: dict[str, float] | None = None) -> None:
+        self.cluster = cluster
+        by_kind: dict[str, list[dict]] = {}
+        for o in objects:
+            by_kind.setdefault(o["kind"], []).append(o)
+        self.job = by_kind["Job"][0]
+        self.configmaps = {o["metadata"]["name"]: o for o in by_kind.get("ConfigMap", [])}
+        self.secrets = {o["metadata"]["name"]: o for o in by_kind.get("Secret", [])}
+        cluster.services.extend(by_kind.get("Service", []))
+        cluster.dns_delay.update(dns_delay or {})
+        self.workers = [
+            cluster.add_pod(p, configmaps=self.configmaps, secrets_=self.secrets,
+                            extra_env={**(extra_env or {}), **(worker_env or {})},
+                            start_delay=(worker_start_delay or {}).get(p["metadata"]["name"], 0))
+            for p in by_kind.get("Pod", [])]
+        # hvdk8s resumes the launcher Job once every worker is scheduled: here at once.
+        self.launcher = cluster.add_pod(
+            launcher_pod_from_job(self.job), configmaps=self.configmaps,
+            secrets_=self.secrets, extra_env={**(extra_env or {}), **(launcher_env or {})})
+
+    def wait_log(self, pod: Pod, text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in pod.log():
+                return
+            if pod.exit_code() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"{pod.name} never logged {text!r}:\n{pod.log()}")
+
+    def root(self) -> dict:
+        """The launcher Job as the Job controller reports it (backoffLimit 0: one pod)."""
+        job = {**self.job, "spec": {**self.job["spec"], "suspend": False}}
+        code = self.launcher.exit_code()
+        if code == 0:
+            job["status"] = {"succeeded": 1, "conditions": [
+                {"type": "Complete", "status": "True"}]}
+        elif code is not None:
+            job["status"] = {"failed": 1, "conditions": [
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit"}]}
+        else:
+            job["status"] = {"active": 1}
+        return job
+
+    def finish(self, timeout: float = 180, worker_grace: float = 30) -> Outcome:
+        """Wait for the launcher, then give workers `worker_grace` seconds to end by themselves."""
+        self.launcher.wait(timeout)
+        deadline = time.monotonic() + worker_grace
+        while time.monotonic() < deadline and any(w.running() for w in self.workers):
+            time.sleep(0.2)
+        pods = [self.launcher.as_object()] + [w.as_object() for w in self.workers]
+        phase, reason, message = decide_phase(self.root(), "pods", pods)
+        return Outcome(
+            phase=phase, reason=reason, message=message,
+            launcher_exit=self.launcher.exit_code(), launcher_log=self.launcher.log(),
+            worker_logs={w.name: w.log() for w in self.workers},
+            worker_exits={w.name: w.exit_code() for w in self.workers},
+            still_running=[p.name for p in [self.launcher, *self.workers] if p.running()])

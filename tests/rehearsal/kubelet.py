@@ -1,0 +1,196 @@
+"""One pod run as a kubelet would run it: its sandbox (network namespace, pod IP, the hosts
+and resolv.conf files, its volumes), then its single container as PID 1 of new UTS, mount and
+PID namespaces (tests/rehearsal/podinit.py), with the image's environment under the pod's.
+
+When PID 1 of a PID namespace ends, the kernel kills everything else in it, as a container
+runtime does when a container's main process exits; `kill` follows the kubelet: SIGTERM to
+PID 1, SIGKILL after the grace period.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.rehearsal import kubefiles
+
+PODINIT = str(Path(__file__).with_name("podinit.py"))
+VENV_BIN = str(Path(sys.prefix) / "bin")
+# The "image" is this machine: its venv first on PATH, as the training image's ENV would be.
+IMAGE_ENV = {
+    "PATH": f"{VENV_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+}
+
+
+def _env_value(item: dict, pod: dict, pod_ip: str) -> str | None:
+    if "value" in item:
+        return item["value"]
+    ref = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+    return {"metadata.name": pod["metadata"]["name"],
+            "metadata.namespace": pod["metadata"].get("namespace", "default"),
+            "status.podIP": pod_ip}.get(ref)
+
+
+class Pod:
+    def __init__(self, pod: dict, *, network, nameserver: str, workdir: Path,
+                 configmaps: dict, secrets: dict, extra_env: dict | None = None) -> None:
+        self.obj = pod
+        self.name = pod["metadata"]["name"]
+        self.dir = workdir / self.name
+        self.netns, self.ip = network.add_pod(self.name)
+        self.nameserver = nameserver
+        self.configmaps, self.secrets = configmaps, secrets
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen | None = None
+        self.started = threading.Event()
+        self.ready = False
+        self.killed_by: str | None = None
+        self.log_path = self.dir / "log"
+        self._sandbox()
+
+    # --- the sandbox --------------------------------------------------------------------
+    def _sandbox(self) -> None:
+        spec = self.obj["spec"]
+        etc = self.dir / "etc-upper"
+        etc.mkdir(parents=True)
+        (self.dir / "etc-work").mkdir()
+        (self.dir / "root").mkdir(mode=0o700)
+        (etc / "hosts").write_text(kubefiles.hosts_file(self.obj, self.ip))
+        (etc / "resolv.conf").write_text(kubefiles.resolv_conf(self.obj, self.nameserver))
+        (etc / "hostname").write_text(self.hostname + "\n")
+        self.mounts = []
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        container = spec["containers"][0]
+        for m in container.get("volumeMounts") or []:
+            vol = volumes[m["name"]]
+            src = self.dir / "volumes" / m["name"]
+            if not src.exists():
+                if "configMap" in vol:
+                    payload = kubefiles.configmap_payload(self.configmaps[vol["configMap"]["name"]])
+                    kubefiles.write_atomic_volume(src, payload, vol["configMap"])
+                elif "secret" in vol:
+                    secret = self.secrets[vol["secret"]["secretName"]]
+                    kubefiles.write_atomic_volume(src, kubefiles.secret_payload(secret),
+                                                  vol["secret"])
+                elif "emptyDir" in vol:
+                    src.mkdir(parents=True)
+                    src.chmod(0o777)
+                else:
+                    raise ValueError(f"volume {m['name']}: the rehearsal has no such volume kind")
+            kind = "tmpfs" if (vol.get("emptyDir") or {}).get("medium") == "Memory" else "bind"
+            self.mounts.append({"path": m["mountPath"], "source": str(src), "kind": kind,
+                                "readOnly": bool(m.get("readOnly"))})
+
+    @property
+    def hostname(self) -> str:
+        return self.obj["spec"].get("hostname") or self.name[:63]
+
+    def status(self) -> dict:
+        """The pod's status as the kubelet reports it (only what hvdk8s reads)."""
+        st: dict = {"podIP": self.ip, "ready": self.ready}
+        code = self.exit_code()
+        if self.proc is None or code is None:
+            st["phase"] = "Running" if self.proc is not None else "Pending"
+            st["containerStatuses"] = [{"name": "c", "ready": self.ready, "state": {
+                "running": {}} if self.proc else {"waiting": {"reason": "ContainerCreating"}}}]
+        else:
+            st["phase"] = "Succeeded" if code == 0 else "Failed"
+            st["containerStatuses"] = [{"name": "c", "ready": False, "state": {"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error"}}}]
+        return st
+
+    def as_object(self) -> dict:
+        return {**self.obj, "status": self.status()}
+
+    # --- the container ------------------------------------------------------------------
+    def start(self) -> None:
+        container = self.obj["spec"]["containers"][0]
+        env = {**IMAGE_ENV, "HOSTNAME": self.hostname}
+        for item in container.get("env") or []:
+            value = _env_value(item, self.obj, self.ip)
+            if value is not None:
+                env[item["name"]] = value
+        env.update(self.extra_env)
+        argv = list(container.get("command") or []) + list(container.get("args") or [])
+        plan = {"hostname": self.hostname, "etc_upper": str(self.dir / "etc-upper"),
+                "etc_work": str(self.dir / "etc-work"), "root_home": str(self.dir / "root"),
+                "mounts": self.mounts, "env": env, "argv": argv,
+                "workingDir": container.get("workingDir")}
+        plan_path = self.dir / "plan.json"
+        plan_path.write_text(json.dumps(plan))
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                ["ip", "netns", "exec", self.netns, "unshare", "--uts", "--mount", "--pid",
+                 "--fork", "--mount-proc", "--propagation", "private", "--kill-child",
+                 sys.executable, PODINIT, str(plan_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.started.set()
+
+    def start_after(self, delay: float) -> None:
+        threading.Timer(delay, self.start).start() if delay else self.start()
+
+    def exit_code(self) -> int | None:
+        if self.proc is None:
+            return None
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code  # a signal: 128+N, as the runtime reports
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def init_pid(self) -> int | None:
+        """PID 1 of the pod's PID namespace (the child of unshare)."""
+        if not self.running():
+            return None
+        try:
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return None
+        return int(children.split()[0]) if children.split() else None
+
+    def signal(self, sig: int) -> None:
+        pid = self.init_pid()
+        if pid:
+            os.kill(pid, sig)
+
+    def kill(self, grace: float = 30.0, *, reason: str = "Killed") -> None:
+        """The kubelet's stop: SIGTERM to PID 1, SIGKILL after the grace period."""
+        self.killed_by = reason
+        self.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.signal(signal.SIGKILL)
+        self.wait(10)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def destroy(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            pid = self.init_pid()
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+            self.proc.kill()
+            self.proc.wait()
