@@ -90,6 +90,23 @@ def _service(spec: JobSpec) -> dict:
     }
 
 
+_OPENMPI_ENV = {
+    # OpenMPI cuts hostfile names at the first dot and would `ssh demo-worker-0`, which
+    # cluster DNS does not answer; the MPI Operator sets the same (issue 10, defect 1).
+    "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+    # Only the launcher holds the SSH key: no worker-to-worker ssh (tree spawn) on large
+    # jobs, where the routing tree puts workers under workers (issue 10, defect 10).
+    "OMPI_MCA_plm_rsh_no_tree_spawn": "true",
+}
+
+
+def _dns_config(spec: JobSpec) -> dict:
+    """The workers' Service domain as a search domain, as the MPI Operator v2 gives its pods
+    (pkg/controller/mpi_job_controller.go): a short worker name, as OpenMPI or a user's
+    script may use, resolves too."""
+    return {"searches": [f"{names.service(spec.name)}.{spec.namespace}.svc.cluster.local"]}
+
+
 def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
     volumes, mounts = _volumes(spec)
     annotations = {names.ANNOTATION_GPUS: ",".join(map(str, pod.gpus))} if pod.gpus else {}
@@ -114,6 +131,7 @@ def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
         **pod_common(spec),
         "hostname": names.worker(spec.name, pod.index),
         "subdomain": names.service(spec.name),
+        "dnsConfig": _dns_config(spec),
         # A worker that ends (released by the launcher, or failed) must not come back.
         "restartPolicy": "Never",
         "containers": [container],
@@ -141,6 +159,7 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        **(_OPENMPI_ENV if spec.mpi_implementation == "OpenMPI" else {}),
     })
     container = {
         "name": "launcher",
@@ -162,8 +181,8 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "backoffLimit": backoff,
         "template": {
             "metadata": pod_meta,
-            "spec": {**launcher_pod, "restartPolicy": "Never", "containers": [container],
-                     "volumes": volumes},
+            "spec": {**launcher_pod, "dnsConfig": _dns_config(spec), "restartPolicy": "Never",
+                     "containers": [container], "volumes": volumes},
         },
     }
     if policy.ttl_seconds_after_finished is not None:

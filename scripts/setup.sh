@@ -14,12 +14,23 @@ command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
+# The pod rehearsal (tests/rehearsal): real sshd, dnsmasq as cluster DNS, MPICH's Hydra.
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+[ -x /usr/sbin/dnsmasq ] || need_apt+=(dnsmasq-base)
+command -v mpiexec.hydra >/dev/null 2>&1 || need_apt+=(mpich)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   log "installing system packages: ${need_apt[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# mpich registers mpirun/mpicc alternatives too: OpenMPI must stay the default (Horovod is
+# built with mpicc and runs under mpirun).
+if [ -x /usr/bin/mpirun.openmpi ] && [ "$(readlink -f /usr/bin/mpirun)" != /usr/bin/mpirun.openmpi ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO update-alternatives --quiet --set mpirun /usr/bin/mpirun.openmpi
+  $SUDO update-alternatives --quiet --set mpi /usr/bin/mpicc.openmpi
 fi
 
 [ -x "$VENV/bin/python" ] || { log "creating $VENV"; python3 -m venv "$VENV"; }

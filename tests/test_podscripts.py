@@ -95,7 +95,10 @@ exit 0
     assert "training" in result.stdout
     calls = _ssh_calls(tmp_path)
     assert calls.count("w1 true") == 3
-    assert [c for c in calls if "done" in c] == [
+    # A lease per worker, held before the launch (they end the workers if this pod dies).
+    assert [c.split()[1] for c in calls if c.startswith("-n ")] == ["w0", "w1"]
+    assert [c.split()[0] for c in calls if "test -e /tmp/hvdk8s/attached" in c] == ["w0", "w1"]
+    assert [c for c in calls if "/tmp/hvdk8s/done" in c] == [
         "w0 mkdir -p /tmp/hvdk8s && echo 5 > /tmp/hvdk8s/done",
         "w1 mkdir -p /tmp/hvdk8s && echo 5 > /tmp/hvdk8s/done",
     ]

@@ -1,6 +1,8 @@
 #!/bin/sh
 # hvdk8s launcher: wait until every worker's sshd answers, run the launch line given as
-# arguments, then tell the workers to exit so none keeps its GPUs after the job.
+# arguments, then tell the workers to exit so none keeps its GPUs after the job. Killed
+# (SIGTERM: deletion, deadline, eviction) it stops the launch line and releases them too;
+# killed outright (SIGKILL, OOM, node loss) the workers notice their lease ending and exit.
 set -u
 PORT="${HVDK8S_SSH_PORT:-2222}"
 HOSTFILE="${HVDK8S_HOSTFILE:-/etc/hvdk8s/hostfile}"
@@ -22,6 +24,8 @@ Host *
   LogLevel ERROR
   ConnectTimeout 5
   BatchMode yes
+  ServerAliveInterval 10
+  ServerAliveCountMax 3
 CONF
 
 # "host slots=N" (OpenMPI) or "host:N" (Hydra).
@@ -34,6 +38,42 @@ release_workers() {
       || echo "hvdk8s: could not release worker $h (hvdk8s get/wait will remove it)" >&2
   done
 }
+
+# A lease per worker: an ssh session that lives as long as this launcher. When it ends
+# without a release (this pod killed outright), the worker exits after a grace period.
+leases=""
+take_leases() {
+  [ "$CLEAN_POD_POLICY" = "None" ] && return 0  # workers are kept: they must not leave
+  for h in $hosts; do
+    ssh -n "$h" "mkdir -p /tmp/hvdk8s && rm -f /tmp/hvdk8s/detached && touch /tmp/hvdk8s/attached && trap '' PIPE && while echo; do sleep 2; done; touch /tmp/hvdk8s/detached" >/dev/null 2>&1 &
+    leases="$leases $!"
+  done
+  # Held before the launch starts: a launcher killed later always leaves a trace.
+  for h in $hosts; do
+    tries=0
+    until ssh "$h" test -e /tmp/hvdk8s/attached >/dev/null 2>&1 || [ "$tries" -ge 15 ]; do
+      tries=$((tries + 1))
+      sleep 1
+    done
+  done
+}
+drop_leases() {
+  [ -z "$leases" ] || kill $leases 2>/dev/null
+  leases=""
+}
+
+child=""
+on_term() {
+  echo "hvdk8s: launcher terminated; stopping the launch line" >&2
+  if [ -n "$child" ]; then
+    kill -TERM "$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+  fi
+  [ "$RELEASE_ON_FAILURE" = "1" ] && release_workers 143
+  drop_leases
+  exit 143
+}
+trap on_term TERM INT
 
 # 0 waits without limit: a gang scheduler may keep the workers queued for a long time.
 deadline=$(( $(date +%s) + WAIT_SECONDS ))
@@ -49,10 +89,17 @@ for h in $hosts; do
   echo "hvdk8s: worker $h is ready"
 done
 
+take_leases
 echo "hvdk8s: starting: $*"
-"$@"
+# In the background so that SIGTERM runs on_term at once (sh defers traps until a
+# foreground command ends).
+"$@" &
+child=$!
+wait "$child"
 status=$?
+child=""
 if [ "$status" -eq 0 ] || [ "$RELEASE_ON_FAILURE" = "1" ]; then
   release_workers "$status"
 fi
+drop_leases
 exit "$status"

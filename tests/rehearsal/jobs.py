@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.sshkeys import generate_ssh_keys
-from mpijob.render import render
+from mpijob.manifests import render
 from mpijob.spec import build_spec
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "images" / "benchmark" / "hvd_cnn_bench.py"

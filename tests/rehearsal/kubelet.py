@@ -63,6 +63,11 @@ class Pod:
         etc.mkdir(parents=True)
         (self.dir / "etc-work").mkdir()
         (self.dir / "root").mkdir(mode=0o700)
+        (self.dir / "root-work").mkdir()
+        (self.dir / "bin-upper").mkdir()
+        (self.dir / "bin-work").mkdir()
+        for name in ("python", "python3"):
+            (self.dir / "bin-upper" / name).symlink_to(sys.executable)
         (etc / "hosts").write_text(kubefiles.hosts_file(self.obj, self.ip))
         (etc / "resolv.conf").write_text(kubefiles.resolv_conf(self.obj, self.nameserver))
         (etc / "hostname").write_text(self.hostname + "\n")
@@ -122,15 +127,18 @@ class Pod:
         argv = list(container.get("command") or []) + list(container.get("args") or [])
         plan = {"hostname": self.hostname, "etc_upper": str(self.dir / "etc-upper"),
                 "etc_work": str(self.dir / "etc-work"), "root_home": str(self.dir / "root"),
+                "root_work": str(self.dir / "root-work"),
+                "bin_upper": str(self.dir / "bin-upper"), "bin_work": str(self.dir / "bin-work"),
                 "mounts": self.mounts, "env": env, "argv": argv,
                 "workingDir": container.get("workingDir")}
         plan_path = self.dir / "plan.json"
         plan_path.write_text(json.dumps(plan))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.netns, "unshare", "--uts", "--mount", "--pid",
-                 "--fork", "--mount-proc", "--propagation", "private", "--kill-child",
-                 sys.executable, PODINIT, str(plan_path)],
+                # Nothing forks before podinit, which forks PID 1 and reports its end.
+                ["nsenter", f"--net=/run/netns/{self.netns}", "--", "unshare", "--uts",
+                 "--mount", "--propagation", "private", sys.executable, PODINIT,
+                 str(plan_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.started.set()
 
@@ -143,13 +151,13 @@ class Pod:
         code = self.proc.poll()
         if code is None:
             return None
-        return 128 - code if code < 0 else code  # a signal: 128+N, as the runtime reports
+        return 128 - code if code < 0 else code  # podinit itself killed: 128+N too
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def init_pid(self) -> int | None:
-        """PID 1 of the pod's PID namespace (the child of unshare)."""
+        """PID 1 of the pod's PID namespace (the child of podinit)."""
         if not self.running():
             return None
         try:

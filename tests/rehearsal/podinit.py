@@ -6,10 +6,16 @@ the pod's environment, so the command itself is PID 1 as in a container.
 Standalone on purpose (no project imports): it runs before anything is set up.
 """
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
+
+CLONE_NEWPID = 0x20000000
+PR_SET_PDEATHSIG = 1
+libc = ctypes.CDLL(None, use_errno=True)
 
 # Where a pod may create a missing mount point: places that are private to the pod.
 PRIVATE = ("/etc/", "/root/", "/tmp/", "/run/")
@@ -20,14 +26,36 @@ def mount(*args):
 
 
 def main(plan_path):
+    """Fork PID 1 of a new PID namespace and report how it ended as a runtime does (128+N
+    for a signal); unshare(1) --fork would, but util-linux 2.38 exits 1 instead."""
+    if libc.unshare(CLONE_NEWPID) != 0:
+        sys.exit(f"podinit: unshare(CLONE_NEWPID): {os.strerror(ctypes.get_errno())}")
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the harness gone: the pod goes too
+        container(plan_path)
+    _, status = os.waitpid(pid, 0)
+    sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def container(plan_path):
     with open(plan_path) as f:
         plan = json.load(f)
+    mount("-t", "proc", "proc", "/proc")
     subprocess.run(["hostname", plan["hostname"]], check=True)
     mount("-t", "overlay", "overlay", "-o",
           f"lowerdir=/etc,upperdir={plan['etc_upper']},workdir={plan['etc_work']}", "/etc")
+    # The image's python on the system PATH, where sshd sessions (mpirun's orted) look.
+    mount("-t", "overlay", "overlay", "-o", f"lowerdir=/usr/local/bin,upperdir="
+          f"{plan['bin_upper']},workdir={plan['bin_work']}", "/usr/local/bin")
     mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
     mount("-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
-    mount("--bind", plan["root_home"], "/root")
+    # /root as the image has it (the venv's interpreter may live there), changes private;
+    # no ~/.ssh of this machine: a container starts without one.
+    mount("-t", "overlay", "overlay", "-o", f"lowerdir=/root,upperdir={plan['root_home']},"
+          f"workdir={plan['root_work']}", "/root")
+    if os.path.isdir("/root/.ssh"):
+        mount("-t", "tmpfs", "-o", "mode=700", "tmpfs", "/root/.ssh")
     for m in plan["mounts"]:
         dst = m["path"]
         if not os.path.isdir(dst):

@@ -13,9 +13,45 @@ def test_two_workers_one_slot_each_run_the_benchmark(cluster):
     `demo-worker-0.demo-worker.default.svc` to `demo-worker-0` and calls `ssh demo-worker-0`,
     which cluster DNS does not answer (issue 10, defect 1)."""
     job = PodsJob(cluster, render_job(workers=2))
-    out = job.finish(timeout=150)
+    out = job.finish(timeout=420)  # minutes only on a loaded machine
     assert out.launcher_exit == 0, out.launcher_log
     assert "total images/sec" in out.launcher_log
     assert out.phase == "Succeeded" and out.reason is None
     assert out.still_running == []
     assert all(code == 0 for code in out.worker_exits.values()), out.worker_logs
+
+
+def test_tree_spawn_is_off_so_workers_need_no_key(cluster):
+    """OpenMPI's rsh launcher spawns daemons along its routing tree: with a radix below the
+    number of workers (as on a large job with the default radix 64), worker 0's daemon sshes
+    to worker 1, and workers hold no private key. Fails without plm_rsh_no_tree_spawn
+    (issue 10, defect 10). A custom argv command, so it takes seconds."""
+    job = PodsJob(cluster, render_job(workers=3, command=("hostname",)),
+                  launcher_env={"OMPI_MCA_routed_radix": "1"})
+    out = job.finish(timeout=90)
+    assert out.launcher_exit == 0, out.launcher_log
+    for i in range(3):
+        assert f"demo-worker-{i}" in out.launcher_log.splitlines()
+    assert out.phase == "Succeeded" and out.still_running == []
+
+
+def test_short_worker_names_resolve_through_the_search_domain(cluster):
+    """Pods carry the workers' Service domain in dnsConfig, as the MPI Operator's do: a
+    user's program that says `demo-worker-0` reaches it (issue 10, defect 1)."""
+    job = PodsJob(cluster, render_job(workers=1, command=("getent", "hosts", "demo-worker-0")))
+    out = job.finish(timeout=60)
+    assert out.launcher_exit == 0, out.launcher_log
+    assert "demo-worker-0.demo-worker.default.svc.cluster.local" in out.launcher_log
+    assert out.phase == "Succeeded" and out.still_running == []
+
+
+def test_a_whole_mpirun_line_runs_untouched(cluster):
+    """The user's own `mpirun ...` line: keep_fqdn comes from the launcher's environment, so
+    it works for lines hvdk8s did not write (issue 10, defect 1)."""
+    line = "mpirun -np 2 --hostfile /etc/hvdk8s/hostfile -x PATH hostname"
+    job = PodsJob(cluster, render_job(workers=2, command=(line,), shell=True))
+    out = job.finish(timeout=90)
+    assert out.launcher_exit == 0, out.launcher_log
+    assert f"hvdk8s: starting: /bin/sh -c {line}" in out.launcher_log
+    assert {"demo-worker-0", "demo-worker-1"} <= set(out.launcher_log.splitlines())
+    assert out.phase == "Succeeded" and out.still_running == []
