@@ -7,7 +7,8 @@ time is `batch_size * ranks / images_per_sec`, and the model fitted is
     step = batch / rate + t0                                  (one rank)
     step = batch / rate + t0 + overhead + x / bandwidth        (several ranks)
 
-    x = 2 (n - 1) / n * gradient bytes * exposed share
+    x = 2 (n - 1) / n * gradient bytes * exposed share        (GPUs: bytes on the link)
+    x = (2 + 5 (n - 1) / n) * gradient bytes                   (CPU ranks of one host)
 
 `rate` (images/s per rank, large-batch limit) and `t0` (per-step fixed cost of one rank)
 per (device, model, precision, image size), fitted on the one-rank runs by least squares
@@ -16,6 +17,10 @@ mpijob.perfdata.BATCH_OVERHEAD_IMAGES); `bandwidth` (GB/s) per link kind and `ov
 multi-rank step), fitted on the multi-rank runs' time beyond their compute. The exposed
 share is 1 on the CPU (Horovod's allreduce shares the cores with TensorFlow, so nothing
 overlaps) and, on GPUs, the uncalibrated prediction's exposed / total allreduce time.
+CPU ranks of one host move their gradients through memory with their own cores, so their
+"link" (`host`) is the memory copy rate of a core and x counts every byte a rank copies
+(`host_copy_bytes`); its default is measured on no run, so a 2-rank CPU job is predicted from
+1-rank runs only.
 Uncertainties are the least-squares standard errors (parameters with too few runs to have
 one are reported with `stderr` None).
 
@@ -34,10 +39,15 @@ from pydantic import BaseModel, ConfigDict
 from mpijob import perfdata
 
 VERSION = 1
-LINK_KINDS = ("shm", "pcie", "nvlink", "net")
-# Before any multi-rank run is seen: ranks of one host exchange gradients through host
-# memory, priced like the model's pod-to-pod path (a cross-socket PCIe path, mpijob.links).
-DEFAULT_LINK_GBS = {"shm": 6.3}
+LINK_KINDS = ("host", "shm", "pcie", "nvlink", "net")
+# Before any multi-rank run is seen. "shm": GPU pods of one host exchange gradients through
+# host memory, priced like the model's pod-to-pod path (a cross-socket PCIe path,
+# mpijob.links). "host": CPU ranks' memory copies, at one core's memcpy rate. Single-threaded
+# memcpy on dual-socket Xeon servers runs at 5-12 GB/s, limited by the misses one core keeps
+# in flight (J. D. McCalpin, "Single-threaded memory performance for dual socket Xeon E5-*
+# systems", https://sites.utexas.edu/jdm4372/, 2015; STREAM Copy counts twice that); this
+# 2-core VM measured 11 GB/s with numpy (benchmarks/calibration/README.md).
+DEFAULT_LINK_GBS = {"shm": 6.3, "host": 10.0}
 
 
 class CalibrationError(ValueError):
@@ -64,7 +74,7 @@ class ComputeRate(BaseModel):
 class LinkBandwidth(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["shm", "pcie", "nvlink", "net"]
+    kind: Literal["host", "shm", "pcie", "nvlink", "net"]
     gbs: float
     gbs_stderr: float | None = None
     runs: int
@@ -127,10 +137,28 @@ class Run:
 
     @property
     def comm_bytes(self) -> float:
-        """2(n-1)/n x gradient bytes x the exposed share: what the link's bandwidth divides."""
-        params = perfdata.MODELS[self.model].params
+        """What the link's bandwidth divides: bytes copied through memory for CPU ranks of
+        one host, else 2(n-1)/n x gradient bytes x the exposed share."""
+        gradient_bytes = perfdata.MODELS[self.model].params * 4
+        if self.link == "host":
+            return host_copy_bytes(gradient_bytes, self.ranks)
         n = self.ranks
-        return 2 * (n - 1) / n * params * 4 * self.exposed_share
+        return 2 * (n - 1) / n * gradient_bytes * self.exposed_share
+
+
+def host_copy_bytes(gradient_bytes: float, ranks: int) -> float:
+    """Bytes one CPU rank copies per step in Horovod's MPI allreduce over shared memory.
+
+    Horovod copies the gradients into its fusion buffer and the result out of it (2 S).
+    OpenMPI's ring over its shared-memory transport sends 2(n-1)/n S per rank, each byte
+    copied into the shared segment by the sender and out by the receiver (the copy-in/copy-out
+    path; 2 x 2(n-1)/n S), and the reduce-scatter half adds (n-1)/n S of reductions, about a
+    copy's cost each. The cores doing this are the ones TensorFlow computes on, so none of it
+    overlaps the backward pass."""
+    if ranks <= 1:
+        return 0.0
+    share = (ranks - 1) / ranks
+    return gradient_bytes * (2 + 2 * 2 * share + share)
 
 
 # ------------------------------------------------------------------------ least squares
@@ -294,8 +322,10 @@ def run_from_record(record: dict) -> Run | None:
         link = "none"
     elif nodes > 1:
         link = "net"
-    elif not gpus or workers > 1:
-        link = "shm"  # CPU ranks, or single-GPU pods of one node: through host memory
+    elif not gpus:
+        link = "host"  # CPU ranks of one host: memory copies by their own cores
+    elif workers > 1:
+        link = "shm"  # single-GPU pods of one node: through host memory
     else:
         link = "nvlink" if "NVLink" in str(prediction.get("bottleneck", "")) else "pcie"
     share = 1.0

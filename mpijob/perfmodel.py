@@ -631,7 +631,7 @@ def predict_cpu(*, model: str, batch_size: int, precision: str, ranks: int, host
         raise PredictionError(
             f"no CPU figures for {model_key} {prec}: CPU jobs are predicted only from a "
             "calibration (hvdk8s calibrate RESULTS_DIR, then --calibration FILE)")
-    link = "shm" if hosts <= 1 else "net"
+    link = "host" if hosts <= 1 else "net"
     compute_s = rate.step_seconds(batch_size)
     step = calib.step_seconds(cal, device="cpu", model=model_key, precision=prec,
                               image_size=image_size, batch_size=batch_size, ranks=ranks,

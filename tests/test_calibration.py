@@ -33,7 +33,7 @@ def synthetic(noise: float, seed: int = 0) -> list[Run]:
         compute=[{"device": "cpu", "model": m, "precision": "fp32", "image_size": 64,
                   "images_per_sec": TRUE["rate"] * k, "step_overhead_s": TRUE["t0"], "runs": 1}
                  for m, k in (("resnet50", 1.0), ("vgg16", 0.5))],
-        links=[{"kind": "shm", "gbs": TRUE["gbs"], "runs": 1}],
+        links=[{"kind": "host", "gbs": TRUE["gbs"], "runs": 1}],
         multi_rank_overhead_s=TRUE["overhead"])
     runs = []
     # Two models: their gradients (102 and 553 MB) spread the bytes the bandwidth divides.
@@ -41,7 +41,7 @@ def synthetic(noise: float, seed: int = 0) -> list[Run]:
         for ranks in (1, 2, 4, 8):
             for batch in ((4, 8, 16, 32) if ranks == 1 else (8,)):
                 for _ in range(3):
-                    link = "none" if ranks == 1 else "shm"
+                    link = "none" if ranks == 1 else "host"
                     step = step_seconds(truth, device="cpu", model=model, precision="fp32",
                                         image_size=64, batch_size=batch, ranks=ranks, link=link)
                     step *= 1 + rng.gauss(0, noise)
@@ -59,7 +59,7 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_runs():
     assert rate.step_overhead_s == pytest.approx(TRUE["t0"], abs=0.02)
     assert rate.images_per_sec_stderr is not None and rate.images_per_sec_stderr > 0
     (link,) = cal.links
-    assert link.kind == "shm" and link.gbs == pytest.approx(TRUE["gbs"], rel=0.15)
+    assert link.kind == "host" and link.gbs == pytest.approx(TRUE["gbs"], rel=0.15)
     assert link.gbs_stderr is not None
     assert cal.multi_rank_overhead_s == pytest.approx(TRUE["overhead"], abs=0.02)
     assert cal.error_after < 0.03
@@ -84,7 +84,7 @@ def test_one_batch_size_takes_the_published_per_step_cost():
 
 @pytest.mark.parametrize("runs, message", [
     ([], "no successful one-rank run"),
-    ([Run("cpu", "resnet50", "fp32", 64, 8, 2, "shm", 30.0)], "no successful one-rank run"),
+    ([Run("cpu", "resnet50", "fp32", 64, 8, 2, "host", 30.0)], "no successful one-rank run"),
     ([Run("cpu", "resnet50", "fp32", 64, 8, 1, "none", 20.0)], "at least 2 are needed"),
     ([Run("cpu", "resnet50", "fp32", 64, 8, 1, "none", 20.0),
       Run("cpu", "resnet50", "fp32", 64, 8, 1, "none", 5.0)], "inconsistent"),
@@ -101,7 +101,7 @@ def test_records_become_runs():
            "batch_size": 8, "precision": "fp32", "image_size": 64, "images_per_sec": 35.0,
            "nodes": 1}
     run = run_from_record(rec)
-    assert (run.device, run.ranks, run.link) == ("cpu", 2, "shm")
+    assert (run.device, run.ranks, run.link) == ("cpu", 2, "host")
     assert run_from_record({**rec, "status": "Failed"}) is None
     gpu = run_from_record({**rec, "workers": 1, "gpus": 4, "prediction": {
         "gpu_model": "V100", "bottleneck": "NVLink inside a pod", "allreduce_seconds": 0.1,
@@ -117,7 +117,7 @@ def test_cpu_prediction_needs_a_calibration_and_uses_it():
     p = predict_cpu(model="resnet50", batch_size=8, precision="fp32", ranks=2, hosts=1,
                     assumptions=Assumptions(calibration=cal, calibration_source="c.json"))
     expected = step_seconds(cal, device="cpu", model="resnet50", precision="fp32",
-                            image_size=None, batch_size=8, ranks=2, link="shm")
+                            image_size=None, batch_size=8, ranks=2, link="host")
     assert p.step_seconds == pytest.approx(expected)
     assert any(n.startswith("calibration c.json used") for n in p.notes)
 
@@ -170,7 +170,7 @@ def test_calibrate_writes_a_file_that_plan_uses(tmp_path, monkeypatch):
 
 
 def test_calibrate_refuses_with_one_line(tmp_path):
-    write_results(tmp_path / "res", [Run("cpu", "resnet50", "fp32", 64, 8, 2, "shm", 30.0)])
+    write_results(tmp_path / "res", [Run("cpu", "resnet50", "fp32", 64, 8, 2, "host", 30.0)])
     result = CliRunner().invoke(app, ["calibrate", str(tmp_path / "res"), "-o",
                                       str(tmp_path / "c.json")])
     assert result.exit_code == 2
@@ -188,3 +188,25 @@ def test_a_bad_calibration_file_is_one_line(tmp_path):
     result = CliRunner().invoke(app, ["plan", "--workers", "1", "--gpus", "0", "--cluster",
                                       str(cluster), "--calibration", str(bad)])
     assert result.exit_code == 2 and "version 7 is not supported" in result.output
+
+
+def test_host_copies_grow_with_ranks_and_vanish_for_one():
+    from mpijob.calibration import host_copy_bytes
+    assert host_copy_bytes(100.0, 1) == 0.0
+    # 2 ranks: fusion in/out (2 S), copy-in/copy-out of S each way (2 S), half a reduction.
+    assert host_copy_bytes(100.0, 2) == pytest.approx(450.0)
+    assert host_copy_bytes(100.0, 2) < host_copy_bytes(100.0, 4) < host_copy_bytes(100.0, 64)
+    assert host_copy_bytes(100.0, 10**6) == pytest.approx(700.0, rel=1e-4)
+
+
+def test_uncalibrated_cpu_allreduce_is_priced_at_a_cores_memcpy_rate():
+    one_rank = [Run("cpu", "resnet50", "fp32", 64, b, 1, "none", ips)
+                for b, ips in ((4, 24.0), (8, 31.7), (16, 37.0))]
+    cal = fit(one_rank)
+    p = predict_cpu(model="resnet50", batch_size=8, precision="fp32", ranks=2, hosts=1,
+                    image_size=64, assumptions=Assumptions(calibration=cal))
+    gradient = perfdata.MODELS["resnet50"].params * 4
+    assert p.allreduce_seconds == pytest.approx(4.5 * gradient / 10e9)
+    assert any("host bandwidth not calibrated: 10 GB/s" in n for n in p.notes)
+    # Two ranks each compute at the one-rank rate and then copy: never more than 2x one rank.
+    assert p.images_per_sec < 2 * 8 / cal.compute[0].step_seconds(8)

@@ -26,6 +26,7 @@ def reduced_local_cpu(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
     data = yaml.safe_load(EXAMPLE.read_text())
     data["matrix"].update(workers=[1, 2], num_batches=5, num_warmup_batches=1, image_size=32)
+    data["repetitions"] = 1
     path = tmp_path / "local-cpu.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

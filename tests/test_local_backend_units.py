@@ -20,6 +20,7 @@ from launcher.backends.local import (
     _Follower,
     _status_of,
     check_rank_count,
+    ignored_options,
     ignored_options_note,
 )
 from launcher.backends.local_mpi import (
@@ -29,7 +30,7 @@ from launcher.backends.local_mpi import (
     rank_failure,
 )
 from launcher.backends.local_state import JobPaths, all_job_paths, read_json, write_json
-from launcher.errors import UserError
+from launcher.errors import UsageError, UserError
 from mpijob.spec import JobSpec
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
@@ -451,3 +452,35 @@ def test_kubernetes_only_options_are_named_in_one_line(changes, mode, ignored):
     else:
         assert note.startswith("local backend: ignoring ") and ignored in note
         assert note.endswith(" to Kubernetes)") and "\n" not in note
+
+
+def test_cpu_ranks_are_bound_to_their_share_of_the_cores(tmp_path):
+    options = _options(_launch(JobSpec(name="b", workers=2), tmp_path, cores=8).argv)
+    assert options[options.index("--map-by") + 1] == "slot:PE=4"
+    assert options[options.index("--bind-to") + 1] == "core"
+    assert "-bind-to" not in options and "-map-by" not in options
+    # More ranks than cores: nothing to bind to, every rank shares every core.
+    crowded = _options(_launch(JobSpec(name="b", workers=3), tmp_path, cores=2).argv)
+    assert "--bind-to" not in crowded and crowded[crowded.index("-bind-to") + 1] == "none"
+
+
+def test_cpu_option_binds_each_rank_to_that_many_cores(tmp_path):
+    launch = _launch(JobSpec(name="b", workers=1, cpu="1"), tmp_path, cores=2)
+    options = _options(launch.argv)
+    assert options[options.index("--map-by") + 1] == "slot:PE=1"
+    assert launch.env[THREADS_ENV] == launch.env[INTRA_OP_ENV] == "1"
+    assert _options(_launch(JobSpec(name="b", workers=1, cpu="1500m"), tmp_path,
+                            cores=4).argv).count("slot:PE=2") == 1
+
+
+def test_cpu_option_beyond_the_machine_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="--cpu 2 for 2 rank.*needs 4 cores.*has 2"):
+        _launch(JobSpec(name="b", workers=2, cpu="2"), tmp_path, cores=2)
+
+
+def test_gpu_ranks_are_not_bound_and_ignore_cpu(tmp_path):
+    spec = JobSpec(name="b", workers=1, gpus_per_worker=2, cpu="4")
+    options = _options(_launch(spec, tmp_path, gpus=[0, 1], cores=8).argv)
+    assert "--bind-to" not in options
+    assert "--cpu" in ignored_options(spec)
+    assert "--cpu" not in ignored_options(JobSpec(name="b", workers=1, cpu="1"))

@@ -363,7 +363,7 @@ def check_rank_count(spec: JobSpec, cores: int) -> None:
 _KUBERNETES_ONLY = (
     "image", "node_selector", "tolerations", "gang", "priority_class", "queue", "scheduler_name",
     "labels", "annotations", "image_pull_secrets", "image_pull_policy", "shm_size", "host_network",
-    "launcher_cpu", "launcher_memory", "cpu", "memory",
+    "launcher_cpu", "launcher_memory", "memory",
 )
 _KUBERNETES_ONLY_RUN_POLICY = ("clean_pod_policy", "backoff_limit", "ttl_seconds_after_finished")
 _OPTION_NAMES = {"host_network": "--host-network"}
@@ -378,6 +378,8 @@ def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
         return type(model).model_fields[name].get_default(call_default_factory=True)
 
     fields = [f for f in _KUBERNETES_ONLY if getattr(spec, f) != default(spec, f)]
+    if spec.cpu and spec.gpus_per_worker:  # CPU ranks are bound to --cpu cores (local_mpi)
+        fields.append("cpu")
     fields += [f"run_policy.{f}" for f in _KUBERNETES_ONLY_RUN_POLICY
                if getattr(spec.run_policy, f) != RunPolicy.model_fields[f].get_default()]
     names = ["--mode operator"] if mode == "operator" else []

@@ -8,6 +8,7 @@ more ranks than cores, the Python that runs hvdk8s, GPU visibility and CPU threa
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import launcher
 from launcher.backends import local_rank
 from launcher.errors import UsageError, UserError
 from mpijob import command
+from mpijob.quantity import parse_quantity
 from mpijob.spec import JobSpec
 
 BENCHMARK_ENV = "HVDK8S_BENCHMARK"
@@ -119,6 +121,9 @@ def build_launch(spec: JobSpec, *, mpirun: str | None, hostfile: Path, ranks_dir
     program = command.program_argv(spec, **kw)
     argv = command.mpirun_argv(spec, str(hostfile), program=program)
     options = argv[1:len(argv) - len(program)]
+    bound = cores_per_rank(spec, cores) if not gpus else None
+    if bound is not None:
+        options = _bind_to_cores(options, bound)
     seen_env = {**environ, **env}
     local = ["--output-filename", str(ranks_dir), "--merge-stderr-to-stdout"]
     if is_root:
@@ -128,6 +133,38 @@ def build_launch(spec: JobSpec, *, mpirun: str | None, hostfile: Path, ranks_dir
     if exits_dir is not None:
         program = [python, "-S", str(Path(local_rank.__file__).resolve()), str(exits_dir), *program]
     return Launch([mpirun, *local, *_drop_unset_exports(options, seen_env), *program], env)
+
+
+def cores_per_rank(spec: JobSpec, cores: int) -> int | None:
+    """The cores each rank of a CPU job gets to itself: its worker's --cpu rounded up, else
+    an equal share of this machine; None when the ranks outnumber the cores (unbound).
+
+    Bound, a rank is what a pod with that many cores is: TensorFlow sizes both its thread
+    pools from the rank's CPU set, so a 1-rank run with --cpu 1 measures exactly what each
+    rank of a 2-rank job on 2 cores has (the calibration in benchmarks/calibration relies on
+    that). Unbound, a 1-rank job's inter-op pool spreads over every core."""
+    if spec.cpu:
+        per_rank = math.ceil(parse_quantity(spec.cpu))
+        if per_rank * spec.ranks > cores:
+            raise UsageError(
+                f"--cpu {spec.cpu} for {spec.ranks} rank(s) needs {per_rank * spec.ranks} "
+                f"cores and this machine has {cores}: give a smaller --cpu or fewer workers")
+        return max(1, per_rank)
+    share = cores // max(1, spec.ranks)
+    return share if share >= 1 else None
+
+
+def _bind_to_cores(options: list[str], per_rank: int) -> list[str]:
+    """mpirun's options with each rank bound to its own `per_rank` cores."""
+    out: list[str] = []
+    i = 0
+    while i < len(options):
+        if options[i] in ("-bind-to", "-map-by") and i + 1 < len(options):
+            i += 2
+            continue
+        out.append(options[i])
+        i += 1
+    return ["--map-by", f"slot:PE={per_rank}", "--bind-to", "core", *out]
 
 
 def _environment(spec: JobSpec, *, gpus: list[int], python: str, cores: int, is_root: bool,
@@ -151,7 +188,7 @@ def _environment(spec: JobSpec, *, gpus: list[int], python: str, cores: int, is_
     else:
         # The ranks share the cores: a thread pool per rank as large as the machine would
         # make them fight over every core.
-        threads = str(max(1, cores // max(1, spec.ranks)))
+        threads = str(cores_per_rank(spec, cores) or 1)
         for name in (THREADS_ENV, INTRA_OP_ENV, "OMP_NUM_THREADS"):
             if name not in env and name not in environ:
                 env[name] = threads
