@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from launcher.errors import UserError
 from launcher.nvml_topology import GpuInventory, NvmlUnavailable
 from launcher.podresources import PodResources, gpu_allocations
-from mpijob.topology import ANNOTATION_TOPOLOGY, annotation_payload
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 log = logging.getLogger("hvdk8s.agent")
 

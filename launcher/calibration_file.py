@@ -2,7 +2,7 @@
 the --calibration option (declared once here, light to import, for plan/submit/simulate/
 experiment run).
 
-The file is `mpijob.calibration.Calibration` as JSON. A bad file is one line naming it and
+The file is `mpijob.perf.calibration.Calibration` as JSON. A bad file is one line naming it and
 what is wrong; writing never overwrites a file the user did not name with -o."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def load(path: str | None, *, option: str = "--calibration"):
     """(Calibration, its path) for `path`, else the default file if it exists, else (None, None)."""
     from pydantic import ValidationError
 
-    from mpijob.calibration import Calibration
+    from mpijob.perf.calibration import Calibration
 
     if path is None:
         candidate = default_path()
@@ -66,7 +66,7 @@ def save(calibration, path: Path) -> None:
 
 def assumptions(calibration, source: str | None):
     """perfmodel Assumptions carrying the calibration (defaults when there is none)."""
-    from mpijob.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions
+    from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions
 
     if calibration is None:
         return DEFAULT_ASSUMPTIONS

@@ -1,4 +1,4 @@
-"""Load a cluster FILE (YAML or JSON) into an `mpijob.cluster.Cluster` snapshot.
+"""Load a cluster FILE (YAML or JSON) into an `mpijob.scheduling.cluster.Cluster` snapshot.
 
     defaults:            # optional, applied to every node (a node's own keys win)
       gpus: 8
@@ -18,9 +18,9 @@
         pcie_gen: 3
         ready: true
         network: {zone: z1, block: b1, rack: r1, oversubscription: 3, scheduler: kueue}
-                                     # where it sits (mpijob.network); default: from the
+                                     # where it sits (mpijob.scheduling.network); default: from the
                                      # labels by the keys of network_labels
-        dra:                         # GPUs published by a DRA driver (mpijob.dra):
+        dra:                         # GPUs published by a DRA driver (mpijob.k8s.dra):
           uuids: [GPU-0a..., GPU-1b...]   # by index; or devices: [{index, uuid, name,
                                           # pcie_root}]; driver: gpu.nvidia.com
     network_labels: {rack: example.com/tor}   # optional: label keys per level (zone, block,
@@ -32,7 +32,7 @@
       seed: 1                     # same seed, same cluster
       # ...plus any node key (gpus, topology, labels, ...)
 
-Without `topology`, a node gets `mpijob.presets.preset_for(gpu product label or
+Without `topology`, a node gets `mpijob.scheduling.presets.preset_for(gpu product label or
 gpu_model, gpus)`. A node with fewer GPUs than its topology uses the topology's first
 GPUs. Every problem is a UsageError naming the file, the node and the key.
 """
@@ -94,7 +94,7 @@ def _parse(text: str, path: Path) -> Any:
 
 def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
     """A Cluster from already-parsed data (what the file holds)."""
-    from mpijob.cluster import Cluster
+    from mpijob.scheduling.cluster import Cluster
 
     source = Path(source)
     if isinstance(data, list):
@@ -178,7 +178,7 @@ def _generate(spec: Any, defaults: dict, builder: _Builder) -> list:
 
 
 def _network_labels(value: Any, source: Path):
-    from mpijob.network import DEFAULT_LABEL_KEYS, LEVELS, LabelKeys
+    from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, LEVELS, LabelKeys
 
     if value is None:
         return DEFAULT_LABEL_KEYS
@@ -196,7 +196,7 @@ def _network_labels(value: Any, source: Path):
 
 class _Builder:
     def __init__(self, source: Path, label_keys=None):
-        from mpijob.network import DEFAULT_LABEL_KEYS
+        from mpijob.scheduling.network import DEFAULT_LABEL_KEYS
 
         self.source = source
         self.label_keys = label_keys or DEFAULT_LABEL_KEYS
@@ -213,9 +213,9 @@ class _Builder:
             raise UsageError(f"{label}: {exc}") from None
 
     def _node(self, raw: dict):
-        from mpijob.cluster import DEFAULT_NETWORK_GBPS, Node
         from mpijob.plural import plural
-        from mpijob.topology import MAX_GPUS_PER_NODE, too_many_gpus
+        from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Node
+        from mpijob.scheduling.topology import MAX_GPUS_PER_NODE, too_many_gpus
 
         name = raw.get("name")
         if not isinstance(name, str) or not name:
@@ -272,7 +272,11 @@ class _Builder:
         )
 
     def _network(self, value: Any, labels: dict):
-        from mpijob.network import DEFAULT_OVERSUBSCRIPTION, NetworkPosition, position_from_labels
+        from mpijob.scheduling.network import (
+            DEFAULT_OVERSUBSCRIPTION,
+            NetworkPosition,
+            position_from_labels,
+        )
 
         if value is None:
             return position_from_labels(labels, self.label_keys)
@@ -298,8 +302,8 @@ class _Builder:
         return NetworkPosition(**levels, oversubscription=float(over), scheduler=scheduler, **labelled)
 
     def _topology(self, value: Any, gpus: int | None, product: str | None):
-        from mpijob.presets import preset, preset_for
-        from mpijob.topology import Topology
+        from mpijob.scheduling.presets import preset, preset_for
+        from mpijob.scheduling.topology import Topology
 
         if value is None:
             if not gpus:
@@ -327,7 +331,7 @@ class _Builder:
             return self._file(path)
 
     def _file(self, path: Path):
-        from mpijob.topology import TopologyParseError, parse_topo_matrix
+        from mpijob.scheduling.topology import TopologyParseError, parse_topo_matrix
 
         if path not in self._files:
             try:
@@ -357,7 +361,7 @@ def _labels(value: Any) -> dict[str, str]:
 
 
 def _taints(value: Any) -> tuple:
-    from mpijob.cluster import Taint
+    from mpijob.scheduling.cluster import Taint
 
     if value is None:
         return ()
@@ -382,7 +386,7 @@ def _taints(value: Any) -> tuple:
 
 
 def _quantity(value: Any, key: str) -> float | None:
-    from mpijob.quantity import QuantityError, parse_quantity
+    from mpijob.jobspec.quantity import QuantityError, parse_quantity
 
     if value is None:
         return None
@@ -398,7 +402,7 @@ def _quantity(value: Any, key: str) -> float | None:
 
 
 def _dra(value: Any, gpus: int) -> tuple:
-    from mpijob.dra import DRIVER, DraDevice
+    from mpijob.k8s.dra import DRIVER, DraDevice
 
     if value is None:
         return ()

@@ -1,4 +1,4 @@
-"""`hvdk8s doctor`'s I/O: read what the cluster offers (mpijob/doctor.py judges it).
+"""`hvdk8s doctor`'s I/O: read what the cluster offers (mpijob/scheduling/doctor.py judges it).
 
 Everything is read-only: discovery, /version, SelfSubjectAccessReviews (the caller's own
 permissions), Nodes and Pods, and where readable the MPI Operator's Deployment and Kueue's
@@ -15,7 +15,7 @@ from launcher.backends.k8s_client import (
     Kind,
     KubeClient,
 )
-from mpijob.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
+from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")

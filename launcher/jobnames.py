@@ -1,4 +1,4 @@
-"""A name for a job submitted without `--name`, free in its namespace (mpijob.jobname)."""
+"""A name for a job submitted without `--name`, free in its namespace (mpijob.jobspec.jobname)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Iterator
 
 from launcher.errors import UserError
-from mpijob.jobname import SUFFIX_ALPHABET, SUFFIX_LENGTH, base_name, generate
+from mpijob.jobspec.jobname import SUFFIX_ALPHABET, SUFFIX_LENGTH, base_name, generate
 
 # 27^5 suffixes: even a namespace with thousands of jobs takes a handful of tries at most.
 MAX_TRIES = 100

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import UserError
-from mpijob.topology import Topology
+from mpijob.scheduling.topology import Topology
 
 # nvidia-ml-py's constants, used when an old pynvml lacks them.
 _TOPOLOGY_CODES = (  # (highest NVML_TOPOLOGY_* level, code), nearest first

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from mpijob.simulate import EXTRA_COLUMNS, SUMMARY_COLUMNS, SimResult
+from mpijob.perf.simulate import EXTRA_COLUMNS, SUMMARY_COLUMNS, SimResult
 
 SUMMARY_FILE = "summary.csv"
 SUMMARY_EXTRA_FILE = "summary_extra.csv"

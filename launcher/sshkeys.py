@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpijob.render import SSHKeys
+from mpijob.k8s.render import SSHKeys
 
 
 def generate_ssh_keys(comment: str = "hvdk8s") -> SSHKeys:

@@ -19,7 +19,7 @@ MPI_NAMES = {"openmpi": "OpenMPI", "intel": "Intel", "mpich": "MPICH"}
 
 
 def _pairs(values: list[str], option: str) -> dict[str, str]:
-    from mpijob.options import parse_key_value
+    from mpijob.jobspec.options import parse_key_value
 
     return dict(parse_key_value(v, option) for v in values)
 
@@ -33,8 +33,8 @@ def _command(words: list[str]) -> tuple[tuple[str, ...], bool]:
 
 def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
     """JobSpec from CLI-style options; every problem becomes a UsageError naming the option."""
-    from mpijob.options import parse_toleration
-    from mpijob.spec import build_spec
+    from mpijob.jobspec.options import parse_toleration
+    from mpijob.jobspec.spec import build_spec
 
     try:
         command, shell = _command(list(o.get("command") or []))
@@ -110,7 +110,7 @@ def _fits_when_idle(cluster, spec) -> bool:
     """Would the job fit once the pods running now are gone (taints, labels, sizes kept)?"""
     import dataclasses
 
-    from mpijob.placement import PlacementRequest, place
+    from mpijob.scheduling.placement import PlacementRequest, place
 
     idle = dataclasses.replace(cluster, nodes=tuple(
         dataclasses.replace(n, allocated=frozenset(), free_cpu=None, free_memory=None)
@@ -125,7 +125,7 @@ def plan_job(spec, cluster, assumptions=None) -> Plan:
         plan.notes.append("no cluster snapshot: the scheduler places the workers "
                           "(pass --cluster FILE to plan)")
         return plan
-    from mpijob.placement import PlacementRequest, place
+    from mpijob.scheduling.placement import PlacementRequest, place
 
     placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
     if not placement.feasible:
@@ -138,7 +138,7 @@ def plan_job(spec, cluster, assumptions=None) -> Plan:
     plan.placement = placement
     if spec.gpus_per_worker or assumptions is not None:
         try:
-            from mpijob.perfmodel import DEFAULT_ASSUMPTIONS, predict
+            from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, predict
 
             plan.prediction = predict(model=spec.benchmark.model,
                                       batch_size=spec.benchmark.batch_size,
@@ -155,7 +155,7 @@ def _local_cpu_plan(spec, assumptions) -> Plan:
     plan = Plan(spec)
     if assumptions is None or spec.gpus_per_worker:
         return plan
-    from mpijob.perfmodel import predict_cpu
+    from mpijob.perf.perfmodel import predict_cpu
 
     try:
         plan.prediction = predict_cpu(model=spec.benchmark.model,
@@ -216,7 +216,7 @@ def _resolve_gang(request: SubmitRequest, backend) -> str:
 
 def _with_gpu_request(spec, choice: str, cluster):
     """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices."""
-    from mpijob.dra import GPU_REQUEST_MODES
+    from mpijob.k8s.dra import GPU_REQUEST_MODES
 
     if choice not in GPU_REQUEST_MODES:
         raise UsageError(f"--gpu-request: expected {', '.join(GPU_REQUEST_MODES)}, got {choice!r}")
@@ -236,8 +236,8 @@ def _with_gpu_request(spec, choice: str, cluster):
 
 def _free_host_ssh_port(spec, cluster, placement):
     """On the host network the job's sshd port is a port of its nodes: move it past ports
-    the snapshot shows in use there (mpijob.hostnet)."""
-    from mpijob.hostnet import free_ssh_port
+    the snapshot shows in use there (mpijob.k8s.hostnet)."""
+    from mpijob.k8s.hostnet import free_ssh_port
 
     used_on = {a.node for a in placement.assignments} if placement is not None else None
     taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
@@ -252,7 +252,7 @@ def _free_host_ssh_port(spec, cluster, placement):
 
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     from launcher.backends.select import make_backend, resolve_backend_name
-    from mpijob.manifests import render
+    from mpijob.k8s.manifests import render
 
     client_dry_run = request.dry_run == "client"
     offline = client_dry_run and request.backend is None
@@ -267,7 +267,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         backend = make_backend(backend_name, context=request.context,
                                namespace=request.options.get("namespace"))
     gang = _resolve_gang(request, backend if not client_dry_run else None)
-    from mpijob.gang import refusal
+    from mpijob.k8s.gang import refusal
 
     if (why := refusal(gang, request.mode)) is not None:
         raise UsageError(why)

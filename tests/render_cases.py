@@ -1,8 +1,8 @@
 """Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
 
-from mpijob.manifests import render
-from mpijob.render import SSHKeys
-from mpijob.spec import build_spec
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.manifests import render
+from mpijob.k8s.render import SSHKeys
 
 FIXED_KEYS = SSHKeys(
     private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nFIXED\n-----END OPENSSH PRIVATE KEY-----\n",

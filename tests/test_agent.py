@@ -11,7 +11,7 @@ from launcher import agent as agent_mod
 from launcher import nvml_topology
 from launcher.errors import UserError
 from launcher.podresources import ContainerDevices, ContainerResources, PodResources
-from mpijob.topology import TOPOLOGY_FORMAT_VERSION, parse_annotation
+from mpijob.scheduling.topology import TOPOLOGY_FORMAT_VERSION, parse_annotation
 from tests import fake_pynvml
 from tests.test_nvml_topology import DGX1_V100_SMI, smi_rows
 

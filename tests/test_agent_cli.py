@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from tests import fake_pynvml
 from tests.kubeapi.server import KubeAPIServer
 from tests.test_nvml_topology import DGX1_V100_SMI, smi_rows

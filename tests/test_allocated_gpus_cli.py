@@ -9,9 +9,9 @@ import json
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import names
-from mpijob.presets import preset
-from mpijob.topology import ANNOTATION_TOPOLOGY, annotation_payload
+from mpijob.jobspec import names
+from mpijob.scheduling.presets import preset
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 runner = CliRunner()
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import perfdata
-from mpijob.calibration import (
+from mpijob.perf import perfdata
+from mpijob.perf.calibration import (
     Calibration,
     CalibrationError,
     Run,
@@ -19,9 +19,9 @@ from mpijob.calibration import (
     run_from_record,
     step_seconds,
 )
-from mpijob.cluster import Node
-from mpijob.perfmodel import Assumptions, predict_cpu, predict_pods
-from mpijob.presets import preset
+from mpijob.perf.perfmodel import Assumptions, predict_cpu, predict_pods
+from mpijob.scheduling.cluster import Node
+from mpijob.scheduling.presets import preset
 
 TRUE = dict(rate=20.0, t0=0.05, gbs=2.0, overhead=0.03)
 
@@ -191,7 +191,7 @@ def test_a_bad_calibration_file_is_one_line(tmp_path):
 
 
 def test_host_copies_grow_with_ranks_and_vanish_for_one():
-    from mpijob.calibration import host_copy_bytes
+    from mpijob.perf.calibration import host_copy_bytes
     assert host_copy_bytes(100.0, 1) == 0.0
     # 2 ranks: fusion in/out (2 S), copy-in/copy-out of S each way (2 S), half a reduction.
     assert host_copy_bytes(100.0, 2) == pytest.approx(450.0)

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob.doctor import Facts, assess, operator_gang_flag
-from mpijob.presets import preset
-from mpijob.topology import ANNOTATION_TOPOLOGY, annotation_payload
+from mpijob.scheduling.doctor import Facts, assess, operator_gang_flag
+from mpijob.scheduling.presets import preset
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 runner = CliRunner()
 V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.count": "8"}

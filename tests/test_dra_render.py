@@ -14,10 +14,10 @@ from launcher.cli.app import app
 from launcher.clusterfile import cluster_from_data
 from launcher.errors import UsageError
 from launcher.submitting import plan_job
-from mpijob.dra import PCIE_ROOT, uuid_selector
-from mpijob.manifests import render
-from mpijob.render import SSHKeys
-from mpijob.spec import build_spec
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.dra import PCIE_ROOT, uuid_selector
+from mpijob.k8s.manifests import render
+from mpijob.k8s.render import SSHKeys
 
 SCHEMA = Path(__file__).parent / "data/k8s-schemas/resourceclaimtemplate-resource-v1.json"
 SSH = SSHKeys("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n", "ssh-ed25519 AAAA x")

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from launcher.cli.app import app
 from launcher.errors import UsageError
 from launcher.experiments.spec import load_experiment
-from mpijob.experiment_matrix import MAX_NAME_LENGTH, expand, parse_experiment
-from mpijob.spec import BENCHMARK_MODELS, build_spec
+from mpijob.jobspec.experiment_matrix import MAX_NAME_LENGTH, expand, parse_experiment
+from mpijob.jobspec.spec import BENCHMARK_MODELS, build_spec
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "experiments"
 GOOD = {"name": "exp", "backend": "local",

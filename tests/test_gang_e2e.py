@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import names
+from mpijob.jobspec import names
 
 runner = CliRunner()
 KINDS = ("pods", "jobs", "services", "configmaps", "secrets", "mpijobs", "workloads",
@@ -254,7 +254,7 @@ def test_gang_in_operator_mode_without_a_gang_scheduler_is_refused(k8s):
 def test_readme_table_covers_every_mode_and_gang_scheduler():
     from pathlib import Path
 
-    from mpijob.gang import SUPPORT
+    from mpijob.k8s.gang import SUPPORT
 
     readme = Path(__file__).parent.parent.joinpath("README.md").read_text()
     titles = {"none": "none", "volcano": "Volcano", "scheduler-plugins": "scheduler-plugins",

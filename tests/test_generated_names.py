@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from launcher import jobnames
 from launcher.cli.app import app
-from mpijob import names
-from mpijob.jobname import SUFFIX_ALPHABET, base_name, generate
-from mpijob.spec import DNS1035, build_spec
+from mpijob.jobspec import names
+from mpijob.jobspec.jobname import SUFFIX_ALPHABET, base_name, generate
+from mpijob.jobspec.spec import DNS1035, build_spec
 
 runner = CliRunner()
 GENERATED = re.compile(rf"^(?P<base>[a-z][-a-z0-9]*)-[{SUFFIX_ALPHABET}]{{5}}$")

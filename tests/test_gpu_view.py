@@ -1,6 +1,6 @@
-"""mpijob.gpu_view: the per-pod allocated-vs-planned GPU view."""
+"""mpijob.scheduling.gpu_view: the per-pod allocated-vs-planned GPU view."""
 
-from mpijob.gpu_view import SOURCE_AGENT, agent_reports, allocation_view
+from mpijob.scheduling.gpu_view import SOURCE_AGENT, agent_reports, allocation_view
 
 
 def test_reported_gpus_win_and_a_difference_is_said():

@@ -7,16 +7,16 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import names
-from mpijob.command import mpirun_argv
-from mpijob.hostnet import (
+from mpijob.jobspec import names
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.command import mpirun_argv
+from mpijob.k8s.hostnet import (
     HOST_SSH_PORTS,
     NCCL_SOCKET_IFNAME_DEFAULT,
     OMPI_TCP_EXCLUDE,
     derived_ssh_port,
     free_ssh_port,
 )
-from mpijob.spec import build_spec
 
 runner = CliRunner()
 NODE = "gpu-node-0"

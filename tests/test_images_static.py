@@ -180,8 +180,8 @@ def test_benchmark_is_copied_where_the_code_expects_it():
 
 
 def test_benchmark_paths_agree_with_the_launcher():
-    command = pytest.importorskip("mpijob.command")
-    render = pytest.importorskip("mpijob.render")
+    command = pytest.importorskip("mpijob.k8s.command")
+    render = pytest.importorskip("mpijob.k8s.render")
     in_image = _constant(BENCHMARK, "IN_IMAGE_PATH")
     # The ConfigMap key hvdk8s pods run is the same program.
     assert Path(command.BENCHMARK_IN_POD).name == BENCHMARK.name == Path(in_image).name
@@ -254,7 +254,7 @@ def test_ssh_settings_agree_with_each_other_and_the_job_spec():
     client = IMAGES / "train" / "ssh_config"
     (port,) = _directive(sshd, "Port")
     assert _directive(client, "Port") == [port]
-    spec = pytest.importorskip("mpijob.spec")
+    spec = pytest.importorskip("mpijob.jobspec.spec")
     assert int(port) == spec.JobSpec.model_fields["ssh_port"].default
     assert _directive(sshd, "PasswordAuthentication") == ["no"]
     assert _directive(sshd, "UsePAM") == ["no"]
@@ -267,7 +267,7 @@ def test_ssh_settings_agree_with_each_other_and_the_job_spec():
 
 
 def test_sshd_script_reads_the_secret_hvdk8s_mounts():
-    render = pytest.importorskip("mpijob.render")
+    render = pytest.importorskip("mpijob.k8s.render")
     script = (IMAGES / "train" / "hvdk8s-sshd").read_text()
     assert f'HVDK8S_SSH_DIR:-{render.SSH_DIR}}}' in script
     # kubernetes.io/ssh-auth keys, as mpijob's Secret has them.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends.local_mpi import build_launch
-from mpijob.manifests import render
-from mpijob.spec import build_spec
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.manifests import render
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK
 
 LEVEL = "TF_CPP_MIN_LOG_LEVEL"

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import names
+from mpijob.jobspec import names
 
 runner = CliRunner()
 
@@ -224,7 +224,7 @@ def test_top_node_and_job(k8s):
 
 def test_free_nvlink_groups_are_maximal_cliques():
     from launcher.cli.top import free_nvlink_groups
-    from mpijob.presets import preset
+    from mpijob.scheduling.presets import preset
 
     dgx1 = preset("dgx1-v100")
     assert free_nvlink_groups(dgx1, range(8))[:2] == [(0, 1, 2, 3), (4, 5, 6, 7)]

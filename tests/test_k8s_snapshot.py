@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from launcher.backends.k8s_snapshot import build_snapshot, pod_requests
-from mpijob import names
-from mpijob.presets import preset
-from mpijob.topology import ANNOTATION_TOPOLOGY, annotation_payload
+from mpijob.jobspec import names
+from mpijob.scheduling.presets import preset
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 
 def node(name, gpus=8, *, labels=None, annotations=None, taints=None, ready=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from launcher.backends import k8s_status as st
-from mpijob import names
+from mpijob.jobspec import names
 
 JOB = "vgg16"
 

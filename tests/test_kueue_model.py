@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from launcher.clusterfile import cluster_from_data
 from launcher.sshkeys import generate_ssh_keys
-from mpijob.manifests import render
-from mpijob.placement import PlacementRequest, place
-from mpijob.spec import build_spec
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.manifests import render
+from mpijob.scheduling.placement import PlacementRequest, place
 from tests.kubeapi.kueue import (
     DEFAULT_FRAMEWORKS_V0_14,
     MAX_POD_SETS,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import names
+from mpijob.jobspec import names
 
 runner = CliRunner()
 

@@ -22,7 +22,7 @@ from launcher.backends.base import FAILED, RUNNING, SUCCEEDED
 from launcher.backends.local import LocalBackend
 from launcher.backends.local_state import job_paths, read_json
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from mpijob.spec import JobSpec
+from mpijob.jobspec.spec import JobSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
 

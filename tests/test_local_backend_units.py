@@ -31,7 +31,7 @@ from launcher.backends.local_mpi import (
 )
 from launcher.backends.local_state import JobPaths, all_job_paths, read_json, write_json
 from launcher.errors import UsageError, UserError
-from mpijob.spec import JobSpec
+from mpijob.jobspec.spec import JobSpec
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
 
@@ -301,7 +301,7 @@ def test_follower_with_tail_starts_from_the_last_lines(tmp_path):
 # ------------------------------------------------------------ a pretend GPU machine
 @pytest.fixture
 def gpu_machine(monkeypatch):
-    from mpijob.presets import preset
+    from mpijob.scheduling.presets import preset
 
     busy: set[int] = set()
     monkeypatch.setattr(local_gpus, "_local_topology", lambda spec: preset("dgx1-v100"))
@@ -310,7 +310,7 @@ def gpu_machine(monkeypatch):
 
 
 def test_gpu_job_gets_free_gpus_placed_by_the_engine(gpu_machine):
-    pytest.importorskip("mpijob.placement")
+    pytest.importorskip("mpijob.scheduling.placement")
     gpu_machine.update({0, 1})
     spec = JobSpec(name="g", workers=2, gpus_per_worker=2)
     gpus, placement = local_gpus.choose_gpus(spec, None, "host-a")
@@ -320,7 +320,7 @@ def test_gpu_job_gets_free_gpus_placed_by_the_engine(gpu_machine):
 
 
 def test_too_few_free_gpus_is_refused_naming_the_options(gpu_machine):
-    pytest.importorskip("mpijob.placement")
+    pytest.importorskip("mpijob.scheduling.placement")
     gpu_machine.update(range(6))
     spec = JobSpec(name="g", workers=1, gpus_per_worker=4)
     with pytest.raises(UserError, match=r"--gpus 4 .* needs 4 GPUs; this machine has 8, 2 of them free"):
@@ -328,7 +328,7 @@ def test_too_few_free_gpus_is_refused_naming_the_options(gpu_machine):
 
 
 def test_describe_shows_the_gpu_command_without_creating_anything(gpu_machine, tmp_path, monkeypatch):
-    pytest.importorskip("mpijob.placement")
+    pytest.importorskip("mpijob.scheduling.placement")
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
     described = LocalBackend().describe(JobSpec(name="g", workers=1, gpus_per_worker=2))
     assert described["ranks"] == 2 and len(described["gpus"]) == 2

@@ -12,11 +12,11 @@ from launcher.backends.k8s_snapshot import build_snapshot, network_label_keys
 from launcher.cli.app import app
 from launcher.clusterfile import cluster_from_data
 from launcher.errors import UsageError
-from mpijob.hypernodes import positions
-from mpijob.manifests import render
-from mpijob.render import SSHKeys
-from mpijob.render_network import KUEUE_REQUIRED_TOPOLOGY
-from mpijob.spec import build_spec
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.manifests import render
+from mpijob.k8s.render import SSHKeys
+from mpijob.k8s.render_network import KUEUE_REQUIRED_TOPOLOGY
+from mpijob.scheduling.hypernodes import positions
 from tests.test_k8s_snapshot import node
 
 RACK, BLOCK = "cloud.provider.com/topology-rack", "cloud.provider.com/topology-block"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob.manifests import render
-from mpijob.spec import build_spec
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.manifests import render
 from tests.kubeapi import mpi_operator
 from tests.kubeapi.kubelet import Run
 

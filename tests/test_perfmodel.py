@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mpijob import perfdata
-from mpijob.cluster import Cluster, Node
 from mpijob.errors import SpecError
-from mpijob.perfmodel import (
+from mpijob.perf import perfdata
+from mpijob.perf.perfmodel import (
     DEFAULT_ASSUMPTIONS,
     Assumptions,
     PredictionError,
@@ -17,9 +16,10 @@ from mpijob.perfmodel import (
     predict,
     single_gpu_images_per_sec,
 )
-from mpijob.placement import NodeAssignment, Placement, PlacementRequest, place
-from mpijob.presets import preset
-from mpijob.topology import Topology
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.placement import NodeAssignment, Placement, PlacementRequest, place
+from mpijob.scheduling.presets import preset
+from mpijob.scheduling.topology import Topology
 
 V100 = "Tesla-V100-SXM2-16GB"
 P100 = "Tesla-P100-PCIE-16GB"
@@ -360,7 +360,7 @@ def test_default_assumptions_are_the_documented_ones():
 # --- overlap: the order gradients become ready -------------------------------------------------
 def test_gradients_ready_early_in_backward_overlap_and_late_ones_do_not():
     """VGG16's big FC gradients are ready first in backward, so they hide behind the convs."""
-    from mpijob import overlap
+    from mpijob.perf import overlap
     kw = dict(forward_s=0.1, backward_s=0.2, bytes_per_param=4, seconds_per_byte=1e-9,
               op_latency_s=1e-4, negotiate_s=0.0, cycle_s=1e-3, fusion_bytes=2**27)
     early = overlap.schedule(profile=((0.1, 40_000_000, 1), (1.0, 1000, 1)), **kw)

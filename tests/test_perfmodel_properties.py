@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpijob import links, perfdata, perfmodel
-from mpijob.cluster import Cluster, Node
-from mpijob.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions, predict
-from mpijob.placement import NodeAssignment, Placement
-from mpijob.presets import preset
+from mpijob.perf import links, perfdata, perfmodel
+from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions, predict
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.placement import NodeAssignment, Placement
+from mpijob.scheduling.presets import preset
 
 MODELS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3")
 GPUS = ("Tesla-V100-SXM2-16GB", "Tesla-P100-PCIE-16GB", "NVIDIA-A100-SXM4-80GB", "Tesla-T4")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from mpijob.cluster import Cluster, Node, Taint
 from mpijob.errors import SpecError
-from mpijob.links import is_nvlink
-from mpijob.options import parse_toleration
-from mpijob.placement import Placement, PlacementRequest, place
-from mpijob.presets import PRESETS
-from mpijob.spec import build_spec
+from mpijob.jobspec.options import parse_toleration
+from mpijob.jobspec.spec import build_spec
+from mpijob.perf.links import is_nvlink
+from mpijob.scheduling.cluster import Cluster, Node, Taint
+from mpijob.scheduling.placement import Placement, PlacementRequest, place
+from mpijob.scheduling.presets import PRESETS
 
 DGX1 = PRESETS["dgx1-v100"]
 QUADS = ({0, 1, 2, 3}, {4, 5, 6, 7})
@@ -145,7 +145,7 @@ def test_cpu_jobs_go_by_cpu_and_prefer_cpu_nodes():
 
 
 def _no_gpus():
-    from mpijob.topology import Topology
+    from mpijob.scheduling.topology import Topology
 
     return Topology(links=())
 

@@ -1,7 +1,7 @@
 """Network topology across nodes: racks, blocks and zones in placement and in the model.
 
 The brute-force oracle enumerates every subset of nodes with itertools, independently of
-mpijob.placement_network's dynamic programme."""
+mpijob.scheduling.placement_network's dynamic programme."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpijob.cluster import Cluster, Node
-from mpijob.network import NetworkPosition, parse_label_keys, position_from_labels, span
-from mpijob.perfmodel import predict
-from mpijob.placement import PlacementRequest, place
-from mpijob.presets import preset
+from mpijob.perf.perfmodel import predict
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.network import NetworkPosition, parse_label_keys, position_from_labels, span
+from mpijob.scheduling.placement import PlacementRequest, place
+from mpijob.scheduling.presets import preset
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DGX1 = preset("dgx1-v100")

@@ -1,13 +1,13 @@
-"""Option values shared by plan and submit: KEY=VALUE and tolerations (mpijob.options)."""
+"""Option values shared by plan and submit: KEY=VALUE and tolerations (mpijob.jobspec.options)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mpijob.cluster import Taint
 from mpijob.errors import SpecError
-from mpijob.options import format_toleration, parse_key_value, parse_toleration
-from mpijob.placement import tolerates
+from mpijob.jobspec.options import format_toleration, parse_key_value, parse_toleration
+from mpijob.scheduling.cluster import Taint
+from mpijob.scheduling.placement import tolerates
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Properties of placement on random clusters, checked against brute force.
 
-The oracles here are written independently of mpijob.placement_sets: they enumerate every
-subset with itertools and price links with mpijob.links.bandwidth_gbs."""
+The oracles here are written independently of mpijob.scheduling.placement_sets: they enumerate every
+subset with itertools and price links with mpijob.perf.links.bandwidth_gbs."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpijob.cluster import Cluster, Node, Taint
-from mpijob.links import bandwidth_gbs
-from mpijob.placement import POLICIES, PlacementRequest, place, tolerates
-from mpijob.presets import PRESETS
-from mpijob.spec import Toleration
+from mpijob.jobspec.spec import Toleration
+from mpijob.perf.links import bandwidth_gbs
+from mpijob.scheduling.cluster import Cluster, Node, Taint
+from mpijob.scheduling.placement import POLICIES, PlacementRequest, place, tolerates
+from mpijob.scheduling.presets import PRESETS
 
 SMALL_PRESETS = ("dgx1-v100", "dgx-a100", "pcie-8gpu-dual-socket", "pcie-4gpu-nvlink-pairs", "pcie-2")
 TAINTS = (Taint("nvidia.com/gpu", "present", "NoSchedule"), Taint("spot", None, "PreferNoSchedule"),
@@ -27,7 +27,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 def topo_of(name):
-    from mpijob.presets import preset
+    from mpijob.scheduling.presets import preset
 
     return preset(name)
 
@@ -183,7 +183,7 @@ def test_random_topologies_get_optimal_sets():
     """Random (valid) link matrices of up to 9 GPUs, random allocations, every size."""
     rng = random.Random(20240501)
     codes = ["NV1", "NV2", "NV4", "NV12", "PIX", "PXB", "PHB", "NODE", "SYS"]
-    from mpijob.topology import Topology
+    from mpijob.scheduling.topology import Topology
 
     for _ in range(60):
         n = rng.randint(2, 9)

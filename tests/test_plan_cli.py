@@ -31,14 +31,14 @@ def plan_json(*args):
 
 def perfmodel_available() -> bool:
     try:
-        import mpijob.perfmodel  # noqa: F401
+        import mpijob.perf.perfmodel  # noqa: F401
     except ImportError:
         return False
     return True
 
 
 needs_perfmodel = pytest.mark.skipif(not perfmodel_available(),
-                                     reason="mpijob.perfmodel (another part of the project) is not there yet")
+                                     reason="mpijob.perf.perfmodel (another part of the project) is not there yet")
 
 
 # --- the done-when --------------------------------------------------------------------------
@@ -89,8 +89,8 @@ def test_malformed_topo_file_in_a_cluster_file_fails_with_its_line_number(tmp_pa
 # --- plan ---------------------------------------------------------------------------------------
 @needs_perfmodel
 def test_prediction_is_the_performance_model_s():
-    from mpijob.perfmodel import predict
-    from mpijob.placement import PlacementRequest, place
+    from mpijob.perf.perfmodel import predict
+    from mpijob.scheduling.placement import PlacementRequest, place
 
     _, data = plan_json("--workers", "4", "--gpus", "1", "--cluster", TWO_DGX1,
                         "--model", "resnet50", "--batch-size", "32", "--precision", "fp16")
@@ -309,7 +309,7 @@ def test_cluster_file_forms(tmp_path):
     assert h100.topology.name == "dgx-h100" and h100.gpu_model == "NVIDIA-H100-80GB-HBM3"
     assert [t.effect for t in h100.taints] == ["NoExecute", "PreferNoSchedule"] and h100.taints[1].value is None
     assert h100.free_cpu == 0.5 and h100.free_memory == 2**30 and h100.ready is False
-    from mpijob.presets import PRESETS
+    from mpijob.scheduling.presets import PRESETS
 
     assert nodes["part"].topology.links == PRESETS["dgx1-v100"].subset(4).links and nodes["part"].gpus == 4
     generated = [n for n in cluster.nodes if n.name.startswith("gen-")]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mpijob.render import pod_script
+from mpijob.k8s.render import pod_script
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
 
@@ -131,7 +131,7 @@ def test_launcher_gives_up_on_a_silent_worker(tmp_path, env):
 
 # --- operator mode: the launcher waits for the operator's workers -------------------------------
 def _operator_launch(tmp_path, env, *, attempts_before_up: int, limit: str):
-    from mpijob.command import wait_then_launch
+    from mpijob.k8s.command import wait_then_launch
 
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("op-worker-0.op.default.svc slots=2\nop-worker-1.op.default.svc slots=2\n")

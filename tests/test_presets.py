@@ -6,9 +6,9 @@ from itertools import combinations
 
 import pytest
 
-from mpijob.links import is_nvlink
-from mpijob.presets import PRESETS, pcie, preset, preset_for, uniform
-from mpijob.topology import MAX_GPUS_PER_NODE
+from mpijob.perf.links import is_nvlink
+from mpijob.scheduling.presets import PRESETS, pcie, preset, preset_for, uniform
+from mpijob.scheduling.topology import MAX_GPUS_PER_NODE
 
 DGX1_V100 = """
 GPU0  X  NV1 NV1 NV2 NV2 SYS SYS SYS

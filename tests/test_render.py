@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpijob import names
-from mpijob.command import shell_join
-from mpijob.manifests import render
-from mpijob.render import with_owner
-from mpijob.spec import build_spec
+from mpijob.jobspec import names
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.command import shell_join
+from mpijob.k8s.manifests import render
+from mpijob.k8s.render import with_owner
 from tests.render_cases import CASES, FIXED_KEYS, STUB_BENCHMARK, render_case
 from tests.schemas import unknown_fields, validate_object
 

@@ -10,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from mpijob import simworkload
-from mpijob.cluster import Cluster, Node
-from mpijob.perfmodel import single_gpu_images_per_sec
-from mpijob.presets import preset
-from mpijob.simulate import SUMMARY_COLUMNS, percentile, simulate
-from mpijob.simworkload import SimJob, TraceError, generate_jobs, jobs_csv, parse_jobs_csv
+from mpijob.perf import simworkload
+from mpijob.perf.perfmodel import single_gpu_images_per_sec
+from mpijob.perf.simulate import SUMMARY_COLUMNS, percentile, simulate
+from mpijob.perf.simworkload import SimJob, TraceError, generate_jobs, jobs_csv, parse_jobs_csv
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.presets import preset
 
 V100 = "Tesla-V100-SXM2-16GB"
 

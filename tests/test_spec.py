@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mpijob import names
 from mpijob.errors import SpecError
-from mpijob.quantity import QuantityError, parse_quantity, scale_quantity
-from mpijob.spec import build_spec
+from mpijob.jobspec import names
+from mpijob.jobspec.quantity import QuantityError, parse_quantity, scale_quantity
+from mpijob.jobspec.spec import build_spec
 
 
 @pytest.mark.parametrize("text,value", [

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mpijob.links import bandwidth_gbs
-from mpijob.presets import PRESETS
-from mpijob.topology import (
+from mpijob.perf.links import bandwidth_gbs
+from mpijob.scheduling.presets import PRESETS
+from mpijob.scheduling.topology import (
     ANNOTATION_TOPOLOGY,
     TOPOLOGY_FORMAT_VERSION,
     Topology,

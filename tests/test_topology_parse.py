@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mpijob.presets import PRESETS
-from mpijob.topology import TopologyParseError, parse_topo_matrix
+from mpijob.scheduling.presets import PRESETS
+from mpijob.scheduling.topology import TopologyParseError, parse_topo_matrix
 
 DATA = Path(__file__).parent / "data" / "topo"
 REAL = sorted(DATA.glob("*.txt"))

@@ -4,7 +4,7 @@
         --calibration cal.json --runs DIR_OF_2_RANK_RESULTS [--out benchmarks/calibration]
 
 Prints each 2-rank run's measured images/sec beside the calibrated prediction
-(mpijob.perfmodel.predict_cpu, one host) and writes cpu_check.csv.
+(mpijob.perf.perfmodel.predict_cpu, one host) and writes cpu_check.csv.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from launcher import calibration_file
 from launcher.experiments.results import ResultsStore
-from mpijob.perfmodel import predict_cpu
+from mpijob.perf.perfmodel import predict_cpu
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
 """`hvdk8s list` over many jobs against the in-process test API server.
 
-Builds N jobs of 1 launcher + 7 worker pods each (rendered by mpijob.render, so the
+Builds N jobs of 1 launcher + 7 worker pods each (rendered by mpijob.k8s.render, so the
 objects have their real size), marks every pod Running on a node, then times
 `KubernetesBackend.list()` (in this process) and the whole `hvdk8s list` command (a
 separate process, as a user runs it: interpreter start, imports, kubeconfig, the list
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from launcher.sshkeys import generate_ssh_keys  # noqa: E402
-from mpijob.manifests import render  # noqa: E402
-from mpijob.spec import build_spec  # noqa: E402
+from mpijob.jobspec.spec import build_spec  # noqa: E402
+from mpijob.k8s.manifests import render  # noqa: E402
 from tests.kubeapi.server import KubeAPIServer  # noqa: E402
 
 WORKERS = 7  # + 1 launcher = 8 pods per job

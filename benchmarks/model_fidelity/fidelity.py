@@ -5,7 +5,7 @@
 Writes fidelity.csv, fidelity.md and fidelity.png into DIR (default: this folder) and prints
 the table. Targets (issue 13): the Horovod paper's 128- and 512-GPU scaling efficiencies
 within 5 points, the DGX-1 1/2/4/8-GPU tables within 10%. Held-out cases, which no model
-constant was fitted to, are reported the same way. Only RANK_JITTER (mpijob/perfdata.py) was
+constant was fitted to, are reported the same way. Only RANK_JITTER (mpijob/perf/perfdata.py) was
 fitted, to the 128-GPU Inception V3 row.
 
 Sources:
@@ -31,11 +31,11 @@ import csv
 import sys
 from pathlib import Path
 
-from mpijob import perfdata
-from mpijob.cluster import Node
-from mpijob.perfmodel import Assumptions, predict_pods
-from mpijob.presets import preset
-from mpijob.topology import Topology
+from mpijob.perf import perfdata
+from mpijob.perf.perfmodel import Assumptions, predict_pods
+from mpijob.scheduling.cluster import Node
+from mpijob.scheduling.presets import preset
+from mpijob.scheduling.topology import Topology
 
 HERE = Path(__file__).resolve().parent
 P100_PCIE = "Tesla-P100-PCIE-16GB"

@@ -1,6 +1,6 @@
 """Count, per Keras application model, each layer's trainable parameters and forward
 multiply-accumulates, in backward order, and print the gradient-readiness profile that
-mpijob/perfdata.py carries as GRADIENT_PROFILES.
+mpijob/perf/perfdata.py carries as GRADIENT_PROFILES.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/model_fidelity/layer_profiles.py
 

@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from mpijob import placement_sets  # noqa: E402
-from mpijob.cluster import Cluster, Node  # noqa: E402
-from mpijob.placement import PlacementRequest, place  # noqa: E402
-from mpijob.presets import PRESETS  # noqa: E402
+from mpijob.scheduling import placement_sets  # noqa: E402
+from mpijob.scheduling.cluster import Cluster, Node  # noqa: E402
+from mpijob.scheduling.placement import PlacementRequest, place  # noqa: E402
+from mpijob.scheduling.presets import PRESETS  # noqa: E402
 
 MIX = (("dgx1-v100", "Tesla-V100-SXM2-16GB"), ("dgx-a100", "NVIDIA-A100-SXM4-80GB"),
        ("pcie-8gpu-dual-socket", "NVIDIA-A10"))

@@ -4,7 +4,7 @@
 
 The cluster of bench_placement.py (N 8-GPU nodes, GPUs taken with probability 0.5, seeded)
 cut into racks of 16 nodes, 8 racks a block. Each request is placed twice: with the
-network positions (mpijob.placement_network: fewest nodes, then fewest racks, then one
+network positions (mpijob.scheduling.placement_network: fewest nodes, then fewest racks, then one
 block) and with the positions erased (the placement hvdk8s made before); the table gives
 the p50 time of each and the racks/blocks the chosen nodes span. Writes results-racks.csv.
 """
@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_placement import percentile, synthetic, time_place, to_cluster  # noqa: E402
 
-from mpijob.cluster import Cluster  # noqa: E402
-from mpijob.network import NetworkPosition, span  # noqa: E402
-from mpijob.placement import PlacementRequest  # noqa: E402
+from mpijob.scheduling.cluster import Cluster  # noqa: E402
+from mpijob.scheduling.network import NetworkPosition, span  # noqa: E402
+from mpijob.scheduling.placement import PlacementRequest  # noqa: E402
 
 RACK_NODES, RACKS_PER_BLOCK = 16, 8
 

@@ -13,9 +13,9 @@ import cProfile
 import pstats
 import time
 
-from mpijob import perfmodel
-from mpijob.simulate import simulate
-from mpijob.simworkload import default_cluster, generate_jobs
+from mpijob.perf import perfmodel
+from mpijob.perf.simulate import simulate
+from mpijob.perf.simworkload import default_cluster, generate_jobs
 
 POLICIES = ("topology", "binpack", "spread")
 

@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
-from mpijob.cluster import Cluster, Node
-from mpijob.perfmodel import predict
-from mpijob.placement import NodeAssignment, Placement, PlacementRequest, place
-from mpijob.presets import preset
+from mpijob.perf.perfmodel import predict
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.placement import NodeAssignment, Placement, PlacementRequest, place
+from mpijob.scheduling.presets import preset
 
 V100 = "Tesla-V100-SXM2-16GB"
 

@@ -3,8 +3,8 @@
     PYTHONPATH=$PWD .venv/bin/python benchmarks/simulator/scenarios.py [--out DIR]
 
 Each scenario is a small cluster in a given state (some GPUs taken) and one job; the
-job is placed by each policy (mpijob.placement) and its throughput predicted
-(mpijob.perfmodel). Writes scenarios.csv and scenarios.png (topology / binpack and
+job is placed by each policy (mpijob.scheduling.placement) and its throughput predicted
+(mpijob.perf.perfmodel). Writes scenarios.csv and scenarios.png (topology / binpack and
 topology / spread speed-ups) next to this file and prints a markdown table.
 """
 
@@ -15,10 +15,10 @@ import csv
 import sys
 from pathlib import Path
 
-from mpijob.cluster import Cluster, Node
-from mpijob.perfmodel import predict
-from mpijob.placement import PlacementRequest, place
-from mpijob.presets import preset
+from mpijob.perf.perfmodel import predict
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.placement import PlacementRequest, place
+from mpijob.scheduling.presets import preset
 
 HERE = Path(__file__).resolve().parent
 V100 = "Tesla-V100-SXM2-16GB"

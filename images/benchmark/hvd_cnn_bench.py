@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Where images/train/Dockerfile installs this program (hvdk8s pods run the ConfigMap copy
-# at mpijob.command.BENCHMARK_IN_POD instead, which works with any image).
+# at mpijob.k8s.command.BENCHMARK_IN_POD instead, which works with any image).
 IN_IMAGE_PATH = "/opt/hvdk8s/hvd_cnn_bench.py"
 RESULT_PREFIX = "HVDK8S_RESULT "
 # tf_cnn_benchmarks' defaults: 100 timed batches after max(10, autotune warm-up) = 10.

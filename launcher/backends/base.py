@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
-    from mpijob.placement import Placement
-    from mpijob.spec import JobSpec
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.scheduling.placement import Placement
 
 # Job phases, as the MPI Operator's conditions name them.
 PENDING = "Pending"
@@ -59,7 +59,7 @@ class JobStatus:
     predicted_images_per_sec: float | None = None
     result: dict | None = None  # the benchmark's HVDK8S_RESULT JSON line
     # Per worker pod, the GPUs a reporter (topology agent) says it holds vs the plan
-    # (mpijob.gpu_view.PodGpus.to_json, plus "note"); empty when nothing reported.
+    # (mpijob.scheduling.gpu_view.PodGpus.to_json, plus "note"); empty when nothing reported.
     gpu_allocation: list[dict] = field(default_factory=list)
 
     @property

@@ -27,11 +27,11 @@ from launcher.backends.k8s_client import (
     kind_of,
 )
 from launcher.errors import UserError
-from mpijob import names
+from mpijob.jobspec import names
 
 SUBMISSION_ANNOTATION = f"{names.GROUP}/submission"
 BASE_KINDS = (JOB, POD, SERVICE, CONFIGMAP, SECRET)
-# ResourceClaimTemplates: a DRA job's worker GPUs (mpijob.dra).
+# ResourceClaimTemplates: a DRA job's worker GPUs (mpijob.k8s.dra).
 OPTIONAL_KINDS = (MPIJOB, VOLCANO_PODGROUP, SCHED_PLUGINS_PODGROUP, RESOURCE_CLAIM_TEMPLATE)
 
 

@@ -1,17 +1,17 @@
 """`get`: the GPUs each worker pod really holds, from the topology agent's node annotation
-(its PodResources data, docs/agent.md), beside the planned ones (mpijob.gpu_view)."""
+(its PodResources data, docs/agent.md), beside the planned ones (mpijob.scheduling.gpu_view)."""
 
 from __future__ import annotations
 
 from launcher.backends import k8s_status as st
-from mpijob.gpu_view import PodGpus, agent_reports, allocation_view
+from mpijob.scheduling.gpu_view import PodGpus, agent_reports, allocation_view
 
 
 def agent_allocations(client, nodes) -> dict[str, dict]:
     """node -> the agent annotation's `allocated` map, for the nodes that carry one. A node
     the user may not read, or an unreadable annotation, is left out: the plan stands there."""
     from launcher.backends.k8s_client import NODE, ApiError
-    from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+    from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
     out: dict[str, dict] = {}
     for name in sorted(set(nodes)):

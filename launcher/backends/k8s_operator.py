@@ -17,8 +17,8 @@ from launcher.backends.k8s_client import (
     Kind,
 )
 from launcher.errors import UserError
-from mpijob import names
-from mpijob.doctor import operator_gang_flag
+from mpijob.jobspec import names
+from mpijob.scheduling.doctor import operator_gang_flag
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 OPERATOR_SELECTOR = "app=mpi-operator"  # mpi-operator manifests/base/deployment.yaml

@@ -16,7 +16,7 @@ from launcher.backends.k8s_client import (
     VOLCANO_PODGROUP,
     ApiError,
 )
-from mpijob import names
+from mpijob.jobspec import names
 
 GANG_TITLES = {"volcano": "Volcano", "scheduler-plugins": "coscheduling", "kueue": "Kueue"}
 PODGROUP_KINDS = {"volcano": VOLCANO_PODGROUP, "scheduler-plugins": SCHED_PLUGINS_PODGROUP}

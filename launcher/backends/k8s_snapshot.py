@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from launcher.errors import UserError
-from mpijob import names
-from mpijob.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
-from mpijob.quantity import QuantityError, parse_quantity
+from mpijob.jobspec import names
+from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 
 GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -148,15 +148,15 @@ def _network_gbps(labels: dict) -> float:
 
 
 def _empty_topology():
-    from mpijob.topology import Topology
+    from mpijob.scheduling.topology import Topology
 
     return Topology(links=())
 
 
 def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
     """(topology, agent allocations or None, meta, measured)."""
-    from mpijob.presets import preset_for
-    from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+    from mpijob.scheduling.presets import preset_for
+    from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
     meta_ = node.get("metadata") or {}
     labels = meta_.get("labels") or {}
@@ -186,11 +186,11 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
 def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
                kueue_topologies: list[dict] | None = None) -> dict:
     """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
-    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.render_network)."""
+    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
     from dataclasses import replace
 
-    from mpijob.hypernodes import positions as hypernode_positions
-    from mpijob.network import DEFAULT_LABEL_KEYS, position_from_labels
+    from mpijob.scheduling.hypernodes import positions as hypernode_positions
+    from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, position_from_labels
 
     labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
     out = {name: position_from_labels(labels, label_keys or DEFAULT_LABEL_KEYS)
@@ -213,7 +213,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
     """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
     network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
-    from mpijob.dra_slices import inventory
+    from mpijob.scheduling.dra_slices import inventory
 
     # Devices published by the GPU DRA driver, and those its claims hold: really free
     # GPUs with their UUIDs, without the topology agent.
@@ -345,11 +345,11 @@ NETWORK_LABELS_ENV = "HVDK8S_NETWORK_LABELS"
 
 def network_label_keys():
     """The label keys of $HVDK8S_NETWORK_LABELS ('rack=KEY,block=KEY,zone=KEY'), else the
-    defaults (mpijob.network)."""
+    defaults (mpijob.scheduling.network)."""
     import os
 
     from launcher.errors import UsageError
-    from mpijob.network import DEFAULT_LABEL_KEYS, parse_label_keys
+    from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys
 
     text = os.environ.get(NETWORK_LABELS_ENV, "").strip()
     if not text:

@@ -21,7 +21,7 @@ from launcher.backends.base import (
     ReplicaStatus,
 )
 from launcher.backends.k8s_snapshot import parse_index_list
-from mpijob import names
+from mpijob.jobspec import names
 
 OPERATOR_ROLE_LABEL = "training.kubeflow.org/job-role"
 # Container waiting reasons that mean "this will not start by itself".

@@ -54,7 +54,7 @@ from launcher.backends.k8s_snapshot import (
     take_snapshot,
 )
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from mpijob import names
+from mpijob.jobspec import names
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
@@ -194,7 +194,7 @@ class KubernetesBackend:
         if mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
         gang = spec.gang if spec.gang != "none" else None
-        from mpijob.gang import refusal
+        from mpijob.k8s.gang import refusal
 
         if (why := refusal(spec.gang, mode)) is not None:
             raise UsageError(why)
@@ -221,7 +221,7 @@ class KubernetesBackend:
                                 "server, nothing created")
         created: list[dict] = []
         try:
-            from mpijob.render import with_owner
+            from mpijob.k8s.render import with_owner
 
             # The root first; everything else (the MPIJob's ConfigMap and PodGroup too) is
             # owned by it, so the garbage collector follows the root wherever it goes.
@@ -270,7 +270,7 @@ class KubernetesBackend:
         return "\n".join([f"job {spec.name}: {outcome}", *(f"note: {n}" for n in notes)])
 
     def _render(self, spec, mode, placement, benchmark_source, prediction) -> list[dict]:
-        from mpijob.manifests import render
+        from mpijob.k8s.manifests import render
 
         ssh = None
         if mode == "pods":
@@ -325,7 +325,7 @@ class KubernetesBackend:
     def _recheck_capacity(self, spec, placement):
         """Fresh snapshot right before creating: keep the plan if it still fits, else
         re-place; refuse with the placer's reason when nothing fits any more."""
-        from mpijob.placement import PlacementRequest, place
+        from mpijob.scheduling.placement import PlacementRequest, place
 
         try:
             snap = take_snapshot(self.client, spec.namespace)
@@ -697,8 +697,8 @@ def _owned_by_mpijob(obj: dict) -> bool:
 
 def _plan_conflicts(cluster, placement, spec) -> str | None:
     """Why a plan no longer fits the fresh snapshot, or None when it still does."""
-    from mpijob.placement import tolerates
-    from mpijob.quantity import parse_quantity
+    from mpijob.jobspec.quantity import parse_quantity
+    from mpijob.scheduling.placement import tolerates
 
     taken: dict[str, set[int]] = {}
     cpu_need: dict[str, float] = {}

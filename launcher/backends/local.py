@@ -54,9 +54,9 @@ from launcher.backends.local_state import (
 )
 from launcher.backends.local_supervisor import TAIL_LINES, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from mpijob.command import hostfile_text, shell_join
+from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.plural import plural
-from mpijob.spec import JobSpec
 
 POLL_SECONDS = 0.2
 # How long `submit` waits for the supervisor to record itself (Python start-up and imports).
@@ -372,7 +372,7 @@ _OPTION_NAMES = {"host_network": "--host-network"}
 def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     """The options given for this job that the local backend does not use, by option name."""
     from launcher.option_names import OPTION_OF_FIELD
-    from mpijob.spec import RunPolicy
+    from mpijob.jobspec.spec import RunPolicy
 
     def default(model, name: str):
         return type(model).model_fields[name].get_default(call_default_factory=True)

@@ -7,8 +7,8 @@ import shutil
 import subprocess
 
 from launcher.errors import UserError
+from mpijob.jobspec.spec import JobSpec
 from mpijob.plural import plural
-from mpijob.spec import JobSpec
 
 
 def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object | None]:
@@ -18,8 +18,8 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
     """
     if spec.gpus_per_worker == 0:
         return [], None
-    from mpijob.cluster import Cluster, Node
-    from mpijob.placement import PlacementRequest, place
+    from mpijob.scheduling.cluster import Cluster, Node
+    from mpijob.scheduling.placement import PlacementRequest, place
 
     topology = _local_topology(spec)
     busy = busy_gpus(topology.gpus)

@@ -1,6 +1,6 @@
 """The mpirun line and environment of a local job, and what mpirun says when a rank fails.
 
-The launch line itself comes from `mpijob.command` (the same as in a launcher pod); this
+The launch line itself comes from `mpijob.k8s.command` (the same as in a launcher pod); this
 module adds only what running on this machine needs: per-rank log files, running as root,
 more ranks than cores, the Python that runs hvdk8s, GPU visibility and CPU threads.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 import launcher
 from launcher.backends import local_rank
 from launcher.errors import UsageError, UserError
-from mpijob import command
-from mpijob.quantity import parse_quantity
-from mpijob.spec import JobSpec
+from mpijob.jobspec.quantity import parse_quantity
+from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s import command
 
 BENCHMARK_ENV = "HVDK8S_BENCHMARK"
 THREADS_ENV = "HVDK8S_THREADS_PER_RANK"

@@ -21,7 +21,12 @@ def calibrate(
     print them with their uncertainty and the error before and after, write the file."""
     from launcher import calibration_file
     from launcher.experiments.results import ResultsStore
-    from mpijob.calibration import CalibrationError, fit, predicted_images_per_sec, run_from_record
+    from mpijob.perf.calibration import (
+        CalibrationError,
+        fit,
+        predicted_images_per_sec,
+        run_from_record,
+    )
 
     runs, skipped = [], 0
     for d in dirs:

@@ -20,7 +20,7 @@ def doctor(
     Exit 0 when a job can be submitted, 1 otherwise."""
     from launcher.backends.kubernetes import KubernetesBackend
     from launcher.doctor import gather
-    from mpijob.doctor import assess, can_submit
+    from mpijob.scheduling.doctor import assess, can_submit
 
     check_format(output, ("table", "json"))
     backend = KubernetesBackend(context, namespace)

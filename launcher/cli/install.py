@@ -38,8 +38,8 @@ def install_agent(
 ):
     from launcher import __version__
     from launcher.output import check_format, emit_objects
-    from mpijob.agent_manifests import agent_manifests, default_image
     from mpijob.errors import SpecError
+    from mpijob.k8s.agent_manifests import agent_manifests, default_image
 
     check_format(output, ("yaml", "json"))
     if supplemental_group is not None and not non_root:

@@ -55,7 +55,7 @@ def plan(
     cal, cal_source = calibration_file.load(calibration)
     snapshot = _load_cluster(cluster, context)
 
-    from mpijob.placement import place
+    from mpijob.scheduling.placement import place
 
     policies = ("topology", "binpack", "spread") if compare else (policy,)
     results = []
@@ -90,7 +90,7 @@ def _check_job(workers, gpus, placement, gputopology, model, batch_size, precisi
     a job that submit refuses would be a plan of nothing."""
     from launcher.option_names import spec_error_to_usage
     from mpijob.errors import SpecError
-    from mpijob.spec import build_spec
+    from mpijob.jobspec.spec import build_spec
 
     if gputopology and placement not in (None, "topology"):
         raise UsageError(f"--gputopology and --placement {placement} disagree: give one of them")
@@ -128,9 +128,9 @@ def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str |
 
 def _request(workers, gpus, selectors, tolerations, cpu, memory, cross_zone=False):
     from mpijob.errors import SpecError
-    from mpijob.options import parse_key_value, parse_toleration
-    from mpijob.placement import PlacementRequest
-    from mpijob.quantity import QuantityError, parse_quantity
+    from mpijob.jobspec.options import parse_key_value, parse_toleration
+    from mpijob.jobspec.quantity import QuantityError, parse_quantity
+    from mpijob.scheduling.placement import PlacementRequest
 
     try:
         node_selector = dict(parse_key_value(s, "--selector") for s in selectors)
@@ -174,7 +174,7 @@ def _predict(model, batch_size, precision, result, snapshot, assumptions=None):
     if not result.feasible:
         return None, None
     try:
-        from mpijob import perfmodel
+        from mpijob.perf import perfmodel
     except ImportError as exc:  # written by another part of the project
         return None, f"the performance model is not available ({exc})"
     try:

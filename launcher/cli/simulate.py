@@ -1,6 +1,6 @@
 """`hvdk8s simulate`: placement policies compared on a whole cluster and a stream of jobs.
 
-The simulation itself is pure (mpijob.simulate, mpijob.simworkload); this module reads the
+The simulation itself is pure (mpijob.perf.simulate, mpijob.perf.simworkload); this module reads the
 cluster file and trace, shows progress, prints the comparison and writes DIR/summary.csv,
 DIR/summary_extra.csv and the plots. rich and matplotlib are imported only when used.
 """
@@ -61,7 +61,7 @@ def simulate(
 
     Writes DIR/summary.csv (one row per policy), summary_extra.csv and PNG plots.
     """
-    from mpijob.placement import POLICIES
+    from mpijob.scheduling.placement import POLICIES
 
     chosen = _policies({"--policies": policies or [], "--policy": policy or []}, POLICIES)
     _refuse_unused(cluster=cluster, trace=trace, nodes=nodes, jobs=jobs, seed=seed, load=load)
@@ -85,7 +85,7 @@ def simulate(
         typer.echo(f"predictions use the calibration {cal_source} ({cal.runs} measured runs)",
                    err=True)
 
-    from mpijob import simworkload
+    from mpijob.perf import simworkload
 
     if cluster:
         from launcher.clusterfile import load_cluster
@@ -143,7 +143,7 @@ def _out_dir(out: str | None) -> Path | None:
 
 
 def _read_trace(path: str):
-    from mpijob.simworkload import TraceError, parse_jobs_csv
+    from mpijob.perf.simworkload import TraceError, parse_jobs_csv
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -161,7 +161,7 @@ def _run(snapshot, stream, policies, precision, backfill_depth, assumptions=None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mpijob.simulate import simulate as run_policy
+    from mpijob.perf.simulate import simulate as run_policy
 
     results, seconds = [], []
     console = Console(stderr=True)

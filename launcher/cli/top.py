@@ -13,7 +13,7 @@ import typer
 from launcher.cli.common import CONTEXT_OPT, NAMESPACE_OPT, OUTPUT_OPT
 from launcher.errors import UserError
 from launcher.output import check_format, emit_data, note
-from mpijob.links import is_nvlink
+from mpijob.perf.links import is_nvlink
 
 app = typer.Typer(no_args_is_help=True, help="GPU usage per node or per job.")
 

@@ -1,6 +1,6 @@
 """`hvdk8s top node`: nodes grouped by rack and block, with the free GPUs of each group.
 
-A multi-node job runs best under one rack's switch (mpijob.network), so the question a
+A multi-node job runs best under one rack's switch (mpijob.scheduling.network), so the question a
 user asks before submitting one is which rack still has whole nodes free.
 """
 

@@ -24,7 +24,7 @@ def parse(
     output: str = typer.Option("table", "-o", "--output", help="table or json."),
 ):
     """Parse `nvidia-smi topo -m` output and print the GPU link matrix."""
-    from mpijob.topology import TopologyParseError, parse_topo_matrix
+    from mpijob.scheduling.topology import TopologyParseError, parse_topo_matrix
 
     _check(output)
     if file == "-":
@@ -47,7 +47,7 @@ def parse(
 @app.command("presets")
 def presets(output: str = typer.Option("table", "-o", "--output", help="table or json.")):
     """List the built-in topology presets."""
-    from mpijob.presets import PRESET_DESCRIPTIONS, PRESETS
+    from mpijob.scheduling.presets import PRESET_DESCRIPTIONS, PRESETS
 
     _check(output)
     if output == "json":
@@ -70,7 +70,7 @@ def show(
     output: str = typer.Option("table", "-o", "--output", help="table or json."),
 ):
     """Print a preset's GPU link matrix."""
-    from mpijob.presets import preset
+    from mpijob.scheduling.presets import preset
 
     _check(output)
     try:
@@ -81,7 +81,7 @@ def show(
 
 
 def _emit(topo, output: str) -> None:
-    from mpijob.topology import format_matrix
+    from mpijob.scheduling.topology import format_matrix
 
     if output == "json":
         import json

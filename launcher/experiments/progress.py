@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpijob.experiment_matrix import Run
+from mpijob.jobspec.experiment_matrix import Run
 
 MARKS = {"Succeeded": "[green]ok[/green]", "Failed": "[red]FAILED[/red]",
          "TimedOut": "[red]TIMED OUT[/red]", "NoResult": "[yellow]NO RESULT[/yellow]"}

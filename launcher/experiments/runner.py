@@ -29,7 +29,7 @@ from launcher.experiments.results import (
     ResultsStore,
 )
 from launcher.experiments.spec import LoadedExperiment
-from mpijob.experiment_matrix import Run, fixed_settings
+from mpijob.jobspec.experiment_matrix import Run, fixed_settings
 from mpijob.plural import plural
 
 # Seconds between status polls when several runs are in flight.
@@ -202,7 +202,7 @@ class ExperimentRunner:
 
     def runs(self) -> list[Run]:
         """The matrix; with --backend overriding the file, the ids follow the backend used."""
-        from mpijob.experiment_matrix import expand
+        from mpijob.jobspec.experiment_matrix import expand
 
         experiment = self.experiment
         if self.backend_name != experiment.backend:

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import UsageError
-from mpijob.experiment_matrix import Experiment, ExperimentError, Run, expand, parse_experiment
+from mpijob.jobspec.experiment_matrix import (
+    Experiment,
+    ExperimentError,
+    Run,
+    expand,
+    parse_experiment,
+)
 
 # More problems than this make the summary line unreadable; the rest follow it, one a line.
 MAX_PROBLEMS_SHOWN = 3

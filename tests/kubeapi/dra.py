@@ -11,7 +11,7 @@ ResourceClaimTemplate, in the order the real components do it:
    `status.allocation` (results of driver/pool/device, and the node selector) and
    `status.reservedFor` (the pod), then binds the pod to that node.
 (Kubernetes docs, "Dynamic Resource Allocation", https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/.)
-The CEL evaluator understands only the selector forms hvdk8s emits (`mpijob.dra`):
+The CEL evaluator understands only the selector forms hvdk8s emits (`mpijob.k8s.dra`):
 `device.attributes["<domain>"].<attr> in [<string>, ...]`, `device.attributes["<domain>"].<attr>
 == <string>` and `device.driver == <string>`, joined by `&&`; anything else fails allocation
 with the expression named, as a real cluster fails a claim it cannot satisfy.

@@ -1,6 +1,6 @@
 """Narrow a packed placement's candidate nodes to the fewest network switches.
 
-Order of preference (mpijob.placement then applies its GPU-set rules inside the result):
+Order of preference (mpijob.scheduling.placement then applies its GPU-set rules inside the result):
 1. the fewest nodes (as before);
 2. one zone: a job is never split across zones unless `cross_zone` is asked; the fewest
    nodes is then counted inside each zone;
@@ -14,7 +14,7 @@ racks first) bounds it, and an exact dynamic programme over racks looks for fewe
 = the most workers that k nodes taken from j racks can hold (each rack gives its roomiest
 nodes first). Past EXACT_STEPS_MAX steps (jobs of dozens of nodes on hundreds of racks) the
 greedy answer stands, which may use a rack more than needed.
-Pure; `candidates` are mpijob.placement's _Candidate objects (node, cap).
+Pure; `candidates` are mpijob.scheduling.placement's _Candidate objects (node, cap).
 """
 
 from __future__ import annotations

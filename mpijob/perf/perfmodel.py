@@ -4,7 +4,7 @@
     images/s = GPUs * batch / step;  scaling efficiency = images/s / (GPUs * single-GPU images/s)
 
 Compute. Each GPU runs `batch` images per step at the single-GPU training speed of its GPU
-model (`mpijob.perfdata`: published figures with sources; a small batch is slower per image
+model (`mpijob.perf.perfdata`: published figures with sources; a small batch is slower per image
 by a fixed per-step cost). A job with several GPU models waits for the slowest. A GPU or
 model pair with no figure falls back to a FLOPs estimate and says so in `notes`.
 
@@ -21,7 +21,7 @@ inside one pod use P2P/NVLink as the node's topology allows, but two pods never 
 the same node. Two single-GPU containers each see one GPU, so CUDA peer access and CUDA IPC
 between them are impossible, and NCCL falls back to a host path (its socket/shared-memory
 transports through system memory). We price that path like a cross-socket PCIe path
-(`SYS`, mpijob.links: ~0.5 of a PCIe x16) and call it "shared memory between pods". This is
+(`SYS`, mpijob.perf.links: ~0.5 of a PCIe x16) and call it "shared memory between pods". This is
 why hvdk8s puts all of a job's GPUs on a node into one pod: spreading single-GPU pods over a
 DGX throws its NVLink away.
 
@@ -46,13 +46,13 @@ with a bandwidth term and a latency term:
   EDR/HDR is ~11-23 of 12.5-25 GB/s). RDMA is assumed when every node of the job carries
   the NFD label `feature.node.kubernetes.io/rdma.available=true` or
   `hvdk8s.io/network-transport=rdma`.
-- Latency per fused allreduce: NCCL's own tuning model (mpijob.perfdata: tuning.cc,
+- Latency per fused allreduce: NCCL's own tuning model (mpijob.perf.perfdata: tuning.cc,
   Ring/Simple): 8.4 us plus, per ring step, 3.4 us over NVLink, 5.7 us over PCIe and 9.6 us
   over the network, x1.9 when the ring spans nodes. Time of one allreduce = latency +
   bytes x seconds per byte: a link's efficiency at the fusion buffers' sizes.
 
-Overlap (mpijob.overlap): gradients become ready in backward order (per-layer profiles in
-mpijob.perfdata), Horovod's cycle fuses what is ready and allreduces it while backprop goes
+Overlap (mpijob.perf.overlap): gradients become ready in backward order (per-layer profiles in
+mpijob.perf.perfdata), Horovod's cycle fuses what is ready and allreduces it while backprop goes
 on; only what ends after the backward pass is exposed. The backward pass is 2/3 of compute.
 
 Stragglers: every allreduce waits for the slowest rank; compute is stretched by the
@@ -75,10 +75,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from mpijob import links, overlap, perfdata
-from mpijob.calibration import Calibration
-from mpijob.cluster import Cluster, Node
 from mpijob.errors import SpecError
+from mpijob.perf import links, overlap, perfdata
+from mpijob.perf.calibration import Calibration
+from mpijob.scheduling.cluster import Cluster, Node
 
 RDMA_LABELS = (
     ("feature.node.kubernetes.io/rdma.available", "true"),
@@ -105,7 +105,7 @@ class Assumptions:
     fusion_bytes: int = perfdata.HOROVOD_FUSION_BYTES
     cycle_s: float = perfdata.HOROVOD_CYCLE_S
     rank_jitter: float = perfdata.RANK_JITTER
-    # Fitted on the cluster's own runs (mpijob.calibration); None: published figures only.
+    # Fitted on the cluster's own runs (mpijob.perf.calibration); None: published figures only.
     calibration: Calibration | None = None
     calibration_source: str = ""  # the file it came from, for the notes
     fp16_allreduce: bool = False  # hvd.Compression.fp16
@@ -354,8 +354,8 @@ def _nic_link(node: Node, transport: str, assumptions: Assumptions) -> _Link:
 def _uplink_links(nodes: Sequence[Node], transport: str, assumptions: Assumptions,
                   notes: list[str]) -> list[_Link]:
     """Nodes in several racks: the ring crosses each rack's oversubscribed uplinks to the
-    spine, where a node gets its NIC / oversubscription (mpijob.network)."""
-    from mpijob.network import span
+    spine, where a node gets its NIC / oversubscription (mpijob.scheduling.network)."""
+    from mpijob.scheduling.network import span
 
     where = span([(n.name, n.network) for n in nodes])
     if where["racks"] < 2 or not any(n.network.known for n in nodes):
@@ -394,7 +394,7 @@ def _slowest(candidates: Sequence[_Link]) -> _Link:
 # ------------------------------------------------------------------------------ predict
 def predict(*, model: str, batch_size: int, precision: str, placement, cluster: Cluster,
             assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> Prediction:
-    """Predicted throughput of `model` on `placement` (a feasible mpijob.placement.Placement)."""
+    """Predicted throughput of `model` on `placement` (a feasible mpijob.scheduling.placement.Placement)."""
     if not getattr(placement, "feasible", False):
         reason = getattr(placement, "reason", None)
         raise PredictionError(f"cannot predict an infeasible placement{f': {reason}' if reason else ''}")
@@ -617,8 +617,8 @@ def predict_cpu(*, model: str, batch_size: int, precision: str, ranks: int, host
                 assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> Prediction:
     """A CPU job (`ranks` ranks on `hosts` hosts): only from a calibration, since no
     published CPU figures exist. Ranks of one host share memory; Horovod's allreduce runs
-    on the cores TensorFlow uses, so nothing overlaps (mpijob.calibration)."""
-    from mpijob import calibration as calib
+    on the cores TensorFlow uses, so nothing overlaps (mpijob.perf.calibration)."""
+    from mpijob.perf import calibration as calib
 
     model_key = perfdata.normalize_model(model)
     prec = perfdata.normalize_precision(precision)

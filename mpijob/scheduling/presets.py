@@ -14,7 +14,7 @@ Matrices as `nvidia-smi topo -m` prints them on the real systems:
   2-3 (NV4, as RTX 3090 / RTX A6000 bridges report); other pairs PHB.
 `preset(name)` also accepts `pcie-<N>` (N PCIe GPUs, PHB within a socket, SYS across the
 two halves when N > 4) and `uniform-<N>-<CODE>` (every pair the same code), N at most
-`MAX_GPUS_PER_NODE` (mpijob.topology says why).
+`MAX_GPUS_PER_NODE` (mpijob.scheduling.topology says why).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from mpijob.topology import Topology, check_gpu_count, too_many_gpus
+from mpijob.scheduling.topology import Topology, check_gpu_count, too_many_gpus
 
 _DGX1_V100 = (
     ("X", "NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"),

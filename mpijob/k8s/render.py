@@ -1,7 +1,7 @@
 """What the two renderers share: names, labels, resources, volumes and owner references.
 
-`mpijob.manifests.render` picks the renderer (`render_pods` or `render_operator`); both, and
-the gang objects of `mpijob.gang`, build on this module, which imports none of them.
+`mpijob.k8s.manifests.render` picks the renderer (`render_pods` or `render_operator`); both, and
+the gang objects of `mpijob.k8s.gang`, build on this module, which imports none of them.
 
 Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
 """
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from mpijob import names
-from mpijob.spec import JobSpec
+from mpijob.jobspec import names
+from mpijob.jobspec.spec import JobSpec
 
 if TYPE_CHECKING:  # placement is only a type here
-    from mpijob.placement import Placement
+    from mpijob.scheduling.placement import Placement
 
 CONFIG_DIR = "/etc/hvdk8s"
 SSH_DIR = "/etc/hvdk8s-ssh"
@@ -46,7 +46,7 @@ class WorkerPod:
 
 
 def pod_script(name: str) -> str:
-    return resources.files("mpijob.podscripts").joinpath(name).read_text()
+    return resources.files("mpijob.k8s.podscripts").joinpath(name).read_text()
 
 
 def worker_pods(spec: JobSpec, placement: Placement | None) -> list[WorkerPod]:
@@ -140,7 +140,7 @@ def pod_common(spec: JobSpec) -> dict:
 
 
 def worker_resources(spec: JobSpec, pod: WorkerPod) -> dict:
-    from mpijob.quantity import scale_quantity
+    from mpijob.jobspec.quantity import scale_quantity
 
     requests: dict = {}
     limits: dict = {}

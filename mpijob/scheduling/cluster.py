@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpijob.network import UNKNOWN, NetworkPosition
-from mpijob.topology import Topology
+from mpijob.scheduling.network import UNKNOWN, NetworkPosition
+from mpijob.scheduling.topology import Topology
 
 DEFAULT_NETWORK_GBPS = 10.0
 
@@ -36,9 +36,9 @@ class Node:
     free_memory: float | None = None
     ready: bool = True
     pcie_gen: int = 3
-    # Zone, block and rack (mpijob.network); unknown by default.
+    # Zone, block and rack (mpijob.scheduling.network); unknown by default.
     network: NetworkPosition = UNKNOWN
-    # GPUs a DRA driver publishes for this node (mpijob.dra), by index; () without DRA.
+    # GPUs a DRA driver publishes for this node (mpijob.k8s.dra), by index; () without DRA.
     dra_devices: tuple = ()
     # Node ports live pods hold (hostPort, or containerPort on the host network).
     host_ports: frozenset[int] = frozenset()

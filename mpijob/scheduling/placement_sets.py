@@ -22,9 +22,14 @@ from __future__ import annotations
 from itertools import combinations
 from math import comb
 
-from mpijob.links import PCIE_X16_EFFECTIVE_GBS, bandwidth_gbs, nvlink_count, nvlink_gbs_per_link
+from mpijob.perf.links import (
+    PCIE_X16_EFFECTIVE_GBS,
+    bandwidth_gbs,
+    nvlink_count,
+    nvlink_gbs_per_link,
+)
 from mpijob.plural import plural
-from mpijob.topology import Topology
+from mpijob.scheduling.topology import Topology
 
 SINGLE = 10**9
 TABLE_MAX = 12

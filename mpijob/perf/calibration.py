@@ -13,7 +13,7 @@ time is `batch_size * ranks / images_per_sec`, and the model fitted is
 `rate` (images/s per rank, large-batch limit) and `t0` (per-step fixed cost of one rank)
 per (device, model, precision, image size), fitted on the one-rank runs by least squares
 on `batch` (with a single batch size, t0 is the published figures' 8 images' worth:
-mpijob.perfdata.BATCH_OVERHEAD_IMAGES); `bandwidth` (GB/s) per link kind and `overhead` (s per
+mpijob.perf.perfdata.BATCH_OVERHEAD_IMAGES); `bandwidth` (GB/s) per link kind and `overhead` (s per
 multi-rank step), fitted on the multi-rank runs' time beyond their compute. The exposed
 share is 1 on the CPU (Horovod's allreduce shares the cores with TensorFlow, so nothing
 overlaps) and, on GPUs, the uncalibrated prediction's exposed / total allreduce time.
@@ -36,13 +36,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mpijob import perfdata
+from mpijob.perf import perfdata
 
 VERSION = 1
 LINK_KINDS = ("host", "shm", "pcie", "nvlink", "net")
 # Before any multi-rank run is seen. "shm": GPU pods of one host exchange gradients through
 # host memory, priced like the model's pod-to-pod path (a cross-socket PCIe path,
-# mpijob.links). "host": CPU ranks' memory copies, at one core's memcpy rate. Single-threaded
+# mpijob.perf.links). "host": CPU ranks' memory copies, at one core's memcpy rate. Single-threaded
 # memcpy on dual-socket Xeon servers runs at 5-12 GB/s, limited by the misses one core keeps
 # in flight (J. D. McCalpin, "Single-threaded memory performance for dual socket Xeon E5-*
 # systems", https://sites.utexas.edu/jdm4372/, 2015; STREAM Copy counts twice that); this

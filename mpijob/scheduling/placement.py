@@ -15,7 +15,7 @@ Policies:
   fastest (checked across all the nodes used: the slowest pair paces the allreduce), then
   whole idle nodes left untouched when used nodes suffice (they are what the next 8-GPU job
   needs), then the most link bandwidth, then the tightest fit. On each node the set is the
-  best of its free GPUs (see mpijob.placement_sets), one pod per node holding all the job's
+  best of its free GPUs (see mpijob.scheduling.placement_sets), one pod per node holding all the job's
   workers there.
 - binpack: the fewest nodes, links ignored: most-used nodes first, lowest free GPU indices.
 - spread: kube-scheduler's default scoring (NodeResourcesFit LeastAllocated): one pod per
@@ -33,10 +33,10 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from mpijob.cluster import Cluster, Node, Taint
 from mpijob.errors import SpecError
+from mpijob.jobspec.spec import JobSpec, Toleration
 from mpijob.plural import plural
-from mpijob.spec import JobSpec, Toleration
+from mpijob.scheduling.cluster import Cluster, Node, Taint
 
 POLICIES = ("topology", "binpack", "spread")
 POLICY_ALIASES = {"gputopology": "topology"}
@@ -52,12 +52,12 @@ class PlacementRequest:
     tolerations: tuple[Toleration, ...] = ()
     cpu_per_worker: float | None = None  # cores
     memory_per_worker: float | None = None  # bytes
-    # Allow one job's nodes in several zones (mpijob.placement_network).
+    # Allow one job's nodes in several zones (mpijob.scheduling.placement_network).
     cross_zone: bool = False
 
     @classmethod
     def from_spec(cls, spec: JobSpec) -> PlacementRequest:
-        from mpijob.quantity import parse_quantity
+        from mpijob.jobspec.quantity import parse_quantity
 
         return cls(
             workers=spec.workers,
@@ -90,7 +90,7 @@ class Placement:
     assignments: tuple[NodeAssignment, ...] = ()
     reason: str | None = None
     explanation: tuple[str, ...] = ()
-    # The one rack or block holding every node, for gang schedulers (mpijob.network).
+    # The one rack or block holding every node, for gang schedulers (mpijob.scheduling.network).
     network_domain: object = None
 
     @property
@@ -173,7 +173,7 @@ def _validate(request: PlacementRequest, policy: str) -> str:
 
 
 def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool) -> _Screen:
-    from mpijob.placement_sets import set_index
+    from mpijob.scheduling.placement_sets import set_index
 
     g = request.gpus_per_worker
     selector = list(request.node_selector.items())
@@ -237,7 +237,7 @@ def _topology_of(node: Node):
         return topo
     if topo.gpus > node.gpus:
         return topo.subset(node.gpus)
-    from mpijob.presets import preset_for
+    from mpijob.scheduling.presets import preset_for
 
     return preset_for(node.gpu_model, node.gpus)
 
@@ -396,7 +396,7 @@ def _neg(q) -> tuple:
 
 
 def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Placement:
-    from mpijob.placement_network import narrow
+    from mpijob.scheduling.placement_network import narrow
 
     w, g = request.workers, request.gpus_per_worker
     eligible = len(screen.candidates)
@@ -443,11 +443,11 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
         if not g:
             gpus: tuple[int, ...] = ()
         elif policy == "topology":
-            from mpijob.placement_sets import indices_of
+            from mpijob.scheduling.placement_sets import indices_of
 
             gpus = indices_of(c.index.best(c.free_mask, k * g))
         else:
-            from mpijob.placement_sets import indices_of
+            from mpijob.scheduling.placement_sets import indices_of
 
             gpus = indices_of(c.free_mask)[: k * g]
         assignments.append(NodeAssignment(c.name, gpus, k))
@@ -458,7 +458,7 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
             f"{plural(w, 'worker')}: {m}", *narrowed.notes]
     if g and idle_left and any(not c.idle for c, _ in picks):
         head.append(f"{plural(idle_left, 'idle node')} left whole for larger jobs")
-    from mpijob.network import domain_of
+    from mpijob.scheduling.network import domain_of
 
     domain = domain_of([c.node.network for c, _ in picks]) if len(picks) > 1 else None
     return Placement(True, policy, tuple(assignments), None, tuple(head + notes), domain)
@@ -482,7 +482,7 @@ def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str)
     text += f", GPUs {','.join(map(str, gpus))}"
     if len(gpus) < 2 or c.index is None:
         return text
-    from mpijob.placement_sets import mask_of
+    from mpijob.scheduling.placement_sets import mask_of
 
     mask = mask_of(gpus)
     weak, total = c.index.quality(mask)
@@ -521,7 +521,7 @@ def _place_spread(screen: _Screen, request: PlacementRequest) -> Placement:
         used[i] += 1
         if used[i] < cands[i].cap:
             heapq.heappush(heap, (score(cands[i], used[i]), i))
-    from mpijob.placement_sets import indices_of
+    from mpijob.scheduling.placement_sets import indices_of
 
     taken: dict[int, int] = {}
     assignments = []
@@ -553,7 +553,7 @@ def _with_devices(placement: Placement, cluster: Cluster) -> Placement:
         return placement
     from dataclasses import replace
 
-    from mpijob.dra import devices_by_index
+    from mpijob.k8s.dra import devices_by_index
 
     out = []
     for a in placement.assignments:

@@ -5,7 +5,7 @@ A ResourceSlice's `spec.driver`, `spec.pool.name` and `spec.nodeName` say whose 
 `spec.devices[]` are; a device's attribute values are typed (`string`, `int`, `bool`,
 `version`). A claim's `status.allocation.devices.results[]` names (driver, pool, device)
 per request (Kubernetes API reference, resource.k8s.io/v1 ResourceSlice and ResourceClaim).
-NVIDIA's driver names a full GPU `gpu-<minor>` (mpijob.dra), so the index placement uses is
+NVIDIA's driver names a full GPU `gpu-<minor>` (mpijob.k8s.dra), so the index placement uses is
 the minor number. Pure.
 """
 
@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from mpijob.dra import DRIVER, PCIE_ROOT, DraDevice
+from mpijob.k8s.dra import DRIVER, PCIE_ROOT, DraDevice
 
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")
 

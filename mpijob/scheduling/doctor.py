@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from mpijob.dra import DRIVER as DRA_DRIVER
-from mpijob.topology import ANNOTATION_TOPOLOGY, parse_annotation
+from mpijob.k8s.dra import DRIVER as DRA_DRIVER
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
 OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -335,7 +335,7 @@ def _kueue(f: Facts) -> list[Finding]:
 
 
 def _dra(f: Facts) -> list[Finding]:
-    """DRA (mpijob/dra.py): with resource.k8s.io/v1 and the NVIDIA GPU driver's
+    """DRA (mpijob/k8s/dra.py): with resource.k8s.io/v1 and the NVIDIA GPU driver's
     ResourceSlices, workers claim exactly the planned GPUs by UUID."""
     plugin = "GPUs are requested as nvidia.com/gpu through the device plugin"
     if not f.dra_versions:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from mpijob.links import SELF, LinkCodeError, bandwidth_gbs, normalize
+from mpijob.perf.links import SELF, LinkCodeError, bandwidth_gbs, normalize
 from mpijob.plural import plural
 
 ANNOTATION_TOPOLOGY = "hvdk8s.io/gpu-topology"

@@ -1,4 +1,4 @@
-"""Rewrite rendered worker pods to take their GPUs through DRA claims (mpijob.dra).
+"""Rewrite rendered worker pods to take their GPUs through DRA claims (mpijob.k8s.dra).
 
 Per worker pod (built-in mode) one ResourceClaimTemplate `<pod>-gpus` selecting exactly
 the pod's planned GPUs; the pod lists it in `spec.resourceClaims` and its container in
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import copy
 
-from mpijob import names
-from mpijob.dra import REQUEST, claim_template
-from mpijob.render import GPU_RESOURCE
+from mpijob.jobspec import names
+from mpijob.k8s.dra import REQUEST, claim_template
+from mpijob.k8s.render import GPU_RESOURCE
 
 
 def _strip_gpu_and_claim(pod_spec: dict) -> int:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from mpijob import names
 from mpijob.errors import SpecError
+from mpijob.jobspec import names
 
 AGENT_NAME = "hvdk8s-agent"
 DEFAULT_NAMESPACE = "kube-system"

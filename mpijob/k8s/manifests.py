@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mpijob.render import SSHKeys, with_owner
-from mpijob.render_dra import apply_dra
-from mpijob.render_network import apply_network_topology
-from mpijob.render_operator import render_operator
-from mpijob.render_pods import render_pods
+from mpijob.k8s.render import SSHKeys, with_owner
+from mpijob.k8s.render_dra import apply_dra
+from mpijob.k8s.render_network import apply_network_topology
+from mpijob.k8s.render_operator import render_operator
+from mpijob.k8s.render_pods import render_pods
 
 if TYPE_CHECKING:  # only types here
-    from mpijob.placement import Placement
-    from mpijob.spec import JobSpec
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.scheduling.placement import Placement
 
 MODES = ("pods", "operator")
 

@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-from mpijob import names
-from mpijob.render import GPU_RESOURCE, WorkerPod, metadata
-from mpijob.spec import JobSpec
+from mpijob.jobspec import names
+from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.render import GPU_RESOURCE, WorkerPod, metadata
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"

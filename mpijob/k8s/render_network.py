@@ -25,7 +25,7 @@ VOLCANO_PODGROUP = "scheduling.volcano.sh/v1beta1"
 
 
 def _is_worker_pod(obj: dict) -> bool:
-    from mpijob import names
+    from mpijob.jobspec import names
 
     return (obj.get("kind") == "Pod"
             and (obj.get("metadata") or {}).get("labels", {}).get(names.LABEL_ROLE) == names.ROLE_WORKER)

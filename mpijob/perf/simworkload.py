@@ -28,7 +28,7 @@ CSV traces (`parse_jobs_csv`): columns submit_s,gpus,gpus_per_worker,model,batch
 work_images (extra columns are ignored, except an optional gpu_product that becomes the
 job's node selector).
 
-Default cluster (`default_cluster`): 500 nodes of 8 GPUs from mpijob.presets in fixed shares:
+Default cluster (`default_cluster`): 500 nodes of 8 GPUs from mpijob.scheduling.presets in fixed shares:
 40% DGX-1 V100 on 25 GbE (TCP), 20% PCIe P100 servers on 10 GbE, 30% DGX A100 on 100 Gb
 RoCE, 10% DGX H100 on 400 Gb InfiniBand.
 """
@@ -42,9 +42,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mpijob import perfdata
-from mpijob.cluster import Cluster, Node
-from mpijob.presets import preset
+from mpijob.perf import perfdata
+from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.presets import preset
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"

@@ -3,7 +3,7 @@
 Horovod's background thread wakes every cycle (HOROVOD_CYCLE_TIME), negotiates which
 gradients every rank has ready, packs them into fusion buffers (HOROVOD_FUSION_THRESHOLD)
 and allreduces the buffers one after another (docs/tensor-fusion.rst). Gradients become
-ready in backward order: the last layers' first (mpijob.perfdata.GRADIENT_PROFILES).
+ready in backward order: the last layers' first (mpijob.perf.perfdata.GRADIENT_PROFILES).
 
 The allreduce stream is a single FIFO server, so it finishes at
 

@@ -2,7 +2,7 @@
 
 Time jumps from event to event (arrivals and completions). At each event the scheduler
 walks the queue in submission order:
-- Gang semantics: a job starts only when `mpijob.placement.place` finds room for all its
+- Gang semantics: a job starts only when `mpijob.scheduling.placement.place` finds room for all its
   workers at once; nothing is held while it waits.
 - FIFO with EASY backfill (Lifka 1995; what Slurm's backfill does): the queue's head gets a
   reservation: the earliest time enough GPUs of its pool free up if running jobs end as
@@ -10,7 +10,7 @@ walks the queue in submission order:
   now and either ends before that time, uses GPUs the head will not need then, or runs on
   GPUs the head cannot use (another GPU type). At most `backfill_depth` queued jobs are
   looked at per event.
-- A running job's duration is its work (images) / the images/s `mpijob.perfmodel` predicts
+- A running job's duration is its work (images) / the images/s `mpijob.perf.perfmodel` predicts
   for the placement it got, so a policy that spreads a job over slow links makes it run,
   and hold its GPUs, longer.
 - A job that cannot be placed even on its empty pool is dropped and counted.
@@ -39,10 +39,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from mpijob import perfmodel
-from mpijob.cluster import Cluster, Node
+from mpijob.perf import perfmodel
+from mpijob.perf.simworkload import SimJob
 from mpijob.plural import plural
-from mpijob.simworkload import SimJob
+from mpijob.scheduling.cluster import Cluster, Node
 
 SUMMARY_COLUMNS = ("policy", "mean_jct_s", "p95_jct_s", "mean_images_per_sec_per_gpu",
                    "gpu_utilization", "multi_node_share", "mean_queue_s")
@@ -243,10 +243,10 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
              assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS) -> SimResult:
     """Run `jobs` (sorted by submit time) on `cluster` under `policy`.
 
-    `place(cluster, request, policy)` and `make_request(job)` default to mpijob.placement's;
+    `place(cluster, request, policy)` and `make_request(job)` default to mpijob.scheduling.placement's;
     `progress(n)` is called with the number of jobs finished or dropped so far."""
     if place is None or make_request is None:
-        from mpijob import placement as placement_mod
+        from mpijob.scheduling import placement as placement_mod
 
         place = place or placement_mod.place
         make_request = make_request or (lambda j: placement_mod.PlacementRequest(

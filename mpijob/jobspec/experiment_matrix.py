@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mpijob.spec import BENCHMARK_MODELS, DNS1035
+from mpijob.jobspec.spec import BENCHMARK_MODELS, DNS1035
 
 # <name>-<8 hex>-r<3 digits> plus the launcher pod's 15-character suffix stays within 63.
 MAX_NAME_LENGTH = 30

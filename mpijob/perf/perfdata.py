@@ -2,7 +2,7 @@
 
 Everything the model knows about compute comes from here. Each figure names its source;
 figures that are not read straight off a published table say how they were derived
-(`Figure.derived`), and `mpijob.perfmodel` repeats that in a prediction's notes.
+(`Figure.derived`), and `mpijob.perf.perfmodel` repeats that in a prediction's notes.
 
 Measured single-GPU training throughput (synthetic ImageNet, images/sec, one GPU):
 

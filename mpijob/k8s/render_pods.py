@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mpijob import names
-from mpijob.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
-from mpijob.gang import gang_objects, gang_pod_metadata
-from mpijob.render import (
+from mpijob.jobspec import names
+from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
+from mpijob.k8s.gang import gang_objects, gang_pod_metadata
+from mpijob.k8s.render import (
     CONFIG_DIR,
     SSH_DIR,
     SSHKeys,
@@ -23,10 +24,9 @@ from mpijob.render import (
     worker_pods,
     worker_resources,
 )
-from mpijob.spec import JobSpec
 
 if TYPE_CHECKING:  # placement is only a type here
-    from mpijob.placement import Placement
+    from mpijob.scheduling.placement import Placement
 
 HOSTFILE = f"{CONFIG_DIR}/hostfile"
 

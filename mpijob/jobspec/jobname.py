@@ -1,7 +1,7 @@
 """Names for jobs submitted without `--name`: what runs, plus a short random suffix.
 
 `resnet50-x7k2p` for the benchmark, `train-bq4zd` for `python train.py`: readable in `list`,
-a DNS-1035 label, short enough for every derived object name (`mpijob.names`), and not one
+a DNS-1035 label, short enough for every derived object name (`mpijob.jobspec.names`), and not one
 of the names already taken in the namespace.
 """
 
@@ -12,8 +12,8 @@ import re
 import shlex
 from collections.abc import Collection, Iterable
 
-from mpijob import names
-from mpijob.command import LAUNCHER_PROGRAMS
+from mpijob.jobspec import names
+from mpijob.k8s.command import LAUNCHER_PROGRAMS
 
 # Kubernetes' generateName alphabet and length: no vowels (no words by accident), no
 # look-alikes such as 0/o, 1/l (k8s.io/apimachinery pkg/util/rand/rand.go, `alphanums`;

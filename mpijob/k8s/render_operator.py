@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpijob import names
-from mpijob.command import BENCHMARK_IN_POD, launch_argv, wait_then_launch
-from mpijob.gang import KUEUE_QUEUE_LABEL
-from mpijob.render import (
+from mpijob.jobspec import names
+from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, wait_then_launch
+from mpijob.k8s.gang import KUEUE_QUEUE_LABEL
+from mpijob.k8s.render import (
     CONFIG_DIR,
     WorkerPod,
     env_list,
@@ -26,10 +27,9 @@ from mpijob.render import (
     shm_volume,
     worker_resources,
 )
-from mpijob.spec import JobSpec
 
 if TYPE_CHECKING:  # placement is only a type here
-    from mpijob.placement import Placement
+    from mpijob.scheduling.placement import Placement
 
 API_VERSION = "kubeflow.org/v2beta1"
 OPERATOR_HOSTFILE = "/etc/mpi/hostfile"  # where the operator mounts the hostfile it writes
@@ -111,7 +111,7 @@ def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
     policy: dict = {"minAvailable": replicas}
     requests = worker_res.get("requests") or {}
     if requests:
-        from mpijob.quantity import scale_quantity
+        from mpijob.jobspec.quantity import scale_quantity
 
         policy["minResources"] = {k: scale_quantity(v, replicas) for k, v in requests.items()}
     return policy
@@ -131,7 +131,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                     "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
     sshd = ["/usr/sbin/sshd", "-De"]
     if spec.host_network:
-        # Port 22 is the node's own sshd: the job's port (mpijob.hostnet), on both ends.
+        # Port 22 is the node's own sshd: the job's port (mpijob.k8s.hostnet), on both ends.
         # The operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).

@@ -2,7 +2,7 @@
 
 `JobSpec` is immutable; `build_spec(**fields)` validates and turns the first problem into
 a `SpecError` that names the field, so the CLI can name the option. The derived names of
-every object hvdk8s creates are defined in `mpijob.names`; the name length limit here is
+every object hvdk8s creates are defined in `mpijob.jobspec.names`; the name length limit here is
 what keeps all of them valid 63-character labels.
 """
 
@@ -21,9 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from mpijob import names
 from mpijob.errors import SpecError
-from mpijob.quantity import QuantityError, parse_quantity
+from mpijob.jobspec import names
+from mpijob.jobspec.quantity import QuantityError, parse_quantity
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -143,10 +143,10 @@ class JobSpec(BaseModel):
     launcher_cpu: str = "1"
     launcher_memory: str = "1Gi"
     placement_policy: PlacementPolicy = "topology"
-    # Let placement put one job's nodes in several zones (mpijob.placement_network).
+    # Let placement put one job's nodes in several zones (mpijob.scheduling.placement_network).
     cross_zone: bool = False
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
-    # naming the planned devices (mpijob.dra).
+    # naming the planned devices (mpijob.k8s.dra).
     gpu_request: Literal["device-plugin", "dra"] = "device-plugin"
 
     @model_serializer(mode="wrap")
@@ -243,9 +243,9 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _host_network_ssh_port(cls, data):
-        # On the host network the sshd port is the node's: one per job (mpijob.hostnet).
+        # On the host network the sshd port is the node's: one per job (mpijob.k8s.hostnet).
         if isinstance(data, dict) and data.get("host_network") and data.get("ssh_port") is None:
-            from mpijob.hostnet import derived_ssh_port
+            from mpijob.k8s.hostnet import derived_ssh_port
 
             data = {**data, "ssh_port": derived_ssh_port(data.get("namespace") or "default",
                                                          str(data.get("name", "")))}
@@ -301,7 +301,7 @@ class JobSpec(BaseModel):
     @property
     def user_gives_mpirun(self) -> bool:
         """The user wrote the whole launch line (arena style); pass it through untouched."""
-        from mpijob.command import is_launcher_line
+        from mpijob.k8s.command import is_launcher_line
 
         return is_launcher_line(self.command, self.shell)
 

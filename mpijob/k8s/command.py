@@ -10,10 +10,10 @@ import posixpath
 import shlex
 from typing import TYPE_CHECKING
 
-from mpijob.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
+from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
 
 if TYPE_CHECKING:  # a type only: spec imports is_launcher_line from here at validation
-    from mpijob.spec import JobSpec
+    from mpijob.jobspec.spec import JobSpec
 
 LAUNCHER_PROGRAMS = frozenset({"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"})
 # Exported to every rank: NCCL's log level and the paths the image set up.
@@ -79,7 +79,7 @@ def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
             argv += ["-mca", "btl_tcp_if_include", spec.network_interface,
                      "-mca", "oob_tcp_if_include", spec.network_interface,
                      "-x", f"NCCL_SOCKET_IFNAME={spec.network_interface}"]
-        elif spec.host_network:  # the node's own NICs, not its bridges (mpijob.hostnet)
+        elif spec.host_network:  # the node's own NICs, not its bridges (mpijob.k8s.hostnet)
             argv += ["-mca", "btl_tcp_if_exclude", OMPI_TCP_EXCLUDE,
                      "-mca", "oob_tcp_if_exclude", OMPI_TCP_EXCLUDE,
                      "-x", f"NCCL_SOCKET_IFNAME={NCCL_SOCKET_IFNAME_DEFAULT}"]

@@ -7,7 +7,7 @@ so the CLI can name the option and say what it expects.
 from __future__ import annotations
 
 from mpijob.errors import SpecError
-from mpijob.spec import Toleration
+from mpijob.jobspec.spec import Toleration
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 

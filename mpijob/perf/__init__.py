@@ -1,0 +1,1 @@
+"""How fast it runs: the throughput model, its cited figures, overlap, links, calibration, and the cluster simulator."""
