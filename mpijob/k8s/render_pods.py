@@ -84,7 +84,9 @@ def _service(spec: JobSpec) -> dict:
             "clusterIP": "None",
             # Workers must resolve before they are Ready: the launcher polls them itself.
             "publishNotReadyAddresses": True,
-            "selector": {names.LABEL_JOB: spec.name, names.LABEL_ROLE: names.ROLE_WORKER},
+            # The launcher too: Hydra's proxies on the workers call mpiexec back by the
+            # launcher's hostname (issue 10, defect 2), as the MPI Operator's Service does.
+            "selector": {names.LABEL_JOB: spec.name},
             "ports": [{"name": "ssh", "port": spec.ssh_port, "targetPort": spec.ssh_port}],
         },
     }
@@ -181,7 +183,11 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "backoffLimit": backoff,
         "template": {
             "metadata": pod_meta,
-            "spec": {**launcher_pod, "dnsConfig": _dns_config(spec), "restartPolicy": "Never",
+            "spec": {**launcher_pod,
+                     # A name the workers can resolve (`<job>-launcher` in the Service's
+                     # domain) instead of the Job controller's `<job>-launcher-xxxxx`.
+                     "hostname": names.launcher(spec.name), "subdomain": names.service(spec.name),
+                     "dnsConfig": _dns_config(spec), "restartPolicy": "Never",
                      "containers": [container], "volumes": volumes},
         },
     }
