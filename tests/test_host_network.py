@@ -114,7 +114,8 @@ def test_operator_mode_on_the_host_network_uses_the_jobs_port(k8s):
         specs = mpijob["spec"]["mpiReplicaSpecs"]
         worker = specs["Worker"]["template"]["spec"]["containers"][0]
         port = worker["ports"][0]["containerPort"]
-        assert worker["command"] == ["/usr/sbin/sshd", "-De", "-p", str(port)]
+        assert worker["command"][-2:] == ["-p", str(port)]  # sshd's args
+        assert "exec /usr/sbin/sshd -De" in worker["command"][2]
         launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
         argv = launcher["command"]
         assert argv[argv.index("plm_rsh_args") + 1].startswith(f"-p {port} ")

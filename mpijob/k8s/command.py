@@ -131,8 +131,31 @@ for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do
   done
   echo "hvdk8s: worker $h is ready"
 done
+# The workers' host keys are made in their pods: there is nothing to check them against. The
+# operator's own images turn the check off in ssh_config; a stock image asks, and every ssh
+# of mpirun fails ("Host key verification failed"). Appended to what the operator set.
+nohostkey="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+export OMPI_MCA_plm_rsh_args="${OMPI_MCA_plm_rsh_args:-} $nohostkey"
+export HYDRA_LAUNCH_EXTRA_ARGS="${HYDRA_LAUNCH_EXTRA_ARGS:-} $nohostkey"
+export I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS="${I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS:-} $nohostkey"
 exec "$@"
 """
+
+
+# The operator-mode worker runs the image's sshd as the MPI Operator would (`sshd -De`), with
+# what a stock image lacks: the privilege separation directory and host keys (made at
+# image build, or by systemd, never in a pod), and StrictModes off, since the operator mounts
+# the SSH Secret at ~/.ssh, a tmpfs whose directory is drwxrwxrwt, which StrictModes refuses
+# (issue 10, defect 5; the operator's own base images set `StrictModes no` for that reason).
+OPERATOR_SSHD_SCRIPT = """mkdir -p /run/sshd 2>/dev/null
+ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A >/dev/null
+exec /usr/sbin/sshd -De -o StrictModes=no "$@"
+"""
+
+
+def operator_sshd(extra_args: list[str]) -> list[str]:
+    """The operator-mode worker command: sshd in the foreground, logging to stderr."""
+    return ["/bin/sh", "-c", OPERATOR_SSHD_SCRIPT, "hvdk8s-sshd", *extra_args]
 
 
 def wait_then_launch(argv: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, wait_then_launch
+from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
 from mpijob.k8s.gang import KUEUE_QUEUE_LABEL
 from mpijob.k8s.render import (
     CONFIG_DIR,
@@ -129,20 +129,22 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                     "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
                     # A gang scheduler may hold the workers in its queue for long: no limit.
                     "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
-    sshd = ["/usr/sbin/sshd", "-De"]
+    sshd_args: list[str] = []
     if spec.host_network:
         # Port 22 is the node's own sshd: the job's port (mpijob.k8s.hostnet), on both ends.
         # The operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
-        sshd += ["-p", str(spec.ssh_port)]
+        sshd_args += ["-p", str(spec.ssh_port)]
         launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
         if not spec.user_gives_mpirun:
             launch = [launch[0], "-mca", "plm_rsh_args",
-                      f"-p {spec.ssh_port} -o ConnectionAttempts=10", *launch[1:]]
+                      f"-p {spec.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
+                      "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR", *launch[1:]]
     launcher = _container(spec, "launcher", wait_then_launch(launch), launcher_resources(spec),
                           benchmark, launcher_env)
-    worker_container = _container(spec, "worker", sshd, worker_resources(spec, worker),
+    worker_container = _container(spec, "worker", operator_sshd(sshd_args),
+                                  worker_resources(spec, worker),
                                   benchmark)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
         worker_container["ports"] = [{"name": "ssh", "containerPort": spec.ssh_port}]

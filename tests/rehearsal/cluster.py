@@ -181,3 +181,53 @@ class PodsJob:
             worker_logs={w.name: w.log() for w in self.workers},
             worker_exits={w.name: w.exit_code() for w in self.workers},
             still_running=[p.name for p in [self.launcher, *self.workers] if p.running()])
+
+
+class OperatorJob:
+    """An operator-mode job (hvdk8s submit --mode operator): the MPIJob hvdk8s renders, turned
+    into the Service, ConfigMap, Secret and pods the MPI Operator v2 would create for it
+    (tests/kubeapi/mpi_operator.py models the controller), run on the rehearsal cluster.
+
+    As the operator does with launcherCreationPolicy WaitForWorkersReady, the launcher starts
+    once every worker is Ready; with cleanPodPolicy Running it deletes the workers (sshd never
+    exits by itself) once the launcher has finished."""
+
+    def __init__(self, cluster: Cluster, objects: list[dict], *,
+                 launcher_env: dict | None = None, worker_env: dict | None = None,
+                 ready_timeout: float = 60) -> None:
+        from tests.kubeapi.mpi_operator import completed_pods, operator_objects
+
+        self.cluster = cluster
+        mpijob = next(o for o in objects if o["kind"] == "MPIJob")
+        made = operator_objects(mpijob)
+        assert not made.errors, made.errors
+        self.configmaps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+        self.configmaps[made.config_map["metadata"]["name"]] = made.config_map
+        self.secrets = {made.secret["metadata"]["name"]: made.secret}
+        cluster.services.append(made.service)
+        launcher, *workers = completed_pods(mpijob)
+        launcher["metadata"]["name"] = launcher["metadata"].pop("generateName") + \
+            secrets.token_hex(3)[:5]
+        self.workers = [cluster.add_pod(w, configmaps=self.configmaps, secrets_=self.secrets,
+                                        extra_env=worker_env) for w in workers]
+        deadline = time.monotonic() + ready_timeout
+        while not all(w.ready for w in self.workers):
+            if time.monotonic() > deadline or any(w.exit_code() is not None for w in self.workers):
+                raise AssertionError("workers never became Ready:\n" + "\n".join(
+                    f"{w.name} (exit {w.exit_code()}):\n{w.log()}" for w in self.workers))
+            time.sleep(0.2)
+        self.launcher = cluster.add_pod(launcher, configmaps=self.configmaps,
+                                        secrets_=self.secrets, extra_env=launcher_env)
+
+    def finish(self, timeout: float = 180) -> Outcome:
+        self.launcher.wait(timeout)
+        code = self.launcher.exit_code()
+        worker_logs = {w.name: w.log() for w in self.workers}
+        for w in self.workers:  # cleanPodPolicy Running: the operator deletes them
+            w.destroy()
+        phase = "Running" if code is None else "Succeeded" if code == 0 else "Failed"
+        return Outcome(phase=phase, reason=None, message=None, launcher_exit=code,
+                       launcher_log=self.launcher.log(), worker_logs=worker_logs,
+                       worker_exits={}, still_running=[p.name for p in [self.launcher,
+                                                                         *self.workers]
+                                                       if p.running()])

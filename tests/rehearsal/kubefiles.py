@@ -3,7 +3,12 @@
 - ConfigMap/Secret volumes: the atomic writer's layout (kubernetes pkg/volume/util/
   atomic_writer.go): the payload in a `..<timestamp>` directory, a `..data` symlink to it, and
   one symlink per top-level name pointing into `..data`; file modes from `items[].mode` or
-  `defaultMode` (0644 when unset), owned by root.
+  `defaultMode` (0644 when unset), owned by root. The volume's own directory is the emptyDir
+  the plugin wraps (pkg/volume/secret/secret.go, configmap/configmap.go): a Secret's is a
+  tmpfs, whose root is 1777, and emptyDir's setupDir (pkg/volume/emptydir/empty_dir.go)
+  only chmods it to 0777 when the permission bits differ, so the sticky bit stays
+  (`drwxrwxrwt`); a ConfigMap's is a directory on disk set to 0777. sshd's StrictModes
+  refuses an `~/.ssh` like that.
 - /etc/hosts (pkg/kubelet/kubelet_pods.go `managedHostsFileContent`): localhost lines, then
   the pod IP with `<hostname>.<subdomain>.<ns>.svc.<domain>` and the hostname when the pod
   sets a subdomain, else the pod IP with the hostname.
@@ -34,8 +39,10 @@ def configmap_payload(cm: dict) -> dict[str, bytes]:
     return out
 
 
-def write_atomic_volume(target: Path, payload: dict[str, bytes], source: dict) -> None:
-    """source: the pod's `configMap:` or `secret:` volume source (items, defaultMode)."""
+def write_atomic_volume(target: Path, payload: dict[str, bytes], source: dict,
+                        *, root_mode: int = 0o777) -> None:
+    """source: the pod's `configMap:` or `secret:` volume source (items, defaultMode);
+    root_mode: the volume directory's (module docstring: 0o1777 for a Secret)."""
     default_mode = source.get("defaultMode", 0o644)
     if source.get("items"):
         files = [(it["path"], payload[it["key"]], it.get("mode", default_mode))
@@ -44,7 +51,7 @@ def write_atomic_volume(target: Path, payload: dict[str, bytes], source: dict) -
         files = [(key, data, default_mode) for key, data in payload.items()]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("..%Y_%m_%d_%H_%M_%S.%f")
     target.mkdir(parents=True, exist_ok=True)
-    target.chmod(0o755)
+    target.chmod(root_mode)
     data_dir = target / stamp
     data_dir.mkdir()
     for rel, data, mode in files:

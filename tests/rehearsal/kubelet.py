@@ -84,7 +84,7 @@ class Pod:
                 elif "secret" in vol:
                     secret = self.secrets[vol["secret"]["secretName"]]
                     kubefiles.write_atomic_volume(src, kubefiles.secret_payload(secret),
-                                                  vol["secret"])
+                                                  vol["secret"], root_mode=0o1777)
                 elif "emptyDir" in vol:
                     src.mkdir(parents=True)
                     src.chmod(0o777)

@@ -55,3 +55,21 @@ def test_a_whole_mpirun_line_runs_untouched(cluster):
     assert f"hvdk8s: starting: /bin/sh -c {line}" in out.launcher_log
     assert {"demo-worker-0", "demo-worker-1"} <= set(out.launcher_log.splitlines())
     assert out.phase == "Succeeded" and out.still_running == []
+
+
+def test_one_worker_pod_holds_both_ranks_of_its_gpus(cluster):
+    """The pod shape hvdk8s prefers: one worker pod per node with all of the job's GPUs there
+    (`slots` = its GPUs, `-np` = all GPUs), so its ranks are local to each other (NCCL's CUDA
+    IPC over NVLink needs that). Two Horovod ranks in one pod: local size 2 on one host."""
+    probe = ("import horovod.tensorflow as hvd, socket; hvd.init(); "
+             "print('rank', hvd.rank(), 'local', hvd.local_rank(), 'of', hvd.local_size(), "
+             "'size', hvd.size(), 'on', socket.gethostname(), flush=True)")
+    objects = render_job(workers=1, gpus_per_worker=2, command=("python", "-c", probe))
+    hostfile = next(o for o in objects if o["kind"] == "ConfigMap")["data"]["hostfile"]
+    assert hostfile.split() == ["demo-worker-0.demo-worker.default.svc", "slots=2"]
+    out = PodsJob(cluster, objects).finish(timeout=300)
+    assert out.launcher_exit == 0, out.launcher_log
+    ranks = sorted(line for line in out.launcher_log.splitlines() if line.startswith("rank "))
+    assert ranks == [f"rank {r} local {r} of 2 size 2 on demo-worker-0" for r in (0, 1)], \
+        out.launcher_log
+    assert out.phase == "Succeeded" and out.still_running == []
