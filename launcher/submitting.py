@@ -5,13 +5,13 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from launcher.benchmark_program import benchmark_source
-from launcher.errors import UsageError, UserError
+from launcher.errors import UsageError
 from launcher.option_names import spec_error_to_usage
 from launcher.output import note
+from launcher.planning import Plan
 from mpijob.errors import SpecError
 from mpijob.plural import plural
 
@@ -90,82 +90,12 @@ class SubmitRequest:
 
 
 @dataclass
-class Plan:
-    spec: Any
-    placement: Any = None
-    prediction: Any = None
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
 class SubmitOutcome:
     name: str
     namespace: str
     backend: Any = None
     objects: list[dict] | None = None  # set for a client dry run: what would be sent
     plan: Plan | None = None
-
-
-def _fits_when_idle(cluster, spec) -> bool:
-    """Would the job fit once the pods running now are gone (taints, labels, sizes kept)?"""
-    import dataclasses
-
-    from mpijob.scheduling.placement import PlacementRequest, place
-
-    idle = dataclasses.replace(cluster, nodes=tuple(
-        dataclasses.replace(n, allocated=frozenset(), free_cpu=None, free_memory=None)
-        for n in cluster.nodes))
-    return place(idle, PlacementRequest.from_spec(spec), policy=spec.placement_policy).feasible
-
-
-def plan_job(spec, cluster, assumptions=None) -> Plan:
-    """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
-    plan = Plan(spec)
-    if cluster is None:
-        plan.notes.append("no cluster snapshot: the scheduler places the workers "
-                          "(pass --cluster FILE to plan)")
-        return plan
-    from mpijob.scheduling.placement import PlacementRequest, place
-
-    placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
-    if not placement.feasible:
-        if spec.gang != "none" and _fits_when_idle(cluster, spec):
-            # A gang scheduler queues what does not fit now and places it when it does.
-            plan.notes.append(f"the job does not fit the cluster now ({placement.reason}); "
-                              f"{spec.gang} queues it and places it when it fits")
-            return plan
-        raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
-    plan.placement = placement
-    if spec.gpus_per_worker or assumptions is not None:
-        try:
-            from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, predict
-
-            plan.prediction = predict(model=spec.benchmark.model,
-                                      batch_size=spec.benchmark.batch_size,
-                                      precision=spec.benchmark.precision,
-                                      placement=placement, cluster=cluster,
-                                      assumptions=assumptions or DEFAULT_ASSUMPTIONS)
-        except (ImportError, ValueError) as exc:
-            plan.notes.append(f"no prediction: {exc}")
-    return plan
-
-
-def _local_cpu_plan(spec, assumptions) -> Plan:
-    """A CPU job on this machine: predicted only from a calibration (ranks share one host)."""
-    plan = Plan(spec)
-    if assumptions is None or spec.gpus_per_worker:
-        return plan
-    from mpijob.perf.perfmodel import predict_cpu
-
-    try:
-        plan.prediction = predict_cpu(model=spec.benchmark.model,
-                                      batch_size=spec.benchmark.batch_size,
-                                      precision=spec.benchmark.precision, ranks=spec.workers,
-                                      hosts=1, image_size=spec.benchmark.image_size,
-                                      assumptions=assumptions)
-    except ValueError as exc:
-        plan.notes.append(f"no prediction: {exc}")
-    return plan
 
 
 def describe_plan(plan: Plan) -> None:
@@ -194,23 +124,24 @@ OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plug
                       "check applies (the job is deleted unless every worker is scheduled)")
 
 
-def _resolve_gang(request: SubmitRequest, backend) -> str:
+def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
     if request.gang_scheduler:
         choice = request.gang_scheduler
         if choice not in ("none", "volcano", "scheduler-plugins", "kueue"):
             raise UsageError("--gang-scheduler: expected volcano, scheduler-plugins, kueue or "
                              f"none, got {choice!r}")
         return choice
-    if request.gang and backend is not None and hasattr(backend, "detect_gang_scheduler"):
-        found = backend.detect_gang_scheduler()
-        if found:
-            note(f"gang: {found} found in the cluster; it schedules the workers together")
-            return found
-        if request.mode == "operator":
-            # The operator creates the pods; nothing would hold them back all or nothing.
-            raise UsageError(OPERATOR_GANG_NONE)
-        note("gang: no Volcano, scheduler-plugins or Kueue in the cluster; hvdk8s's own "
-             "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
+    if not request.gang or backend.gang_note or not detect:
+        return "none"
+    found = backend.detect_gang_scheduler()
+    if found:
+        note(f"gang: {found} found in the cluster; it schedules the workers together")
+        return found
+    if request.mode == "operator":
+        # The operator creates the pods; nothing would hold them back all or nothing.
+        raise UsageError(OPERATOR_GANG_NONE)
+    note("gang: no Volcano, scheduler-plugins or Kueue in the cluster; hvdk8s's own "
+         "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
     return "none"
 
 
@@ -251,30 +182,32 @@ def _free_host_ssh_port(spec, cluster, placement):
 
 
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
+    """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
+    never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
+    from launcher.backends.base import BaseBackend
     from launcher.backends.select import make_backend, resolve_backend_name
-    from mpijob.k8s.manifests import render
 
     client_dry_run = request.dry_run == "client"
-    offline = client_dry_run and request.backend is None
-    backend = None
-    if not offline:
+    if client_dry_run and request.backend is None:
+        backend = BaseBackend()  # offline: no cluster is asked anything
+    else:
         backend_name, why = resolve_backend_name(request.backend, request.context)
         if request.backend is None:
             note(f"backend: {backend_name} ({why})")
-        if backend_name == "local" and request.dry_run == "server":
-            raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
-                             "what the local backend would run")
         backend = make_backend(backend_name, context=request.context,
                                namespace=request.options.get("namespace"))
-    gang = _resolve_gang(request, backend if not client_dry_run else None)
+    submit_options = backend.submit_options(mode=request.mode,
+                                            server_dry_run=request.dry_run == "server",
+                                            schedule_timeout=request.schedule_timeout)
+    gang = _resolve_gang(request, backend, detect=not client_dry_run)
     from mpijob.k8s.gang import refusal
 
     if (why := refusal(gang, request.mode)) is not None:
         raise UsageError(why)
-    if request.gang and backend is not None and backend.name == "local":
-        note("local backend: --gang has no effect (all ranks start together on this machine)")
+    if request.gang and backend.gang_note:
+        note(backend.gang_note)
     options = dict(request.options)
-    if options.get("namespace") is None and getattr(backend, "namespace", None):
+    if options.get("namespace") is None and backend.namespace:
         options["namespace"] = backend.namespace
     generated = options.get("name") is None
     if generated:
@@ -283,7 +216,9 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         command, shell = _command(list(options.get("command") or []))
         options["name"] = generated_name(
             model=str(options.get("model") or ""), command=command, shell=shell,
-            workers=options.get("workers", 1), backend=backend, namespace=options.get("namespace"))
+            workers=options.get("workers", 1),
+            backend=None if client_dry_run and request.backend is None else backend,
+            namespace=options.get("namespace"))
     spec = build_spec_from_options(options, gang=gang)
     if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
@@ -292,52 +227,31 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if generated:  # after validation: bad input still gets its one line only
         note(f"job name: {spec.name} (generated; --name NAME sets one)")
 
-    cluster = None
     if request.cluster:
         from launcher.clusterfile import load_cluster
 
         cluster = load_cluster(request.cluster)
-    elif backend is not None and backend.name == "kubernetes" and spec.gpus_per_worker:
-        from launcher.backends.kubernetes import cluster_snapshot
-
-        cluster = cluster_snapshot(context=request.context, namespace=spec.namespace,
-                                   nodes_optional=True)
+    else:
+        cluster = backend.cluster_for(spec, context=request.context)
     spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or "auto", cluster)
     from launcher import calibration_file
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
-    if backend is None or backend.name != "local":
-        plan = plan_job(spec, cluster, assumptions)
-    else:
-        plan = _local_cpu_plan(spec, assumptions)
+    plan = backend.plan(spec, cluster, assumptions)
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
 
-    if client_dry_run and (backend is None or backend.name != "local"):
-        from launcher.sshkeys import generate_ssh_keys
-
-        objects = render(
-            spec, mode=request.mode, placement=plan.placement,
-            ssh=generate_ssh_keys() if request.mode == "pods" else None,
-            benchmark_source=benchmark_source() if spec.runs_benchmark else None,
-            prediction=plan.prediction.to_json() if plan.prediction is not None else None,
-        )
-        if request.mode == "pods" and len(objects) > 1:
+    if client_dry_run:
+        objects = backend.dry_run(spec, plan, submit_options)
+        if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
                  "(its uid is assigned by the API server)")
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
-    if client_dry_run:  # local backend: show the command it would run
-        return SubmitOutcome(spec.name, spec.namespace, backend,
-                             objects=[backend.describe(spec)], plan=plan)
 
-    kwargs: dict[str, Any] = {"mode": request.mode}
-    if backend.name == "kubernetes":
-        kwargs.update(dry_run=request.dry_run == "server", schedule_timeout=request.schedule_timeout,
-                      prediction=plan.prediction)
-    result = backend.submit(spec, plan.placement, **kwargs)
-    note(result.message or f"job {spec.name} submitted ({backend.name}, namespace {spec.namespace})")
+    result = backend.submit(spec, plan, submit_options)
+    note(result.message or f"job {spec.name} submitted ({result.backend}, namespace {spec.namespace})")
     if request.dry_run == "server":
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=result.objects, plan=plan)
     return SubmitOutcome(spec.name, spec.namespace, backend, plan=plan)

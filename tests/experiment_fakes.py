@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from launcher.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus
 from launcher.errors import NotFound, Timeout, UserError
-from launcher.submitting import Plan, SubmitOutcome
+from launcher.planning import Plan
+from launcher.submitting import SubmitOutcome
 
 
 @dataclass

@@ -45,7 +45,7 @@ def test_submit_get_wait_logs_delete(k8s):
     spec = make_spec(k8s, workers=4, gpus_per_worker=1)
     placement = plan(backend, spec)
     k8s.script_launcher("vgg16", [(0.3, "hvdk8s: starting"), (0.2, "total images/sec: 321.5")])
-    result = backend.submit(spec, placement, mode="pods", schedule_timeout=20)
+    result = backend.create_job(spec, placement, mode="pods", schedule_timeout=20)
     assert "all workers scheduled; launcher started" in result.message
     assert [o["kind"] for o in result.objects] == ["Job", "ConfigMap", "Secret", "Service", "Pod"]
     root_uid = result.objects[0]["metadata"]["uid"]
@@ -73,13 +73,13 @@ def test_server_dry_run_creates_nothing(k8s):
     srv = k8s.server()
     backend = k8s.backend()
     spec = make_spec(k8s, workers=2, gpus_per_worker=2)
-    result = backend.submit(spec, plan(backend, spec), dry_run=True)
+    result = backend.create_job(spec, plan(backend, spec), dry_run=True)
     assert [o["kind"] for o in result.objects][:4] == ["Job", "ConfigMap", "Secret", "Service"]
     assert all(o["metadata"].get("uid") for o in result.objects), "the server's answers"
     assert leftovers(srv, "vgg16") == []
     srv.forbid("create", "secrets", "default")
     with pytest.raises(UserError, match="forbidden: cannot create secrets in namespace default"):
-        backend.submit(spec, None, dry_run=True)
+        backend.create_job(spec, None, dry_run=True)
 
 
 # --- all or nothing -----------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def test_plan_that_no_longer_fits_is_refused_before_anything_is_created(k8s):
     srv.cordon("gpu-node-1")
     before = posts(srv)
     with pytest.raises(UserError, match="does not fit the cluster now") as err:
-        backend.submit(spec, placement)
+        backend.create_job(spec, placement)
     assert "gpu-node-1" in str(err.value) or "unschedulable" in str(err.value).lower()
     assert posts(srv) == before
     assert leftovers(srv, "vgg16") == []
@@ -105,7 +105,7 @@ def test_stale_plan_is_placed_again(k8s):
     placement = plan(backend, spec)
     planned = placement.assignments[0].node
     srv.cordon(planned)
-    result = backend.submit(spec, placement, schedule_timeout=20)
+    result = backend.create_job(spec, placement, schedule_timeout=20)
     assert f"the plan went stale (node {planned} is cordoned)" in result.message
     pods = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
     assert pods[0]["spec"]["nodeName"] != planned
@@ -127,7 +127,7 @@ def test_workers_not_scheduled_in_time_roll_back_with_the_reason(k8s):
 
     backend.client.create = create_then_cordon
     with pytest.raises(UserError) as err:
-        backend.submit(spec, placement, schedule_timeout=1)
+        backend.create_job(spec, placement, schedule_timeout=1)
     message = str(err.value)
     assert message.startswith("workers not scheduled within 1s: vgg16-worker-0: 0/2 nodes are "
                               "available:")
@@ -142,7 +142,7 @@ def test_requests_beyond_capacity_roll_back(k8s):
     spec = make_spec(k8s, workers=2, cpu="100")
     with pytest.raises(UserError, match=r"vgg16-worker-0: 0/2 nodes are available: 2 "
                                         r"Insufficient cpu"):
-        backend.submit(spec, None, schedule_timeout=1)
+        backend.create_job(spec, None, schedule_timeout=1)
     assert leftovers(srv, "vgg16") == []
 
 
@@ -153,7 +153,7 @@ def test_volcano_gang_is_created_and_scheduled_together(k8s):
     backend = k8s.backend()
     assert backend.detect_gang_scheduler() == "volcano"
     spec = make_spec(k8s, workers=2, gpus_per_worker=4, gang="volcano")
-    result = backend.submit(spec, plan(backend, spec), schedule_timeout=20)
+    result = backend.create_job(spec, plan(backend, spec), schedule_timeout=20)
     assert "PodGroup" in [o["kind"] for o in result.objects]
     assert "launcher started" in result.message
     assert srv.objects("podgroups.scheduling.volcano.sh", "default")
@@ -166,7 +166,7 @@ def test_gang_that_does_not_fit_stays_queued_and_get_says_why(k8s):
     srv.install_group("volcano")
     backend = k8s.backend()
     spec = make_spec(k8s, workers=3, gpus_per_worker=8, gang="volcano")
-    result = backend.submit(spec, None, schedule_timeout=1)
+    result = backend.create_job(spec, None, schedule_timeout=1)
     assert result.message.startswith("job vgg16: queued by Volcano: workers not scheduled within 1s")
     status = backend.get("vgg16")
     assert (status.phase, status.reason) == ("Queued", "QueuedByVolcano")
@@ -193,7 +193,7 @@ def test_stale_plan_does_not_starve_a_gang_job(k8s):
                 "spec": {"nodeName": planned, "containers": [{
                     "name": "c", "image": "x",
                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
-    result = backend.submit(spec, placement, schedule_timeout=10)
+    result = backend.create_job(spec, placement, schedule_timeout=10)
     assert "launcher started" in result.message
     workers = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
     assert {p["spec"]["nodeName"] for p in workers} == {"gpu-node-1"} != {planned}
@@ -207,7 +207,7 @@ def test_gang_scheduler_asked_for_but_absent(k8s):
     k8s.server()
     spec = make_spec(k8s, workers=1, gpus_per_worker=1, gang="scheduler-plugins")
     with pytest.raises(UserError, match="scheduler-plugins .* is not installed"):
-        k8s.backend().submit(spec, None)
+        k8s.backend().create_job(spec, None)
 
 
 # --- name clashes -------------------------------------------------------------------------------
@@ -215,11 +215,11 @@ def test_existing_job_is_refused_and_left_untouched(k8s):
     srv = k8s.server()
     backend = k8s.backend()
     spec = make_spec(k8s, workers=1, gpus_per_worker=1)
-    backend.submit(spec, plan(backend, spec), schedule_timeout=20)
+    backend.create_job(spec, plan(backend, spec), schedule_timeout=20)
     srv.wait_for(lambda: backend.get("vgg16").phase == "Running")
     srv.clear_requests()
     with pytest.raises(UserError) as err:
-        backend.submit(spec, plan(backend, spec))
+        backend.create_job(spec, plan(backend, spec))
     assert str(err.value).startswith("job vgg16 already exists in namespace default (created ")
     assert "phase Running); delete it first: hvdk8s delete vgg16 -n default" in str(err.value)
     writes = [r for r in srv.request_log if r.method in ("POST", "PUT", "PATCH", "DELETE")]
@@ -236,9 +236,9 @@ def test_leftovers_block_a_resubmit_until_deleted(k8s):
     backend = k8s.backend()
     spec = make_spec(k8s, workers=1, gpus_per_worker=1)
     with pytest.raises(UserError, match="phase partially deleted"):
-        backend.submit(spec, None)
+        backend.create_job(spec, None)
     assert backend.delete("vgg16") is True
-    backend.submit(spec, None, schedule_timeout=20)
+    backend.create_job(spec, None, schedule_timeout=20)
 
 
 def test_a_foreign_job_with_the_launcher_name_is_refused(k8s):
@@ -249,7 +249,7 @@ def test_a_foreign_job_with_the_launcher_name_is_refused(k8s):
                     "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}})
     before = posts(srv)
     with pytest.raises(UserError, match="a Job named vgg16-launcher that is not an hvdk8s job"):
-        k8s.backend().submit(make_spec(k8s, workers=1), None)
+        k8s.backend().create_job(make_spec(k8s, workers=1), None)
     assert posts(srv) == before
 
 
@@ -259,7 +259,7 @@ def test_a_foreign_object_with_a_clashing_name_rolls_back(k8s):
                 "metadata": {"name": "vgg16-config", "namespace": "default"}, "data": {}})
     backend = k8s.backend()
     with pytest.raises(UserError, match="configmaps vgg16-config .* not part of job vgg16"):
-        backend.submit(make_spec(k8s, workers=1), None)
+        backend.create_job(make_spec(k8s, workers=1), None)
     assert leftovers(srv, "vgg16") == []
     assert srv.get("configmaps", "vgg16-config"), "someone else's object is not touched"
 
@@ -270,7 +270,7 @@ def test_rbac_refusal_names_verb_and_resource_and_rolls_back(k8s):
     srv.forbid("create", "pods", "default")
     backend = k8s.backend()
     with pytest.raises(UserError) as err:
-        backend.submit(make_spec(k8s, workers=2), None)
+        backend.create_job(make_spec(k8s, workers=2), None)
     assert str(err.value).startswith("forbidden: cannot create pods in namespace default (RBAC)")
     assert leftovers(srv, "vgg16") == []
 
@@ -281,7 +281,7 @@ def test_flaky_server_is_retried(k8s):
     backend.client.retry.sleep = lambda s: None
     srv.fail_next(2, 503, method="POST")
     srv.fail_next(1, 429, method="GET", path_regex=r"/pods$")
-    result = backend.submit(make_spec(k8s, workers=2), None, schedule_timeout=20)
+    result = backend.create_job(make_spec(k8s, workers=2), None, schedule_timeout=20)
     assert "launcher started" in result.message
     assert srv.faults.pending == 0
     assert len(srv.objects("pods", "default")) >= 2
@@ -300,7 +300,7 @@ def test_create_retried_after_it_landed_counts_as_created(k8s):
         return real_create(obj, dry_run=dry_run)  # ... so the retry meets 409
 
     backend.client.create = lost_answer
-    result = backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    result = backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert "launcher started" in result.message
     assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
 
@@ -319,7 +319,7 @@ def test_ctrl_c_during_submit_rolls_back(k8s):
 
     backend.client.create = interrupted
     with pytest.raises(KeyboardInterrupt):
-        backend.submit(make_spec(k8s, workers=2, gpus_per_worker=1), None)
+        backend.create_job(make_spec(k8s, workers=2, gpus_per_worker=1), None)
     assert calls == ["Job", "ConfigMap", "Secret", "Service"]
     assert leftovers(srv, "vgg16") == []
 
@@ -330,7 +330,7 @@ def test_failing_worker_fails_the_job_with_its_log(k8s):
     srv.script_pod("vgg16-worker-1", logs=[(0.2, "NCCL WARN Call to connect returned "
                                                  "Connection refused"), "fatal"], exit_code=1)
     backend = k8s.backend()
-    backend.submit(make_spec(k8s, workers=2), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, workers=2), None, schedule_timeout=20)
     status = backend.wait("vgg16", timeout=20)
     assert (status.phase, status.reason) == ("Failed", "WorkerFailed")
     assert status.message.startswith("vgg16-worker-1 failed (exit 1")
@@ -344,7 +344,7 @@ def test_failing_worker_fails_the_job_with_its_log(k8s):
 def test_wait_times_out(k8s):
     k8s.server()
     backend = k8s.backend()
-    backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
     with pytest.raises(Timeout, match="job vgg16 is still Running after 0.5s") as err:
         backend.wait("vgg16", timeout=0.5)
     assert err.value.exit_code == 124
@@ -356,7 +356,7 @@ def test_follow_survives_a_replaced_launcher_and_ends_with_the_job(k8s):
         Run([(0.2, "attempt 1"), "boom"], exit_code=1),
         Run([(0.2, "attempt 2"), "total images/sec: 42.0"], exit_code=0)])
     backend = k8s.backend(poll=0.1)
-    backend.submit(make_spec(k8s, workers=1, run_policy={"backoff_limit": 1}), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, workers=1, run_policy={"backoff_limit": 1}), None, schedule_timeout=20)
     lines = list(backend.logs("vgg16", follow=True))
     assert lines == ["attempt 1", "boom", "attempt 2", "total images/sec: 42.0"]
     assert backend.get("vgg16").phase == "Succeeded"
@@ -367,7 +367,7 @@ def test_logs_of_all_pods_are_prefixed(k8s):
     srv.script_pod("vgg16-worker-0", logs=["sshd ready"], exit_code=None)
     k8s.script_launcher("vgg16", ["mpirun started"], exit_code=None)
     backend = k8s.backend()
-    backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
     srv.wait_for(lambda: [p["status"].get("phase") for p in srv.objects("pods", "default")]
                  == ["Running", "Running"])
     launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
@@ -386,7 +386,7 @@ def test_logs_of_all_pods_are_prefixed_after_the_job_finished(k8s, follow):
     srv = k8s.server()
     k8s.script_launcher("vgg16", ["mpirun started", "total images/sec: 12.0"])
     backend = k8s.backend(poll=0.1)
-    backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert backend.wait("vgg16", timeout=20).phase == "Succeeded"
     # cleanPodPolicy Running removed the worker: the launcher is the only pod left.
     launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
@@ -403,7 +403,7 @@ def test_logs_of_a_worker_index_outside_the_job_is_a_usage_error(k8s):
     srv = k8s.server()
     k8s.script_launcher("long1", ["running"], exit_code=None)
     backend = k8s.backend()
-    backend.submit(make_spec(k8s, name="long1", workers=2), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, name="long1", workers=2), None, schedule_timeout=20)
     srv.wait_for(lambda: len(srv.objects("pods", "default")) == 3)
     with pytest.raises(UsageError, match=r"^--worker: job long1 has worker pods 0\.\.1, not 3$"):
         list(backend.logs("long1", worker=3))
@@ -416,7 +416,7 @@ def test_clean_pod_policy_applies_once_the_launcher_is_done(k8s, policy, left):
     k8s.script_launcher("vgg16", ["done"], exit_code=0)
     backend = k8s.backend()
     spec = make_spec(k8s, workers=1, run_policy={"clean_pod_policy": policy})
-    backend.submit(spec, None, schedule_timeout=20)
+    backend.create_job(spec, None, schedule_timeout=20)
     status = backend.wait("vgg16", timeout=20)
     assert status.phase == "Succeeded"
     remaining = sorted(p["metadata"]["labels"][names.LABEL_ROLE]
@@ -430,7 +430,7 @@ def test_operator_mode_without_the_crd_creates_nothing(k8s):
     srv = k8s.server()
     before = posts(srv)
     with pytest.raises(UserError) as err:
-        k8s.backend().submit(make_spec(k8s, workers=2, gpus_per_worker=1), None, mode="operator")
+        k8s.backend().create_job(make_spec(k8s, workers=2, gpus_per_worker=1), None, mode="operator")
     assert str(err.value) == OPERATOR_MISSING
     assert posts(srv) == before
 
@@ -440,7 +440,7 @@ def test_operator_mode_creates_the_mpijob_and_the_objects_it_mounts(k8s):
     srv.install_crd("mpijob")
     backend = k8s.backend()
     spec = make_spec(k8s, workers=2, gpus_per_worker=1, command=())  # the built-in benchmark
-    result = backend.submit(spec, plan(backend, spec), mode="operator")
+    result = backend.create_job(spec, plan(backend, spec), mode="operator")
     assert [o["kind"] for o in result.objects] == ["MPIJob", "ConfigMap"]
     mpijob = srv.get("mpijobs.kubeflow.org", "vgg16")
     mounted = {v["configMap"]["name"]
@@ -466,7 +466,7 @@ def test_operator_mode_rolls_back_the_mpijob_when_a_later_object_is_refused(k8s)
     backend = k8s.backend()
     spec = make_spec(k8s, workers=2, gpus_per_worker=1, command=())
     with pytest.raises(UserError, match="forbidden: cannot create configmaps"):
-        backend.submit(spec, plan(backend, spec), mode="operator")
+        backend.create_job(spec, plan(backend, spec), mode="operator")
     assert srv.objects("mpijobs.kubeflow.org", "default") == []
     assert leftovers(srv, "vgg16") == []
 
@@ -478,7 +478,7 @@ def test_list_makes_the_same_number_of_calls_for_any_number_of_jobs(k8s):
     counts = []
     for batch in (("a", "b"), ("c", "d", "e", "f")):
         for job in batch:
-            backend.submit(make_spec(k8s, name=job, workers=1), None, schedule_timeout=20)
+            backend.create_job(make_spec(k8s, name=job, workers=1), None, schedule_timeout=20)
         srv.clear_requests()
         rows = backend.list()
         counts.append(srv.count_requests())
@@ -490,7 +490,7 @@ def test_measured_rate_is_recorded_once_on_the_root_and_listed(k8s):
     srv = k8s.server()
     k8s.script_launcher("vgg16", ["total images/sec: 400.00"])
     backend = k8s.backend()
-    backend.submit(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert [r.images_per_sec for r in backend.list()] == [None]  # not measured yet
     assert backend.wait("vgg16", timeout=20).images_per_sec == 400.0
     root = srv.get("jobs", names.launcher("vgg16"))
@@ -539,7 +539,7 @@ def test_kueue_gang_in_built_in_mode_is_refused_before_anything_is_created(k8s):
     before = posts(srv)
     with pytest.raises(UsageError, match=r"kueue does not gang-schedule built-in mode.*"
                                          r"use --mode operator"):
-        backend.submit(spec, plan(backend, spec), schedule_timeout=20)
+        backend.create_job(spec, plan(backend, spec), schedule_timeout=20)
     assert posts(srv) == before and leftovers(srv, "vgg16") == []
 
 

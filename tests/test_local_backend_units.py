@@ -425,7 +425,7 @@ def test_more_ranks_than_the_machine_can_run_are_refused_before_anything_starts(
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
     monkeypatch.setattr(local_module, "usable_cores", lambda: 2)
     with pytest.raises(UserError) as err:
-        LocalBackend().submit(JobSpec(name="many", workers=4096, command=("true",)), None, mode="pods")
+        LocalBackend().start(JobSpec(name="many", workers=4096, command=("true",)), None, mode="pods")
     message = str(err.value)
     assert message.startswith("--workers 4096 is 4096 ranks") and "\n" not in message
     assert "each rank as a process on this machine" in message and "at most 32" in message

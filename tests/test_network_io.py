@@ -99,7 +99,7 @@ def test_volcano_hypernodes_give_rack_and_block():
 
 # --- gang scheduler annotations -----------------------------------------------------------------
 def _plan(data, gang):
-    from launcher.submitting import plan_job
+    from launcher.planning import plan_job
 
     spec = build_spec(name="j", workers=16, gpus_per_worker=1, gang=gang, queue="q")
     return spec, plan_job(spec, cluster_from_data(data))

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from mpijob.jobspec.spec import JobSpec
-    from mpijob.scheduling.placement import Placement
 
 # Job phases, as the MPI Operator's conditions name them.
 PENDING = "Pending"
@@ -79,10 +78,61 @@ class SubmitResult:
     message: str | None = None
 
 
+@dataclass(frozen=True)
+class SubmitOptions:
+    """What a backend takes at submit besides the spec and its plan (TorchX's `run_opts`):
+    each backend has its own subclass, so no backend receives another's options."""
+
+    mode: str = "pods"  # pods | operator
+
+
+class BaseBackend:
+    """The contract `launcher.submitting.run_submit` uses, with neutral defaults: as used
+    offline (a client dry run without a cluster), it plans without a snapshot and renders
+    the Kubernetes objects. Backends override what they do differently."""
+
+    name = "offline"
+    namespace: str | None = None  # where a job goes when the user names no namespace
+    # Why --gang asks nothing of a scheduler here (None: the cluster's scheduler decides).
+    gang_note: str | None = None
+
+    def submit_options(self, *, mode: str, server_dry_run: bool,
+                       schedule_timeout: float | None) -> SubmitOptions:
+        return SubmitOptions(mode=mode)
+
+    def detect_gang_scheduler(self) -> str | None:
+        """The gang scheduler installed where jobs run, if any."""
+        return None
+
+    def cluster_for(self, spec: JobSpec, *, context: str | None):
+        """The cluster snapshot to plan on when the user gave no --cluster file (or None)."""
+        return None
+
+    def plan(self, spec: JobSpec, cluster, assumptions):
+        from launcher.planning import plan_job
+
+        return plan_job(spec, cluster, assumptions)
+
+    def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
+        """What `submit` would send, computed here without a call to anything."""
+        from launcher.benchmark_program import benchmark_source
+        from launcher.sshkeys import generate_ssh_keys
+        from mpijob.k8s.manifests import render
+
+        return render(
+            spec, mode=options.mode, placement=plan.placement,
+            ssh=generate_ssh_keys() if options.mode == "pods" else None,
+            benchmark_source=benchmark_source() if spec.runs_benchmark else None,
+            prediction=plan.prediction.to_json() if plan.prediction is not None else None)
+
+    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult:
+        raise NotImplementedError(f"the {self.name} backend cannot submit")
+
+
 class Backend(Protocol):
     name: str
 
-    def submit(self, spec: JobSpec, placement: Placement | None, *, mode: str) -> SubmitResult: ...
+    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult: ...
 
     def get(self, name: str, namespace: str | None = None) -> JobStatus: ...
 

@@ -18,12 +18,21 @@ import gc
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import NoReturn
 
 from launcher.backends import k8s_operator as operator_gang
 from launcher.backends import k8s_status as st
-from launcher.backends.base import FAILED, SUCCEEDED, TERMINAL, JobStatus, SubmitResult
+from launcher.backends.base import (
+    FAILED,
+    SUCCEEDED,
+    TERMINAL,
+    BaseBackend,
+    JobStatus,
+    SubmitOptions,
+    SubmitResult,
+)
 from launcher.backends.k8s_apply import (
     create,
     delete_job_objects,
@@ -134,7 +143,15 @@ def _api_errors_gen(fn):
     return wrapper
 
 
-class KubernetesBackend:
+@dataclass(frozen=True)
+class KubernetesOptions(SubmitOptions):
+    """Submit options of the Kubernetes backend."""
+
+    server_dry_run: bool = False  # --dry-run=server: the API server validates, creates nothing
+    schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
+
+
+class KubernetesBackend(BaseBackend):
     name = "kubernetes"
 
     def __init__(self, context: str | None = None, namespace: str | None = None, *,
@@ -180,9 +197,26 @@ class KubernetesBackend:
         groups = self.client.api_groups()
         return next((gang for gang, group in GANG_GROUPS if group in groups), None)
 
+    def cluster_for(self, spec, *, context: str | None):
+        # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
+        if not spec.gpus_per_worker:
+            return None
+        return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True)
+
     # -- submit ------------------------------------------------------------------------------
+    def submit_options(self, *, mode: str, server_dry_run: bool,
+                       schedule_timeout: float | None) -> KubernetesOptions:
+        return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
+                                 schedule_timeout=schedule_timeout)
+
+    def submit(self, spec, plan, options: KubernetesOptions) -> SubmitResult:
+        return self.create_job(spec, plan.placement, mode=options.mode,
+                               dry_run=options.server_dry_run,
+                               schedule_timeout=options.schedule_timeout,
+                               prediction=plan.prediction)
+
     @_api_errors
-    def submit(self, spec, placement=None, *, mode: str = "pods", dry_run: bool = False,
+    def create_job(self, spec, placement=None, *, mode: str = "pods", dry_run: bool = False,
                schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT, prediction=None,
                benchmark_source: str | None = None,
                delete_on_timeout: bool | None = None) -> SubmitResult:

@@ -30,8 +30,10 @@ from launcher.backends.base import (
     PENDING,
     SUCCEEDED,
     TERMINAL,
+    BaseBackend,
     JobStatus,
     ReplicaStatus,
+    SubmitOptions,
     SubmitResult,
 )
 from launcher.backends.local_gpus import choose_gpus
@@ -82,8 +84,14 @@ class _Prepared:
     hostfile: str
 
 
-class LocalBackend:
+@dataclass(frozen=True)
+class LocalOptions(SubmitOptions):
+    """Submit options of the local backend: the mode only (it is recorded, not acted on)."""
+
+
+class LocalBackend(BaseBackend):
     name = "local"
+    gang_note = "local backend: --gang has no effect (all ranks start together on this machine)"
 
     def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
                  stop_grace_seconds: float = STOP_GRACE_SECONDS):
@@ -92,7 +100,25 @@ class LocalBackend:
         self.stop_grace_seconds = stop_grace_seconds
 
     # ------------------------------------------------------------------ submit
-    def submit(self, spec: JobSpec, placement=None, *, mode: str = "pods", **_ignored) -> SubmitResult:
+    def submit_options(self, *, mode: str, server_dry_run: bool,
+                       schedule_timeout: float | None) -> LocalOptions:
+        if server_dry_run:
+            raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
+                             "what the local backend would run")
+        return LocalOptions(mode=mode)
+
+    def plan(self, spec: JobSpec, cluster, assumptions):
+        from launcher.planning import plan_local_cpu
+
+        return plan_local_cpu(spec, assumptions)
+
+    def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
+        return [self.describe(spec, plan.placement)]
+
+    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult:
+        return self.start(spec, plan.placement, mode=options.mode)
+
+    def start(self, spec: JobSpec, placement=None, *, mode: str = "pods") -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
         paths = job_paths(spec.name, spec.namespace)
         if paths.dir.exists():

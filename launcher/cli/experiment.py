@@ -127,7 +127,8 @@ def _predictions(runner) -> dict[str, str]:
     from launcher.clusterfile import load_cluster
     from launcher.errors import UserError
     from launcher.experiments.runner import submit_options
-    from launcher.submitting import build_spec_from_options, plan_job
+    from launcher.planning import plan_job
+    from launcher.submitting import build_spec_from_options
 
     cluster = load_cluster(runner.loaded.cluster)
     out: dict[str, str] = {}
