@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from launcher.errors import UserError
 from launcher.nvml_topology import GpuInventory, NvmlUnavailable
 from launcher.podresources import PodResources, gpu_allocations
+from launcher.timestamps import format_utc
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 log = logging.getLogger("hvdk8s.agent")
@@ -34,7 +35,7 @@ ONCE_ATTEMPTS = 5
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_utc(moment)
 
 
 def utc_now() -> datetime:

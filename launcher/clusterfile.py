@@ -45,13 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import UsageError
+from mpijob.jobspec.spec import TAINT_EFFECTS
 
 _NODE_KEYS = {
     "name", "gpus", "topology", "allocated", "gpu_model", "network_gbps", "labels", "taints",
     "cpu", "memory", "pcie_gen", "ready", "network", "dra",
 }
 _GENERATE_KEYS = {"count", "prefix", "allocated_fraction", "seed", "start"}
-_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
@@ -378,8 +378,9 @@ def _taints(value: Any) -> tuple:
         if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
             raise _Problem(f"taints[{i}]: expected key=value:Effect or a mapping with key, value, effect")
         effect = t.get("effect", "NoSchedule")
-        if effect not in _EFFECTS:
-            raise _Problem(f"taints[{i}]: effect {effect!r}; expected one of {', '.join(_EFFECTS)}")
+        if effect not in TAINT_EFFECTS:
+            raise _Problem(f"taints[{i}]: effect {effect!r}; expected one of "
+                           f"{', '.join(TAINT_EFFECTS)}")
         val = t.get("value")
         out.append(Taint(key=t["key"], value=None if val is None else str(val), effect=effect))
     return tuple(out)

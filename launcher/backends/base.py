@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from mpijob.jobspec.spec import JobSpec
 
-# Job phases, as the MPI Operator's conditions name them.
-PENDING = "Pending"
-QUEUED = "Queued"  # Pending because a gang scheduler holds it (its reason in the message)
-RUNNING = "Running"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-TERMINAL = (SUCCEEDED, FAILED)
+from launcher.phases import JobPhase
+
+# The phases' strings, as records carry them (launcher.phases).
+PENDING = JobPhase.PENDING.value
+QUEUED = JobPhase.QUEUED.value
+RUNNING = JobPhase.RUNNING.value
+SUCCEEDED = JobPhase.SUCCEEDED.value
+FAILED = JobPhase.FAILED.value
+TERMINAL = tuple(p.value for p in JobPhase if p.terminal)
 
 
 @dataclass
@@ -63,7 +65,7 @@ class JobStatus:
 
     @property
     def done(self) -> bool:
-        return self.phase in TERMINAL
+        return JobPhase.of(self.phase).terminal
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -63,6 +63,7 @@ from launcher.backends.k8s_snapshot import (
     take_snapshot,
 )
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.timestamps import parse_utc
 from mpijob.jobspec import names
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
@@ -106,7 +107,7 @@ def _age(timestamp: str | None) -> str:
     if not timestamp:
         return "?"
     try:
-        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        then = parse_utc(timestamp)
     except ValueError:
         return "?"
     seconds = max(0, int((datetime.now(timezone.utc) - then).total_seconds()))
@@ -732,6 +733,7 @@ def _owned_by_mpijob(obj: dict) -> bool:
 def _plan_conflicts(cluster, placement, spec) -> str | None:
     """Why a plan no longer fits the fresh snapshot, or None when it still does."""
     from mpijob.jobspec.quantity import parse_quantity
+    from mpijob.jobspec.spec import HARD_TAINT_EFFECTS
     from mpijob.scheduling.placement import tolerates
 
     taken: dict[str, set[int]] = {}
@@ -744,7 +746,7 @@ def _plan_conflicts(cluster, placement, spec) -> str | None:
         if not node.ready:
             return f"node {a.node} is not Ready"
         for taint in node.taints:
-            if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            if taint.effect in HARD_TAINT_EFFECTS and not any(
                     tolerates(t, taint) for t in spec.tolerations):
                 what = "cordoned" if taint.key == UNSCHEDULABLE_TAINT else f"tainted {taint.key}"
                 return f"node {a.node} is {what}"

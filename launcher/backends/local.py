@@ -56,6 +56,8 @@ from launcher.backends.local_state import (
 )
 from launcher.backends.local_supervisor import TAIL_LINES, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.phases import JobPhase
+from launcher.timestamps import parse_utc
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.plural import plural
@@ -72,7 +74,7 @@ STOP_GRACE_SECONDS = 5.0
 # Phases of one rank of a failed job besides Succeeded and Failed (as a pod's would read):
 # stopped because the job ended, or not known because nothing recorded its end.
 TERMINATED = "Terminated"
-UNKNOWN = "Unknown"
+UNKNOWN = JobPhase.UNKNOWN.value
 
 
 @dataclass
@@ -605,5 +607,5 @@ def _supervisor_lost(raw: dict) -> bool:
 def _age_seconds(stamp: str | None) -> float:
     if not stamp:
         return 0.0
-    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    created = parse_utc(stamp)
     return (datetime.now(timezone.utc) - created).total_seconds()

@@ -23,10 +23,10 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from launcher.errors import UserError
+from launcher.timestamps import utc_now
 
 HOME_ENV = "HVDK8S_HOME"
 DEFAULT_NAMESPACE = "default"
@@ -121,7 +121,7 @@ def _subdirs(path: Path) -> list[Path]:
 
 def now() -> str:
     """RFC 3339 UTC to the second, as Kubernetes writes timestamps."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_now()
 
 
 def write_json(path: Path, data: dict) -> None:

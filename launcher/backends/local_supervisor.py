@@ -21,10 +21,9 @@ from collections import deque
 from pathlib import Path
 
 from launcher.backends.local_state import JobPaths, now, read_json, update_status
+from launcher.phases import JobPhase
 
-# The supervisor records itself before it imports anything heavy (the phases' module
-# pulls in pydantic): `submit` waits for that record, so it returns sooner.
-FAILED = "Failed"  # launcher.backends.base.FAILED, needed before that import
+FAILED = JobPhase.FAILED.value
 TAIL_LINES = 20
 # After SIGTERM, how long mpirun gets to stop its ranks before SIGKILL.
 STOP_GRACE_SECONDS = 10.0
@@ -61,8 +60,6 @@ class _Stop:
 
 
 def supervise(paths: JobPaths) -> int:
-    from launcher.backends.base import RUNNING
-
     launch = read_json(paths.launch)
     if launch is None:  # deleted before it started
         return 0
@@ -88,7 +85,7 @@ def supervise(paths: JobPaths) -> int:
             return 1
         if stop.signal is not None:  # arrived while mpirun was being started
             stop.proc.terminate()
-        update_status(paths, phase=RUNNING, started=now(), mpirun_pid=stop.proc.pid)
+        update_status(paths, phase=JobPhase.RUNNING.value, started=now(), mpirun_pid=stop.proc.pid)
         try:
             stop.proc.wait(timeout=deadline)
         except subprocess.TimeoutExpired:
@@ -104,7 +101,6 @@ def supervise(paths: JobPaths) -> int:
 
 def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
             deadline: float | None = None) -> int:
-    from launcher.backends.base import SUCCEEDED
     from launcher.backends.local_mpi import rank_failure
     from launcher.backends.local_rank import read_records
     from launcher.benchmark_result import parse_benchmark_output
@@ -119,7 +115,7 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
                     "images_per_sec": images_per_sec, "result": result,
                     "rank_exits": read_records(paths.rank_exits)}
     if returncode == 0 and stop.signal is None and not stop.deadline:
-        update_status(paths, phase=SUCCEEDED, **fields)
+        update_status(paths, phase=JobPhase.SUCCEEDED.value, **fields)
         return 0
     failure = rank_failure(lines)
     log_tail = tail(paths.launcher_log)

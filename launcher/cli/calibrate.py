@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 
 import typer
 
 from launcher.errors import UsageError
+from launcher.timestamps import utc_now
 
 
 def calibrate(
@@ -45,7 +45,7 @@ def calibrate(
                 runs.append(run)
     try:
         cal = fit(runs, sources=[str(Path(d).resolve()) for d in dirs],
-                  created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                  created=utc_now())
     except CalibrationError as exc:
         raise UsageError(f"cannot calibrate: {exc}") from None
     target = Path(out) if out else calibration_file.default_path()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
+from launcher.phases import JobPhase
 
 NAMESPACE_OPT = typer.Option(None, "-n", "--namespace",
                              help="Namespace (default: the context's, or 'default').")
@@ -99,6 +100,6 @@ def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
     typer.echo("\n".join(lines))
     # Why a job is Unknown (its state cannot be read) goes beside the table, to stderr.
     for s in statuses:
-        if s.phase == "Unknown" and s.message:
+        if s.phase == JobPhase.UNKNOWN.value and s.message:
             typer.echo(f"warning: {s.message}", err=True)
 

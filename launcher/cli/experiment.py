@@ -83,8 +83,9 @@ def run(
             note(f"resume with: {_resume_command(file, out, backend)}")
             raise typer.Exit(130) from None
     done = len(store.succeeded_ids() & {r.run_id for r in runner.runs()})
-    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("Succeeded", "Failed", "TimedOut",
-                                                          "NoResult") if summary.count(s))
+    from launcher.experiments.results import STATUSES
+
+    counts = ", ".join(f"{summary.count(s)} {s}" for s in STATUSES if summary.count(s))
     note(f"experiment {loaded.experiment.name}: {plural(len(summary.recorded), 'run')} this time"
          f"{' (' + counts + ')' if counts else ''}; {done} of {summary.total} succeeded in all; "
          f"results in {store.csv_path} and {store.jsonl_path}")

@@ -10,7 +10,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-SUCCEEDED = "Succeeded"
+from launcher.phases import JobPhase
+
+SUCCEEDED = JobPhase.SUCCEEDED.value
 
 # A matrix point, as the report groups repetitions (the record's columns).
 POINT_KEYS = ("model", "workers", "gpus", "placement", "batch_size", "precision", "image_size",

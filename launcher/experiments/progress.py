@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from launcher.experiments.results import FAILED, NO_RESULT, SUCCEEDED, TIMED_OUT
 from mpijob.jobspec.experiment_matrix import Run
 
-MARKS = {"Succeeded": "[green]ok[/green]", "Failed": "[red]FAILED[/red]",
-         "TimedOut": "[red]TIMED OUT[/red]", "NoResult": "[yellow]NO RESULT[/yellow]"}
+MARKS = {SUCCEEDED: "[green]ok[/green]", FAILED: "[red]FAILED[/red]",
+         TIMED_OUT: "[red]TIMED OUT[/red]", NO_RESULT: "[yellow]NO RESULT[/yellow]"}
 
 
 def describe_record(record: dict) -> str:

@@ -20,9 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from launcher.errors import UserError
+from launcher.phases import JobPhase
 
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
+SUCCEEDED = JobPhase.SUCCEEDED.value
+FAILED = JobPhase.FAILED.value
 TIMED_OUT = "TimedOut"
 NO_RESULT = "NoResult"  # the job succeeded but printed no `total images/sec`
 STATUSES = (SUCCEEDED, FAILED, TIMED_OUT, NO_RESULT)

@@ -29,6 +29,7 @@ from launcher.experiments.results import (
     ResultsStore,
 )
 from launcher.experiments.spec import LoadedExperiment
+from launcher.timestamps import format_utc
 from mpijob.jobspec.experiment_matrix import Run, fixed_settings
 from mpijob.plural import plural
 
@@ -103,7 +104,7 @@ def utc_now() -> datetime:
 
 
 def rfc3339(moment: datetime | None) -> str | None:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+    return format_utc(moment) if moment else None
 
 
 def parse_time(text: str | None) -> datetime | None:

@@ -18,14 +18,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mpijob.jobspec.spec import BENCHMARK_MODELS, DNS1035
+from mpijob.jobspec.spec import BENCHMARK_MODELS, DNS1035, BenchmarkModel
 
 # <name>-<8 hex>-r<3 digits> plus the launcher pod's 15-character suffix stays within 63.
 MAX_NAME_LENGTH = 30
 MAX_REPETITIONS = 999
 HASH_LENGTH = 8
 
-Model = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
+Model = BenchmarkModel
 PlacementPolicy = Literal["topology", "binpack", "spread"]
 Precision = Literal["fp32", "fp16"]
 BackendName = Literal["local", "kubernetes"]

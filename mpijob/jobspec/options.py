@@ -7,9 +7,8 @@ so the CLI can name the option and say what it expects.
 from __future__ import annotations
 
 from mpijob.errors import SpecError
+from mpijob.jobspec.spec import TAINT_EFFECTS as EFFECTS
 from mpijob.jobspec.spec import Toleration
-
-EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def parse_key_value(text: str, option: str) -> tuple[str, str]:

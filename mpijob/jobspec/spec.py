@@ -9,7 +9,7 @@ what keeps all of them valid 63-character labels.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -42,7 +42,12 @@ PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Precision = Literal["fp32", "fp16"]
 
 GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
-BENCHMARK_MODELS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3")
+BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
+BENCHMARK_MODELS = get_args(BenchmarkModel)
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TAINT_EFFECTS = get_args(TaintEffect)
+# The effects that keep a pod off a node (PreferNoSchedule only discourages it).
+HARD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 # NCCL moves data between ranks of one pod through /dev/shm; Docker's 64Mi default makes
 # multi-GPU pods fail with "unhandled system error". 4Gi covers 8 ranks (NCCL docs).
 DEFAULT_SHM_SIZE = "4Gi"
@@ -59,7 +64,7 @@ class Toleration(BaseModel):
     key: str | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    effect: TaintEffect | None = None
 
     def to_k8s(self) -> dict:
         out: dict = {"operator": self.operator}

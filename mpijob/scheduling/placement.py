@@ -34,13 +34,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mpijob.errors import SpecError
-from mpijob.jobspec.spec import JobSpec, Toleration
+from mpijob.jobspec.spec import HARD_TAINT_EFFECTS, JobSpec, Toleration
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 
 POLICIES = ("topology", "binpack", "spread")
 POLICY_ALIASES = {"gputopology": "topology"}
-_HARD_EFFECTS = ("NoSchedule", "NoExecute")
 _UNBOUNDED = 1 << 30
 
 
@@ -193,7 +192,7 @@ def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool)
         for taint in node.taints or ():
             if any(tolerates(t, taint) for t in tolerations):
                 continue
-            if taint.effect in _HARD_EFFECTS:
+            if taint.effect in HARD_TAINT_EFFECTS:
                 blocked = taint
                 break
             soft += 1

@@ -1,0 +1,32 @@
+"""The phases of a job, one definition for every backend and for the experiment records.
+
+Named as the MPI Operator's conditions name them. Records keep the plain strings (the
+`.value`s): they go to JSON, YAML and CSV as they are. Imports nothing, so the local
+supervisor can use it before anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class JobPhase(Enum):
+    PENDING = "Pending"
+    QUEUED = "Queued"  # Pending because a gang scheduler holds it (its reason in the message)
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"  # the state could not be read (the reason in the message)
+
+    @property
+    def terminal(self) -> bool:
+        """Nothing more will happen to the job."""
+        return self in (JobPhase.SUCCEEDED, JobPhase.FAILED)
+
+    @classmethod
+    def of(cls, text: str | None) -> JobPhase:
+        """The phase a record names; UNKNOWN for anything else."""
+        try:
+            return cls(text)
+        except ValueError:
+            return cls.UNKNOWN
