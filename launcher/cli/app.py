@@ -8,9 +8,6 @@ import traceback
 
 import typer
 
-# typer >= 0.20 vendors click; pyproject pins the minor version this relies on.
-from typer._click.exceptions import ClickException
-from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from launcher import __version__
@@ -31,8 +28,12 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except ClickUsageError as exc:
-            # click prints usage + hint + error over several lines; one line says it all.
+        except typer.TyperException as exc:
+            # typer's public base of the click exceptions it vendors. A usage error (exit
+            # code 2: a bad option or value) prints usage + hint + error over several lines
+            # in click; one line says it all. Others click reports itself.
+            if getattr(exc, "exit_code", None) != 2:
+                raise
             typer.echo(f"error: {exc.format_message()}", err=True)
             raise typer.Exit(2) from None
         except UserError as exc:
@@ -43,7 +44,7 @@ class _OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
-        except (ClickException, typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort):
             raise
         except Exception as exc:
             if debug_enabled():
