@@ -13,9 +13,10 @@ from launcher.option_names import spec_error_to_usage
 from launcher.output import note
 from launcher.planning import Plan
 from mpijob.errors import SpecError
+from mpijob.jobspec import defaults
 from mpijob.plural import plural
 
-MPI_NAMES = {"openmpi": "OpenMPI", "intel": "Intel", "mpich": "MPICH"}
+MPI_NAMES = {m.lower(): m for m in defaults.MPI_IMPLEMENTATIONS}  # --mpi is case-blind
 
 
 def _pairs(values: list[str], option: str) -> dict[str, str]:
@@ -31,6 +32,10 @@ def _command(words: list[str]) -> tuple[tuple[str, ...], bool]:
     return tuple(words), False
 
 
+def _given(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
     """JobSpec from CLI-style options; every problem becomes a UsageError naming the option."""
     from mpijob.jobspec.options import parse_toleration
@@ -38,38 +43,37 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
 
     try:
         command, shell = _command(list(o.get("command") or []))
-        mpi = MPI_NAMES.get(str(o.get("mpi", "OpenMPI")).lower(), o.get("mpi"))
-        fields: dict[str, Any] = dict(
-            name=o["name"], workers=o.get("workers", 1), gpus_per_worker=o.get("gpus", 0),
-            env=_pairs(o.get("env", []), "-e/--env"), cpu=o.get("cpu"), memory=o.get("memory"),
-            command=command, shell=shell, mpi_implementation=mpi,
-            run_policy=dict(clean_pod_policy=o.get("clean_pod_policy", "Running"),
-                            backoff_limit=o.get("backoff_limit"),
-                            ttl_seconds_after_finished=o.get("ttl"),
-                            active_deadline_seconds=o.get("active_deadline")),
-            gang=gang, queue=o.get("queue"), priority_class=o.get("priority"),
-            node_selector=_pairs(o.get("selector", []), "--selector"),
-            tolerations=tuple(parse_toleration(t) for t in o.get("toleration", [])),
-            labels=_pairs(o.get("label", []), "--label"),
-            annotations=_pairs(o.get("annotation", []), "--annotation"),
-            image_pull_secrets=tuple(o.get("image_pull_secret", [])),
-            image_pull_policy=o.get("image_pull_policy", "IfNotPresent"),
-            host_network=o.get("host_network", False),
-            network_interface=o.get("network_interface"),
-            launcher_cpu=o.get("launcher_cpu", "1"), launcher_memory=o.get("launcher_memory", "1Gi"),
-            scheduler_name=o.get("scheduler_name"),
-            placement_policy=o.get("placement", "topology"),
-            cross_zone=bool(o.get("cross_zone", False)),
-            gpu_request=o.get("gpu_request") or "device-plugin",
-            benchmark=dict(model=o.get("model", "resnet50"), batch_size=o.get("batch_size", 64),
-                           num_batches=o.get("num_batches", 100),
-                           num_warmup_batches=o.get("num_warmup_batches", 10),
-                           image_size=o.get("image_size"), use_fp16=o.get("use_fp16", False),
-                           xla=o.get("xla", False)),
+        mpi = o.get("mpi")
+        # Only what was given: every default is the spec model's (mpijob.jobspec.defaults).
+        fields: dict[str, Any] = _given(
+            name=o["name"], workers=o.get("workers"), gpus_per_worker=o.get("gpus"),
+            cpu=o.get("cpu"), memory=o.get("memory"), image=o.get("image"),
+            namespace=o.get("namespace"), shm_size=o.get("shm_size"),
+            mpi_implementation=MPI_NAMES.get(str(mpi).lower(), mpi) if mpi else None,
+            queue=o.get("queue"), priority_class=o.get("priority"),
+            image_pull_policy=o.get("image_pull_policy"),
+            network_interface=o.get("network_interface"), launcher_cpu=o.get("launcher_cpu"),
+            launcher_memory=o.get("launcher_memory"), scheduler_name=o.get("scheduler_name"),
+            placement_policy=o.get("placement"), gpu_request=o.get("gpu_request"))
+        fields.update(
+            command=command, shell=shell, gang=gang,
+            env=_pairs(o.get("env") or [], "-e/--env"),
+            run_policy=_given(clean_pod_policy=o.get("clean_pod_policy"),
+                              backoff_limit=o.get("backoff_limit"),
+                              ttl_seconds_after_finished=o.get("ttl"),
+                              active_deadline_seconds=o.get("active_deadline")),
+            node_selector=_pairs(o.get("selector") or [], "--selector"),
+            tolerations=tuple(parse_toleration(t) for t in o.get("toleration") or []),
+            labels=_pairs(o.get("label") or [], "--label"),
+            annotations=_pairs(o.get("annotation") or [], "--annotation"),
+            image_pull_secrets=tuple(o.get("image_pull_secret") or []),
+            host_network=bool(o.get("host_network")), cross_zone=bool(o.get("cross_zone")),
+            benchmark=_given(model=o.get("model"), batch_size=o.get("batch_size"),
+                             num_batches=o.get("num_batches"),
+                             num_warmup_batches=o.get("num_warmup_batches"),
+                             image_size=o.get("image_size"), use_fp16=o.get("use_fp16"),
+                             xla=o.get("xla")),
         )
-        for key in ("image", "namespace", "shm_size"):
-            if o.get(key) is not None:
-                fields[key] = o[key]
         return build_spec(**fields)
     except SpecError as err:
         raise spec_error_to_usage(err) from None
@@ -80,12 +84,12 @@ class SubmitRequest:
     options: dict[str, Any]
     gang: bool = False
     gang_scheduler: str | None = None
-    mode: str = "pods"
+    mode: str = defaults.MODE
     backend: str | None = None
     context: str | None = None
     cluster: str | None = None
     dry_run: str | None = None  # None, "client" or "server"
-    schedule_timeout: float = 120.0
+    schedule_timeout: float = defaults.SCHEDULE_TIMEOUT_SECONDS
     calibration: str | None = None  # --calibration FILE (None: the default file, if any)
 
 
@@ -147,10 +151,10 @@ def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
 
 def _with_gpu_request(spec, choice: str, cluster):
     """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices."""
-    from mpijob.k8s.dra import GPU_REQUEST_MODES
+    from mpijob.jobspec.defaults import GPU_REQUESTS
 
-    if choice not in GPU_REQUEST_MODES:
-        raise UsageError(f"--gpu-request: expected {', '.join(GPU_REQUEST_MODES)}, got {choice!r}")
+    if choice not in GPU_REQUESTS:
+        raise UsageError(f"--gpu-request: expected {', '.join(GPU_REQUESTS)}, got {choice!r}")
     if not spec.gpus_per_worker:
         return spec
     has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
@@ -233,7 +237,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or "auto", cluster)
+    spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or defaults.GPU_REQUEST,
+                             cluster)
     from launcher import calibration_file
 
     cal, cal_source = calibration_file.load(request.calibration)

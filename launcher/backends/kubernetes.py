@@ -64,7 +64,7 @@ from launcher.backends.k8s_snapshot import (
 )
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.timestamps import parse_utc
-from mpijob.jobspec import names
+from mpijob.jobspec import defaults, names
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
@@ -80,7 +80,7 @@ KUEUE_MPIJOB_OFF = ("--gang-scheduler kueue: Kueue does not manage MPIJobs here 
                     "kubeflow.org/mpijob integration is off), so the job would not be "
                     "gang-admitted; add kubeflow.org/mpijob to integrations.frameworks in "
                     "kueue-system/kueue-manager-config, or use --gang-scheduler volcano")
-DEFAULT_SCHEDULE_TIMEOUT = 120.0
+DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
 
 
@@ -224,7 +224,7 @@ class KubernetesBackend(BaseBackend):
         """Create the job, all or nothing (module docstring). With a gang scheduler the job
         is left queued on timeout unless `delete_on_timeout`; without one it is deleted."""
         client, ns = self.client, spec.namespace
-        if mode not in ("pods", "operator"):
+        if mode not in defaults.MODES:
             raise UsageError(f"--mode: expected pods or operator, got {mode!r}")
         if mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)

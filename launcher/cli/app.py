@@ -7,7 +7,6 @@ import sys
 import traceback
 
 import typer
-
 from typer.core import TyperGroup
 
 from launcher import __version__

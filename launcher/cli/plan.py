@@ -12,11 +12,9 @@ import typer
 from launcher import calibration_file
 from launcher.calibration_file import CALIBRATION_OPT
 from launcher.errors import UsageError
+from mpijob.jobspec import defaults
 
 PLAN_FORMATS = ("table", "json", "yaml")
-DEFAULT_MODEL = "resnet50"
-DEFAULT_BATCH = 64
-DEFAULT_PRECISION = "fp32"
 
 
 def plan(
@@ -36,9 +34,10 @@ def plan(
     ),
     cpu: str = typer.Option(None, "--cpu", help="CPU per worker (e.g. 4, 500m)."),
     memory: str = typer.Option(None, "--memory", help="Memory per worker (e.g. 16Gi)."),
-    model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model for the throughput prediction."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, "--batch-size", help="Per-GPU batch size."),
-    precision: str = typer.Option(DEFAULT_PRECISION, "--precision", help="fp32 or fp16."),
+    model: str = typer.Option(defaults.MODEL, "--model", help="Model for the throughput prediction."),
+    batch_size: int = typer.Option(defaults.BATCH_SIZE, "--batch-size", help="Per-GPU batch size."),
+    precision: str = typer.Option(defaults.PRECISION, "--precision",
+                                  help=" or ".join(defaults.PRECISIONS) + "."),
     compare: bool = typer.Option(False, "--compare", help="Show topology, binpack and spread side by side."),
     cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in several zones."),
     context: str = typer.Option(None, "--context", help="kubeconfig context (without --cluster)."),
@@ -57,7 +56,7 @@ def plan(
 
     from mpijob.scheduling.placement import place
 
-    policies = ("topology", "binpack", "spread") if compare else (policy,)
+    policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
     results = []
     for p in policies:
         result = place(snapshot, request, p)
@@ -94,11 +93,12 @@ def _check_job(workers, gpus, placement, gputopology, model, batch_size, precisi
 
     if gputopology and placement not in (None, "topology"):
         raise UsageError(f"--gputopology and --placement {placement} disagree: give one of them")
-    if precision not in ("fp32", "fp16"):
-        raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
+    if precision not in defaults.PRECISIONS:
+        raise UsageError(f"--precision: expected {' or '.join(defaults.PRECISIONS)}, "
+                         f"got {precision!r}")
     try:
         spec = build_spec(name="plan", workers=workers, gpus_per_worker=gpus,
-                          placement_policy=placement or "topology",
+                          placement_policy=placement or defaults.PLACEMENT_POLICY,
                           benchmark={"model": model, "batch_size": batch_size,
                                      "use_fp16": precision == "fp16"})
     except SpecError as err:

@@ -19,6 +19,7 @@ from launcher.cli.common import (
 )
 from launcher.errors import UsageError
 from launcher.output import check_format, emit_objects, note
+from mpijob.jobspec import defaults
 
 app = typer.Typer(no_args_is_help=True, help="Submit a job.")
 
@@ -45,7 +46,6 @@ class _OptionalValueDryRun(TyperCommand):
             i += 1
         return super().parse_args(ctx, args)
 
-DRY_RUN_CHOICES = ("client", "server", "none")
 
 
 @app.command(
@@ -60,16 +60,16 @@ def submit_mpi(
                                         "(arena style), or a whole `mpirun ...` line."),
     name: str = typer.Option(None, "--name", help="Job name, a DNS-1035 label (default: the "
                              "model or program plus a random suffix, e.g. resnet50-x7k2p)."),
-    workers: int = typer.Option(1, "--workers", help="Workers, each with --gpus GPUs. With a "
+    workers: int = typer.Option(defaults.WORKERS, "--workers", help="Workers, each with --gpus GPUs. With a "
                                 "placement, the workers that land on one node share one pod "
                                 "(so they can use NVLink)."),
-    gpus: int = typer.Option(0, "--gpus", help="GPUs per worker; 0 runs ranks on the CPU."),
+    gpus: int = typer.Option(defaults.GPUS_PER_WORKER, "--gpus", help="GPUs per worker; 0 runs ranks on the CPU."),
     image: str = typer.Option(None, "--image", help="Training image."),
     namespace: str = NAMESPACE_OPT,
     context: str = CONTEXT_OPT,
     backend: str = BACKEND_OPT,
-    mode: str = typer.Option("pods", "--mode", help="pods (built-in, no operator) or operator "
-                             "(a Kubeflow MPIJob)."),
+    mode: str = typer.Option(defaults.MODE, "--mode", help="pods (built-in, no operator) or "
+                             "operator (a Kubeflow MPIJob)."),
     gang: bool = typer.Option(False, "--gang", help="Gang-schedule with Volcano, "
                               "scheduler-plugins or Kueue when installed (hvdk8s's own "
                               "all-or-nothing check applies either way)."),
@@ -78,13 +78,14 @@ def submit_mpi(
     queue: str = typer.Option(None, "--queue", help="Volcano queue or Kueue LocalQueue."),
     gputopology: bool = typer.Option(False, "--gputopology", help="Topology-aware placement "
                                      "(the default; same as --placement topology)."),
-    placement_policy: str = typer.Option(None, "--placement", help="topology, binpack or spread."),
+    placement_policy: str = typer.Option(None, "--placement",
+                                         help=", ".join(defaults.PLACEMENT_POLICIES) + "."),
     cluster: str = typer.Option(None, "--cluster", help="Plan against this cluster file "
                                 "instead of the live cluster."),
     calibration: str = CALIBRATION_OPT,
     cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in "
                                     "several zones (never by default)."),
-    gpu_request: str = typer.Option("auto", "--gpu-request", help="auto, device-plugin or dra: "
+    gpu_request: str = typer.Option(defaults.GPU_REQUEST, "--gpu-request", help="auto, device-plugin or dra: "
                                     "how workers ask for GPUs (auto: DRA claims naming the "
                                     "planned GPUs where the cluster publishes DRA GPU devices)."),
     env: list[str] = typer.Option(None, "-e", "--env", help="K=V, repeatable."),
@@ -96,9 +97,10 @@ def submit_mpi(
     annotation: list[str] = typer.Option(None, "--annotation", help="k=v, repeatable."),
     label: list[str] = typer.Option(None, "--label", help="k=v, repeatable."),
     priority: str = typer.Option(None, "--priority", help="PriorityClass name."),
-    mpi: str = typer.Option("OpenMPI", "--mpi", help="OpenMPI, Intel or MPICH."),
-    clean_pod_policy: str = typer.Option("Running", "--clean-pod-policy",
-                                         help="Running, All or None."),
+    mpi: str = typer.Option(defaults.MPI_IMPLEMENTATION, "--mpi",
+                            help=", ".join(defaults.MPI_IMPLEMENTATIONS) + "."),
+    clean_pod_policy: str = typer.Option(defaults.CLEAN_POD_POLICY, "--clean-pod-policy",
+                                         help=", ".join(defaults.CLEAN_POD_POLICIES) + "."),
     backoff_limit: int = typer.Option(None, "--backoff-limit", min=0,
                                       help="Launcher retries (default 0: a failed run ends the job)."),
     ttl: int = typer.Option(None, "--ttl", min=0, help="Delete the finished job after this "
@@ -108,24 +110,26 @@ def submit_mpi(
                                         "(activeDeadlineSeconds)."),
     image_pull_secret: list[str] = typer.Option(None, "--image-pull-secret",
                                                 help="Secret for a private registry; repeatable."),
-    image_pull_policy: str = typer.Option("IfNotPresent", "--image-pull-policy",
-                                          help="Always, IfNotPresent or Never."),
+    image_pull_policy: str = typer.Option(defaults.PULL_POLICY, "--image-pull-policy",
+                                          help=", ".join(defaults.PULL_POLICIES) + "."),
     shm_size: str = typer.Option(None, "--shm-size", help="/dev/shm size (default 4Gi)."),
     host_network: bool = typer.Option(False, "--host-network", help="Run pods on the node's "
                                       "network (RDMA/InfiniBand without a CNI for it)."),
     network_interface: str = typer.Option(None, "--network-interface",
                                           help="NIC for MPI/NCCL with --host-network."),
-    launcher_cpu: str = typer.Option("1", "--launcher-cpu", help="CPU for the launcher pod "
+    launcher_cpu: str = typer.Option(defaults.LAUNCHER_CPU, "--launcher-cpu", help="CPU for the launcher pod "
                                      "(it only runs mpirun; it never gets a GPU)."),
-    launcher_memory: str = typer.Option("1Gi", "--launcher-memory",
+    launcher_memory: str = typer.Option(defaults.LAUNCHER_MEMORY, "--launcher-memory",
                                         help="Memory for the launcher pod."),
     scheduler_name: str = typer.Option(None, "--scheduler-name", help="Scheduler for the "
                                        "workers (default: the gang scheduler's, else the "
                                        "cluster default)."),
-    model: str = typer.Option("resnet50", "--model", help="Benchmark model."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Benchmark batch size per GPU."),
-    num_batches: int = typer.Option(100, "--num-batches", help="Benchmark: timed steps."),
-    num_warmup_batches: int = typer.Option(10, "--num-warmup-batches",
+    model: str = typer.Option(defaults.MODEL, "--model", help="Benchmark model."),
+    batch_size: int = typer.Option(defaults.BATCH_SIZE, "--batch-size",
+                                   help="Benchmark batch size per GPU."),
+    num_batches: int = typer.Option(defaults.NUM_BATCHES, "--num-batches",
+                                    help="Benchmark: timed steps."),
+    num_warmup_batches: int = typer.Option(defaults.NUM_WARMUP_BATCHES, "--num-warmup-batches",
                                            help="Benchmark: untimed steps first."),
     image_size: int = typer.Option(None, "--image-size", help="Benchmark image size "
                                    "(small sizes for CPU runs)."),
@@ -138,17 +142,17 @@ def submit_mpi(
     wait: bool = typer.Option(False, "--wait", help="Wait for the end; exit as `wait` does."),
     timeout: float = typer.Option(None, "--timeout", min=0, help="Seconds to wait with "
                                   "--wait; exit 124 when exceeded."),
-    schedule_timeout: float = typer.Option(120.0, "--schedule-timeout", min=1, help="Seconds for "
+    schedule_timeout: float = typer.Option(defaults.SCHEDULE_TIMEOUT_SECONDS, "--schedule-timeout", min=1, help="Seconds for "
                                            "all workers to be scheduled before rollback."),
 ):
     from launcher.submitting import SubmitRequest, run_submit
 
     check_format(output, ("yaml", "json"))
-    if dry_run is not None and dry_run not in DRY_RUN_CHOICES:
+    if dry_run is not None and dry_run not in defaults.DRY_RUNS:
         raise UsageError(f"--dry-run: expected client or server, got {dry_run!r}")
-    if mode not in ("pods", "operator"):
-        raise UsageError(f"--mode: expected pods or operator, got {mode!r}")
-    if gputopology and placement_policy not in (None, "topology"):
+    if mode not in defaults.MODES:
+        raise UsageError(f"--mode: expected {' or '.join(defaults.MODES)}, got {mode!r}")
+    if gputopology and placement_policy not in (None, defaults.PLACEMENT_POLICY):
         raise UsageError("--gputopology and --placement "
                          f"{placement_policy} disagree: give one of them")
     request = SubmitRequest(
@@ -162,7 +166,7 @@ def submit_mpi(
             shm_size=shm_size, host_network=host_network, network_interface=network_interface,
             launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
             scheduler_name=scheduler_name,
-            placement=placement_policy or "topology", command=command or [],
+            placement=placement_policy, command=command or [],
             cross_zone=cross_zone, gpu_request_choice=gpu_request,
             model=model, batch_size=batch_size, num_batches=num_batches,
             num_warmup_batches=num_warmup_batches, image_size=image_size,

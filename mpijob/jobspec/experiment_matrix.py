@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mpijob.jobspec import defaults
+from mpijob.jobspec.defaults import Mode, PlacementPolicy, Precision
 from mpijob.jobspec.spec import BENCHMARK_MODELS, DNS1035, BenchmarkModel
 
 # <name>-<8 hex>-r<3 digits> plus the launcher pod's 15-character suffix stays within 63.
@@ -26,8 +28,7 @@ MAX_REPETITIONS = 999
 HASH_LENGTH = 8
 
 Model = BenchmarkModel
-PlacementPolicy = Literal["topology", "binpack", "spread"]
-Precision = Literal["fp32", "fp16"]
+
 BackendName = Literal["local", "kubernetes"]
 
 # What each key expects, worded for people; errors say "expected <this>, got <value>".
@@ -167,7 +168,7 @@ class Experiment(BaseModel):
     repetitions: int = 1
     timeout: float = 1800.0
     parallel: int = 1
-    mode: Literal["pods", "operator"] = "pods"
+    mode: Mode = defaults.MODE
     env: dict[str, str] = Field(default_factory=dict)
     cpu: str | None = None
     memory: str | None = None

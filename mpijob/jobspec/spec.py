@@ -22,7 +22,14 @@ from pydantic import (
 )
 
 from mpijob.errors import SpecError
-from mpijob.jobspec import names
+from mpijob.jobspec import defaults, names
+from mpijob.jobspec.defaults import (
+    CleanPodPolicy,
+    MPIImplementation,
+    PlacementPolicy,
+    Precision,
+    PullPolicy,
+)
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -33,13 +40,7 @@ ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
-CleanPodPolicy = Literal["Running", "All", "None"]
 Gang = Literal["none", "volcano", "scheduler-plugins", "kueue"]
-PlacementPolicy = Literal["topology", "binpack", "spread"]
-Mode = Literal["pods", "operator"]
-PullPolicy = Literal["Always", "IfNotPresent", "Never"]
-Precision = Literal["fp32", "fp16"]
 
 GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
 BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
@@ -82,10 +83,10 @@ class BenchmarkSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = "resnet50"
-    batch_size: int = Field(64, ge=1, le=4096)
-    num_batches: int = Field(100, ge=1)
-    num_warmup_batches: int = Field(10, ge=0)
+    model: str = defaults.MODEL
+    batch_size: int = Field(defaults.BATCH_SIZE, ge=1, le=4096)
+    num_batches: int = Field(defaults.NUM_BATCHES, ge=1)
+    num_warmup_batches: int = Field(defaults.NUM_WARMUP_BATCHES, ge=0)
     image_size: int | None = Field(None, ge=32, le=1024)
     use_fp16: bool = False
     xla: bool = False
@@ -106,7 +107,7 @@ class BenchmarkSpec(BaseModel):
 class RunPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    clean_pod_policy: CleanPodPolicy = "Running"
+    clean_pod_policy: CleanPodPolicy = defaults.CLEAN_POD_POLICY
     backoff_limit: int | None = Field(None, ge=0)
     ttl_seconds_after_finished: int | None = Field(None, ge=0)
     active_deadline_seconds: int | None = Field(None, ge=1)
@@ -119,17 +120,17 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    namespace: str = "default"
+    namespace: str = defaults.NAMESPACE
     image: str = DEFAULT_IMAGE
-    workers: int = Field(1, ge=1, le=4096)
-    gpus_per_worker: int = Field(0, ge=0, le=16)
+    workers: int = Field(defaults.WORKERS, ge=1, le=4096)
+    gpus_per_worker: int = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
     cpu: str | None = None
     memory: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     # argv, or one shell string when `shell` is true (arena's `"python train.py --x"`).
     command: tuple[str, ...] = ()
     shell: bool = False
-    mpi_implementation: MPIImplementation = "OpenMPI"
+    mpi_implementation: MPIImplementation = defaults.MPI_IMPLEMENTATION
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
     gang: Gang = "none"
     queue: str | None = None
@@ -141,13 +142,13 @@ class JobSpec(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
-    image_pull_policy: PullPolicy = "IfNotPresent"
+    image_pull_policy: PullPolicy = defaults.PULL_POLICY
     shm_size: str = DEFAULT_SHM_SIZE
     host_network: bool = False
     network_interface: str | None = None
-    launcher_cpu: str = "1"
-    launcher_memory: str = "1Gi"
-    placement_policy: PlacementPolicy = "topology"
+    launcher_cpu: str = defaults.LAUNCHER_CPU
+    launcher_memory: str = defaults.LAUNCHER_MEMORY
+    placement_policy: PlacementPolicy = defaults.PLACEMENT_POLICY
     # Let placement put one job's nodes in several zones (mpijob.scheduling.placement_network).
     cross_zone: bool = False
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims

@@ -30,7 +30,6 @@ DEVICE_CLASS = "gpu.nvidia.com"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 REQUEST = "gpus"  # the request's name inside the claim, and the pod's claim name
 API_VERSION = "resource.k8s.io/v1"
-GPU_REQUEST_MODES = ("auto", "device-plugin", "dra")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mpijob.jobspec.defaults import MODES
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_dra import apply_dra
 from mpijob.k8s.render_network import apply_network_topology
@@ -23,8 +24,6 @@ from mpijob.k8s.render_pods import render_pods
 if TYPE_CHECKING:  # only types here
     from mpijob.jobspec.spec import JobSpec
     from mpijob.scheduling.placement import Placement
-
-MODES = ("pods", "operator")
 
 
 def render(

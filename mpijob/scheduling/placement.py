@@ -34,11 +34,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mpijob.errors import SpecError
+from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.jobspec.spec import HARD_TAINT_EFFECTS, JobSpec, Toleration
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 
-POLICIES = ("topology", "binpack", "spread")
+POLICIES = PLACEMENT_POLICIES
 POLICY_ALIASES = {"gputopology": "topology"}
 _UNBOUNDED = 1 << 30
 
