@@ -51,6 +51,24 @@ def _one_line_error(result, *words: str) -> None:
     assert "Traceback" not in result.output and all(w in lines[0] for w in words), lines
 
 
+def _running(name: str, timeout: float = 60.0) -> None:
+    """Wait until the job's supervisor has recorded it Running: after that it writes
+    status.json only when the job ends, so a breakage made now stays (under load the
+    Running record can come after `submit` returns and would repair it)."""
+    import time
+
+    path = job_paths(name, "default").status
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(path.read_text()).get("phase") == "Running":
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"job {name} never recorded Running")
+
+
 def _half(path: Path) -> None:
     text = path.read_text()
     path.write_text(text[: len(text) // 2])
@@ -80,6 +98,7 @@ def test_a_broken_state_file_breaks_only_its_own_job(case):
         assert submitted.exit_code == 0, submitted.output
     bad = job_paths("bad", "default")
     assert local_procs.job_pids(None, None, str(bad.dir))  # found without status.json
+    _running("bad")
     breakage(bad.dir / filename)
 
     listed = invoke("list")
