@@ -60,6 +60,13 @@ def get_json(k8s, name) -> dict:
     return json.loads(result.stdout)
 
 
+def listed(k8s, name) -> dict:
+    """The job's row of `hvdk8s list -o json` (one call per kind, none per job)."""
+    result = hvdk8s(k8s, "list", "-o", "json")
+    assert result.exit_code == 0, result.output
+    return next(j for j in json.loads(result.stdout) if j["name"] == name)
+
+
 @pytest.fixture
 def kueue(k8s):
     srv = k8s.server()
@@ -101,6 +108,8 @@ def test_kueue_operator_job_over_quota_holds_no_gpu_and_says_why(k8s, kueue):
         k8s, "big")["phase"] == "Queued")
     status = get_json(k8s, "big")
     assert status["reason"] == "QueuedByKueue"
+    assert (listed(k8s, "big")["phase"], listed(k8s, "big")["reason"]) == ("Queued",
+                                                                           "QueuedByKueue")
     assert ("couldn't assign flavors to pod set worker: insufficient quota for nvidia.com/gpu "
             "in flavor default-flavor, request > maximum capacity (16 > 8)") in status["message"]
     assert gpus_held(kueue) == 0 and kueue.objects("pods", "default") == []
@@ -183,6 +192,7 @@ def test_volcano_built_in_job_on_a_busy_cluster_queues_then_runs_whole(k8s):
     assert "minResources" not in pg["spec"] and pg["status"]["phase"] == "Inqueue"
     status = get_json(k8s, "busy")
     assert (status["phase"], status["reason"]) == ("Queued", "QueuedByVolcano")
+    assert listed(k8s, "busy")["phase"] == "Queued"
     assert gpus_held(srv) == 16  # only the hogs: no worker holds a GPU while queued
     srv.delete("pods", "hog-gpu-node-0")
     srv.delete("pods", "hog-gpu-node-1")
@@ -202,6 +212,9 @@ def test_scheduler_plugins_built_in_job_that_cannot_fit_holds_no_gpu(k8s):
     status = get_json(k8s, "wide")
     assert (status["phase"], status["reason"]) == ("Queued", "QueuedByCoscheduling")
     assert "Insufficient nvidia.com/gpu" in status["message"]
+    row = listed(k8s, "wide")
+    assert (row["phase"], row["reason"]) == ("Queued", "QueuedByCoscheduling")
+    assert "Insufficient nvidia.com/gpu" in row["message"]
     assert gpus_held(srv) == 8  # the hog's: the queued gang binds nothing
     assert hvdk8s(k8s, "delete", "wide").exit_code == 0
     assert leftovers(srv, "wide") == []

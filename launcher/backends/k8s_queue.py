@@ -50,6 +50,29 @@ def queued(client, status: JobStatus, root: dict | None, mode: str) -> None:
         status.message = why
 
 
+def queued_without_calls(status: JobStatus, root: dict | None) -> None:
+    """`list`'s cheaper `queued`: from the objects already read, no call per job. A Pending
+    gang job is Queued when Kueue still suspends its MPIJob, or when its workers are
+    Unschedulable under Volcano or coscheduling; `get` gives the scheduler's own reason."""
+    gang = gang_of(root)
+    if gang is None or status.phase != PENDING or root is None:
+        return
+    if gang == "kueue":
+        if root.get("kind") != "MPIJob" or not (
+                (root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            return
+        why = "suspended until Kueue admits it"
+    else:
+        waiting = [r for r in status.replicas if r.role != names.ROLE_LAUNCHER
+                   and r.reason == "Unschedulable"]
+        if not waiting:
+            return
+        why = next((r.message for r in waiting if r.message), "workers not schedulable yet")
+    status.phase = QUEUED
+    status.reason = f"QueuedBy{GANG_TITLES[gang].capitalize()}"
+    status.message = why
+
+
 def _kueue(client, root: dict) -> str | None:
     if root.get("kind") != "MPIJob" or not ((root.get("spec") or {}).get("runPolicy") or {}).get(
             "suspend"):

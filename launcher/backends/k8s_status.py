@@ -332,8 +332,9 @@ def parse_result(lines: list[str]) -> tuple[float | None, dict | None]:
 
 
 # --- many jobs at once ------------------------------------------------------------------------
-def group_statuses(roots: list[dict], pods: list[dict]) -> list[JobStatus]:
-    """JobStatus rows for every job seen in the roots or the pods (no extra calls)."""
+def group_statuses(roots: list[dict], pods: list[dict], refine=None) -> list[JobStatus]:
+    """JobStatus rows for every job seen in the roots or the pods (no extra calls);
+    `refine(status, root)` may adjust each row in place."""
     by_job: dict[tuple[str, str], dict] = defaultdict(
         lambda: {"root": None, "pods": [], "mode": "pods"})
     for root in roots:
@@ -349,5 +350,8 @@ def group_statuses(roots: list[dict], pods: list[dict]) -> list[JobStatus]:
             by_job[(meta(pod).get("namespace", ""), name)]["pods"].append(pod)
     out = []
     for (ns, name), entry in sorted(by_job.items()):
-        out.append(job_status(name, ns, root=entry["root"], pods=entry["pods"], mode=entry["mode"]))
+        status = job_status(name, ns, root=entry["root"], pods=entry["pods"], mode=entry["mode"])
+        if refine is not None:
+            refine(status, entry["root"])
+        out.append(status)
     return out

@@ -55,7 +55,7 @@ from launcher.backends.k8s_client import (
     kubeconfig_usable,
 )
 from launcher.backends.k8s_logs import follow_pod, merge_streams, pod_log_lines, started
-from launcher.backends.k8s_queue import queued
+from launcher.backends.k8s_queue import queued, queued_without_calls
 from launcher.backends.k8s_snapshot import (
     UNSCHEDULABLE_TAINT,
     Snapshot,
@@ -577,7 +577,7 @@ class KubernetesBackend(BaseBackend):
                                    label_selector=selector):
                 mj.setdefault("kind", "MPIJob")
                 roots.append(mj)
-        return st.group_statuses(roots, pods)
+        return st.group_statuses(roots, pods, refine=queued_without_calls)
 
     # -- wait --------------------------------------------------------------------------------
     @_api_errors
