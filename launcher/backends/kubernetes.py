@@ -731,33 +731,38 @@ def _owned_by_mpijob(obj: dict) -> bool:
 
 
 def _plan_conflicts(cluster, placement, spec) -> str | None:
-    """Why a plan no longer fits the fresh snapshot, or None when it still does."""
-    from mpijob.jobspec.quantity import parse_quantity
-    from mpijob.jobspec.spec import HARD_TAINT_EFFECTS
-    from mpijob.scheduling.placement import tolerates
+    """Why a plan no longer fits the fresh snapshot, or None when it still does: the node
+    screening placement itself uses (mpijob.scheduling.placement), then the planned GPUs."""
+    from mpijob.scheduling.placement import PlacementRequest, room_by_resources, screen_node
 
+    request = PlacementRequest.from_spec(spec)
+    workers_on: dict[str, int] = {}
+    for a in placement.assignments:
+        workers_on[a.node] = workers_on.get(a.node, 0) + a.workers
     taken: dict[str, set[int]] = {}
-    cpu_need: dict[str, float] = {}
     for a in placement.assignments:
         try:
             node = cluster.node(a.node)
         except KeyError:
             return f"node {a.node} is gone"
-        if not node.ready:
+        verdict = screen_node(node, request)
+        if verdict.blocked == "not-ready":
             return f"node {a.node} is not Ready"
-        for taint in node.taints:
-            if taint.effect in HARD_TAINT_EFFECTS and not any(
-                    tolerates(t, taint) for t in spec.tolerations):
-                what = "cordoned" if taint.key == UNSCHEDULABLE_TAINT else f"tainted {taint.key}"
-                return f"node {a.node} is {what}"
+        if verdict.blocked == "selector":
+            return f"node {a.node} no longer matches --selector"
+        if verdict.blocked == "taint":
+            key = verdict.taint.key
+            what = "cordoned" if key == UNSCHEDULABLE_TAINT else f"tainted {key}"
+            return f"node {a.node} is {what}"
         busy = set(a.gpus) & (set(node.allocated) | taken.setdefault(a.node, set()))
         if busy:
             return f"GPU(s) {','.join(map(str, sorted(busy)))} of {a.node} are taken now"
         taken[a.node] |= set(a.gpus)
-        if spec.cpu and node.free_cpu is not None:
-            cpu_need[a.node] = cpu_need.get(a.node, 0.0) + float(parse_quantity(spec.cpu)) * a.workers
-            if cpu_need[a.node] > node.free_cpu + 1e-9:
-                return f"node {a.node} has {node.free_cpu:g} free CPUs now"
+        by_cpu, by_mem = room_by_resources(node, request)
+        if by_cpu is not None and by_cpu < workers_on[a.node]:
+            return f"node {a.node} has {node.free_cpu:g} free CPUs now"
+        if by_mem is not None and by_mem < workers_on[a.node]:
+            return f"node {a.node} has {node.free_memory / 2**30:.3g}Gi of free memory now"
     return None
 
 

@@ -172,35 +172,61 @@ def _validate(request: PlacementRequest, policy: str) -> str:
     return policy
 
 
+@dataclass(frozen=True)
+class NodeVerdict:
+    """Whether a job's pods may go to a node at all, as kube-scheduler's filters decide
+    (NodeUnschedulable/TaintToleration, NodeAffinity for the node selector, Ready)."""
+
+    blocked: str | None = None  # "not-ready", "selector" or "taint"; None: allowed
+    taint: Taint | None = None  # the untolerated hard taint, when blocked by one
+    soft_penalty: int = 0  # untolerated PreferNoSchedule taints
+
+
+def screen_node(node: Node, request: PlacementRequest) -> NodeVerdict:
+    """One node against the job's selector and tolerations: placement screens the cluster
+    with it, and submit re-checks a plan against a fresh snapshot with it."""
+    if not node.ready:
+        return NodeVerdict("not-ready")
+    if any(node.labels.get(k) != v for k, v in request.node_selector.items()):
+        return NodeVerdict("selector")
+    soft = 0
+    for taint in node.taints or ():
+        if any(tolerates(t, taint) for t in request.tolerations):
+            continue
+        if taint.effect in HARD_TAINT_EFFECTS:
+            return NodeVerdict("taint", taint)
+        soft += 1
+    return NodeVerdict(soft_penalty=soft)
+
+
+def room_by_resources(node: Node, request: PlacementRequest) -> tuple[int | None, int | None]:
+    """Workers the node's free CPU and free memory can hold (None: not limited by it)."""
+    by_cpu = by_mem = None
+    if request.cpu_per_worker is not None and node.free_cpu is not None:
+        by_cpu = int(node.free_cpu / request.cpu_per_worker + 1e-9)  # 0.3 / 0.1 is 2.999...
+    if request.memory_per_worker is not None and node.free_memory is not None:
+        by_mem = int(node.free_memory / request.memory_per_worker + 1e-9)
+    return by_cpu, by_mem
+
+
 def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool) -> _Screen:
     from mpijob.scheduling.placement_sets import set_index
 
     g = request.gpus_per_worker
-    selector = list(request.node_selector.items())
-    tolerations = request.tolerations
     screen = _Screen(candidates=[], total=len(cluster.nodes))
     for node in cluster.nodes:
-        if not node.ready:
+        verdict = screen_node(node, request)
+        if verdict.blocked == "not-ready":
             screen.not_ready += 1
             continue
-        if selector:
-            labels = node.labels
-            if any(labels.get(k) != v for k, v in selector):
-                screen.selector_miss += 1
-                continue
-        blocked = None
-        soft = 0
-        for taint in node.taints or ():
-            if any(tolerates(t, taint) for t in tolerations):
-                continue
-            if taint.effect in HARD_TAINT_EFFECTS:
-                blocked = taint
-                break
-            soft += 1
-        if blocked is not None:
-            key = taint_text(blocked)
+        if verdict.blocked == "selector":
+            screen.selector_miss += 1
+            continue
+        if verdict.blocked == "taint":
+            key = taint_text(verdict.taint)
             screen.tainted[key] = screen.tainted.get(key, 0) + 1
             continue
+        soft = verdict.soft_penalty
         allocated = node.allocated
         taken = 0
         for i in allocated:
@@ -210,13 +236,12 @@ def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool)
         if g and node.gpus == 0:
             screen.no_gpus += 1
             continue
-        if request.cpu_per_worker is not None and node.free_cpu is not None:
-            by_cpu = int(node.free_cpu / request.cpu_per_worker + 1e-9)  # 0.3 / 0.1 is 2.999...
+        by_cpu, by_mem = room_by_resources(node, request)
+        if by_cpu is not None:
             if by_cpu < 1:
                 screen.no_room_cpu += 1
             cap = min(cap, by_cpu)
-        if request.memory_per_worker is not None and node.free_memory is not None:
-            by_mem = int(node.free_memory / request.memory_per_worker + 1e-9)
+        if by_mem is not None:
             if by_mem < 1:
                 screen.no_room_memory += 1
             cap = min(cap, by_mem)
