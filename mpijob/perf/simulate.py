@@ -252,72 +252,122 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
         make_request = make_request or (lambda j: placement_mod.PlacementRequest(
             workers=j.workers, gpus_per_worker=j.gpus_per_worker,
             node_selector=dict(j.node_selector)))
+    sim = _Simulation(_State(cluster, precision, assumptions), jobs, policy, place,
+                      make_request, backfill_depth, progress)
+    return sim.run()
 
-    state = _State(cluster, precision, assumptions)
-    jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
-    outcomes: list[JobOutcome | None] = [None] * len(jobs)
-    requests: dict[int, object] = {}
-    queue: list[int] = []  # indices into jobs, FIFO
-    # job index -> (its pool's version, the placement found then or None): placement is a
-    # function of the pool's state, so an unchanged pool gives the same answer.
-    tried: dict[int, tuple[int, object]] = {}
-    # (selector, workers, GPUs per worker) -> pool epoch at which such a job failed to place
-    failed: dict[tuple, int] = {}
-    running: list[tuple[float, int, int]] = []  # heap of (end, seq, job index)
-    held: dict[int, tuple] = {}  # job index -> its placement's assignments
-    seq = 0
-    finished = 0
-    calls = 0
-    next_arrival = 0
-    now = 0.0
 
-    def request(k: int):
-        if k not in requests:
-            requests[k] = make_request(jobs[k])
-        return requests[k]
+class _Simulation:
+    """One policy's run: the event loop (arrivals, ends) and FIFO with EASY backfill."""
 
-    def try_place(k: int):
-        nonlocal calls
-        job = jobs[k]
+    def __init__(self, state: _State, jobs: Sequence[SimJob], policy: str, place: Callable,
+                 make_request: Callable, backfill_depth: int,
+                 progress: Callable[[int], None] | None) -> None:
+        self.state, self.policy, self.place = state, policy, place
+        self.make_request, self.backfill_depth, self.progress = make_request, backfill_depth, progress
+        self.jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
+        self.outcomes: list[JobOutcome | None] = [None] * len(self.jobs)
+        self.requests: dict[int, object] = {}
+        self.queue: list[int] = []  # indices into jobs, FIFO
+        # job index -> (its pool's version, the placement found then or None): placement is
+        # a function of the pool's state, so an unchanged pool gives the same answer.
+        self.tried: dict[int, tuple[int, object]] = {}
+        # (selector, workers, GPUs per worker) -> pool epoch at which such a job failed to place
+        self.failed: dict[tuple, int] = {}
+        self.running: list[tuple[float, int, int]] = []  # heap of (end, seq, job index)
+        self.held: dict[int, tuple] = {}  # job index -> its placement's assignments
+        self.overlap_cache: dict[tuple, bool] = {}
+        self.seq = 0
+        self.finished = 0
+        self.calls = 0
+        self.next_arrival = 0
+        self.now = 0.0
+
+    # --- the event loop -----------------------------------------------------------------
+    def run(self) -> SimResult:
+        jobs = self.jobs
+        while self.next_arrival < len(jobs) or self.running:
+            t_arr = jobs[self.next_arrival].submit_s if self.next_arrival < len(jobs) else math.inf
+            t_end = self.running[0][0] if self.running else math.inf
+            if t_end <= t_arr:
+                self._end_jobs(t_end)
+            else:
+                self._admit_arrivals(t_arr)
+            self.schedule()
+        for k in self.queue:  # only reachable if a job can never start (should not happen)
+            self.outcomes[k] = JobOutcome(jobs[k], dropped="never placed")
+        final = [o for o in self.outcomes if o is not None]
+        return SimResult(summarize(self.policy, final, self.state.total_gpus, self.calls),
+                         tuple(final))
+
+    def _end_jobs(self, now: float) -> None:
+        self.now = now
+        while self.running and self.running[0][0] == now:
+            _, _, k = heapq.heappop(self.running)
+            for a in self.held.pop(k):
+                self.state.take(a.node, a.gpus, -1)
+            self._count_done()
+
+    def _admit_arrivals(self, now: float) -> None:
+        self.now = now
+        while self.next_arrival < len(self.jobs) and self.jobs[self.next_arrival].submit_s == now:
+            k = self.next_arrival
+            self.next_arrival += 1
+            why = self.unplaceable(k)
+            if why:
+                self.drop(k, why)
+            else:
+                self.queue.append(k)
+
+    def _count_done(self) -> None:
+        self.finished += 1
+        if self.progress:
+            self.progress(self.finished)
+
+    # --- one job ------------------------------------------------------------------------
+    def request(self, k: int):
+        if k not in self.requests:
+            self.requests[k] = self.make_request(self.jobs[k])
+        return self.requests[k]
+
+    def try_place(self, k: int):
+        job, state = self.jobs[k], self.state
         sel = job.node_selector
         state.pool(sel)
         version = state.pool_version[sel]
-        seen = tried.get(k)
+        seen = self.tried.get(k)
         if seen is not None and seen[0] == version:
             return seen[1]  # nothing changed in its pool since the last try
         shape = (sel, job.workers, job.gpus_per_worker)
-        if state.pool_free[sel] < job.gpus or failed.get(shape) == state.pool_epoch[sel]:
+        if state.pool_free[sel] < job.gpus or self.failed.get(shape) == state.pool_epoch[sel]:
             return None
-        calls += 1
-        pl = place(state.snapshot(sel), request(k), policy)
+        self.calls += 1
+        pl = self.place(state.snapshot(sel), self.request(k), self.policy)
         if not pl.feasible:
             # Until GPUs of this pool are freed, every job of this shape fails the same way.
-            failed[shape] = state.pool_epoch[sel]
+            self.failed[shape] = state.pool_epoch[sel]
             pl = None
-        tried[k] = (version, pl)
+        self.tried[k] = (version, pl)
         return pl
 
-    def start(k: int, pl, pred: perfmodel.Prediction) -> None:
-        nonlocal seq
-        job = jobs[k]
+    def start(self, k: int, pl, pred: perfmodel.Prediction) -> None:
+        job = self.jobs[k]
         for a in pl.assignments:
-            state.take(a.node, a.gpus, +1)
-        end = now + job.work_images / pred.images_per_sec
-        held[k] = pl.assignments
-        outcomes[k] = JobOutcome(job, now, end, pred.images_per_sec,
-                                 len({a.node for a in pl.assignments}), pred.scaling_efficiency)
-        heapq.heappush(running, (end, seq, k))
-        seq += 1
+            self.state.take(a.node, a.gpus, +1)
+        end = self.now + job.work_images / pred.images_per_sec
+        self.held[k] = pl.assignments
+        self.outcomes[k] = JobOutcome(job, self.now, end, pred.images_per_sec,
+                                      len({a.node for a in pl.assignments}),
+                                      pred.scaling_efficiency)
+        heapq.heappush(self.running, (end, self.seq, k))
+        self.seq += 1
 
-    def drop(k: int, why: str) -> None:
-        nonlocal finished
-        outcomes[k] = JobOutcome(jobs[k], dropped=why)
-        finished += 1
-        if progress:
-            progress(finished)
+    def drop(self, k: int, why: str) -> None:
+        self.outcomes[k] = JobOutcome(self.jobs[k], dropped=why)
+        self._count_done()
 
-    def unplaceable(k: int) -> str | None:
-        job = jobs[k]
+    def unplaceable(self, k: int) -> str | None:
+        job, state = self.jobs[k], self.state
         sel = job.node_selector
         state.pool(sel)
         if job.gpus > state.pool_total[sel]:
@@ -326,50 +376,51 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
             return f"a worker needs {plural(job.gpus_per_worker, 'GPU')}; no node of its pool has that many"
         return None
 
-    def shadow(head: int) -> tuple[float, int]:
+    # --- backfill -----------------------------------------------------------------------
+    def shadow(self, head: int) -> tuple[float, int]:
         """When the head could start, counting GPUs of its pool, and the GPUs spare then."""
-        sel = jobs[head].node_selector
+        state = self.state
+        sel = self.jobs[head].node_selector
         members = set(state.pools[sel])
         avail = state.pool_free[sel]
-        need = jobs[head].gpus
-        for end, _, k in sorted(running):
-            avail += sum(len(a.gpus) for a in held[k] if state.index[a.node] in members)
+        need = self.jobs[head].gpus
+        for end, _, k in sorted(self.running):
+            avail += sum(len(a.gpus) for a in self.held[k] if state.index[a.node] in members)
             if avail >= need:
                 return end, avail - need
         return math.inf, 0
 
-    overlap_cache: dict[tuple, bool] = {}
-
-    def overlaps(a: int, b: int) -> bool:
-        sa, sb = jobs[a].node_selector, jobs[b].node_selector
+    def overlaps(self, a: int, b: int) -> bool:
+        sa, sb = self.jobs[a].node_selector, self.jobs[b].node_selector
         if sa == sb:
             return True
-        if (sa, sb) not in overlap_cache:
-            overlap_cache[(sa, sb)] = bool(set(state.pool(sa)) & set(state.pool(sb)))
-        return overlap_cache[(sa, sb)]
+        if (sa, sb) not in self.overlap_cache:
+            self.overlap_cache[(sa, sb)] = bool(set(self.state.pool(sa)) & set(self.state.pool(sb)))
+        return self.overlap_cache[(sa, sb)]
 
-    def schedule() -> None:
+    def schedule(self) -> None:
+        jobs, queue, state = self.jobs, self.queue, self.state
         head_res: tuple[float, int] | None = None
         i = 0
         looked = 0
-        while i < len(queue) and looked <= backfill_depth:
+        while i < len(queue) and looked <= self.backfill_depth:
             k = queue[i]
             is_head = i == 0
-            if not is_head and overlaps(k, queue[0]):
+            if not is_head and self.overlaps(k, queue[0]):
                 # Skip the placement call when no placement could pass the backfill rule.
                 if head_res is None:
-                    head_res = shadow(queue[0])
+                    head_res = self.shadow(queue[0])
                 shadow_t, extra = head_res
-                if jobs[k].gpus > extra and now + state.fastest_run_s(jobs[k]) > shadow_t:
+                if jobs[k].gpus > extra and self.now + state.fastest_run_s(jobs[k]) > shadow_t:
                     i += 1
                     looked += 1
                     continue
-            pl = try_place(k)
+            pl = self.try_place(k)
             if pl is None:
                 sel = jobs[k].node_selector
                 if is_head and state.pool_free[sel] == state.pool_total[sel]:
                     queue.pop(0)
-                    drop(k, "does not fit even on its empty pool")
+                    self.drop(k, "does not fit even on its empty pool")
                     continue
                 i += 1
                 looked += 1
@@ -378,12 +429,12 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
             if is_head:
                 queue.pop(0)
                 head_res = None
-                start(k, pl, pred)
+                self.start(k, pl, pred)
                 continue
-            ok = not overlaps(k, queue[0])
+            ok = not self.overlaps(k, queue[0])
             if not ok:
                 shadow_t, extra = head_res
-                end = now + jobs[k].work_images / pred.images_per_sec
+                end = self.now + jobs[k].work_images / pred.images_per_sec
                 if end <= shadow_t:
                     ok = True
                 elif jobs[k].gpus <= extra:
@@ -391,35 +442,7 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
                     ok = True
             if ok:
                 queue.pop(i)
-                start(k, pl, pred)
+                self.start(k, pl, pred)
             else:
                 i += 1
             looked += 1
-
-    while next_arrival < len(jobs) or running:
-        t_arr = jobs[next_arrival].submit_s if next_arrival < len(jobs) else math.inf
-        t_end = running[0][0] if running else math.inf
-        if t_end <= t_arr:
-            now = t_end
-            while running and running[0][0] == now:
-                _, _, k = heapq.heappop(running)
-                for a in held.pop(k):
-                    state.take(a.node, a.gpus, -1)
-                finished += 1
-                if progress:
-                    progress(finished)
-        else:
-            now = t_arr
-            while next_arrival < len(jobs) and jobs[next_arrival].submit_s == now:
-                k = next_arrival
-                next_arrival += 1
-                why = unplaceable(k)
-                if why:
-                    drop(k, why)
-                else:
-                    queue.append(k)
-        schedule()
-    for k in queue:  # only reachable if a job can never start (should not happen)
-        outcomes[k] = JobOutcome(jobs[k], dropped="never placed")
-    final = [o for o in outcomes if o is not None]
-    return SimResult(summarize(policy, final, state.total_gpus, calls), tuple(final))
