@@ -10,27 +10,21 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 Mode = Literal["pods", "operator"]
-MODES = get_args(Mode)
-MODE: Mode = "pods"
-
 MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
-MPI_IMPLEMENTATIONS = get_args(MPIImplementation)
-MPI_IMPLEMENTATION: MPIImplementation = "OpenMPI"
-
 CleanPodPolicy = Literal["Running", "All", "None"]
-CLEAN_POD_POLICIES = get_args(CleanPodPolicy)
-CLEAN_POD_POLICY: CleanPodPolicy = "Running"
-
 PlacementPolicy = Literal["topology", "binpack", "spread"]
-PLACEMENT_POLICIES = get_args(PlacementPolicy)
-PLACEMENT_POLICY: PlacementPolicy = "topology"
-
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
-PULL_POLICIES = get_args(PullPolicy)
-PULL_POLICY: PullPolicy = "IfNotPresent"
-
 Precision = Literal["fp32", "fp16"]
-PRECISIONS = get_args(Precision)
+# The same choices as tuples, for the CLI's checks and messages.
+MODES, MPI_IMPLEMENTATIONS, CLEAN_POD_POLICIES, PLACEMENT_POLICIES, PULL_POLICIES, PRECISIONS = (
+    get_args(choice) for choice in (Mode, MPIImplementation, CleanPodPolicy, PlacementPolicy,
+                                    PullPolicy, Precision))
+
+MODE: Mode = "pods"
+MPI_IMPLEMENTATION: MPIImplementation = "OpenMPI"
+CLEAN_POD_POLICY: CleanPodPolicy = "Running"
+PLACEMENT_POLICY: PlacementPolicy = "topology"
+PULL_POLICY: PullPolicy = "IfNotPresent"
 PRECISION: Precision = "fp32"
 
 # --gpu-request: auto picks DRA where the cluster's nodes publish DRA GPU devices.

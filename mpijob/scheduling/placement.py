@@ -38,6 +38,7 @@ from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.jobspec.spec import HARD_TAINT_EFFECTS, JobSpec, Toleration
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
+from mpijob.scheduling.placement_network import min_nodes
 
 POLICIES = PLACEMENT_POLICIES
 POLICY_ALIASES = {"gputopology": "topology"}
@@ -336,15 +337,6 @@ def _bytes(value: float) -> str:
 
 
 # --- topology and binpack: the fewest nodes ----------------------------------------------
-def _min_nodes(caps: list[int], need: int) -> int | None:
-    total = 0
-    for count, cap in enumerate(sorted(caps, reverse=True), 1):
-        total += cap
-        if total >= need:
-            return count
-    return None
-
-
 def _cap_at(c: _Candidate, g: int, threshold: int) -> int:
     """Workers `c` holds with every GPU set's weakest link at least `threshold`."""
     k = c.cap
@@ -444,7 +436,7 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
         while lo < hi:
             mid = (lo + hi) // 2
             caps_mid = [_cap_at(c, g, levels[mid]) for c in cands]
-            if (_min_nodes([x for x in caps_mid if x], w) or m + 1) <= m:
+            if (min_nodes([x for x in caps_mid if x], w) or m + 1) <= m:
                 hi = mid
             else:
                 lo = mid + 1

@@ -38,7 +38,8 @@ class Narrowed:
     notes: list[str] = field(default_factory=list)
 
 
-def _min_nodes(caps: list[int], need: int) -> int | None:
+def min_nodes(caps: list[int], need: int) -> int | None:
+    """The fewest of these capacities (workers per node) that add up to `need`."""
     total = 0
     for count, cap in enumerate(sorted(caps, reverse=True), 1):
         total += cap
@@ -146,7 +147,7 @@ def _label(key: tuple) -> str:
 
 def narrow(cands: list, need: int, *, cross_zone: bool = False) -> Narrowed:
     """The candidates of the best network domain, and the fewest nodes that hold `need`."""
-    m_all = _min_nodes([c.cap for c in cands], need)
+    m_all = min_nodes([c.cap for c in cands], need)
     if m_all is None:
         return Narrowed(cands, None)
     zones: dict = defaultdict(list)
@@ -154,7 +155,7 @@ def narrow(cands: list, need: int, *, cross_zone: bool = False) -> Narrowed:
         zones[c.node.network.zone].append(c)
     groups = [cands]
     if not cross_zone and len(zones) > 1:
-        fits = {z: _min_nodes([c.cap for c in members], need) for z, members in zones.items()}
+        fits = {z: min_nodes([c.cap for c in members], need) for z, members in zones.items()}
         fitting = [v for v in fits.values() if v is not None]
         if not fitting:
             names = ", ".join(sorted(str(z) for z in zones))
@@ -163,7 +164,7 @@ def narrow(cands: list, need: int, *, cross_zone: bool = False) -> Narrowed:
                 "(pass --cross-zone to allow that)"))
         m_zone = min(fitting)
         groups = [zones[z] for z in sorted(zones, key=str) if fits[z] == m_zone]
-    m = min(_min_nodes([c.cap for c in g], need) or m_all + 10**6 for g in groups)
+    m = min(min_nodes([c.cap for c in g], need) or m_all + 10**6 for g in groups)
     if m == 1 or not any(c.node.network.known for g in groups for c in g):
         out = [c for g in groups for c in g]
         note = _zone_note(out, len(zones), cross_zone)
