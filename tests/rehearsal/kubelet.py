@@ -30,6 +30,13 @@ IMAGE_ENV = {
 }
 
 
+# What of the "image" lives where a pod gets a fresh tmpfs (a checkout under /tmp, as CI may
+# use): podinit mounts it back at the same path, as it would be in the image.
+_REPO = Path(__file__).resolve().parents[2]
+IMAGE_PATHS_UNDER_TMPFS = sorted({str(p) for p in (Path(sys.prefix).resolve(), _REPO)
+                                  if str(p).startswith(("/tmp/", "/run/"))})
+
+
 def _env_value(item: dict, pod: dict, pod_ip: str) -> str | None:
     if "value" in item:
         return item["value"]
@@ -126,6 +133,7 @@ class Pod:
         env.update(self.extra_env)
         argv = list(container.get("command") or []) + list(container.get("args") or [])
         plan = {"hostname": self.hostname, "etc_upper": str(self.dir / "etc-upper"),
+                "keep": IMAGE_PATHS_UNDER_TMPFS, "stage_dir": str(self.dir / "stage"),
                 "etc_work": str(self.dir / "etc-work"), "root_home": str(self.dir / "root"),
                 "root_work": str(self.dir / "root-work"),
                 "bin_upper": str(self.dir / "bin-upper"), "bin_work": str(self.dir / "bin-work"),

@@ -48,8 +48,19 @@ def container(plan_path):
     # The image's python on the system PATH, where sshd sessions (mpirun's orted) look.
     mount("-t", "overlay", "overlay", "-o", f"lowerdir=/usr/local/bin,upperdir="
           f"{plan['bin_upper']},workdir={plan['bin_work']}", "/usr/local/bin")
+    # The image's own files under /tmp or /run (a checkout there) stay visible: held on a
+    # staging mount while the pod gets its private tmpfs, then mounted back in place.
+    staged = []
+    for i, path in enumerate(plan.get("keep") or []):
+        stage = os.path.join(plan["stage_dir"], str(i))
+        os.makedirs(stage, exist_ok=True)
+        mount("--rbind", path, stage)
+        staged.append((stage, path))
     mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
     mount("-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+    for stage, path in staged:
+        os.makedirs(path, exist_ok=True)
+        mount("--rbind", stage, path)
     # /root as the image has it (the venv's interpreter may live there), changes private;
     # no ~/.ssh of this machine: a container starts without one.
     mount("-t", "overlay", "overlay", "-o", f"lowerdir=/root,upperdir={plan['root_home']},"
