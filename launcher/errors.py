@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpijob.errors import SpecError
+
 
 class UserError(Exception):
     """A problem the user can fix; printed as one line without a traceback."""
@@ -18,6 +23,12 @@ class UsageError(UserError):
     """A bad option value: exit 2, as click does for usage errors."""
 
     exit_code = 2
+
+    @classmethod
+    def naming_option(cls, err: SpecError) -> UsageError:
+        """A spec problem as the CLI reports it: the option that sets the field (its
+        `Flag`), then what is wrong."""
+        return cls(f"{err.where}: {err.message}")
 
 
 class NotFound(UserError):

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.errors import UsageError
-from launcher.option_names import spec_error_to_usage
 from launcher.output import note
 from launcher.planning import Plan
 from mpijob.errors import SpecError
@@ -76,7 +75,7 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
         )
         return build_spec(**fields)
     except SpecError as err:
-        raise spec_error_to_usage(err) from None
+        raise UsageError.naming_option(err) from None
 
 
 @dataclass

@@ -394,13 +394,11 @@ _KUBERNETES_ONLY = (
     "launcher_cpu", "launcher_memory", "memory",
 )
 _KUBERNETES_ONLY_RUN_POLICY = ("clean_pod_policy", "backoff_limit", "ttl_seconds_after_finished")
-_OPTION_NAMES = {"host_network": "--host-network"}
 
 
 def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     """The options given for this job that the local backend does not use, by option name."""
-    from launcher.option_names import OPTION_OF_FIELD
-    from mpijob.jobspec.spec import RunPolicy
+    from mpijob.jobspec.spec import RunPolicy, option_of
 
     def default(model, name: str):
         return type(model).model_fields[name].get_default(call_default_factory=True)
@@ -411,7 +409,7 @@ def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     fields += [f"run_policy.{f}" for f in _KUBERNETES_ONLY_RUN_POLICY
                if getattr(spec.run_policy, f) != RunPolicy.model_fields[f].get_default()]
     names = ["--mode operator"] if mode == "operator" else []
-    names += [_OPTION_NAMES.get(f) or OPTION_OF_FIELD.get(f, f) for f in fields]
+    names += [option_of(f) or f for f in fields]
     return list(dict.fromkeys(names))
 
 

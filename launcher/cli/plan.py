@@ -87,7 +87,6 @@ def plan(
 def _check_job(workers, gpus, placement, gputopology, model, batch_size, precision) -> tuple[str, str]:
     """(policy, model name) after the checks `submit` makes, with its messages: a plan of
     a job that submit refuses would be a plan of nothing."""
-    from launcher.option_names import spec_error_to_usage
     from mpijob.errors import SpecError
     from mpijob.jobspec.spec import build_spec
 
@@ -102,7 +101,7 @@ def _check_job(workers, gpus, placement, gputopology, model, batch_size, precisi
                           benchmark={"model": model, "batch_size": batch_size,
                                      "use_fp16": precision == "fp16"})
     except SpecError as err:
-        raise spec_error_to_usage(err) from None
+        raise UsageError.naming_option(err) from None
     return spec.placement_policy, spec.benchmark.model
 
 

@@ -9,7 +9,8 @@ what keeps all of them valid 63-character labels.
 from __future__ import annotations
 
 import re
-from typing import Literal, get_args
+from dataclasses import dataclass
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -59,6 +60,14 @@ DEFAULT_JOB_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1"}
 DEFAULT_IMAGE = "horovod/horovod:0.28.1"
 
 
+@dataclass(frozen=True)
+class Flag:
+    """Marks a field with the command-line option that sets it (`Annotated[int,
+    Flag("--workers")]`), so an error about the field names what the user typed."""
+
+    option: str
+
+
 class Toleration(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -83,13 +92,14 @@ class BenchmarkSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = defaults.MODEL
-    batch_size: int = Field(defaults.BATCH_SIZE, ge=1, le=4096)
-    num_batches: int = Field(defaults.NUM_BATCHES, ge=1)
-    num_warmup_batches: int = Field(defaults.NUM_WARMUP_BATCHES, ge=0)
-    image_size: int | None = Field(None, ge=32, le=1024)
-    use_fp16: bool = False
-    xla: bool = False
+    model: Annotated[str, Flag("--model")] = defaults.MODEL
+    batch_size: Annotated[int, Flag("--batch-size")] = Field(defaults.BATCH_SIZE, ge=1, le=4096)
+    num_batches: Annotated[int, Flag("--num-batches")] = Field(defaults.NUM_BATCHES, ge=1)
+    num_warmup_batches: Annotated[int, Flag("--num-warmup-batches")] = Field(
+        defaults.NUM_WARMUP_BATCHES, ge=0)
+    image_size: Annotated[int | None, Flag("--image-size")] = Field(None, ge=32, le=1024)
+    use_fp16: Annotated[bool, Flag("--use-fp16")] = False
+    xla: Annotated[bool, Flag("--xla")] = False
 
     @field_validator("model")
     @classmethod
@@ -107,10 +117,10 @@ class BenchmarkSpec(BaseModel):
 class RunPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    clean_pod_policy: CleanPodPolicy = defaults.CLEAN_POD_POLICY
-    backoff_limit: int | None = Field(None, ge=0)
-    ttl_seconds_after_finished: int | None = Field(None, ge=0)
-    active_deadline_seconds: int | None = Field(None, ge=1)
+    clean_pod_policy: Annotated[CleanPodPolicy, Flag("--clean-pod-policy")] = defaults.CLEAN_POD_POLICY
+    backoff_limit: Annotated[int | None, Flag("--backoff-limit")] = Field(None, ge=0)
+    ttl_seconds_after_finished: Annotated[int | None, Flag("--ttl")] = Field(None, ge=0)
+    active_deadline_seconds: Annotated[int | None, Flag("--active-deadline")] = Field(None, ge=1)
 
 
 _OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": "device-plugin"}
@@ -119,41 +129,41 @@ _OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": "device-plugin"}
 class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
-    namespace: str = defaults.NAMESPACE
-    image: str = DEFAULT_IMAGE
-    workers: int = Field(defaults.WORKERS, ge=1, le=4096)
-    gpus_per_worker: int = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
-    cpu: str | None = None
-    memory: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    name: Annotated[str, Flag("--name")]
+    namespace: Annotated[str, Flag("-n/--namespace")] = defaults.NAMESPACE
+    image: Annotated[str, Flag("--image")] = DEFAULT_IMAGE
+    workers: Annotated[int, Flag("--workers")] = Field(defaults.WORKERS, ge=1, le=4096)
+    gpus_per_worker: Annotated[int, Flag("--gpus")] = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
+    cpu: Annotated[str | None, Flag("--cpu")] = None
+    memory: Annotated[str | None, Flag("--memory")] = None
+    env: Annotated[dict[str, str], Flag("-e/--env")] = Field(default_factory=dict)
     # argv, or one shell string when `shell` is true (arena's `"python train.py --x"`).
-    command: tuple[str, ...] = ()
+    command: Annotated[tuple[str, ...], Flag("COMMAND")] = ()
     shell: bool = False
-    mpi_implementation: MPIImplementation = defaults.MPI_IMPLEMENTATION
+    mpi_implementation: Annotated[MPIImplementation, Flag("--mpi")] = defaults.MPI_IMPLEMENTATION
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
-    gang: Gang = "none"
-    queue: str | None = None
+    gang: Annotated[Gang, Flag("--gang-scheduler")] = "none"
+    queue: Annotated[str | None, Flag("--queue")] = None
     # Defaults to the gang scheduler's own name (volcano, scheduler-plugins-scheduler).
-    scheduler_name: str | None = None
-    priority_class: str | None = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: tuple[Toleration, ...] = ()
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    image_pull_secrets: tuple[str, ...] = ()
-    image_pull_policy: PullPolicy = defaults.PULL_POLICY
-    shm_size: str = DEFAULT_SHM_SIZE
-    host_network: bool = False
-    network_interface: str | None = None
-    launcher_cpu: str = defaults.LAUNCHER_CPU
-    launcher_memory: str = defaults.LAUNCHER_MEMORY
-    placement_policy: PlacementPolicy = defaults.PLACEMENT_POLICY
+    scheduler_name: Annotated[str | None, Flag("--scheduler-name")] = None
+    priority_class: Annotated[str | None, Flag("--priority")] = None
+    node_selector: Annotated[dict[str, str], Flag("--selector")] = Field(default_factory=dict)
+    tolerations: Annotated[tuple[Toleration, ...], Flag("--toleration")] = ()
+    labels: Annotated[dict[str, str], Flag("--label")] = Field(default_factory=dict)
+    annotations: Annotated[dict[str, str], Flag("--annotation")] = Field(default_factory=dict)
+    image_pull_secrets: Annotated[tuple[str, ...], Flag("--image-pull-secret")] = ()
+    image_pull_policy: Annotated[PullPolicy, Flag("--image-pull-policy")] = defaults.PULL_POLICY
+    shm_size: Annotated[str, Flag("--shm-size")] = DEFAULT_SHM_SIZE
+    host_network: Annotated[bool, Flag("--host-network")] = False
+    network_interface: Annotated[str | None, Flag("--network-interface")] = None
+    launcher_cpu: Annotated[str, Flag("--launcher-cpu")] = defaults.LAUNCHER_CPU
+    launcher_memory: Annotated[str, Flag("--launcher-memory")] = defaults.LAUNCHER_MEMORY
+    placement_policy: Annotated[PlacementPolicy, Flag("--placement")] = defaults.PLACEMENT_POLICY
     # Let placement put one job's nodes in several zones (mpijob.scheduling.placement_network).
-    cross_zone: bool = False
+    cross_zone: Annotated[bool, Flag("--cross-zone")] = False
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
     # naming the planned devices (mpijob.k8s.dra).
-    gpu_request: Literal["device-plugin", "dra"] = "device-plugin"
+    gpu_request: Annotated[Literal["device-plugin", "dra"], Flag("--gpu-request")] = "device-plugin"
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
@@ -338,18 +348,34 @@ def _friendly(err: dict) -> str:
     return err["msg"]
 
 
+def option_of(field: str, model: type[BaseModel] | None = None) -> str | None:
+    """The option that sets a field ("benchmark.batch_size" -> "--batch-size"), from the
+    `Flag` the field carries; None for a field no option sets."""
+    model = model or JobSpec
+    head, _, rest = field.partition(".")
+    info = model.model_fields.get(head)
+    if info is None:
+        return None
+    if rest and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+        return option_of(rest, info.annotation)
+    return next((m.option for m in info.metadata if isinstance(m, Flag)), None)
+
+
 def build_spec(**fields) -> JobSpec:
-    """Validate and build a spec; the first problem becomes a SpecError naming its field."""
+    """Validate and build a spec; the first problem becomes a SpecError naming its field
+    and the option that sets it."""
     try:
         return JobSpec(**fields)
-    except SpecError:
+    except SpecError as err:  # from a validator of the whole spec
+        err.set_by(option_of(err.field))
         raise
     except ValidationError as exc:
         err = exc.errors()[0]
         ctx_error = err.get("ctx", {}).get("error")
         if isinstance(ctx_error, SpecError):
-            raise ctx_error from None
+            raise ctx_error.set_by(option_of(ctx_error.field)) from None
         message = str(ctx_error) if ctx_error is not None else _friendly(err)
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
-        raise SpecError(_field_of(err), message) from None
+        field = _field_of(err)
+        raise SpecError(field, message, option=option_of(field)) from None
