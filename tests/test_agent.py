@@ -13,7 +13,7 @@ from launcher.errors import UserError
 from launcher.podresources import ContainerDevices, ContainerResources, PodResources
 from mpijob.scheduling.topology import TOPOLOGY_FORMAT_VERSION, parse_annotation
 from tests import fake_pynvml
-from tests.test_nvml_topology import DGX1_V100_SMI, smi_rows
+from tests.topo_files import gpu_links
 
 START = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -90,7 +90,7 @@ def test_one_iteration_writes_the_annotation(nvml):
 
     [value] = node.patches
     topology, taken, meta = parse_annotation(value)
-    assert topology.links == smi_rows(DGX1_V100_SMI)
+    assert topology.links == gpu_links("dgx1-v100-mlx5.txt")
     assert topology.numa == (0, 0, 0, 0, 1, 1, 1, 1)
     assert topology.cpu_affinity[4] == "20-39,60-79"
     assert taken == frozenset({4, 5, 7})

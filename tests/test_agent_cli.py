@@ -13,8 +13,8 @@ from launcher.cli.app import app
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from tests import fake_pynvml
 from tests.kubeapi.server import KubeAPIServer
-from tests.test_nvml_topology import DGX1_V100_SMI, smi_rows
 from tests.test_podresources import ListPodResourcesResponse
+from tests.topo_files import gpu_links
 
 grpc = pytest.importorskip("grpc")
 runner = CliRunner()
@@ -68,7 +68,7 @@ def test_dry_run_prints_the_annotation(kubelet):
 
     assert result.exit_code == 0, result.output
     topology, taken, meta = parse_annotation(result.stdout)
-    assert topology.links == smi_rows(DGX1_V100_SMI)
+    assert topology.links == gpu_links("dgx1-v100-mlx5.txt")
     assert taken == frozenset({2, 3})
     assert json.loads(result.stdout)["allocated"] == {"ml/bert-worker-1": [2, 3]}
     assert meta["node"] == "dgx-07"

@@ -9,22 +9,7 @@ import pytest
 from launcher import nvml_topology
 from launcher.errors import UserError
 from tests import fake_pynvml
-
-# `nvidia-smi topo -m` on a DGX-1 with V100s (GPU columns only).
-DGX1_V100_SMI = """\
-GPU0  X  NV1 NV1 NV2 NV2 SYS SYS SYS
-GPU1 NV1  X  NV2 NV1 SYS NV2 SYS SYS
-GPU2 NV1 NV2  X  NV2 SYS SYS NV1 SYS
-GPU3 NV2 NV1 NV2  X  SYS SYS SYS NV1
-GPU4 NV2 SYS SYS SYS  X  NV1 NV1 NV2
-GPU5 SYS NV2 SYS SYS NV1  X  NV2 NV1
-GPU6 SYS SYS NV1 SYS NV1 NV2  X  NV2
-GPU7 SYS SYS SYS NV1 NV2 NV1 NV2  X
-"""
-
-
-def smi_rows(text: str) -> tuple[tuple[str, ...], ...]:
-    return tuple(tuple(line.split()[1:]) for line in text.strip().splitlines())
+from tests.topo_files import gpu_links
 
 
 def collect(fake, **kwargs):
@@ -40,7 +25,7 @@ def collect(fake, **kwargs):
 def test_dgx1_v100_reproduces_nvidia_smi(options):
     inventory = collect(fake_pynvml.dgx1_v100(**options))
 
-    assert inventory.links == smi_rows(DGX1_V100_SMI)
+    assert inventory.links == gpu_links("dgx1-v100-mlx5.txt")  # a real DGX-1's output
     assert inventory.gpus == 8
     assert inventory.gpu_model == "Tesla V100-SXM2-16GB"
     assert inventory.uuids[3] == "GPU-00000003-1111-2222-3333-000000000003"

@@ -9,17 +9,7 @@ import pytest
 from mpijob.perf.links import is_nvlink
 from mpijob.scheduling.presets import PRESETS, pcie, preset, preset_for, uniform
 from mpijob.scheduling.topology import MAX_GPUS_PER_NODE
-
-DGX1_V100 = """
-GPU0  X  NV1 NV1 NV2 NV2 SYS SYS SYS
-GPU1 NV1  X  NV2 NV1 SYS NV2 SYS SYS
-GPU2 NV1 NV2  X  NV2 SYS SYS NV1 SYS
-GPU3 NV2 NV1 NV2  X  SYS SYS SYS NV1
-GPU4 NV2 SYS SYS SYS  X  NV1 NV1 NV2
-GPU5 SYS NV2 SYS SYS NV1  X  NV2 NV1
-GPU6 SYS SYS NV1 SYS NV1 NV2  X  NV2
-GPU7 SYS SYS SYS NV1 NV2 NV1 NV2  X
-"""
+from tests.topo_files import gpu_links
 
 
 def off_diagonal(topo):
@@ -27,8 +17,7 @@ def off_diagonal(topo):
 
 
 def test_dgx1_matrix_is_the_real_one():
-    rows = tuple(tuple(line.split()[1:]) for line in DGX1_V100.strip().splitlines())
-    assert PRESETS["dgx1-v100"].links == rows
+    assert PRESETS["dgx1-v100"].links == gpu_links("dgx1-v100-mlx5.txt")
 
 
 def test_dgx1_has_exactly_two_fully_nvlinked_quads():

@@ -54,7 +54,7 @@ from launcher.backends.local_state import (
     read_json,
     write_json,
 )
-from launcher.backends.local_supervisor import TAIL_LINES, tail
+from launcher.backends.local_supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.phases import JobPhase
 from launcher.timestamps import parse_utc
@@ -294,7 +294,7 @@ class LocalBackend(BaseBackend):
 
         if not follow:
             for prefix, rank in sources:
-                lines = _read_lines(path_of(rank))
+                lines = read_lines(path_of(rank))
                 if tail is not None:
                     lines = lines[-tail:] if tail else []
                 for line in lines:
@@ -449,14 +449,6 @@ def _replica_name(job: str, rank: int) -> str:
 
 def _writes_rank_logs(raw: dict) -> bool:
     return "--output-filename" in (raw.get("argv") or [])
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        with open(path, errors="replace") as f:
-            return f.read().splitlines()
-    except FileNotFoundError:
-        return []
 
 
 class _Follower:

@@ -68,18 +68,12 @@ def test_worker_killed_mid_run_fails_the_job_and_frees_the_rest(cluster):
     assert out.still_running == [], "\n".join(out.worker_logs.values())
 
 
-def test_sshd_that_starts_late_is_waited_for(cluster):
+@pytest.mark.parametrize("late", ["worker_start_delay", "dns_delay"],
+                         ids=["sshd-starts-late", "dns-record-appears-late"])
+def test_a_worker_that_comes_late_is_waited_for(cluster, late):
+    """Its sshd starts, or its DNS record appears, 6 s after the launcher starts."""
     job = PodsJob(cluster, render_job(workers=2, command=("hostname",)),
-                  worker_start_delay={"demo-worker-1": 6})
-    out = job.finish(timeout=90)
-    assert out.launcher_exit == 0, out.launcher_log
-    assert "demo-worker-1" in out.launcher_log.splitlines()
-    assert out.phase == "Succeeded" and out.still_running == []
-
-
-def test_dns_record_that_appears_late_is_waited_for(cluster):
-    job = PodsJob(cluster, render_job(workers=2, command=("hostname",)),
-                  dns_delay={"demo-worker-1": 6})
+                  **{late: {"demo-worker-1": 6}})
     out = job.finish(timeout=90)
     assert out.launcher_exit == 0, out.launcher_log
     assert "demo-worker-1" in out.launcher_log.splitlines()
