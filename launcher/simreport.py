@@ -32,23 +32,21 @@ _TITLES = {
 _HOURS = {"mean_jct_s", "p95_jct_s", "mean_queue_s"}
 
 
-def write_summary_csv(path: Path, results: Sequence[SimResult]) -> None:
+def _write_rows(path: Path, columns: Sequence[str], rows) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(SUMMARY_COLUMNS)
-        for r in results:
-            row = r.summary.row()
-            w.writerow([row["policy"], *(_num(row[c]) for c in SUMMARY_COLUMNS[1:])])
+        w.writerow(columns)
+        for row in rows:
+            w.writerow([row["policy"], *(_num(row[c]) for c in columns[1:])])
+
+
+def write_summary_csv(path: Path, results: Sequence[SimResult]) -> None:
+    _write_rows(path, SUMMARY_COLUMNS, (r.summary.row() for r in results))
 
 
 def write_summary_extra_csv(path: Path, results: Sequence[SimResult]) -> None:
     """What summary.csv must not hold (its columns are fixed): efficiency, dropped jobs..."""
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(EXTRA_COLUMNS)
-        for r in results:
-            row = r.summary.extra_row()
-            w.writerow([row["policy"], *(_num(row[c]) for c in EXTRA_COLUMNS[1:])])
+    _write_rows(path, EXTRA_COLUMNS, (r.summary.extra_row() for r in results))
 
 
 def _num(value: float) -> str:

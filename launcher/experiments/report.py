@@ -219,21 +219,12 @@ def _scaling_plot(rows: list[dict], path: Path) -> PlotOutcome:
             if eff:
                 axes[0][1].plot(*zip(*eff, strict=True), marker="o", color=color, label=label)
     all_workers = sorted({r["workers"] for s in series.values() for r in s})
-    rate_ax.set_xticks(all_workers)
-    rate_ax.set_xlabel("workers")
-    rate_ax.set_ylabel("images/sec")
-    rate_ax.set_ylim(bottom=0)
-    rate_ax.set_title("Throughput", fontsize=10)
-    rate_ax.legend(fontsize=7)
+    _workers_axis(rate_ax, all_workers, "images/sec", "Throughput")
     if has_efficiency:
         eff_ax = axes[0][1]
         eff_ax.axhline(100, color="grey", linewidth=0.8, linestyle=":")
-        eff_ax.set_xticks(all_workers)
-        eff_ax.set_xlabel("workers")
-        eff_ax.set_ylabel("scaling efficiency (%)")
-        eff_ax.set_ylim(bottom=0)
-        eff_ax.set_title("Scaling efficiency (vs this experiment's 1-GPU or 1-rank run)", fontsize=10)
-        eff_ax.legend(fontsize=7)
+        _workers_axis(eff_ax, all_workers, "scaling efficiency (%)",
+                      "Scaling efficiency (vs this experiment's 1-GPU or 1-rank run)")
     fig.suptitle(f"Scaling ({_common_title(rows)})", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -339,3 +330,13 @@ def print_report(report: Report, console) -> None:
     for p in report.plots:
         console.print(f"wrote {p.path} ({p.why})" if p.path else f"{p.name}: {p.why}",
                       markup=False, highlight=False)
+
+
+def _workers_axis(ax, workers: list[int], ylabel: str, title: str) -> None:
+    """A plot against the number of workers, from 0 up, with its legend."""
+    ax.set_xticks(workers)
+    ax.set_xlabel("workers")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
