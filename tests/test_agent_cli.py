@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
+from launcher.testing.kubeapi.server import KubeAPIServer
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from tests import fake_pynvml
-from tests.kubeapi.server import KubeAPIServer
 from tests.test_podresources import ListPodResourcesResponse
 from tests.topo_files import gpu_links
 

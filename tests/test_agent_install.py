@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from launcher import __version__
 from launcher.cli.app import app
+from launcher.testing.kubeapi.server import KubeAPIServer
 from mpijob.errors import SpecError
 from mpijob.k8s import agent_manifests as am
-from tests.kubeapi.server import KubeAPIServer
 
 VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 VARIANTS = {

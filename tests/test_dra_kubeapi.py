@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from launcher.backends.k8s_snapshot import take_snapshot
 from launcher.cli.app import app
-from tests.kubeapi.dra import CelError, cel_matches, gpu_slice, install_dra
-from tests.kubeapi.fixtures import GPU_NODE_LABELS
-from tests.kubeapi.server import KubeAPIServer
+from launcher.testing.kubeapi.dra import CelError, cel_matches, gpu_slice, install_dra
+from launcher.testing.kubeapi.server import KubeAPIServer
+from tests.kubeapi_fixtures import GPU_NODE_LABELS
 
 
 def uuid(node: int, i: int) -> str:

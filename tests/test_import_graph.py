@@ -121,3 +121,38 @@ def test_no_import_cycles_in_the_project():
     modules = project_modules()
     graph = {m: imports_of(m, p, modules) for m, p in modules.items()}
     assert cycles(graph) == []
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Absolute module names that `path` imports, lazy imports included."""
+    found = set()
+    for node in _runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_nothing_outside_tests_imports_the_test_tree():
+    """Benchmarks and the product stand without tests/ (issue 15): what they share with the
+    tests, such as the test API server, lives in launcher.testing."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(n for n in _imported_names(path)
+                                            if n == "tests" or n.startswith("tests."))
+        for top in ("launcher", "mpijob", "benchmarks", "images")
+        for path in (ROOT / top).rglob("*.py")
+    }
+    assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def test_the_cli_does_not_import_the_test_doubles():
+    modules = project_modules()
+    graph = {m: imports_of(m, p, modules) for m, p in modules.items()}
+    reached, todo = set(), ["launcher.cli.app"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(graph.get(module, ()))
+    assert sorted(m for m in reached if m.startswith("launcher.testing")) == []

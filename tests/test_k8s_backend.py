@@ -8,10 +8,10 @@ from launcher.backends.k8s_client import ApiError
 from launcher.backends.k8s_status import ANNOTATION_IMAGES_PER_SEC
 from launcher.backends.kubernetes import OPERATOR_MISSING
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.scheduling.placement import PlacementRequest, place
-from tests.kubeapi.kubelet import Run
 
 KINDS = ("pods", "jobs", "services", "configmaps", "secrets")
 

@@ -1,4 +1,4 @@
-"""The fake apiserver under tests/kubeapi, driven by the real `kubernetes` client.
+"""The fake apiserver under launcher/testing/kubeapi, driven by the real `kubernetes` client.
 
 These pin the semantics later end-to-end tests rely on (and which hold on a real
 cluster too): status codes and Status bodies, selectors, watch, GC, scheduling
@@ -16,12 +16,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-try:  # the same module path conftest.py uses, so fixtures and classes are not duplicated
-    from tests.kubeapi import KubeAPIServer, Run
-    from tests.kubeapi.fixtures import kube_server, kubeconfig  # noqa: F401 - pytest fixtures
-except ImportError:  # run with only tests/ on sys.path
-    from kubeapi import KubeAPIServer, Run
-    from kubeapi.fixtures import kube_server, kubeconfig  # noqa: F401
+from launcher.testing.kubeapi import KubeAPIServer, Run
 
 
 def api_client(path: str, context: str = "test") -> client.ApiClient:

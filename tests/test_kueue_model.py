@@ -1,19 +1,19 @@
-"""The Kueue model (tests/kubeapi/kueue.py) on hvdk8s's own manifests: why built-in mode is
+"""The Kueue model (launcher/testing/kubeapi/kueue.py) on hvdk8s's own manifests: why built-in mode is
 refused with Kueue, and what its MPIJob integration makes of operator mode."""
 
 from __future__ import annotations
 
 from launcher.clusterfile import cluster_from_data
 from launcher.sshkeys import generate_ssh_keys
-from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
-from mpijob.scheduling.placement import PlacementRequest, place
-from tests.kubeapi.kueue import (
+from launcher.testing.kubeapi.kueue import (
     DEFAULT_FRAMEWORKS_V0_14,
     MAX_POD_SETS,
     pod_sets,
     workload_name,
 )
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.manifests import render
+from mpijob.scheduling.placement import PlacementRequest, place
 
 
 def nine_node_job(mode: str, gang: str = "kueue"):

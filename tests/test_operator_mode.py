@@ -1,4 +1,4 @@
-"""Operator mode against the MPI Operator model (tests/kubeapi/mpi_operator.py), end to end
+"""Operator mode against the MPI Operator model (launcher/testing/kubeapi/mpi_operator.py), end to end
 through the CLI: what the MPIJob asks of the operator's launcher Job and PodGroup."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
+from launcher.testing.kubeapi import mpi_operator
+from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
-from tests.kubeapi import mpi_operator
-from tests.kubeapi.kubelet import Run
 
 runner = CliRunner()
 

@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from launcher.sshkeys import generate_ssh_keys  # noqa: E402
+from launcher.testing.kubeapi.server import KubeAPIServer  # noqa: E402
 from mpijob.jobspec.spec import build_spec  # noqa: E402
 from mpijob.k8s.manifests import render  # noqa: E402
-from tests.kubeapi.server import KubeAPIServer  # noqa: E402
 
 WORKERS = 7  # + 1 launcher = 8 pods per job
 

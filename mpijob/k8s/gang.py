@@ -21,7 +21,7 @@ KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 
 
-# Why Kueue cannot gang-schedule built-in mode's pods (cited in tests/kubeapi/kueue.py):
+# Why Kueue cannot gang-schedule built-in mode's pods (cited in launcher/testing/kubeapi/kueue.py):
 # - its `pod` integration is off in the default configuration before v0.16
 #   (config/components/manager/controller_manager_config.yaml, kueue commit 42eb7ddf),
 #   and with it off the queue labels on bare pods are ignored: no gang at all;
@@ -87,7 +87,7 @@ def gang_objects(spec: JobSpec, pods: list[WorkerPod]) -> list[dict]:
         # resources Pending, and its pod webhook (before v1.6) refuses the group's pods
         # while it is Pending, so a busy cluster would make submit fail instead of queue.
         # Without it the group is enqueued at once; minMember still binds all or none
-        # (tests/kubeapi/volcano.py cites both).
+        # (launcher/testing/kubeapi/volcano.py cites both).
         body: dict = {"minMember": len(pods)}
         if spec.queue:
             body["queue"] = spec.queue

@@ -186,7 +186,7 @@ class PodsJob:
 class OperatorJob:
     """An operator-mode job (hvdk8s submit --mode operator): the MPIJob hvdk8s renders, turned
     into the Service, ConfigMap, Secret and pods the MPI Operator v2 would create for it
-    (tests/kubeapi/mpi_operator.py models the controller), run on the rehearsal cluster.
+    (launcher/testing/kubeapi/mpi_operator.py models the controller), run on the rehearsal cluster.
 
     As the operator does with launcherCreationPolicy WaitForWorkersReady, the launcher starts
     once every worker is Ready; with cleanPodPolicy Running it deletes the workers (sshd never
@@ -195,7 +195,7 @@ class OperatorJob:
     def __init__(self, cluster: Cluster, objects: list[dict], *,
                  launcher_env: dict | None = None, worker_env: dict | None = None,
                  ready_timeout: float = 60) -> None:
-        from tests.kubeapi.mpi_operator import completed_pods, operator_objects
+        from launcher.testing.kubeapi.mpi_operator import completed_pods, operator_objects
 
         self.cluster = cluster
         mpijob = next(o for o in objects if o["kind"] == "MPIJob")

@@ -1,6 +1,6 @@
 """In-process fake Kubernetes API server for end-to-end tests with the real client.
 
-    from kubeapi import KubeAPIServer, Run
+    from launcher.testing.kubeapi import KubeAPIServer, Run
 
     with KubeAPIServer() as srv:                      # 127.0.0.1, ephemeral port
         srv.add_node("gpu-node-0", gpus=8, labels={...}, taints=["k=v:NoSchedule"])
@@ -15,7 +15,7 @@ GC), admission (defaults/validation, webhooks), rest + httpapp (HTTP, SelfSubjec
 watch, logs, scheduler (with Volcano/coscheduling gangs), kubelet, jobs, auth, faults,
 discovery; models of cluster components from their sources: mpi_operator
 (srv.install_mpi_operator), kueue (srv.install_kueue, srv.kueue_queue), volcano (enqueue,
-pod webhook).  Pytest fixtures live in fixtures.py.
+pod webhook).  Pytest fixtures live in tests/kubeapi_fixtures.py.
 """
 
 from .kubelet import PodScript, Run

@@ -73,7 +73,7 @@ class KubeAPIServer:
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
-        self.dra = None  # tests.kubeapi.dra.install_dra() serves resource.k8s.io/v1
+        self.dra = None  # launcher.testing.kubeapi.dra.install_dra() serves resource.k8s.io/v1
         self.kueue: Kueue | None = None  # install_kueue() deploys it
         # Volcano's pod webhook (volcano.py); set .version to "v1.5.0" for the older check.
         self.volcano_webhook = VolcanoWebhook()

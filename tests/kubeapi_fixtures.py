@@ -1,10 +1,10 @@
-"""pytest fixtures; import them into conftest.py:  from kubeapi.fixtures import *  # noqa"""
+"""pytest fixtures for the test API server (launcher.testing.kubeapi); conftest.py imports them."""
 
 from __future__ import annotations
 
 import pytest
 
-from .server import KubeAPIServer
+from launcher.testing.kubeapi.server import KubeAPIServer
 
 GPU_NODE_LABELS = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.count": "8"}
 
