@@ -22,12 +22,13 @@ from launcher.errors import UserError
 from launcher.nvml_topology import GpuInventory, NvmlUnavailable
 from launcher.podresources import PodResources, gpu_allocations
 from launcher.timestamps import format_utc
+from mpijob.k8s.agent_manifests import DEFAULT_INTERVAL_SECONDS
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 log = logging.getLogger("hvdk8s.agent")
 
 FIELD_MANAGER = "hvdk8s-agent"
-DEFAULT_INTERVAL = 60
+DEFAULT_INTERVAL = DEFAULT_INTERVAL_SECONDS
 DEFAULT_RESYNC_EVERY = 10
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 300.0

@@ -1,6 +1,5 @@
-"""Calibration files: read, write, the default location ($HVDK8S_HOME/calibration.json), and
-the --calibration option (declared once here, light to import, for plan/submit/simulate/
-experiment run).
+"""Calibration files: read, write, and the default location ($HVDK8S_HOME/calibration.json)
+that --calibration (launcher.cli.options) falls back to.
 
 The file is `mpijob.perf.calibration.Calibration` as JSON. A bad file is one line naming it and
 what is wrong; writing never overwrites a file the user did not name with -o."""
@@ -10,15 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
 from launcher.errors import UsageError
 
 DEFAULT_NAME = "calibration.json"
-CALIBRATION_OPT = typer.Option(
-    None, "--calibration", metavar="FILE",
-    help="Calibration file from hvdk8s calibrate (default: $HVDK8S_HOME/calibration.json "
-    "when it exists).")
 
 
 def default_path() -> Path:

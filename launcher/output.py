@@ -7,16 +7,6 @@ from typing import Any
 
 import typer
 
-from launcher.errors import UsageError
-
-FORMATS = ("table", "yaml", "json")
-
-
-def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
-    if fmt not in allowed:
-        raise UsageError(f"-o/--output: expected one of {', '.join(allowed)}, got {fmt!r}")
-    return fmt
-
 
 def _yaml():
     import yaml

@@ -15,8 +15,6 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.plural import plural
 
-MPI_NAMES = {m.lower(): m for m in defaults.MPI_IMPLEMENTATIONS}  # --mpi is case-blind
-
 
 def _pairs(values: list[str], option: str) -> dict[str, str]:
     from mpijob.jobspec.options import parse_key_value
@@ -42,13 +40,12 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
 
     try:
         command, shell = _command(list(o.get("command") or []))
-        mpi = o.get("mpi")
         # Only what was given: every default is the spec model's (mpijob.jobspec.defaults).
         fields: dict[str, Any] = _given(
             name=o["name"], workers=o.get("workers"), gpus_per_worker=o.get("gpus"),
             cpu=o.get("cpu"), memory=o.get("memory"), image=o.get("image"),
             namespace=o.get("namespace"), shm_size=o.get("shm_size"),
-            mpi_implementation=MPI_NAMES.get(str(mpi).lower(), mpi) if mpi else None,
+            mpi_implementation=o.get("mpi"),
             queue=o.get("queue"), priority_class=o.get("priority"),
             image_pull_policy=o.get("image_pull_policy"),
             network_interface=o.get("network_interface"), launcher_cpu=o.get("launcher_cpu"),
@@ -82,12 +79,12 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
 class SubmitRequest:
     options: dict[str, Any]
     gang: bool = False
-    gang_scheduler: str | None = None
-    mode: str = defaults.MODE
+    gang_scheduler: defaults.GangScheduler | None = None  # None: detect with --gang
+    mode: defaults.Mode = defaults.MODE
     backend: str | None = None
     context: str | None = None
     cluster: str | None = None
-    dry_run: str | None = None  # None, "client" or "server"
+    dry_run: defaults.DryRun | None = None  # None or "none": create the objects
     schedule_timeout: float = defaults.SCHEDULE_TIMEOUT_SECONDS
     calibration: str | None = None  # --calibration FILE (None: the default file, if any)
 
@@ -129,11 +126,7 @@ OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plug
 
 def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
     if request.gang_scheduler:
-        choice = request.gang_scheduler
-        if choice not in ("none", "volcano", "scheduler-plugins", "kueue"):
-            raise UsageError("--gang-scheduler: expected volcano, scheduler-plugins, kueue or "
-                             f"none, got {choice!r}")
-        return choice
+        return request.gang_scheduler
     if not request.gang or backend.gang_note or not detect:
         return "none"
     found = backend.detect_gang_scheduler()
@@ -148,12 +141,8 @@ def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
     return "none"
 
 
-def _with_gpu_request(spec, choice: str, cluster):
+def _with_gpu_request(spec, choice: defaults.GpuRequestChoice, cluster):
     """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices."""
-    from mpijob.jobspec.defaults import GPU_REQUESTS
-
-    if choice not in GPU_REQUESTS:
-        raise UsageError(f"--gpu-request: expected {', '.join(GPU_REQUESTS)}, got {choice!r}")
     if not spec.gpus_per_worker:
         return spec
     has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
@@ -191,6 +180,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     from launcher.backends.select import make_backend, resolve_backend_name
 
     client_dry_run = request.dry_run == "client"
+    server_dry_run = request.dry_run == "server"
     if client_dry_run and request.backend is None:
         backend = BaseBackend()  # offline: no cluster is asked anything
     else:
@@ -200,7 +190,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         backend = make_backend(backend_name, context=request.context,
                                namespace=request.options.get("namespace"))
     submit_options = backend.submit_options(mode=request.mode,
-                                            server_dry_run=request.dry_run == "server",
+                                            server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
     from mpijob.k8s.gang import refusal
@@ -236,8 +226,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(spec, request.options.get("gpu_request_choice") or defaults.GPU_REQUEST,
-                             cluster)
+    spec = _with_gpu_request(
+        spec, request.options.get("gpu_request_choice") or defaults.GPU_REQUEST_CHOICE, cluster)
     from launcher import calibration_file
 
     cal, cal_source = calibration_file.load(request.calibration)
@@ -256,6 +246,6 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
 
     result = backend.submit(spec, plan, submit_options)
     note(result.message or f"job {spec.name} submitted ({result.backend}, namespace {spec.namespace})")
-    if request.dry_run == "server":
+    if server_dry_run:
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=result.objects, plan=plan)
     return SubmitOutcome(spec.name, spec.namespace, backend, plan=plan)

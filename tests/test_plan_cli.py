@@ -154,7 +154,7 @@ def test_selector_and_toleration_options(tmp_path):
     [
         (["--selector", "pool"], "--selector: expected KEY=VALUE"),
         (["--toleration", "gpu:Maybe"], "--toleration: unknown effect"),
-        (["--placement", "random"], "--placement: expected 'topology', 'binpack' or 'spread', got 'random'"),
+        (["--placement", "random"], "--placement: expected topology, binpack, spread, got 'random'"),
         (["--placement", "spread", "--gputopology"],
          "--gputopology and --placement spread disagree: give one of them"),
         (["-o", "xml"], "-o/--output"),

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic mod
     from mpijob.jobspec.spec import JobSpec
 
 from launcher.phases import JobPhase
+from mpijob.jobspec import defaults
 
 # The phases' strings, as records carry them (launcher.phases).
 PENDING = JobPhase.PENDING.value
@@ -85,7 +86,7 @@ class SubmitOptions:
     """What a backend takes at submit besides the spec and its plan (TorchX's `run_opts`):
     each backend has its own subclass, so no backend receives another's options."""
 
-    mode: str = "pods"  # pods | operator
+    mode: defaults.Mode = defaults.MODE
 
 
 class BaseBackend:

@@ -217,15 +217,14 @@ class KubernetesBackend(BaseBackend):
                                prediction=plan.prediction)
 
     @_api_errors
-    def create_job(self, spec, placement=None, *, mode: str = "pods", dry_run: bool = False,
-               schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT, prediction=None,
-               benchmark_source: str | None = None,
-               delete_on_timeout: bool | None = None) -> SubmitResult:
+    def create_job(self, spec, placement=None, *, mode: defaults.Mode = defaults.MODE,
+                   dry_run: bool = False,
+                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT, prediction=None,
+                   benchmark_source: str | None = None,
+                   delete_on_timeout: bool | None = None) -> SubmitResult:
         """Create the job, all or nothing (module docstring). With a gang scheduler the job
         is left queued on timeout unless `delete_on_timeout`; without one it is deleted."""
         client, ns = self.client, spec.namespace
-        if mode not in defaults.MODES:
-            raise UsageError(f"--mode: expected pods or operator, got {mode!r}")
         if mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
         gang = spec.gang if spec.gang != "none" else None

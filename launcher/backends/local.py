@@ -58,6 +58,7 @@ from launcher.backends.local_supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.phases import JobPhase
 from launcher.timestamps import parse_utc
+from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.plural import plural
@@ -120,7 +121,8 @@ class LocalBackend(BaseBackend):
     def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult:
         return self.start(spec, plan.placement, mode=options.mode)
 
-    def start(self, spec: JobSpec, placement=None, *, mode: str = "pods") -> SubmitResult:
+    def start(self, spec: JobSpec, placement=None, *,
+              mode: defaults.Mode = defaults.MODE) -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
         paths = job_paths(spec.name, spec.namespace)
         if paths.dir.exists():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from launcher.cli import options as opt
 from launcher.errors import UsageError
+from mpijob.k8s.agent_manifests import DEFAULT_INTERVAL_SECONDS, KUBELET_SOCKET
 
 
 def register(app: typer.Typer) -> None:
@@ -20,10 +22,10 @@ def agent(
         None, "--node-name", envvar="NODE_NAME", show_envvar=True,
         help="The Node to annotate (the DaemonSet sets NODE_NAME from spec.nodeName).",
     ),
-    interval: int = typer.Option(60, "--interval", help="Seconds between observations."),
+    interval: opt.AgentInterval = DEFAULT_INTERVAL_SECONDS,
     once: bool = typer.Option(False, "--once", help="Observe once (retrying errors), then exit."),
     kubelet_socket: str = typer.Option(
-        "/var/lib/kubelet/pod-resources/kubelet.sock", "--kubelet-socket",
+        KUBELET_SOCKET, "--kubelet-socket",
         help="The kubelet PodResources API socket.",
     ),
     dry_run: bool = typer.Option(
@@ -40,8 +42,6 @@ def agent(
 
     if not node_name:
         raise UsageError("--node-name: required (or set the NODE_NAME environment variable)")
-    if interval < 1:
-        raise UsageError(f"--interval: expected a whole number of seconds >= 1, got {interval}")
 
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"

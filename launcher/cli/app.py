@@ -33,7 +33,7 @@ class _OneLineErrors(TyperGroup):
             # in click; one line says it all. Others click reports itself.
             if getattr(exc, "exit_code", None) != 2:
                 raise
-            typer.echo(f"error: {exc.format_message()}", err=True)
+            typer.echo(f"error: {_usage_message(exc)}", err=True)
             raise typer.Exit(2) from None
         except UserError as exc:
             if debug_enabled():
@@ -54,6 +54,16 @@ class _OneLineErrors(TyperGroup):
                     err=True,
                 )
             raise typer.Exit(1) from None
+
+
+def _usage_message(exc: typer.TyperException) -> str:
+    """A bad option value as our own errors word it: `-o/--output: expected ...`."""
+    param = getattr(exc, "param", None)
+    opts = getattr(param, "opts", None) or []
+    # A missing option is a BadParameter subclass that words itself ("Missing option").
+    if type(exc) is typer.BadParameter and opts and opts[0].startswith("-"):
+        return f"{'/'.join(sorted(opts, key=len))}: {exc.message}"
+    return exc.format_message()
 
 
 app = typer.Typer(

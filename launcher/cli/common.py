@@ -1,4 +1,4 @@
-"""Options and printing shared by the job commands."""
+"""Printing shared by the job commands (their options: launcher.cli.options)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,6 @@ import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
 from launcher.phases import JobPhase
-
-NAMESPACE_OPT = typer.Option(None, "-n", "--namespace",
-                             help="Namespace (default: the context's, or 'default').")
-CONTEXT_OPT = typer.Option(None, "--context", help="kubeconfig context.")
-BACKEND_OPT = typer.Option(None, "--backend", envvar="HVDK8S_BACKEND",
-                           help="local or kubernetes (default: kubernetes when a kubeconfig "
-                           "context is usable, else local).")
-OUTPUT_OPT = typer.Option("table", "-o", "--output", help="table, yaml or json.")
 
 
 def open_backend(backend: str | None, context: str | None, namespace: str | None):

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from launcher.cli.common import CONTEXT_OPT, NAMESPACE_OPT
-from launcher.output import check_format
+from launcher.cli import options as opt
 
 STATUS_MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
 
 
 def doctor(
-    context: str = CONTEXT_OPT,
-    namespace: str = NAMESPACE_OPT,
-    output: str = typer.Option("table", "-o", "--output", help="table or json."),
+    context: opt.Context = None,
+    namespace: opt.Namespace = None,
+    output: opt.ReportOutput = opt.TABLE,
 ):
     """Check the cluster: API version, your permissions, GPU nodes and labels, the topology
     agent, the MPI Operator, gang schedulers (Volcano, scheduler-plugins, Kueue) and DRA.
@@ -22,7 +21,6 @@ def doctor(
     from launcher.doctor import gather
     from mpijob.scheduling.doctor import assess, can_submit
 
-    check_format(output, ("table", "json"))
     backend = KubernetesBackend(context, namespace)
     ns = backend.namespace
     facts = gather(backend.client, ns)

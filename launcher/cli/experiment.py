@@ -12,10 +12,9 @@ from pathlib import Path
 
 import typer
 
-from launcher.calibration_file import CALIBRATION_OPT
-from launcher.cli.common import CONTEXT_OPT
+from launcher.cli import options as opt
 from launcher.errors import UsageError
-from launcher.output import check_format, note
+from launcher.output import note
 from mpijob.plural import plural
 
 app = typer.Typer(no_args_is_help=True,
@@ -39,15 +38,13 @@ def run(
     rerun: bool = typer.Option(False, "--rerun", help="Run again the runs already recorded "
                                "as Succeeded (they are skipped otherwise)."),
     limit: int = typer.Option(None, "--limit", help="Run at most N of the runs still to do."),
-    backend: str = typer.Option(None, "--backend", help="local or kubernetes, instead of the "
-                                "file's backend."),
-    context: str = CONTEXT_OPT,
+    backend: opt.Backend = None,
+    context: opt.Context = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and whether they are "
                                  "done; submit nothing."),
-    calibration: str = CALIBRATION_OPT,
+    calibration: opt.Calibration = None,
 ):
     """Run every run of the matrix in turn and record each one; running it again resumes."""
-    from launcher.backends.select import resolve_backend_name
     from launcher.experiments.progress import RichReporter
     from launcher.experiments.results import ResultsStore
     from launcher.experiments.runner import ExperimentRunner, Interrupted
@@ -55,8 +52,6 @@ def run(
 
     if limit is not None and limit < 1:
         raise UsageError(f"--limit: expected a positive number of runs, got {limit}")
-    if backend is not None:
-        resolve_backend_name(backend)  # validates the name
     loaded = load_experiment(file)
     out = out if out is not None else DEFAULT_RESULTS_ROOT / loaded.experiment.name
     store = ResultsStore(out)
@@ -149,15 +144,13 @@ def _predictions(runner) -> dict[str, str]:
 @app.command("report")
 def report(
     results_dir: Path = typer.Argument(..., help="Results directory of `experiment run`."),
-    output: str = typer.Option("table", "-o", "--output", help="table or json."),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots into "
-                               "the results directory."),
+    output: opt.ReportOutput = opt.TABLE,
+    plots: opt.Plots = True,
 ):
     """Tables of the results and PNG plots (placement comparison, scaling, predicted)."""
     from launcher.experiments.report import build_report, print_report, write_plots
     from launcher.output import dump_json
 
-    check_format(output, ("table", "json"))
     result = build_report(results_dir)
     if plots:
         write_plots(result)

@@ -12,30 +12,27 @@ import typer
 from rich.markup import escape
 from typer.core import TyperArgument
 
-# Long option -> the value it takes. Options not listed get one from their type (FALLBACK).
+# Long option -> the value it takes. A choice shows its values (`pods|operator`, from its
+# Literal); other options not listed get a name from their type (FALLBACK).
 METAVARS = {
     "--name": "NAME", "--workers": "N", "--gpus": "N", "--image": "IMAGE",
     "--namespace": "NAMESPACE", "--context": "CONTEXT", "--kubeconfig": "FILE",
-    "--backend": "local|kubernetes", "--output": "FORMAT", "--mode": "pods|operator",
-    "--gang-scheduler": "SCHEDULER", "--queue": "QUEUE",
-    "--placement": "topology|binpack|spread", "--cluster": "FILE", "--env": "KEY=VALUE",
+    "--queue": "QUEUE", "--cluster": "FILE", "--env": "KEY=VALUE",
     "--cpu": "QUANTITY", "--memory": "QUANTITY", "--selector": "KEY=VALUE",
     "--toleration": "TOLERATION", "--annotation": "KEY=VALUE", "--label": "KEY=VALUE",
-    "--priority": "PRIORITYCLASS", "--mpi": "OpenMPI|Intel|MPICH",
-    "--clean-pod-policy": "Running|All|None", "--backoff-limit": "N", "--ttl": "SECONDS",
+    "--priority": "PRIORITYCLASS", "--backoff-limit": "N", "--ttl": "SECONDS",
     "--active-deadline": "SECONDS", "--image-pull-secret": "SECRET",
-    "--image-pull-policy": "Always|IfNotPresent|Never", "--shm-size": "QUANTITY",
+    "--shm-size": "QUANTITY",
     "--network-interface": "INTERFACE", "--launcher-cpu": "QUANTITY",
     "--launcher-memory": "QUANTITY", "--scheduler-name": "SCHEDULER", "--model": "MODEL",
     "--batch-size": "N", "--num-batches": "N", "--num-warmup-batches": "N",
-    "--image-size": "PIXELS", "--dry-run": "client|server", "--timeout": "SECONDS",
+    "--image-size": "PIXELS", "--timeout": "SECONDS",
     "--schedule-timeout": "SECONDS", "--rank": "N", "--worker": "N", "--tail": "LINES",
-    "--precision": "fp32|fp16", "--node-name": "NODE", "--interval": "SECONDS",
+    "--node-name": "NODE", "--interval": "SECONDS",
     "--kubelet-socket": "SOCKET", "--nodes": "N", "--jobs": "N", "--trace": "FILE",
     "--seed": "N", "--load": "FRACTION", "--policies": "POLICIES", "--policy": "POLICY",
     "--out": "DIR", "--backfill-depth": "N", "--limit": "N", "--priority-class": "NAME",
     "--runtime-class": "NAME", "--supplemental-group": "GID",
-    "--gpu-request": "auto|device-plugin|dra",
 }
 # Where one command's option takes another kind of value than the same option elsewhere.
 COMMAND_METAVARS = {("calibrate", "--output"): "FILE"}
@@ -196,6 +193,8 @@ def _metavar(param, ctx, path: str) -> str:
         if opt in METAVARS:
             return METAVARS[opt]
     shown = param.display_type(ctx).strip("<>").split()[0]
+    if "|" in shown:  # a choice (launcher.cli.options.choice)
+        return shown
     return FALLBACK.get(shown, "VALUE")
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from launcher.cli import options as opt
 from launcher.errors import UsageError, UserError
+from mpijob.k8s.agent_manifests import DEFAULT_INTERVAL_SECONDS
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -17,9 +19,9 @@ def install_agent(
         "kube-system", "-n", "--namespace", help="An existing namespace to run the agent in."
     ),
     image: str = typer.Option(None, "--image", help="Agent image (default: ghcr.io/hvdk8s/hvdk8s-agent:<version>)."),
-    output: str = typer.Option("yaml", "-o", "--output", help="yaml or json (with --dry-run)."),
-    context: str = typer.Option(None, "--context", help="kubeconfig context."),
-    interval: int = typer.Option(60, "--interval", help="Seconds between the agent's observations."),
+    output: opt.ObjectsOutput = opt.YAML,
+    context: opt.Context = None,
+    interval: opt.AgentInterval = DEFAULT_INTERVAL_SECONDS,
     priority_class: str = typer.Option(
         "system-node-critical", "--priority-class",
         help="The DaemonSet pods' priorityClassName ('' for none).",
@@ -37,11 +39,10 @@ def install_agent(
     ),
 ):
     from launcher import __version__
-    from launcher.output import check_format, emit_objects
+    from launcher.output import emit_objects
     from mpijob.errors import SpecError
     from mpijob.k8s.agent_manifests import agent_manifests, default_image
 
-    check_format(output, ("yaml", "json"))
     if supplemental_group is not None and not non_root:
         raise UsageError("--supplemental-group: only meaningful with --non-root")
     try:

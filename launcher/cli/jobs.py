@@ -4,42 +4,30 @@ from __future__ import annotations
 
 import typer
 
-from launcher.cli.common import (
-    BACKEND_OPT,
-    CONTEXT_OPT,
-    NAMESPACE_OPT,
-    OUTPUT_OPT,
-    exit_for_status,
-    open_backend,
-    print_status,
-    print_status_list,
-)
-from launcher.output import check_format
+from launcher.cli import options as opt
+from launcher.cli.common import exit_for_status, open_backend, print_status, print_status_list
 
 
 def get(
     name: str = typer.Argument(..., help="Job name."),
-    namespace: str = NAMESPACE_OPT,
-    context: str = CONTEXT_OPT,
-    backend: str = BACKEND_OPT,
-    output: str = OUTPUT_OPT,
+    namespace: opt.Namespace = None,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
+    output: opt.Output = opt.TABLE,
 ):
     """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec."""
-    check_format(output)
     status = open_backend(backend, context, namespace).get(name, namespace)
     print_status(status, output)
 
 
 def list_jobs(
-    namespace: str = NAMESPACE_OPT,
-    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces",
-                                        help="Jobs of every namespace."),
-    context: str = CONTEXT_OPT,
-    backend: str = BACKEND_OPT,
-    output: str = OUTPUT_OPT,
+    namespace: opt.Namespace = None,
+    all_namespaces: opt.AllNamespaces = False,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
+    output: opt.Output = opt.TABLE,
 ):
     """List jobs."""
-    check_format(output)
     statuses = open_backend(backend, context, namespace).list(namespace, all_namespaces)
     print_status_list(statuses, output)
 
@@ -51,9 +39,9 @@ def logs(
     worker: int = typer.Option(None, "--worker", help="One worker pod's log (Kubernetes)."),
     all_replicas: bool = typer.Option(False, "--all", help="Every pod, prefixed by its name."),
     tail: int = typer.Option(None, "--tail", help="Only the last N lines."),
-    namespace: str = NAMESPACE_OPT,
-    context: str = CONTEXT_OPT,
-    backend: str = BACKEND_OPT,
+    namespace: opt.Namespace = None,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
 ):
     """Print a job's logs: the launcher's by default."""
     b = open_backend(backend, context, namespace)
@@ -64,15 +52,13 @@ def logs(
 
 def wait(
     name: str = typer.Argument(..., help="Job name."),
-    timeout: float = typer.Option(None, "--timeout", min=0,
-                                  help="Seconds; exit 124 when exceeded."),
-    namespace: str = NAMESPACE_OPT,
-    context: str = CONTEXT_OPT,
-    backend: str = BACKEND_OPT,
-    output: str = OUTPUT_OPT,
+    timeout: opt.WaitTimeout = None,
+    namespace: opt.Namespace = None,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
+    output: opt.Output = opt.TABLE,
 ):
     """Wait for a job to end: exit 0 when it succeeded, 1 when it failed, 124 on timeout."""
-    check_format(output)
     status = open_backend(backend, context, namespace).wait(name, namespace, timeout=timeout)
     print_status(status, output, brief=output == "table")
     exit_for_status(status)
@@ -80,9 +66,9 @@ def wait(
 
 def delete(
     names: list[str] = typer.Argument(..., help="Job names."),
-    namespace: str = NAMESPACE_OPT,
-    context: str = CONTEXT_OPT,
-    backend: str = BACKEND_OPT,
+    namespace: opt.Namespace = None,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
 ):
     """Delete jobs and everything they created. Deleting a job that is gone is not an error."""
     b = open_backend(backend, context, namespace)

@@ -7,49 +7,41 @@ so `hvdk8s plan --cluster FILE -o json` stays a fast whole-process command.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from launcher import calibration_file
-from launcher.calibration_file import CALIBRATION_OPT
+from launcher.cli import options as opt
 from launcher.errors import UsageError
 from mpijob.jobspec import defaults
 
-PLAN_FORMATS = ("table", "json", "yaml")
-
 
 def plan(
-    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (pods' worth of GPUs)."),
-    gpus: int = typer.Option(..., "--gpus", "-g", help="GPUs per worker (0 for a CPU job)."),
-    cluster: str = typer.Option(
-        None, "--cluster",
-        help="Cluster file (YAML/JSON: nodes, GPUs, topology, what is taken). "
-        "Default: the live cluster of the current kubeconfig context.",
-    ),
-    placement: str = typer.Option(None, "--placement", help="topology (default), binpack or spread."),
-    gputopology: bool = typer.Option(False, "--gputopology", help="Same as --placement topology."),
-    selector: list[str] = typer.Option(None, "--selector", help="Node label KEY=VALUE (repeatable)."),
-    toleration: list[str] = typer.Option(
-        None, "--toleration",
-        help="Tolerate a taint: key=value:Effect, key:Effect, key, or all (repeatable).",
-    ),
-    cpu: str = typer.Option(None, "--cpu", help="CPU per worker (e.g. 4, 500m)."),
-    memory: str = typer.Option(None, "--memory", help="Memory per worker (e.g. 16Gi)."),
-    model: str = typer.Option(defaults.MODEL, "--model", help="Model for the throughput prediction."),
-    batch_size: int = typer.Option(defaults.BATCH_SIZE, "--batch-size", help="Per-GPU batch size."),
-    precision: str = typer.Option(defaults.PRECISION, "--precision",
-                                  help=" or ".join(defaults.PRECISIONS) + "."),
-    compare: bool = typer.Option(False, "--compare", help="Show topology, binpack and spread side by side."),
-    cross_zone: bool = typer.Option(False, "--cross-zone", help="Allow the job's nodes in several zones."),
-    context: str = typer.Option(None, "--context", help="kubeconfig context (without --cluster)."),
-    output: str = typer.Option("table", "-o", "--output", help="table, json or yaml."),
-    calibration: str = CALIBRATION_OPT,
+    workers: opt.Workers,
+    gpus: opt.Gpus,
+    cluster: opt.Cluster = None,
+    placement: opt.Placement = None,
+    gputopology: opt.GpuTopology = False,
+    selector: opt.Selector = None,
+    toleration: opt.Toleration = None,
+    cpu: opt.Cpu = None,
+    memory: opt.Memory = None,
+    model: opt.Model = defaults.MODEL,
+    batch_size: opt.BatchSize = defaults.BATCH_SIZE,
+    precision: opt.Precision = defaults.PRECISION,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Show every placement policy side by side.")] = False,
+    cross_zone: opt.CrossZone = False,
+    context: opt.Context = None,
+    output: opt.Output = opt.TABLE,
+    calibration: opt.Calibration = None,
 ):
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
     Exit status 0 when the job fits, 1 when it does not (the output says why)."""
-    if output not in PLAN_FORMATS:
-        raise UsageError(f"-o/--output: expected one of {', '.join(PLAN_FORMATS)}, got {output!r}")
-    policy, model = _check_job(workers, gpus, placement, gputopology, model, batch_size, precision)
+    policy, model = _check_job(workers, gpus, opt.placement_policy(placement, gputopology),
+                               model, batch_size, precision)
     request = _request(workers, gpus, selector or [], toleration or [], cpu, memory, cross_zone)
     cal, cal_source = calibration_file.load(calibration)
     snapshot = _load_cluster(cluster, context)
@@ -84,17 +76,12 @@ def plan(
         raise typer.Exit(1)
 
 
-def _check_job(workers, gpus, placement, gputopology, model, batch_size, precision) -> tuple[str, str]:
+def _check_job(workers, gpus, placement, model, batch_size, precision) -> tuple[str, str]:
     """(policy, model name) after the checks `submit` makes, with its messages: a plan of
     a job that submit refuses would be a plan of nothing."""
     from mpijob.errors import SpecError
     from mpijob.jobspec.spec import build_spec
 
-    if gputopology and placement not in (None, "topology"):
-        raise UsageError(f"--gputopology and --placement {placement} disagree: give one of them")
-    if precision not in defaults.PRECISIONS:
-        raise UsageError(f"--precision: expected {' or '.join(defaults.PRECISIONS)}, "
-                         f"got {precision!r}")
     try:
         spec = build_spec(name="plan", workers=workers, gpus_per_worker=gpus,
                           placement_policy=placement or defaults.PLACEMENT_POLICY,

@@ -13,8 +13,9 @@ from pathlib import Path
 import typer
 
 from launcher import calibration_file
-from launcher.calibration_file import CALIBRATION_OPT
+from launcher.cli import options as opt
 from launcher.errors import UsageError
+from mpijob.jobspec import defaults
 
 DEFAULT_JOBS = 10_000
 DEFAULT_NODES = 500
@@ -44,7 +45,7 @@ def simulate(
         help="Offered load of the generated stream: GPU-time at perfect scaling / GPU capacity "
         f"(without --trace; default {DEFAULT_LOAD}).",
     ),
-    precision: str = typer.Option("fp32", "--precision", help="fp32 or fp16, for every job."),
+    precision: opt.Precision = defaults.PRECISION,
     policies: list[str] = typer.Option(
         None, "--policies",
         help="Policies to compare, comma-separated or repeated (default: topology,binpack,spread).",
@@ -52,10 +53,10 @@ def simulate(
     policy: list[str] = typer.Option(None, "--policy", help="Same as --policies."),
     out: str = typer.Option(None, "--out", help="Write DIR/summary.csv, DIR/summary_extra.csv "
                             "and PNG plots here."),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots with --out."),
+    plots: opt.Plots = True,
     backfill_depth: int = typer.Option(
         64, "--backfill-depth", help="Queued jobs looked at per event for backfilling."),
-    calibration: str = CALIBRATION_OPT,
+    calibration: opt.Calibration = None,
 ):
     """Compare placement policies on a simulated cluster: job completion, throughput, queueing.
 
@@ -69,8 +70,6 @@ def simulate(
     jobs = DEFAULT_JOBS if jobs is None else jobs
     seed = 0 if seed is None else seed
     load = DEFAULT_LOAD if load is None else load
-    if precision not in ("fp32", "fp16"):
-        raise UsageError(f"--precision: expected fp32 or fp16, got {precision!r}")
     if nodes < 1:
         raise UsageError(f"--nodes: must be at least 1, got {nodes}")
     if jobs < 1:

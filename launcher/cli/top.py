@@ -10,9 +10,9 @@ from collections import defaultdict
 
 import typer
 
-from launcher.cli.common import CONTEXT_OPT, NAMESPACE_OPT, OUTPUT_OPT
+from launcher.cli import options as opt
 from launcher.errors import UserError
-from launcher.output import check_format, emit_data, note
+from launcher.output import emit_data, note
 from mpijob.perf.links import is_nvlink
 
 app = typer.Typer(no_args_is_help=True, help="GPU usage per node or per job.")
@@ -144,13 +144,11 @@ def _matrix(row: dict) -> str:
 def top_node(
     detail: bool = typer.Option(False, "-d", "--detail", help="Also print each node's GPU "
                                 "link matrix (* marks allocated GPUs)."),
-    cluster: str = typer.Option(None, "--cluster", help="Read this cluster file instead of "
-                                "the live cluster."),
-    context: str = CONTEXT_OPT,
-    output: str = OUTPUT_OPT,
+    cluster: opt.Cluster = None,
+    context: opt.Context = None,
+    output: opt.Output = opt.TABLE,
 ):
     """GPUs per node: total, allocated, free, and the free NVLink groups."""
-    check_format(output)
     if cluster:
         from launcher.clusterfile import load_cluster
 
@@ -191,13 +189,12 @@ def top_node(
 
 @app.command("job")
 def top_job(
-    namespace: str = NAMESPACE_OPT,
-    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
-    context: str = CONTEXT_OPT,
-    output: str = OUTPUT_OPT,
+    namespace: opt.Namespace = None,
+    all_namespaces: opt.AllNamespaces = False,
+    context: opt.Context = None,
+    output: opt.Output = opt.TABLE,
 ):
     """GPUs held per job (jobs from the pods' labels), with the nodes and GPU indices."""
-    check_format(output)
     from launcher.backends.kubernetes import KubernetesBackend
 
     # No --cluster here: a cluster file has nodes, not jobs.

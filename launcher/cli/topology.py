@@ -6,27 +6,20 @@ import sys
 
 import typer
 
+from launcher.cli import options as opt
 from launcher.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True, help="GPU topology: parse nvidia-smi output, list presets.")
-
-FORMATS = ("table", "json")
-
-
-def _check(output: str) -> None:
-    if output not in FORMATS:
-        raise UsageError(f"-o/--output: expected one of {', '.join(FORMATS)}, got {output!r}")
 
 
 @app.command("parse")
 def parse(
     file: str = typer.Argument(..., help="File with `nvidia-smi topo -m` output, or - for stdin."),
-    output: str = typer.Option("table", "-o", "--output", help="table or json."),
+    output: opt.ReportOutput = opt.TABLE,
 ):
     """Parse `nvidia-smi topo -m` output and print the GPU link matrix."""
     from mpijob.scheduling.topology import TopologyParseError, parse_topo_matrix
 
-    _check(output)
     if file == "-":
         text = sys.stdin.read()
     else:
@@ -45,11 +38,10 @@ def parse(
 
 
 @app.command("presets")
-def presets(output: str = typer.Option("table", "-o", "--output", help="table or json.")):
+def presets(output: opt.ReportOutput = opt.TABLE):
     """List the built-in topology presets."""
     from mpijob.scheduling.presets import PRESET_DESCRIPTIONS, PRESETS
 
-    _check(output)
     if output == "json":
         import json
 
@@ -67,12 +59,11 @@ def presets(output: str = typer.Option("table", "-o", "--output", help="table or
 @app.command("show")
 def show(
     name: str = typer.Argument(..., help="Preset name (see `hvdk8s topology presets`)."),
-    output: str = typer.Option("table", "-o", "--output", help="table or json."),
+    output: opt.ReportOutput = opt.TABLE,
 ):
     """Print a preset's GPU link matrix."""
     from mpijob.scheduling.presets import preset
 
-    _check(output)
     try:
         topo = preset(name)
     except ValueError as exc:

@@ -1,24 +1,34 @@
 """Every default and every choice list of a job's options, written once.
 
 The spec model (`mpijob.jobspec.spec`), the experiment matrix, the submit pipeline and the
-CLI (`launcher/cli/job_options.py`) all take them from here. Only `typing`: the CLI builds
-its options from it without loading pydantic.
+CLI (`launcher/cli/options.py`) all take them from here. Only `typing`: the CLI declares
+its options from it without building the pydantic models (importing mpijob.jobspec.spec
+costs ~65 ms, which `hvdk8s --help` and `list` would pay).
 """
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
+BackendName = Literal["local", "kubernetes"]
 Mode = Literal["pods", "operator"]
 MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
 CleanPodPolicy = Literal["Running", "All", "None"]
 PlacementPolicy = Literal["topology", "binpack", "spread"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Precision = Literal["fp32", "fp16"]
-# The same choices as tuples, for the CLI's checks and messages.
-MODES, MPI_IMPLEMENTATIONS, CLEAN_POD_POLICIES, PLACEMENT_POLICIES, PULL_POLICIES, PRECISIONS = (
-    get_args(choice) for choice in (Mode, MPIImplementation, CleanPodPolicy, PlacementPolicy,
-                                    PullPolicy, Precision))
+GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue"]
+# How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
+# --gpu-request auto picks DRA where the cluster's nodes publish DRA GPU devices.
+GpuRequest = Literal["device-plugin", "dra"]
+GpuRequestChoice = Literal["auto", GpuRequest]
+# --dry-run[=client|server]; "none" is kubectl's spelling of no dry run.
+DryRun = Literal["client", "server", "none"]
+# The same choices as tuples, for messages and loops.
+(BACKENDS, MODES, MPI_IMPLEMENTATIONS, CLEAN_POD_POLICIES, PLACEMENT_POLICIES, PULL_POLICIES,
+ PRECISIONS, GANG_SCHEDULERS) = (
+    get_args(choice) for choice in (BackendName, Mode, MPIImplementation, CleanPodPolicy,
+                                    PlacementPolicy, PullPolicy, Precision, GangScheduler))
 
 MODE: Mode = "pods"
 MPI_IMPLEMENTATION: MPIImplementation = "OpenMPI"
@@ -26,19 +36,20 @@ CLEAN_POD_POLICY: CleanPodPolicy = "Running"
 PLACEMENT_POLICY: PlacementPolicy = "topology"
 PULL_POLICY: PullPolicy = "IfNotPresent"
 PRECISION: Precision = "fp32"
-
-# --gpu-request: auto picks DRA where the cluster's nodes publish DRA GPU devices.
-GPU_REQUESTS = ("auto", "device-plugin", "dra")
-GPU_REQUEST = "auto"
-
-# --dry-run[=client|server]; "none" is kubectl's spelling of no dry run.
-DRY_RUNS = ("client", "server", "none")
+GANG_SCHEDULER: GangScheduler = "none"
+GPU_REQUEST: GpuRequest = "device-plugin"
+GPU_REQUEST_CHOICE: GpuRequestChoice = "auto"
 
 NAMESPACE = "default"
 WORKERS = 1
 GPUS_PER_WORKER = 0
 LAUNCHER_CPU = "1"
 LAUNCHER_MEMORY = "1Gi"
+
+# NCCL moves data between ranks of one pod through /dev/shm; Docker's 64Mi default makes
+# multi-GPU pods fail with "unhandled system error". 4Gi covers 8 ranks (NCCL docs).
+SHM_SIZE = "4Gi"
+IMAGE = "horovod/horovod:0.28.1"
 
 # The built-in benchmark (tf_cnn_benchmarks' own defaults, but 100 timed batches).
 MODEL = "resnet50"

@@ -14,12 +14,12 @@ import itertools
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mpijob.jobspec import defaults
-from mpijob.jobspec.defaults import Mode, PlacementPolicy, Precision
+from mpijob.jobspec.defaults import BackendName, Mode, PlacementPolicy, Precision
 from mpijob.jobspec.spec import BENCHMARK_MODELS, DNS1035, BenchmarkModel
 
 # <name>-<8 hex>-r<3 digits> plus the launcher pod's 15-character suffix stays within 63.
@@ -29,21 +29,19 @@ HASH_LENGTH = 8
 
 Model = BenchmarkModel
 
-BackendName = Literal["local", "kubernetes"]
-
 # What each key expects, worded for people; errors say "expected <this>, got <value>".
 EXPECTED = {
     "name": f"a DNS-1035 label of at most {MAX_NAME_LENGTH} characters (lower-case letters, "
             "digits and '-', starting with a letter, e.g. vgg16-scaling)",
     "description": "a string",
-    "backend": "local or kubernetes",
+    "backend": " or ".join(defaults.BACKENDS),
     "image": "an image reference (e.g. horovod/horovod:0.28.1)",
     "namespace": "a namespace name (a DNS-1123 label)",
     "cluster": "the path of a cluster file (relative to the experiment file)",
     "repetitions": f"an integer from 1 to {MAX_REPETITIONS}",
     "timeout": "a positive number of seconds per run",
     "parallel": "a positive integer (runs at a time)",
-    "mode": "pods or operator",
+    "mode": " or ".join(defaults.MODES),
     "env": "a mapping of VARIABLE: string value",
     "cpu": "a CPU quantity per worker (e.g. 4 or 500m) as a string",
     "memory": "a memory quantity per worker (e.g. 16Gi)",
@@ -52,9 +50,9 @@ EXPECTED = {
     "model": f"one of {', '.join(BENCHMARK_MODELS)}",
     "workers": "a positive integer",
     "gpus": "an integer >= 0 (GPUs per worker; 0 runs on the CPU)",
-    "placement": "one of topology, binpack, spread",
+    "placement": f"one of {', '.join(defaults.PLACEMENT_POLICIES)}",
     "batch_size": "an integer from 1 to 4096",
-    "precision": "fp32 or fp16",
+    "precision": " or ".join(defaults.PRECISIONS),
     "image_size": "an integer from 32 to 1024, or null (the model's own size)",
     "num_batches": "a positive integer",
     "num_warmup_batches": "an integer >= 0",
@@ -103,12 +101,12 @@ class Matrix(BaseModel):
     model: list[Model] = Field(min_length=1)
     workers: list[int] = Field(min_length=1)
     gpus: list[int] = Field(min_length=1)
-    placement: list[PlacementPolicy] = Field(default=["topology"], min_length=1)
-    batch_size: list[int] = Field(default=[64], min_length=1)
-    precision: list[Precision] = Field(default=["fp32"], min_length=1)
+    placement: list[PlacementPolicy] = Field(default=[defaults.PLACEMENT_POLICY], min_length=1)
+    batch_size: list[int] = Field(default=[defaults.BATCH_SIZE], min_length=1)
+    precision: list[Precision] = Field(default=[defaults.PRECISION], min_length=1)
     image_size: list[int | None] = Field(default=[None], min_length=1)
-    num_batches: list[int] = Field(default=[100], min_length=1)
-    num_warmup_batches: list[int] = Field(default=[10], min_length=1)
+    num_batches: list[int] = Field(default=[defaults.NUM_BATCHES], min_length=1)
+    num_warmup_batches: list[int] = Field(default=[defaults.NUM_WARMUP_BATCHES], min_length=1)
     xla: list[bool] = Field(default=[False], min_length=1)
 
     @field_validator("*", mode="before")

@@ -26,6 +26,8 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults, names
 from mpijob.jobspec.defaults import (
     CleanPodPolicy,
+    GangScheduler,
+    GpuRequest,
     MPIImplementation,
     PlacementPolicy,
     Precision,
@@ -41,8 +43,6 @@ ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-Gang = Literal["none", "volcano", "scheduler-plugins", "kueue"]
-
 GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
 BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
 BENCHMARK_MODELS = get_args(BenchmarkModel)
@@ -50,14 +50,10 @@ TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS = get_args(TaintEffect)
 # The effects that keep a pod off a node (PreferNoSchedule only discourages it).
 HARD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-# NCCL moves data between ranks of one pod through /dev/shm; Docker's 64Mi default makes
-# multi-GPU pods fail with "unhandled system error". 4Gi covers 8 ranks (NCCL docs).
-DEFAULT_SHM_SIZE = "4Gi"
 # Set in every job unless the user sets them: TensorFlow's C++ INFO lines (the oneDNN notice,
 # the CPU feature guard) would open every rank's log; level 1 keeps warnings and errors
 # (checked with TF 2.15: 0 prints the banners, 1 hides them).
 DEFAULT_JOB_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1"}
-DEFAULT_IMAGE = "horovod/horovod:0.28.1"
 
 
 @dataclass(frozen=True)
@@ -123,7 +119,7 @@ class RunPolicy(BaseModel):
     active_deadline_seconds: Annotated[int | None, Flag("--active-deadline")] = Field(None, ge=1)
 
 
-_OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": "device-plugin"}
+_OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST}
 
 
 class JobSpec(BaseModel):
@@ -131,7 +127,7 @@ class JobSpec(BaseModel):
 
     name: Annotated[str, Flag("--name")]
     namespace: Annotated[str, Flag("-n/--namespace")] = defaults.NAMESPACE
-    image: Annotated[str, Flag("--image")] = DEFAULT_IMAGE
+    image: Annotated[str, Flag("--image")] = defaults.IMAGE
     workers: Annotated[int, Flag("--workers")] = Field(defaults.WORKERS, ge=1, le=4096)
     gpus_per_worker: Annotated[int, Flag("--gpus")] = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
     cpu: Annotated[str | None, Flag("--cpu")] = None
@@ -142,7 +138,7 @@ class JobSpec(BaseModel):
     shell: bool = False
     mpi_implementation: Annotated[MPIImplementation, Flag("--mpi")] = defaults.MPI_IMPLEMENTATION
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
-    gang: Annotated[Gang, Flag("--gang-scheduler")] = "none"
+    gang: Annotated[GangScheduler, Flag("--gang-scheduler")] = defaults.GANG_SCHEDULER
     queue: Annotated[str | None, Flag("--queue")] = None
     # Defaults to the gang scheduler's own name (volcano, scheduler-plugins-scheduler).
     scheduler_name: Annotated[str | None, Flag("--scheduler-name")] = None
@@ -153,7 +149,7 @@ class JobSpec(BaseModel):
     annotations: Annotated[dict[str, str], Flag("--annotation")] = Field(default_factory=dict)
     image_pull_secrets: Annotated[tuple[str, ...], Flag("--image-pull-secret")] = ()
     image_pull_policy: Annotated[PullPolicy, Flag("--image-pull-policy")] = defaults.PULL_POLICY
-    shm_size: Annotated[str, Flag("--shm-size")] = DEFAULT_SHM_SIZE
+    shm_size: Annotated[str, Flag("--shm-size")] = defaults.SHM_SIZE
     host_network: Annotated[bool, Flag("--host-network")] = False
     network_interface: Annotated[str | None, Flag("--network-interface")] = None
     launcher_cpu: Annotated[str, Flag("--launcher-cpu")] = defaults.LAUNCHER_CPU
@@ -163,7 +159,7 @@ class JobSpec(BaseModel):
     cross_zone: Annotated[bool, Flag("--cross-zone")] = False
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
     # naming the planned devices (mpijob.k8s.dra).
-    gpu_request: Annotated[Literal["device-plugin", "dra"], Flag("--gpu-request")] = "device-plugin"
+    gpu_request: Annotated[GpuRequest, Flag("--gpu-request")] = defaults.GPU_REQUEST
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
