@@ -305,6 +305,21 @@ def test_create_retried_after_it_landed_counts_as_created(k8s):
     assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
 
 
+def test_a_create_whose_answer_was_lost_is_retried_and_counts_as_created(k8s):
+    """The connection drops after the server created the ConfigMap: urllib3's Retry (POST
+    included) sends it again, the server answers 409, and the submission annotation shows
+    the object is this submit's own."""
+    srv = k8s.server()
+    backend = k8s.backend()
+    backend.client.retry.sleep = lambda s: None
+    srv.fail_next(1, method="POST", path_regex=r"/configmaps$", lose_answer=True)
+    srv.clear_requests()
+    result = backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    assert "launcher started" in result.message
+    assert srv.count_requests("POST", r"/configmaps$") == 2
+    assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
+
+
 def test_ctrl_c_during_submit_rolls_back(k8s):
     srv = k8s.server()
     backend = k8s.backend()

@@ -8,9 +8,11 @@ Requests go through the official client's `ApiClient` (auth, TLS, token refresh,
 but send and receive plain JSON dicts: deserialising thousands of pods into model objects
 costs seconds, and every object hvdk8s handles (PodGroups, MPIJobs) is a dict anyway.
 
-Transient failures (connection errors, 429, 5xx) are retried a bounded number of times
-with exponential backoff and full jitter, honouring Retry-After. 401/403 become one-line
-errors naming the refused verb and resource.
+Transient failures (connection errors, 429, 5xx) are retried by urllib3's `Retry`, set in
+the client configuration, a bounded number of times with exponential backoff and full jitter,
+honouring Retry-After. Every verb is retried, POST included: a create that landed before
+its answer was lost meets 409 on the retry, and k8s_apply.create recognises its own object by
+the submission annotation. 401/403 become one-line errors naming the refused verb and resource.
 """
 
 from __future__ import annotations
@@ -114,8 +116,7 @@ class ApiError(Exception):
     """A non-2xx answer (or, with status 0, no answer) from the API server."""
 
     def __init__(self, status: int, reason: str, message: str, *, verb: str, resource: str,
-                 namespace: str | None = None, name: str | None = None,
-                 retry_after: float | None = None):
+                 namespace: str | None = None, name: str | None = None):
         super().__init__(message)
         self.status = status
         self.reason = reason
@@ -124,7 +125,6 @@ class ApiError(Exception):
         self.resource = resource
         self.namespace = namespace
         self.name = name
-        self.retry_after = retry_after
 
     @property
     def not_found(self) -> bool:
@@ -133,10 +133,6 @@ class ApiError(Exception):
     @property
     def already_exists(self) -> bool:
         return self.status == 409 and self.reason == "AlreadyExists"
-
-    @property
-    def retryable(self) -> bool:
-        return self.status == 0 or self.status in RETRYABLE_STATUS
 
     def where(self) -> str:
         return f" in namespace {self.namespace}" if self.namespace else " (cluster scope)"
@@ -173,7 +169,9 @@ def _verb(method: str, name: str | None, query: dict) -> str:
 # --- retries ----------------------------------------------------------------------------------
 @dataclass
 class RetryPolicy:
-    """Bounded exponential backoff with full jitter (AWS architecture blog's 'Full Jitter')."""
+    """How many tries, and how long between them: bounded exponential backoff with full
+    jitter (AWS architecture blog's 'Full Jitter'), or the server's Retry-After up to a cap.
+    urllib3's own backoff adds its jitter on top of a fixed delay instead."""
 
     tries: int = 5
     base: float = 0.2
@@ -188,13 +186,21 @@ class RetryPolicy:
             return max(backoff, min(retry_after, self.max_retry_after))
         return backoff
 
+    def urllib3_retry(self):
+        """The urllib3 `Retry` that applies this policy (for the client configuration)."""
+        from urllib3.util.retry import Retry
 
-def _retry_after(headers) -> float | None:
-    value = headers.get("Retry-After") if headers is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date; rare from the apiserver, fall back to backoff
+        policy = self
+
+        class PolicyRetry(Retry):
+            # urllib3 decides what to retry and counts the tries; the policy says how long
+            # to wait (`history` holds one entry per try that failed so far).
+            def sleep(self, response=None) -> None:
+                after = self.get_retry_after(response) if response is not None else None
+                policy.sleep(policy.delay(len(self.history), after))
+
+        return PolicyRetry(total=self.tries - 1, allowed_methods=None,
+                            status_forcelist=RETRYABLE_STATUS, raise_on_status=False)
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -308,12 +314,11 @@ def connect(context: str | None = None, namespace: str | None = None,
                 context=context_name, client_configuration=configuration, persist_config=False)
     except ConfigException as exc:
         raise UserError(f"cannot load the Kubernetes configuration: {exc}") from None
-    # Our own retry loop does the backoff; urllib3's immediate re-tries would only add delay.
-    configuration.retries = 0
+    retry = retry or RetryPolicy()
+    configuration.retries = retry.urllib3_retry()
     api = k8s.ApiClient(configuration)
     api.user_agent = "hvdk8s"
-    return KubeClient(api, namespace=namespace or default_ns, context=context_name,
-                      retry=retry or RetryPolicy())
+    return KubeClient(api, namespace=namespace or default_ns, context=context_name, retry=retry)
 
 
 # --- the client -------------------------------------------------------------------------------
@@ -322,7 +327,7 @@ class KubeClient:
     api: object  # kubernetes.client.ApiClient
     namespace: str = "default"
     context: str | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
     _discovery: dict = field(default_factory=dict)
 
     @property
@@ -332,35 +337,28 @@ class KubeClient:
     # -- raw requests --------------------------------------------------------------------------
     def _send(self, method: str, path: str, query: dict, body, content_type: str | None,
               timeout, what: dict):
-        """One HTTP exchange with retries; returns the urllib3 response (body unread)."""
+        """One HTTP exchange, retried by the configuration's urllib3 `Retry`; returns the
+        urllib3 response (body unread)."""
         import urllib3
 
         params = [(k, v) for k, v in query.items() if v is not None]
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        attempt = 0
-        while True:
-            method_, url, hdrs, body_, post = self.api.param_serialize(
-                method, path, query_params=params, header_params=dict(headers), body=body,
-                auth_settings=["BearerToken"])
-            try:
-                resp = self.api.call_api(method_, url, hdrs, body_, post, _request_timeout=timeout)
-                if 200 <= resp.status < 300:
-                    return resp.response
-                error = self._error(resp, what)
-            except urllib3.exceptions.HTTPError as exc:
-                error = ApiError(0, "ConnectionError", f"{self.host}: {exc}", **what)
-            except OSError as exc:
-                error = ApiError(0, "ConnectionError", f"{self.host}: {exc}", **what)
-            except Exception as exc:  # kubernetes.client.ApiException(status=0) for TLS errors
-                if getattr(exc, "status", None) != 0:
-                    raise
-                error = ApiError(0, "ConnectionError", f"{self.host}: {exc}", **what)
-            attempt += 1
-            if not error.retryable or attempt >= self.retry.tries:
-                raise error
-            self.retry.sleep(self.retry.delay(attempt, error.retry_after))
+        method_, url, hdrs, body_, post = self.api.param_serialize(
+            method, path, query_params=params, header_params=headers, body=body,
+            auth_settings=["BearerToken"])
+        try:
+            resp = self.api.call_api(method_, url, hdrs, body_, post, _request_timeout=timeout)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _unreachable(self.host, exc, what) from None
+        except Exception as exc:  # kubernetes.client.ApiException(status=0) for TLS errors
+            if getattr(exc, "status", None) != 0:
+                raise
+            raise _unreachable(self.host, exc, what) from None
+        if 200 <= resp.status < 300:
+            return resp.response
+        raise self._error(resp, what)
 
     @staticmethod
     def _error(resp, what: dict) -> ApiError:
@@ -372,8 +370,7 @@ class KubeClient:
         if not isinstance(status, dict):
             status = {}
         message = status.get("message") or raw.decode("utf-8", "replace").strip() or resp.reason
-        return ApiError(resp.status, status.get("reason") or resp.reason or "", message,
-                        retry_after=_retry_after(resp.headers), **what)
+        return ApiError(resp.status, status.get("reason") or resp.reason or "", message, **what)
 
     def request(self, method: str, path: str, *, query: dict | None = None, body=None,
                 content_type: str | None = None, resource: str = "", namespace: str | None = None,
@@ -532,6 +529,11 @@ class KubeClient:
 
     def serves(self, kind: Kind) -> bool:
         return kind.plural in self.served_resources(kind.api_version)
+
+
+def _unreachable(host: str, exc: Exception, what: dict) -> ApiError:
+    # After the last retry urllib3 raises MaxRetryError; its reason is what went wrong.
+    return ApiError(0, "ConnectionError", f"{host}: {getattr(exc, 'reason', None) or exc}", **what)
 
 
 def _chunks(resp) -> Iterator[bytes]:

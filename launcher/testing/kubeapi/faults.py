@@ -17,6 +17,7 @@ class Fault:
     path_regex: str | None = None
     retry_after: int | None = 1  # Retry-After header for 429; None omits it
     message: str | None = None
+    after: bool = False  # drop only after the request took effect: the answer is lost
     hits: list[tuple[str, str]] = field(default_factory=list)
 
     def matches(self, method: str, path: str) -> bool:

@@ -80,6 +80,11 @@ class App:
         fault = srv.faults.take(method, path)
         if fault is not None:
             if fault.status is None:
+                if fault.after:
+                    try:
+                        self._dispatch(h, method, path, query, body)
+                    except errors.ApiError:
+                        pass
                 h.close_connection = True
                 try:
                     h.connection.shutdown(socket.SHUT_RDWR)
