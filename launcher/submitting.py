@@ -5,7 +5,8 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.errors import UsageError
@@ -16,13 +17,61 @@ from mpijob.jobspec import defaults
 from mpijob.plural import plural
 
 
-def _pairs(values: list[str], option: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class JobOptions:
+    """A job as `hvdk8s submit mpi` takes it, one field per option (launcher.cli.options
+    declares them; the experiment runner fills them from a run). None or empty is "not
+    given": the spec model's default applies (mpijob.jobspec.defaults), so none is written
+    here. `build_spec_from_options` says which spec field each one sets."""
+
+    name: str | None = None
+    command: Sequence[str] = ()
+    workers: int | None = None
+    gpus: int | None = None
+    image: str | None = None
+    namespace: str | None = None
+    env: Sequence[str] = ()  # KEY=VALUE
+    cpu: str | None = None
+    memory: str | None = None
+    selector: Sequence[str] = ()  # KEY=VALUE
+    toleration: Sequence[str] = ()
+    annotation: Sequence[str] = ()  # KEY=VALUE
+    label: Sequence[str] = ()  # KEY=VALUE
+    priority: str | None = None
+    mpi: defaults.MPIImplementation | None = None
+    clean_pod_policy: defaults.CleanPodPolicy | None = None
+    backoff_limit: int | None = None
+    ttl: int | None = None
+    active_deadline: int | None = None
+    image_pull_secret: Sequence[str] = ()
+    image_pull_policy: defaults.PullPolicy | None = None
+    shm_size: str | None = None
+    host_network: bool = False
+    network_interface: str | None = None
+    launcher_cpu: str | None = None
+    launcher_memory: str | None = None
+    queue: str | None = None
+    scheduler_name: str | None = None
+    placement: defaults.PlacementPolicy | None = None
+    cross_zone: bool = False
+    # auto is decided once the cluster is known (_with_gpu_request), not by the spec.
+    gpu_request: defaults.GpuRequestChoice | None = None
+    model: str | None = None
+    batch_size: int | None = None
+    num_batches: int | None = None
+    num_warmup_batches: int | None = None
+    image_size: int | None = None
+    use_fp16: bool = False
+    xla: bool = False
+
+
+def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
     from mpijob.jobspec.options import parse_key_value
 
     return dict(parse_key_value(v, option) for v in values)
 
 
-def _command(words: list[str]) -> tuple[tuple[str, ...], bool]:
+def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
     """One word with spaces is a shell string (arena's "python train.py"); else argv."""
     if len(words) == 1 and any(c.isspace() for c in words[0]):
         return (words[0],), True
@@ -33,42 +82,39 @@ def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
-    """JobSpec from CLI-style options; every problem becomes a UsageError naming the option."""
+def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER):
+    """The JobSpec of these options; every problem becomes a UsageError naming the option
+    (the spec's fields carry their flags: mpijob.jobspec.spec.Flag)."""
     from mpijob.jobspec.options import parse_toleration
     from mpijob.jobspec.spec import build_spec
 
     try:
-        command, shell = _command(list(o.get("command") or []))
-        # Only what was given: every default is the spec model's (mpijob.jobspec.defaults).
+        command, shell = _command(o.command)
+        # Only what was given: every default is the spec model's.
         fields: dict[str, Any] = _given(
-            name=o["name"], workers=o.get("workers"), gpus_per_worker=o.get("gpus"),
-            cpu=o.get("cpu"), memory=o.get("memory"), image=o.get("image"),
-            namespace=o.get("namespace"), shm_size=o.get("shm_size"),
-            mpi_implementation=o.get("mpi"),
-            queue=o.get("queue"), priority_class=o.get("priority"),
-            image_pull_policy=o.get("image_pull_policy"),
-            network_interface=o.get("network_interface"), launcher_cpu=o.get("launcher_cpu"),
-            launcher_memory=o.get("launcher_memory"), scheduler_name=o.get("scheduler_name"),
-            placement_policy=o.get("placement"), gpu_request=o.get("gpu_request"))
+            name=o.name, workers=o.workers, gpus_per_worker=o.gpus, cpu=o.cpu,
+            memory=o.memory, image=o.image, namespace=o.namespace, shm_size=o.shm_size,
+            mpi_implementation=o.mpi, queue=o.queue, priority_class=o.priority,
+            image_pull_policy=o.image_pull_policy, network_interface=o.network_interface,
+            launcher_cpu=o.launcher_cpu, launcher_memory=o.launcher_memory,
+            scheduler_name=o.scheduler_name, placement_policy=o.placement)
         fields.update(
             command=command, shell=shell, gang=gang,
-            env=_pairs(o.get("env") or [], "-e/--env"),
-            run_policy=_given(clean_pod_policy=o.get("clean_pod_policy"),
-                              backoff_limit=o.get("backoff_limit"),
-                              ttl_seconds_after_finished=o.get("ttl"),
-                              active_deadline_seconds=o.get("active_deadline")),
-            node_selector=_pairs(o.get("selector") or [], "--selector"),
-            tolerations=tuple(parse_toleration(t) for t in o.get("toleration") or []),
-            labels=_pairs(o.get("label") or [], "--label"),
-            annotations=_pairs(o.get("annotation") or [], "--annotation"),
-            image_pull_secrets=tuple(o.get("image_pull_secret") or []),
-            host_network=bool(o.get("host_network")), cross_zone=bool(o.get("cross_zone")),
-            benchmark=_given(model=o.get("model"), batch_size=o.get("batch_size"),
-                             num_batches=o.get("num_batches"),
-                             num_warmup_batches=o.get("num_warmup_batches"),
-                             image_size=o.get("image_size"), use_fp16=o.get("use_fp16"),
-                             xla=o.get("xla")),
+            env=_pairs(o.env, "-e/--env"),
+            run_policy=_given(clean_pod_policy=o.clean_pod_policy,
+                              backoff_limit=o.backoff_limit,
+                              ttl_seconds_after_finished=o.ttl,
+                              active_deadline_seconds=o.active_deadline),
+            node_selector=_pairs(o.selector, "--selector"),
+            tolerations=tuple(parse_toleration(t) for t in o.toleration),
+            labels=_pairs(o.label, "--label"),
+            annotations=_pairs(o.annotation, "--annotation"),
+            image_pull_secrets=tuple(o.image_pull_secret),
+            host_network=o.host_network, cross_zone=o.cross_zone,
+            benchmark=_given(model=o.model, batch_size=o.batch_size,
+                             num_batches=o.num_batches,
+                             num_warmup_batches=o.num_warmup_batches,
+                             image_size=o.image_size, use_fp16=o.use_fp16, xla=o.xla),
         )
         return build_spec(**fields)
     except SpecError as err:
@@ -77,7 +123,9 @@ def build_spec_from_options(o: dict[str, Any], gang: str = "none"):
 
 @dataclass
 class SubmitRequest:
-    options: dict[str, Any]
+    """A submit: the job's options, and how to submit it."""
+
+    options: JobOptions
     gang: bool = False
     gang_scheduler: defaults.GangScheduler | None = None  # None: detect with --gang
     mode: defaults.Mode = defaults.MODE
@@ -188,7 +236,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         if request.backend is None:
             note(f"backend: {backend_name} ({why})")
         backend = make_backend(backend_name, context=request.context,
-                               namespace=request.options.get("namespace"))
+                               namespace=request.options.namespace)
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
@@ -199,19 +247,19 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError(why)
     if request.gang and backend.gang_note:
         note(backend.gang_note)
-    options = dict(request.options)
-    if options.get("namespace") is None and backend.namespace:
-        options["namespace"] = backend.namespace
-    generated = options.get("name") is None
+    options = request.options
+    if options.namespace is None and backend.namespace:
+        options = replace(options, namespace=backend.namespace)
+    generated = options.name is None
     if generated:
         from launcher.jobnames import generated_name
 
-        command, shell = _command(list(options.get("command") or []))
-        options["name"] = generated_name(
-            model=str(options.get("model") or ""), command=command, shell=shell,
-            workers=options.get("workers", 1),
+        command, shell = _command(options.command)
+        options = replace(options, name=generated_name(
+            model=options.model or defaults.MODEL, command=command, shell=shell,
+            workers=options.workers or defaults.WORKERS,
             backend=None if client_dry_run and request.backend is None else backend,
-            namespace=options.get("namespace"))
+            namespace=options.namespace))
     spec = build_spec_from_options(options, gang=gang)
     if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
@@ -226,8 +274,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(
-        spec, request.options.get("gpu_request_choice") or defaults.GPU_REQUEST_CHOICE, cluster)
+    spec = _with_gpu_request(spec, options.gpu_request or defaults.GPU_REQUEST_CHOICE, cluster)
     from launcher import calibration_file
 
     cal, cal_source = calibration_file.load(request.calibration)

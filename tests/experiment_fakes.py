@@ -3,6 +3,7 @@ experiment runner's fast tests: each job's fate is scripted from its submit opti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,7 +50,7 @@ class FakeBackend:
 
     # -- the submit pipeline's stand-in --------------------------------------------------
     def submit_request(self, request) -> SubmitOutcome:
-        options = request.options
+        options = dataclasses.asdict(request.options)  # the fates read them by name
         fate = self.fate_of(options)
         if fate.submit_error:
             raise UserError(fate.submit_error)

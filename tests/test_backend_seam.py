@@ -56,7 +56,7 @@ def queue_backend(monkeypatch):
 
 
 def _request(**kw):
-    options = {"name": "j", "workers": 3, "gpus": 0, "command": ["true"]}
+    options = submitting.JobOptions(name="j", workers=3, gpus=0, command=["true"])
     return submitting.SubmitRequest(options=options, backend="queue", **kw)
 
 
@@ -83,7 +83,8 @@ def test_a_backend_refuses_options_it_cannot_honour(queue_backend):
 
 def test_offline_dry_run_renders_kubernetes_objects_without_a_backend():
     outcome = submitting.run_submit(submitting.SubmitRequest(
-        options={"name": "off", "workers": 2, "gpus": 1, "image": "img:1", "command": ["true"]},
+        options=submitting.JobOptions(name="off", workers=2, gpus=1, image="img:1",
+                                      command=["true"]),
         dry_run="client"))
     assert [o["kind"] for o in outcome.objects][:2] == ["Job", "ConfigMap"]
     assert outcome.backend.name == "offline"

@@ -188,7 +188,7 @@ def test_parallel_runs_wait_for_room(tmp_path):
         def submit_request(self, request):
             if self.jobs:
                 raise UserError("job cannot be placed: no free GPUs")
-            in_flight.append(request.options["name"])
+            in_flight.append(request.options.name)
             return super().submit_request(request)
 
     backend = Crowded(name="kubernetes", fate_of=lambda o: Fate(polls_until_done=2))

@@ -115,3 +115,16 @@ def _literal_defaults_of_shared_options():
 def test_no_shared_option_writes_its_default_as_a_value():
     assert list(_literal_defaults_of_shared_options()) == [
         ("experiment.py", "plots"), ("simulate.py", "plots")]
+
+
+@pytest.mark.parametrize(("workers", "gpus", "ranks"), [(3, 2, 6), (5, 0, 5)])
+def test_workers_reach_the_rendered_np(workers, gpus, ranks):
+    # --workers -> JobOptions.workers -> JobSpec.workers -> spec.ranks -> mpirun -np.
+    import json
+
+    result = _run("submit", "mpi", "--name", "np", "-w", str(workers), "-g", str(gpus),
+                  "--dry-run", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    launcher = json.loads(result.stdout)["items"][0]["spec"]["template"]["spec"]["containers"][0]
+    command = launcher["command"]
+    assert command[command.index("-np") + 1] == str(ranks)

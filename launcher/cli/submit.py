@@ -113,30 +113,25 @@ def submit_mpi(
     timeout: opt.WaitTimeout = None,
     schedule_timeout: ScheduleTimeout = defaults.SCHEDULE_TIMEOUT_SECONDS,
 ):
-    from launcher.submitting import SubmitRequest, run_submit
+    from launcher.submitting import JobOptions, SubmitRequest, run_submit
 
+    job = JobOptions(
+        name=name, command=command or (), workers=workers, gpus=gpus, image=image,
+        namespace=namespace, env=env or (), cpu=cpu, memory=memory, selector=selector or (),
+        toleration=toleration or (), annotation=annotation or (), label=label or (),
+        priority=priority, mpi=mpi, clean_pod_policy=clean_pod_policy,
+        backoff_limit=backoff_limit, ttl=ttl, active_deadline=active_deadline,
+        image_pull_secret=image_pull_secret or (), image_pull_policy=image_pull_policy,
+        shm_size=shm_size, host_network=host_network, network_interface=network_interface,
+        launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
+        scheduler_name=scheduler_name, placement=opt.placement_policy(placement, gputopology),
+        cross_zone=cross_zone, gpu_request=gpu_request, model=model, batch_size=batch_size,
+        num_batches=num_batches, num_warmup_batches=num_warmup_batches,
+        image_size=image_size, use_fp16=use_fp16, xla=xla)
     request = SubmitRequest(
-        options=dict(
-            name=name, workers=workers, gpus=gpus, image=image, namespace=namespace,
-            env=env or [], cpu=cpu, memory=memory, selector=selector or [],
-            toleration=toleration or [], annotation=annotation or [], label=label or [],
-            priority=priority, mpi=mpi, clean_pod_policy=clean_pod_policy,
-            backoff_limit=backoff_limit, ttl=ttl, active_deadline=active_deadline,
-            image_pull_secret=image_pull_secret or [], image_pull_policy=image_pull_policy,
-            shm_size=shm_size, host_network=host_network, network_interface=network_interface,
-            launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
-            scheduler_name=scheduler_name,
-            placement=opt.placement_policy(placement, gputopology), command=command or [],
-            cross_zone=cross_zone, gpu_request_choice=gpu_request,
-            model=model, batch_size=batch_size, num_batches=num_batches,
-            num_warmup_batches=num_warmup_batches, image_size=image_size,
-            use_fp16=use_fp16, xla=xla,
-        ),
-        gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
-        context=context, cluster=cluster,
-        dry_run=dry_run,
-        schedule_timeout=schedule_timeout, calibration=calibration,
-    )
+        options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
+        context=context, cluster=cluster, dry_run=dry_run,
+        schedule_timeout=schedule_timeout, calibration=calibration)
     outcome = run_submit(request)
     if outcome.objects is not None:
         emit_objects(outcome.objects, output)

@@ -29,6 +29,7 @@ from launcher.experiments.results import (
     ResultsStore,
 )
 from launcher.experiments.spec import LoadedExperiment
+from launcher.submitting import JobOptions, SubmitRequest
 from launcher.timestamps import format_utc
 from mpijob.jobspec.experiment_matrix import Run, fixed_settings
 from mpijob.plural import plural
@@ -124,10 +125,10 @@ def one_line(text: str | None) -> str | None:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 
-def submit_options(loaded: LoadedExperiment, run: Run) -> dict[str, Any]:
-    """The run as `hvdk8s submit mpi` options (launcher.submitting.SubmitRequest)."""
+def submit_options(loaded: LoadedExperiment, run: Run) -> JobOptions:
+    """The run as `hvdk8s submit mpi` options."""
     exp = loaded.experiment
-    return dict(
+    return JobOptions(
         name=run.run_id, workers=run.workers, gpus=run.gpus, image=exp.image,
         namespace=exp.namespace, placement=run.placement, model=run.model,
         batch_size=run.batch_size, num_batches=run.num_batches,
@@ -264,8 +265,6 @@ class ExperimentRunner:
         return False
 
     def _start(self, run: Run, backend) -> _InFlight:
-        from launcher.submitting import SubmitRequest
-
         self._delete_leftover(run, backend)
         request = SubmitRequest(
             options=submit_options(self.loaded, run), backend=self.backend_name,
