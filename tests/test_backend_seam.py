@@ -25,6 +25,7 @@ class QueueBackend(BaseBackend):
 
     name = "queue"
     namespace = "team-a"
+    job_command_flags = "--backend queue"
 
     def __init__(self):
         self.calls: list[tuple] = []
@@ -95,3 +96,14 @@ def test_backends_import_nothing_from_the_submit_pipeline():
     for name, path in modules.items():
         if name.startswith("launcher.backends"):
             assert "launcher.submitting" not in imports_of(name, path, modules), name
+
+
+def test_submit_hints_how_to_reach_the_job_on_its_backend(queue_backend):
+    from typer.testing import CliRunner
+
+    from launcher.cli.app import app
+
+    result = CliRunner().invoke(app, ["submit", "mpi", "--backend", "local", "--name", "j",
+                                      "true"])
+    assert result.exit_code == 0, result.stderr
+    assert "follow it with: hvdk8s logs -f j -n team-a --backend queue" in result.stderr

@@ -98,6 +98,9 @@ class BaseBackend:
     namespace: str | None = None  # where a job goes when the user names no namespace
     # Why --gang asks nothing of a scheduler here (None: the cluster's scheduler decides).
     gang_note: str | None = None
+    # What `logs`, `get`, `wait` and `delete` need to find this backend's jobs, which they
+    # would not pick by themselves (`submit` prints it in its hint).
+    job_command_flags: str = ""
 
     def submit_options(self, *, mode: str, server_dry_run: bool,
                        schedule_timeout: float | None) -> SubmitOptions:

@@ -95,6 +95,8 @@ class LocalOptions(SubmitOptions):
 class LocalBackend(BaseBackend):
     name = "local"
     gang_note = "local backend: --gang has no effect (all ranks start together on this machine)"
+    # The job commands pick Kubernetes wherever a kubeconfig context is usable.
+    job_command_flags = "--backend local"
 
     def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
                  stop_grace_seconds: float = STOP_GRACE_SECONDS):

@@ -139,9 +139,10 @@ def submit_mpi(
     if wait:
         _follow_and_wait(outcome, timeout)
     else:
+        flags = outcome.backend.job_command_flags
         note(f"follow it with: hvdk8s logs -f {outcome.name}"
-             + (f" -n {outcome.namespace}" if outcome.namespace != "default" else "")
-             + (" --backend local" if outcome.backend.name == "local" else ""))
+             + (f" -n {outcome.namespace}" if outcome.namespace != defaults.NAMESPACE else "")
+             + (f" {flags}" if flags else ""))
 
 
 def _follow_and_wait(outcome, timeout: float | None) -> None:
