@@ -21,7 +21,7 @@ from launcher.backends.base import (
     ReplicaStatus,
 )
 from launcher.backends.k8s_snapshot import parse_index_list
-from mpijob.jobspec import names
+from mpijob.jobspec import defaults, names
 
 OPERATOR_ROLE_LABEL = "training.kubeflow.org/job-role"
 # Container waiting reasons that mean "this will not start by itself".
@@ -91,7 +91,7 @@ def expected_worker_pods(root: dict | None) -> int:
 
 
 def clean_pod_policy(root: dict | None) -> str:
-    return (job_spec_of(root).get("run_policy") or {}).get("clean_pod_policy") or "Running"
+    return (job_spec_of(root).get("run_policy") or {}).get("clean_pod_policy") or defaults.CLEAN_POD_POLICY
 
 
 def condition(obj: dict | None, ctype: str) -> dict | None:

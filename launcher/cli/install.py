@@ -6,7 +6,11 @@ import typer
 
 from launcher.cli import options as opt
 from launcher.errors import UsageError, UserError
-from mpijob.k8s.agent_manifests import DEFAULT_INTERVAL_SECONDS
+from mpijob.k8s.agent_manifests import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_PRIORITY_CLASS,
+)
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -16,14 +20,14 @@ app = typer.Typer(no_args_is_help=True)
 def install_agent(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; apply nothing."),
     namespace: str = typer.Option(
-        "kube-system", "-n", "--namespace", help="An existing namespace to run the agent in."
+        DEFAULT_NAMESPACE, "-n", "--namespace", help="An existing namespace to run the agent in."
     ),
     image: str = typer.Option(None, "--image", help="Agent image (default: ghcr.io/hvdk8s/hvdk8s-agent:<version>)."),
     output: opt.ObjectsOutput = opt.YAML,
     context: opt.Context = None,
     interval: opt.AgentInterval = DEFAULT_INTERVAL_SECONDS,
     priority_class: str = typer.Option(
-        "system-node-critical", "--priority-class",
+        DEFAULT_PRIORITY_CLASS, "--priority-class",
         help="The DaemonSet pods' priorityClassName ('' for none).",
     ),
     runtime_class: str = typer.Option(

@@ -17,6 +17,7 @@ from pathlib import Path
 from launcher.errors import UsageError
 from launcher.experiments import aggregate
 from launcher.experiments.results import ResultsStore
+from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.plural import plural
 
 PLACEMENT_PNG = "placement.png"
@@ -243,7 +244,7 @@ def _predicted_plot(rows: list[dict], path: Path) -> PlotOutcome:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 5))
     models = sorted({r["model"] for r in points})
-    markers = {p: m for p, m in zip(("topology", "binpack", "spread"), "os^", strict=True)}
+    markers = dict(zip(PLACEMENT_POLICIES, "os^", strict=True))
     for r in points:
         color = f"C{models.index(r['model']) % 10}"
         ax.scatter(r["predicted_images_per_sec"], r["images_per_sec"], color=color,

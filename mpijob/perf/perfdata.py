@@ -62,7 +62,6 @@ from dataclasses import dataclass
 # ResNet-152 7.9 images), rounded to 8. images/s at batch b = peak * b / (b + B0).
 BATCH_OVERHEAD_IMAGES = 8.0
 
-PRECISIONS = ("fp32", "fp16")
 PRECISION_ALIASES = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "amp": "fp16", "mixed": "fp16"}
 
 

@@ -76,6 +76,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from mpijob.errors import SpecError
+from mpijob.jobspec.defaults import PRECISIONS
 from mpijob.perf import links, overlap, perfdata
 from mpijob.perf.calibration import Calibration
 from mpijob.scheduling.cluster import Cluster, Node
@@ -426,7 +427,8 @@ def predict_pods(*, model: str, batch_size: int, precision: str,
                                  f"{', '.join(perfdata.MODELS)}")
     prec = perfdata.normalize_precision(precision)
     if prec is None:
-        raise SpecError("precision", f"unknown precision {precision!r}; expected fp32 or fp16")
+        raise SpecError("precision", f"unknown precision {precision!r}; expected "
+                                     f"{' or '.join(PRECISIONS)}")
     if batch_size < 1:
         raise SpecError("batch_size", f"must be at least 1, got {batch_size}")
     if not pods:
