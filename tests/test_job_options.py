@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import get_args
 
 import pytest
 import typer
@@ -13,7 +12,6 @@ from pydantic import BaseModel
 
 from launcher.cli import options
 from launcher.cli.app import app
-from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import Flag, JobSpec
 
 
@@ -50,37 +48,42 @@ def _run(*args):
     return CliRunner().invoke(app, list(args))
 
 
-SUBMIT = ("submit", "mpi", "--name", "x", "--dry-run")
-PLAN = ("plan", "-w", "1", "-g", "1", "--cluster", "tests/data/clusters/two-dgx1.yaml")
+def _choice_options():
+    """(command path, option) of every option that takes one of a Literal's values: help
+    shows those values as its metavar (`pods|operator`)."""
+    root = typer.main.get_command(app)
+
+    def walk(command, path):
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            yield from walk(sub, (*path, name))
+        for param in command.params:
+            if "|" in (param.metavar or "") and param.opts[0].startswith("-"):
+                yield path, param
+
+    return list(walk(root, ()))
 
 
-@pytest.mark.parametrize(("command", "option", "kind"), [
-    (SUBMIT, "--mode", defaults.Mode),
-    (SUBMIT, "--mpi", defaults.MPIImplementation),
-    (SUBMIT, "--clean-pod-policy", defaults.CleanPodPolicy),
-    (SUBMIT, "--image-pull-policy", defaults.PullPolicy),
-    (SUBMIT, "--gpu-request", defaults.GpuRequestChoice),
-    (SUBMIT, "--gang-scheduler", defaults.GangScheduler),
-    (SUBMIT, "--placement", defaults.PlacementPolicy),
-    (SUBMIT, "--backend", defaults.BackendName),
-    (SUBMIT, "--dry-run", defaults.DryRun),
-    (SUBMIT, "-o", options.ObjectFormat),
-    (PLAN, "--placement", defaults.PlacementPolicy),
-    (PLAN, "--precision", defaults.Precision),
-    (PLAN, "-o", options.Format),
-    (("list",), "-o", options.Format),
-    (("top", "node"), "-o", options.Format),
-    (("topology", "presets"), "-o", options.ReportFormat),
-    (("simulate", "--nodes", "1", "--jobs", "1"), "--precision", defaults.Precision),
-    (("experiment", "report", "results"), "-o", options.ReportFormat),
-])
-def test_a_value_outside_a_choice_exits_2_before_the_command_runs(command, option, kind):
-    # --opt=value: a bare --dry-run means client, and a value after it starts the command.
-    result = _run(*command, *([f"{option}=bogus"] if option.startswith("--") else [option, "bogus"]))
+CHOICES = _choice_options()
+
+
+def test_the_choices_are_found():
+    found = {(" ".join(path), max(p.opts, key=len)) for path, p in CHOICES}
+    assert {("submit mpi", "--mode"), ("submit mpi", "--dry-run"), ("plan", "--precision"),
+            ("list", "--output"), ("experiment run", "--backend"),
+            ("simulate", "--precision")} <= found
+
+
+@pytest.mark.parametrize(("path", "param"), CHOICES,
+                         ids=[f"{' '.join(path)} {max(p.opts, key=len)}" for path, p in CHOICES])
+def test_a_value_outside_a_choice_exits_2_before_the_command_runs(path, param):
+    # --opt=value: a bare --dry-run means client, so a value after it would be the command.
+    long = max(param.opts, key=len)
+    result = _run(*path, f"{long}=bogus")
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
-    hint = "-o/--output" if option == "-o" else option
-    assert result.stderr == f"error: {hint}: expected {options.one_of(get_args(kind))}, got 'bogus'\n"
+    hint = "/".join(sorted(param.opts, key=len))
+    choices = tuple(param.metavar.split("|"))
+    assert result.stderr == f"error: {hint}: expected {options.one_of(choices)}, got 'bogus'\n"
 
 
 def test_options_submit_and_plan_share_are_one_declaration():
