@@ -1,8 +1,8 @@
 """The phases of a job, one definition for every backend and for the experiment records.
 
 Named as the MPI Operator's conditions name them. Records keep the plain strings (the
-`.value`s): they go to JSON, YAML and CSV as they are. Imports nothing, so the local
-supervisor can use it before anything heavy is loaded.
+`.value`s): they go to JSON, YAML and CSV as they are. Imports nothing, so `list` and
+`get` load it without loading pydantic.
 """
 
 from __future__ import annotations

@@ -29,8 +29,15 @@ from launcher.backends.local_mpi import (
     build_launch,
     rank_failure,
 )
-from launcher.backends.local_state import JobPaths, all_job_paths, read_json, write_json
+from launcher.backends.local_state import (
+    JobPaths,
+    all_job_paths,
+    read_json,
+    update_status,
+    write_json,
+)
 from launcher.errors import UsageError, UserError
+from launcher.phases import JobPhase
 from mpijob.jobspec.spec import JobSpec
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
@@ -176,6 +183,60 @@ def test_json_is_replaced_whole_and_leaves_no_temporary(tmp_path):
     assert read_json(path) == {"phase": "Running", "pid": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
     assert read_json(tmp_path / "missing.json") is None
+
+
+# status.json as the first local backend wrote it (no rank_exits, no failed_rank_exit_code).
+FIRST_VERSION_STATUS = {
+    "uid": "0f3c", "phase": "Failed", "mode": "pods", "node": "host", "ranks": 2, "gpus": [],
+    "argv": ["mpirun", "--output-filename", "/x/ranks"], "created": "2026-01-02T03:04:05Z",
+    "started": "2026-01-02T03:04:06Z", "finished": "2026-01-02T03:04:09Z",
+    "supervisor_pid": 4242, "pgid": 4242, "mpirun_pid": 4243, "exit_code": 1,
+    "reason": "rank failed", "message": "rank 1 exited with code 3", "failed_rank": 1,
+    "log_tail": ["boom"], "images_per_sec": None, "result": None,
+}
+
+
+def _job_with_status(tmp_path: Path, status: dict) -> JobPaths:
+    paths = JobPaths(tmp_path / "default" / "j")
+    paths.dir.mkdir(parents=True)
+    write_json(paths.spec, {"workers": 2, "gpus_per_worker": 0})
+    write_json(paths.launch, {"argv": ["mpirun"], "env": {}})
+    write_json(paths.status, status)
+    return paths
+
+
+def test_a_status_file_of_the_first_version_still_reads(tmp_path):
+    status = _status_of(_job_with_status(tmp_path, FIRST_VERSION_STATUS), strict=True)
+    assert (status.phase, status.reason, status.created, status.log_tail) == (
+        "Failed", "rank failed", "2026-01-02T03:04:05Z", ["boom"])
+    assert [(r.phase, r.exit_code) for r in status.replicas] == [("Terminated", None),
+                                                                ("Failed", None)]
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"colour": "red"}, "colour"),  # not a field of the record
+    ({"ranks": "many"}, "ranks"),
+    ({"created": "yesterday"}, "created"),
+    ({"phase": "Sleeping"}, "phase"),
+    ({"rank_exits": {"0": {"exit_code": 0, "core": "dumped"}}}, "rank_exits.0.core"),
+])
+def test_a_record_edited_by_hand_is_unknown_naming_the_field(tmp_path, change, field):
+    paths = _job_with_status(tmp_path, {**FIRST_VERSION_STATUS, **change})
+    status = _status_of(paths)
+    assert status.phase == "Unknown" and status.reason == "unreadable state"
+    assert f"status.json is unreadable (unexpected content: {field}:" in status.message
+    with pytest.raises(UserError, match="status.json is unreadable"):
+        _status_of(paths, strict=True)
+
+
+def test_the_writer_keeps_what_is_valid_of_a_record_edited_by_hand(tmp_path):
+    paths = _job_with_status(tmp_path, {**FIRST_VERSION_STATUS, "ranks": "many", "colour": 1})
+    record = update_status(paths, phase="Succeeded")
+    assert (record.phase, record.ranks, record.uid, record.node) == (
+        JobPhase.SUCCEEDED, 0, "0f3c", "host")
+    assert read_json(paths.status)["phase"] == "Succeeded" and "colour" not in read_json(paths.status)
+    paths.status.write_text("{ half")
+    assert update_status(paths, exit_code=0).model_dump(exclude_defaults=True) == {"exit_code": 0}
 
 
 def test_job_dirs_being_built_are_not_listed(tmp_path, monkeypatch):

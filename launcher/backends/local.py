@@ -27,7 +27,6 @@ from pathlib import Path
 from launcher.backends import local_procs
 from launcher.backends.base import (
     FAILED,
-    PENDING,
     SUCCEEDED,
     TERMINAL,
     BaseBackend,
@@ -47,12 +46,15 @@ from launcher.backends.local_mpi import (
 from launcher.backends.local_state import (
     DEFAULT_NAMESPACE,
     JobPaths,
+    StatusRecord,
     UnreadableState,
     all_job_paths,
     job_paths,
     new_status,
     read_json,
+    read_status,
     write_json,
+    write_status,
 )
 from launcher.backends.local_supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
@@ -131,7 +133,7 @@ class LocalBackend(BaseBackend):
             raise _exists(spec)
         prepared = self._prepare(spec, placement, paths)
         uid = uuid.uuid4().hex
-        status = new_status(uid=uid, phase=PENDING, mode=mode, node=prepared.host,
+        status = new_status(uid=uid, phase=JobPhase.PENDING, mode=mode, node=prepared.host,
                             ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv)
         launch = {
             "argv": prepared.launch.argv,
@@ -182,7 +184,7 @@ class LocalBackend(BaseBackend):
         return _Prepared(paths, launch, gpus, host, hostfile_text(spec, [("localhost", spec.ranks)]))
 
     @staticmethod
-    def _create_dir(spec: JobSpec, paths: JobPaths, status: dict, launch: dict,
+    def _create_dir(spec: JobSpec, paths: JobPaths, status: StatusRecord, launch: dict,
                     hostfile: str) -> None:
         """Build the directory under a hidden name, then rename it into place: the rename
         fails if the name was taken meanwhile, so two submits cannot both win."""
@@ -194,7 +196,7 @@ class LocalBackend(BaseBackend):
         try:
             write_json(building / paths.spec.name, spec.model_dump(mode="json"))
             write_json(building / paths.launch.name, launch)
-            write_json(building / paths.status.name, status)
+            write_status(building / paths.status.name, status)
             (building / paths.hostfile.name).write_text(hostfile)
             os.rename(building, paths.dir)
         except OSError as exc:
@@ -222,7 +224,11 @@ class LocalBackend(BaseBackend):
             starter.kill()
             starter.wait()
             code = None
-        pid = (read_json(paths.status) or {}).get("supervisor_pid")
+        try:
+            status = read_status(paths.status)
+        except UnreadableState:
+            status = None
+        pid = status.supervisor_pid if status else None
         if code != 0 or pid is None:
             detail = " | ".join(tail(paths.supervisor_log, 5)) or f"exit status {code}"
             raise UserError(f"could not start the supervisor of job {paths.name}: {detail}")
@@ -268,9 +274,9 @@ class LocalBackend(BaseBackend):
         """(line prefix, rank) per file to read; rank None is the combined log."""
         if rank is None and worker is None and not all_replicas:
             return [("", None)]  # the combined log needs no state: it works for a broken job
-        raw = read_json(paths.status) or {}
+        status = read_status(paths.status) or StatusRecord()
         spec = read_json(paths.spec) or {}
-        ranks = int(raw.get("ranks") or 0)
+        ranks = status.ranks
         per_worker = max(1, int(spec.get("gpus_per_worker") or 0))
         if rank is not None:
             if not 0 <= rank < ranks:
@@ -285,7 +291,7 @@ class LocalBackend(BaseBackend):
             chosen = list(range(ranks))
         else:
             return [("", None)]
-        if not _writes_rank_logs(raw):
+        if not status.writes_rank_logs:
             raise UserError(f"job {paths.name} runs its own mpirun line, which writes no "
                             f"per-rank logs: see hvdk8s logs {paths.name} --backend local")
         if len(chosen) == 1 and not all_replicas:
@@ -348,10 +354,11 @@ class LocalBackend(BaseBackend):
         if not paths.dir.is_dir():
             return False
         try:
-            raw = read_json(paths.status) or {}
+            status = read_status(paths.status) or StatusRecord()
         except UnreadableState:
-            raw = {}  # the processes are still found by the job directory in their environment
-        left = local_procs.terminate_job(raw.get("uid"), raw.get("supervisor_pid"),
+            # The processes are still found by the job directory in their environment.
+            status = StatusRecord()
+        left = local_procs.terminate_job(status.uid, status.supervisor_pid,
                                          job_dir=str(paths.dir), grace=self.stop_grace_seconds)
         if left:
             raise UserError(f"job {name}: processes {', '.join(map(str, left))} did not stop "
@@ -451,10 +458,6 @@ def _replica_name(job: str, rank: int) -> str:
     return f"{job}-rank-{rank}"
 
 
-def _writes_rank_logs(raw: dict) -> bool:
-    return "--output-filename" in (raw.get("argv") or [])
-
-
 class _Follower:
     """Reads what a growing file gained since the last call, in whole lines."""
 
@@ -494,8 +497,8 @@ class _Gone(Exception):
     """The job directory went away while it was being read (deleted meanwhile)."""
 
 
-def _read_state(paths: JobPaths, path: Path) -> dict:
-    data = read_json(path)
+def _read_state(paths: JobPaths, path: Path, read=read_json):
+    data = read(path)
     if data is None:
         if not paths.dir.is_dir():
             raise _Gone
@@ -522,35 +525,31 @@ def _unreadable(paths: JobPaths, exc: UnreadableState) -> JobStatus:
 
 
 def _status_from_files(paths: JobPaths) -> JobStatus:
+    record = _read_state(paths, paths.status, read_status)
+    if not record.phase.terminal and _supervisor_lost(record):
+        # The supervisor may have written the end and exited since the read above.
+        record = _read_state(paths, paths.status, read_status)
+    spec = _read_state(paths, paths.spec)
+    _read_state(paths, paths.launch)  # what the supervisor runs: a broken one is reported too
     try:
-        raw = _read_state(paths, paths.status)
-        if raw.get("phase") not in TERMINAL and _supervisor_lost(raw):
-            # The supervisor may have written the end and exited since the read above.
-            raw = _read_state(paths, paths.status)
-        spec = _read_state(paths, paths.spec)
-        _read_state(paths, paths.launch)  # what the supervisor runs: a broken one is reported too
-        return _status_from(paths, raw, spec)
-    except (TypeError, ValueError, AttributeError) as exc:  # valid JSON, edited by hand
-        raise UnreadableState(paths.status, f"unexpected content: {exc}") from None
+        return _status_from(paths, record, spec)
+    except (TypeError, ValueError, AttributeError) as exc:  # spec.json edited by hand
+        raise UnreadableState(paths.spec, f"unexpected content: {exc}") from None
 
 
-def _status_from(paths: JobPaths, raw: dict, spec: dict) -> JobStatus:
-    phase = raw.get("phase") or PENDING
-    reason, message = raw.get("reason"), raw.get("message")
-    log_tail = list(raw.get("log_tail") or [])
-    if phase not in TERMINAL and _supervisor_lost(raw):
+def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus:
+    phase = record.phase.value
+    reason, message, log_tail = record.reason, record.message, record.log_tail
+    if not record.phase.terminal and _supervisor_lost(record):
         phase, reason = FAILED, "supervisor lost"
-        pid = raw.get("supervisor_pid")
-        message = (f"the supervisor (pid {pid}) is gone while the job was {raw.get('phase')} "
-                   "(machine restarted or process killed); "
+        message = (f"the supervisor (pid {record.supervisor_pid}) is gone while the job was "
+                   f"{record.phase.value} (machine restarted or process killed); "
                    f"hvdk8s delete {paths.name} stops what is left")
         log_tail = tail(paths.launcher_log, TAIL_LINES)
-    node = raw.get("node")
-    gpus = list(raw.get("gpus") or [])
-    ranks = int(raw.get("ranks") or 0)
+    node, gpus = record.node, record.gpus
     replicas = []
-    for r in range(ranks):
-        rank_phase, rank_message, exit_code = _rank_outcome(r, phase, reason, message, raw)
+    for r in range(record.ranks):
+        rank_phase, rank_message, exit_code = _rank_outcome(r, phase, reason, message, record)
         replicas.append(ReplicaStatus(
             name=_replica_name(paths.name, r), role="rank", phase=rank_phase, node=node,
             gpus=[gpus[r]] if r < len(gpus) else [],
@@ -558,31 +557,29 @@ def _status_from(paths: JobPaths, raw: dict, spec: dict) -> JobStatus:
         ))
     return JobStatus(
         name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
-        mode=raw.get("mode"), created=raw.get("created"), started=raw.get("started"),
-        finished=raw.get("finished"), workers=int(spec.get("workers") or 0),
+        mode=record.mode, created=record.created, started=record.started,
+        finished=record.finished, workers=int(spec.get("workers") or 0),
         gpus_per_worker=int(spec.get("gpus_per_worker") or 0), replicas=replicas,
-        placement=[{"node": node, "gpus": gpus}] if node else [],
-        reason=reason, message=message, log_tail=log_tail,
-        images_per_sec=raw.get("images_per_sec"),
-        predicted_images_per_sec=raw.get("predicted_images_per_sec"),
-        result=raw.get("result"),
+        placement=[{"node": node, "gpus": list(gpus)}] if node else [],
+        reason=reason, message=message, log_tail=list(log_tail),
+        images_per_sec=record.images_per_sec, result=record.result,
     )
 
 
 def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None,
-                  raw: dict) -> tuple[str, str | None, int | None]:
+                  record: StatusRecord) -> tuple[str, str | None, int | None]:
     """(phase, message, exit code) of one rank. A job fails as a whole, but only the rank
     that failed is Failed: one that exited 0 Succeeded, and one that mpirun stopped
     because of another's failure (or the deadline, or a signal) is Terminated."""
     if phase != FAILED:
         return phase, None, None
-    failed_rank = raw.get("failed_rank")
+    failed_rank = record.failed_rank
     if rank == failed_rank:
-        return FAILED, message, raw.get("failed_rank_exit_code")
+        return FAILED, message, record.failed_rank_exit_code
     if reason == "supervisor lost":  # nothing recorded how the ranks ended
         return UNKNOWN, None, None
-    ended = (raw.get("rank_exits") or {}).get(str(rank)) or {}
-    code = ended.get("exit_code")
+    ended = record.rank_exits.get(rank)
+    code = ended.exit_code if ended else None
     if code == 0:
         return SUCCEEDED, None, 0
     if code is not None:
@@ -591,11 +588,10 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
     return TERMINATED, f"terminated: {cause}" if cause else "terminated", None
 
 
-def _supervisor_lost(raw: dict) -> bool:
-    pid = raw.get("supervisor_pid")
-    if pid is None:
-        return _age_seconds(raw.get("created")) > UNSUPERVISED_GRACE_SECONDS
-    return not local_procs.is_job_process(pid, raw.get("uid"))
+def _supervisor_lost(record: StatusRecord) -> bool:
+    if record.supervisor_pid is None:
+        return _age_seconds(record.created) > UNSUPERVISED_GRACE_SECONDS
+    return not local_procs.is_job_process(record.supervisor_pid, record.uid)
 
 
 def _age_seconds(stamp: str | None) -> float:

@@ -4,7 +4,7 @@
         spec.json       the JobSpec as submitted
         launch.json     what the supervisor runs: argv, cwd, environment overrides
         hostfile        `localhost slots=<ranks>`
-        status.json     phase, times, pids, exit code, result (see `new_status`)
+        status.json     phase, times, pids, exit code, result (`StatusRecord`)
         supervisor.log  the supervisor's own errors (normally empty)
         launcher.log    mpirun's combined stdout and stderr
         ranks/1/rank.<i>/stdout   each rank's stdout and stderr (OpenMPI --output-filename)
@@ -15,6 +15,10 @@ are replaced atomically (temporary file, then rename), so readers never see half
 After `submit`, status.json has one writer: the job's supervisor. Other tools, full disks
 and hand edits can still break a file: reading one raises UnreadableState, which names it,
 and never breaks more than that one job.
+
+status.json is a `StatusRecord`: every field has a default, so the files of earlier
+versions (which lacked some fields) still read, and a field that is not one of its own or
+has the wrong type makes the file unreadable, naming the field.
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from launcher.errors import UserError
-from launcher.timestamps import utc_now
+from launcher.phases import JobPhase
+from launcher.timestamps import parse_utc, utc_now
 
 HOME_ENV = "HVDK8S_HOME"
 DEFAULT_NAMESPACE = "default"
@@ -174,39 +182,107 @@ def read_json(path: Path) -> dict | None:
     return data
 
 
-def update_status(paths: JobPaths, **changes) -> dict:
-    """Read-modify-write of status.json; only the job's single writer calls this."""
+def _timestamp(text: str) -> str:
+    parse_utc(text)  # ValueError unless in launcher.timestamps.FORMAT
+    return text
+
+
+Timestamp = Annotated[str, AfterValidator(_timestamp)]
+
+
+class RankExit(BaseModel):
+    """How one rank ended (local_rank writes it): its exit code, or the signal that ended it."""
+
+    model_config = ConfigDict(extra="forbid")
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+class StatusRecord(BaseModel):
+    """status.json: what the job is doing and how it ended. Written by `submit` (Pending),
+    then only by the job's supervisor."""
+
+    model_config = ConfigDict(extra="forbid")
+    uid: str | None = None  # also HVDK8S_JOB_UID in every process of the job
+    phase: JobPhase = JobPhase.PENDING
+    mode: str | None = None
+    node: str | None = None
+    ranks: int = Field(0, ge=0)
+    gpus: list[int] = []  # CUDA_VISIBLE_DEVICES, in local-rank order
+    argv: list[str] = []
+    created: Timestamp | None = None
+    started: Timestamp | None = None
+    finished: Timestamp | None = None
+    supervisor_pid: int | None = None  # also the session id of every process of the job
+    pgid: int | None = None  # the supervisor's process group (OpenMPI gives each rank its own)
+    mpirun_pid: int | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    failed_rank: int | None = None
+    failed_rank_exit_code: int | None = None
+    rank_exits: dict[int, RankExit] = {}  # by rank, once the job ended
+    log_tail: list[str] = []
+    images_per_sec: float | None = None
+    result: dict | None = None  # the benchmark's HVDK8S_RESULT JSON line
+
+    @property
+    def writes_rank_logs(self) -> bool:
+        """Whether mpirun writes each rank's output to its own file (hvdk8s's launch line
+        does; a job's own mpirun line may not)."""
+        return "--output-filename" in self.argv
+
+
+def _invalid(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(map(str, error["loc"]))
+    problem = "not a field of this file" if error["type"] == "extra_forbidden" else error["msg"]
+    return f"unexpected content: {where + ': ' if where else ''}{problem}"
+
+
+def read_status(path: Path) -> StatusRecord | None:
+    """The record in `path`, None when the file is missing (a job being deleted);
+    UnreadableState when it is not a whole, valid record."""
+    data = read_json(path)
+    if data is None:
+        return None
     try:
-        status = read_json(paths.status) or {}
+        return StatusRecord.model_validate(data)
+    except ValidationError as exc:
+        raise UnreadableState(path, _invalid(exc)) from None
+
+
+def write_status(path: Path, record: StatusRecord) -> None:
+    write_json(path, record.model_dump(mode="json"))
+
+
+def _salvaged(path: Path) -> dict:
+    """What can be kept of a record someone else broke: none of a file that is not JSON,
+    the valid fields of one edited by hand."""
+    try:
+        data = read_json(path) or {}
     except UnreadableState:
-        status = {}  # broken by someone else: the writer's next whole document replaces it
-    status.update(changes)
-    write_json(paths.status, status)
-    return status
+        return {}
+    try:
+        return StatusRecord.model_validate(data).model_dump()
+    except ValidationError as exc:
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+        kept = {k: v for k, v in data.items() if k not in bad}
+        try:
+            return StatusRecord.model_validate(kept).model_dump()
+        except ValidationError:
+            return {}
 
 
-def new_status(*, uid: str, phase: str, mode: str | None, node: str, ranks: int,
-               gpus: list[int], argv: list[str]) -> dict:
-    return {
-        "uid": uid,  # also HVDK8S_JOB_UID in every process of the job
-        "phase": phase,
-        "mode": mode,
-        "node": node,
-        "ranks": ranks,
-        "gpus": gpus,  # CUDA_VISIBLE_DEVICES, in local-rank order
-        "argv": argv,
-        "created": now(),
-        "started": None,
-        "finished": None,
-        "supervisor_pid": None,  # also the session id of every process of the job
-        "pgid": None,  # the supervisor's process group (OpenMPI gives each rank its own)
-        "mpirun_pid": None,
-        "exit_code": None,
-        "reason": None,
-        "message": None,
-        "failed_rank": None,
-        "rank_exits": {},  # "<rank>": {"exit_code": N} or {"signal": N}, once the job ended
-        "log_tail": [],
-        "images_per_sec": None,
-        "result": None,
-    }
+def update_status(paths: JobPaths, **changes) -> StatusRecord:
+    """Read-modify-write of status.json; only the job's single writer calls this. A broken
+    file is replaced by what could be kept of it and the changes."""
+    record = StatusRecord.model_validate({**_salvaged(paths.status), **changes})
+    write_status(paths.status, record)
+    return record
+
+
+def new_status(*, uid: str, phase: JobPhase, mode: str | None, node: str, ranks: int,
+               gpus: list[int], argv: list[str]) -> StatusRecord:
+    return StatusRecord(uid=uid, phase=phase, mode=mode, node=node, ranks=ranks, gpus=gpus,
+                        argv=argv, created=now())
