@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from launcher.backends.base import FAILED
@@ -267,6 +268,33 @@ def test_a_cut_jsonl_line_is_skipped(tmp_path):
     with open(store.jsonl_path, "a") as f:
         f.write('{"run_id": "exp-1234')
     assert len(store.records()) == 1 and store.skipped_lines == 1
+
+
+def test_records_that_are_not_result_rows_are_skipped_and_counted(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.jsonl_path.write_text("\n".join(json.dumps(r) for r in [
+        {"run_id": "ok", "workers": "4", "status": "Succeeded"},  # an older, shorter record
+        {"run_id": "typo", "wrokers": 4},
+        {"run_id": "bad-status", "status": "Done"},
+        {"run_id": "bad-time", "started": "noon"},
+        {"workers": 4},  # no run id
+    ]) + "\n")
+    assert [(r["run_id"], r["workers"], r["gpus"]) for r in store.records()] == [("ok", 4, None)]
+    assert store.skipped_lines == 4
+
+
+def test_a_record_with_a_field_of_its_own_is_refused_when_written(tmp_path):
+    with pytest.raises(ValidationError, match="wrokers"):
+        ResultsStore(tmp_path).append({"run_id": "r", "wrokers": 4})
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_the_runs_recorded_by_earlier_versions_still_read():
+    measured = Path(__file__).resolve().parent.parent / "benchmarks" / "calibration" / "measured"
+    for folder in ("1rank", "2rank", "local-cpu"):
+        store = ResultsStore(measured / folder)
+        lines = store.jsonl_path.read_text().splitlines()
+        assert len(store.records()) == len(lines) and store.skipped_lines == 0
 
 
 # ----------------------------------------------------------------------------- the CLI

@@ -28,13 +28,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from launcher.errors import UserError
 from launcher.phases import JobPhase
-from launcher.timestamps import parse_utc, utc_now
+from launcher.records import Timestamp
+from launcher.timestamps import utc_now
 
 HOME_ENV = "HVDK8S_HOME"
 DEFAULT_NAMESPACE = "default"
@@ -180,14 +180,6 @@ def read_json(path: Path) -> dict | None:
     if not isinstance(data, dict):
         raise UnreadableState(path, f"a JSON {type(data).__name__} where an object belongs")
     return data
-
-
-def _timestamp(text: str) -> str:
-    parse_utc(text)  # ValueError unless in launcher.timestamps.FORMAT
-    return text
-
-
-Timestamp = Annotated[str, AfterValidator(_timestamp)]
 
 
 class RankExit(BaseModel):

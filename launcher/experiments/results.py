@@ -8,6 +8,10 @@
 Both files are appended to and flushed to disk after every run, so an interruption loses
 at most the run in progress. A run may appear several times (a failure, then a retry, or
 --rerun): the last record of a run id is the one that counts.
+
+A record is a `ResultRow` (its fields are the CSV's columns, in order, plus three nested
+JSON objects that only results.jsonl keeps): it is checked when written and when read, and
+handed on as a plain dict, which the aggregation and mpijob.perf.calibration work on.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from launcher.errors import UserError
 from launcher.phases import JobPhase
+from launcher.records import Timestamp
 
 SUCCEEDED = JobPhase.SUCCEEDED.value
 FAILED = JobPhase.FAILED.value
@@ -28,20 +36,62 @@ TIMED_OUT = "TimedOut"
 NO_RESULT = "NoResult"  # the job succeeded but printed no `total images/sec`
 STATUSES = (SUCCEEDED, FAILED, TIMED_OUT, NO_RESULT)
 
-CSV_COLUMNS = (
-    "run_id", "experiment", "model", "workers", "gpus", "placement", "batch_size",
-    "precision", "image_size", "num_batches", "num_warmup_batches", "xla", "repetition",
-    "backend", "status", "reason", "images_per_sec", "predicted_images_per_sec",
-    "scaling_efficiency", "efficiency_source", "predicted_scaling_efficiency", "nodes",
-    "placement_detail", "submitted", "started", "finished", "duration_seconds",
-    "wall_seconds", "config_hash", "log",
-)
-INT_COLUMNS = frozenset({"workers", "gpus", "batch_size", "image_size", "num_batches",
-                         "num_warmup_batches", "repetition", "nodes"})
-FLOAT_COLUMNS = frozenset({"images_per_sec", "predicted_images_per_sec", "scaling_efficiency",
-                           "predicted_scaling_efficiency", "duration_seconds", "wall_seconds"})
-BOOL_COLUMNS = frozenset({"xla"})
-JSON_COLUMNS = frozenset({"placement_detail"})
+
+def _json_text(value: Any) -> Any:
+    """A CSV cell holds nested values as JSON text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class Placed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node: str | None = None
+    gpus: list[int] = []
+
+
+class ResultRow(BaseModel):
+    """One run of an experiment. Only run_id is required: rows written by hand or by an
+    older hvdk8s may lack fields, which read as null."""
+
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    experiment: str | None = None
+    # The matrix point (mpijob.jobspec.experiment_matrix.Run.point) and repetition.
+    model: str | None = None
+    workers: int | None = None
+    gpus: int | None = None
+    placement: str | None = None
+    batch_size: int | None = None
+    precision: str | None = None
+    image_size: int | None = None
+    num_batches: int | None = None
+    num_warmup_batches: int | None = None
+    xla: bool | None = None
+    repetition: int | None = None
+    backend: str | None = None
+    status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
+    reason: str | None = None
+    images_per_sec: float | None = None
+    predicted_images_per_sec: float | None = None
+    scaling_efficiency: float | None = None
+    efficiency_source: Literal["measured", "predicted"] | None = None
+    predicted_scaling_efficiency: float | None = None
+    nodes: int | None = None
+    placement_detail: Annotated[list[Placed] | None, BeforeValidator(_json_text)] = None
+    submitted: Timestamp | None = None
+    started: Timestamp | None = None
+    finished: Timestamp | None = None
+    duration_seconds: float | None = None
+    wall_seconds: float | None = None
+    config_hash: str | None = None
+    log: str | None = None  # the run's launcher log, relative to the results directory
+    # Nested, so in results.jsonl only:
+    settings: dict | None = None  # the experiment's fixed settings
+    prediction: dict | None = None  # the performance model's prediction
+    result: dict | None = None  # the benchmark's HVDK8S_RESULT line
+
+
+JSONL_ONLY = ("settings", "prediction", "result")
+CSV_COLUMNS = tuple(f for f in ResultRow.model_fields if f not in JSONL_ONLY)
 
 
 def csv_cell(value) -> str:
@@ -54,27 +104,18 @@ def csv_cell(value) -> str:
     return str(value)
 
 
-def from_csv_cell(column: str, text: str):
-    if text == "":
-        return None
+def _row(data: dict) -> dict | None:
+    """The record as a checked plain dict, None when it is not a ResultRow."""
     try:
-        if column in INT_COLUMNS:
-            return int(text)
-        if column in FLOAT_COLUMNS:
-            return float(text)
-        if column in JSON_COLUMNS:
-            return json.loads(text)
-    except ValueError:
-        return text
-    if column in BOOL_COLUMNS:
-        return text.lower() == "true"
-    return text
+        return ResultRow.model_validate(data).model_dump(mode="json")
+    except ValidationError:
+        return None
 
 
 class ResultsStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        self.skipped_lines = 0  # unreadable JSON lines met by the last `records()`
+        self.skipped_lines = 0  # unreadable lines or rows met by the last `records()`
 
     @property
     def jsonl_path(self) -> Path:
@@ -92,11 +133,13 @@ class ResultsStore:
         return self.jsonl_path.is_file() or self.csv_path.is_file()
 
     # ------------------------------------------------------------------ writing
-    def append(self, record: dict) -> None:
-        """Add one run's record to both files, on disk before returning."""
+    def append(self, record: dict) -> dict:
+        """Add one run's record to both files, on disk before returning; the record as
+        written (every field of a ResultRow). ValidationError for a record that is not one."""
+        record = ResultRow.model_validate(record).model_dump(mode="json")
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.jsonl_path, "a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+            f.write(json.dumps(record) + "\n")
             _sync(f)
         columns = self._csv_header() or list(CSV_COLUMNS)
         new_file = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
@@ -106,6 +149,7 @@ class ResultsStore:
                 writer.writerow(columns)
             writer.writerow([csv_cell(record.get(c)) for c in columns])
             _sync(f)
+        return record
 
     def _csv_header(self) -> list[str] | None:
         """An existing file keeps its columns, so rows always line up with its header."""
@@ -147,29 +191,27 @@ class ResultsStore:
 
     # ------------------------------------------------------------------ reading
     def records(self) -> list[dict]:
-        """Every record in file order (JSON Lines; the CSV when only it is there)."""
+        """Every record in file order (JSON Lines; the CSV when only it is there). A line
+        cut by a crash mid-write, or a row that is not a ResultRow, is skipped and counted."""
         self.skipped_lines = 0
         if self.jsonl_path.is_file():
-            out = []
             with open(self.jsonl_path) as f:
-                for line in f:
-                    if not line.strip():
-                        continue
-                    try:
-                        value = json.loads(line)
-                    except ValueError:  # a line cut by a crash mid-write
-                        self.skipped_lines += 1
-                        continue
-                    if isinstance(value, dict) and value.get("run_id"):
-                        out.append(value)
-                    else:
-                        self.skipped_lines += 1
-            return out
+                return self._checked(_json_or_none(line) for line in f if line.strip())
         if self.csv_path.is_file():
             with open(self.csv_path, newline="") as f:
-                return [{k: from_csv_cell(k, v or "") for k, v in row.items() if k}
-                        for row in csv.DictReader(f) if row.get("run_id")]
+                return self._checked({k: v or None for k, v in row.items() if k}
+                                     for row in csv.DictReader(f))
         return []
+
+    def _checked(self, values) -> list[dict]:
+        out = []
+        for value in values:
+            row = _row(value) if isinstance(value, dict) and value.get("run_id") else None
+            if row is None:
+                self.skipped_lines += 1
+            else:
+                out.append(row)
+        return out
 
     def latest(self) -> dict[str, dict]:
         """The last record of each run id, in the order the runs were first recorded."""
@@ -180,6 +222,13 @@ class ResultsStore:
 
     def succeeded_ids(self) -> set[str]:
         return {rid for rid, r in self.latest().items() if r.get("status") == SUCCEEDED}
+
+
+def _json_or_none(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def _sync(f) -> None:

@@ -359,7 +359,7 @@ class ExperimentRunner:
             result=result, plan=job.plan, job_status=status, submitted=job.submitted,
             ended=ended, log_path=log_path,
         )
-        self._append(record)
+        record = self._append(record)
         try:
             job.backend.delete(job.name, job.namespace)
         except UserError as exc:
@@ -372,13 +372,13 @@ class ExperimentRunner:
         record = self._record(run, status=FAILED, reason=f"not submitted: {message}",
                               images_per_sec=None, result=None, plan=None, job_status=None,
                               submitted=now, ended=now, log_path=None)
-        self._append(record)
-        return record
+        return self._append(record)
 
-    def _append(self, record: dict) -> None:
-        self.store.append(record)
+    def _append(self, record: dict) -> dict:
+        record = self.store.append(record)
         self._records[record["run_id"]] = record
         self.reporter.finished(record)
+        return record
 
     def _logs(self, job: _InFlight) -> list[str]:
         try:
