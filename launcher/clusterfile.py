@@ -34,24 +34,56 @@
 
 Without `topology`, a node gets `mpijob.scheduling.presets.preset_for(gpu product label or
 gpu_model, gpus)`. A node with fewer GPUs than its topology uses the topology's first
-GPUs. Every problem is a UsageError naming the file, the node and the key.
+GPUs.
+
+The file's shape is the pydantic models below (strict: a string is no number, and no key
+outside a model is taken); what needs more than one key or another file (the topology, GPU
+indices against the GPU count) is checked while building each Node. Every problem is one
+UsageError naming the file, the node and the key: "FILE: nodes[3] (n3): gpus: expected a
+whole number of GPUs (0 or more), got -1", the expectation taken from the field's
+description.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from launcher.errors import UsageError
-from mpijob.jobspec.spec import TAINT_EFFECTS
+from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.jobspec.spec import TaintEffect
+from mpijob.k8s.dra import DRIVER, DraDevice
+from mpijob.plural import plural
+from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
+from mpijob.scheduling.network import (
+    DEFAULT_LABEL_KEYS,
+    DEFAULT_OVERSUBSCRIPTION,
+    LabelKeys,
+    NetworkPosition,
+    position_from_labels,
+)
+from mpijob.scheduling.presets import preset, preset_for
+from mpijob.scheduling.topology import (
+    MAX_GPUS_PER_NODE,
+    Topology,
+    TopologyParseError,
+    parse_topo_matrix,
+    too_many_gpus,
+)
 
-_NODE_KEYS = {
-    "name", "gpus", "topology", "allocated", "gpu_model", "network_gbps", "labels", "taints",
-    "cpu", "memory", "pcie_gen", "ready", "network", "dra",
-}
-_GENERATE_KEYS = {"count", "prefix", "allocated_fraction", "seed", "start"}
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
@@ -59,6 +91,234 @@ class _Problem(Exception):
     """A problem in one node, turned into a UsageError with the file and node named."""
 
 
+# --- the file's shape ---------------------------------------------------------------------------
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _at_most_64(gpus: int | None) -> int | None:
+    if gpus is not None and gpus > MAX_GPUS_PER_NODE:
+        raise ValueError(too_many_gpus(gpus))
+    return gpus
+
+
+def _label_values(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value  # the type check says what is wrong
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, dict | list) or v is None:
+            raise ValueError(f"{k}: expected a string value, got {v!r}")
+        out[str(k)] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+def _taint_text(value: Any) -> Any:
+    """key=value:Effect or key:Effect, as kubectl taint writes them."""
+    if not isinstance(value, str):
+        return value
+    body, colon, effect = value.rpartition(":")
+    if not colon:
+        raise ValueError(f"{value!r} has no effect; expected key=value:Effect or key:Effect")
+    key, eq, val = body.partition("=")
+    return {"key": key, "value": val if eq else None, "effect": effect}
+
+
+def _quantity(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value  # the type check says what is wrong
+    try:
+        q = float(parse_quantity(value))
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    if q < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return q
+
+
+def _name(value: Any) -> Any:
+    """A name may be written as a number (rack: 12)."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _one_or_more(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+Quantity = Annotated[float, BeforeValidator(_quantity)]
+Name = Annotated[str, BeforeValidator(_name), Field(min_length=1)]
+GpuUuid = Annotated[str, Field(pattern=r'^[^"\\ ]+$')]  # it goes into a CEL string
+LabelKeyList = Annotated[list[Annotated[str, Field(min_length=1)]],
+                         BeforeValidator(_one_or_more), Field(min_length=1)]
+
+
+class TaintEntry(_Entry):
+    expected: ClassVar[str] = "key=value:Effect or a mapping with key, value, effect"
+    key: str = Field(min_length=1, description="a non-empty taint key")
+    value: Annotated[str, BeforeValidator(_name)] | None = Field(None, description="a string")
+    effect: TaintEffect = Field("NoSchedule", description=" or ".join(get_args(TaintEffect)))
+
+
+class NetworkEntry(_Entry):
+    zone: Name | None = Field(None, description="a name")
+    block: Name | None = Field(None, description="a name")
+    rack: Name | None = Field(None, description="a name")
+    oversubscription: float = Field(
+        DEFAULT_OVERSUBSCRIPTION, ge=1, description="a number of at least 1 (server bandwidth : "
+                                                    "uplink bandwidth of the rack's switch)")
+    scheduler: Literal["kueue", "volcano"] | None = Field(
+        None, description="kueue or volcano (which gang scheduler knows these levels)")
+
+
+class DraDeviceEntry(_Entry):
+    index: int = Field(description="a GPU index")  # below the node's GPU count: _dra
+    uuid: GpuUuid = Field(description="the GPU's UUID (GPU-...)")
+    name: str | None = Field(None, description="a device name")
+    pcie_root: str | None = Field(None, description="a PCIe root name")
+
+
+class DraEntry(_Entry):
+    driver: str = Field(DRIVER, min_length=1, description=f"a driver name such as {DRIVER}")
+    uuids: list[GpuUuid] | None = Field(None, description="a GPU UUID (GPU-...) for each GPU index")
+    devices: list[DraDeviceEntry] | None = Field(
+        None, description="a list of {index, uuid, name, pcie_root}")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_source(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("devices") is None \
+                and not isinstance(value.get("uuids"), list):
+            raise ValueError("give uuids (a list, one per GPU index) or devices")
+        return value
+
+    def device_list(self) -> list[DraDeviceEntry]:
+        if self.devices is not None:
+            found = self.devices
+        else:
+            found = [DraDeviceEntry(index=i, uuid=u) for i, u in enumerate(self.uuids or [])]
+        seen: set[int] = set()
+        for d in found:
+            if d.index in seen:
+                raise _Problem(f"dra: GPU index {d.index} appears twice")
+            seen.add(d.index)
+        return found
+
+
+class NodeEntry(_Entry):
+    name: str = Field(min_length=1, description="a non-empty string")
+    gpus: Annotated[int | None, AfterValidator(_at_most_64)] = Field(
+        None, ge=0, description="a whole number of GPUs (0 or more)")
+    topology: Annotated[str, Field(min_length=1)] | list[Any] | None = Field(
+        None, description="a preset name, a path to `nvidia-smi topo -m` output or a matrix "
+                          "of link codes")
+    allocated: list[int] | None = Field(None, description="a list of GPU indices")
+    gpu_model: str | None = Field(None, description="a string")
+    network_gbps: float = Field(DEFAULT_NETWORK_GBPS, gt=0,
+                                description="a positive number (Gbit/s)")
+    labels: Annotated[dict[str, str], BeforeValidator(_label_values)] = Field(
+        {}, description="a mapping of label keys to values")
+    taints: list[Annotated[TaintEntry, BeforeValidator(_taint_text)]] = Field(
+        [], description="a list of key=value:Effect strings or {key, value, effect} mappings")
+    cpu: Quantity | None = Field(None, description="a quantity such as 8 or 500m")
+    memory: Quantity | None = Field(None, description="a quantity such as 64Gi")
+    pcie_gen: int = Field(3, ge=1, le=6, description="1 to 6")
+    ready: bool = Field(True, description="true or false")
+    network: NetworkEntry | None = None
+    dra: DraEntry | None = None
+
+
+class GenerateEntry(BaseModel):
+    """A block of synthetic nodes; its other keys are node keys for every one of them."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    count: int = Field(ge=0, description="a whole number of nodes")
+    prefix: str = Field("node-", description="a string")
+    start: int = Field(1, ge=0, description="a whole number")
+    allocated_fraction: float = Field(0.0, ge=0, le=1, description="a number from 0 to 1")
+    seed: int | str = Field(0, description="a number or a string")
+
+
+class NetworkLabels(_Entry):
+    """The node label keys of each network level (mpijob.scheduling.network.LabelKeys)."""
+
+    zone: LabelKeyList | None = Field(None, description="a label key or a list of keys")
+    block: LabelKeyList | None = Field(None, description="a label key or a list of keys")
+    rack: LabelKeyList | None = Field(None, description="a label key or a list of keys")
+
+
+class ClusterFile(_Entry):
+    """The top level; each node and generate block is checked on its own, so that a problem
+    names the node."""
+
+    nodes: list[Any] | None = Field(None, description="a list of nodes")
+    defaults: dict | None = Field(None, description="a mapping of node keys")
+    generate: Any = None  # a GenerateEntry or a list of them
+    network_labels: NetworkLabels | None = None
+
+
+# --- one line per problem -----------------------------------------------------------------------
+def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's type holds, and whether it holds a list of them."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    for arg in get_args(annotation):
+        model, listed = _model_in(arg)
+        if model is not None:
+            return model, listed or get_origin(annotation) is list
+    return None, False
+
+
+def _expected(model: type[BaseModel]) -> str:
+    return getattr(model, "expected", None) or f"a mapping with {', '.join(model.model_fields)}"
+
+
+def _problem(exc: ValidationError, root: type[BaseModel]) -> str:
+    """The first error as 'key: expected ..., got ...' (or 'unknown keys ...; expected ...'),
+    the keys of its path named as in the file: `network: rack`, `taints[0]`."""
+    errors = exc.errors()
+    error = errors[0]
+    # Walk the error's path down the models: `model` is the one the path ends in (None
+    # past a plain value), `mapping` whether the error is about such a mapping itself.
+    path, model, field, mapping = [], root, None, True
+    for part in error["loc"]:
+        if isinstance(part, int):
+            path[-1] += f"[{part}]"
+            mapping = True
+        elif model is not None and part in model.model_fields:
+            field = model.model_fields[part]
+            path.append(part)
+            model, listed = _model_in(field.annotation)
+            mapping = not listed
+        else:  # a union member's tag, or a key the model does not have
+            break
+    if error["type"] == "extra_forbidden":
+        parent = error["loc"][:-1]
+        unknown = {e["loc"][-1] for e in errors
+                   if e["type"] == "extra_forbidden" and e["loc"][:-1] == parent}
+        return ": ".join([*path, f"unknown {_keys(unknown)}; expected {_expected(model)}"])
+    if error["type"] == "value_error":
+        what = str(error["ctx"]["error"])
+    else:
+        if model is not None and mapping:
+            expected = _expected(model)
+        elif field is not None and field.description:
+            expected = field.description
+        else:
+            expected = error["msg"].lower()
+        what = f"expected {expected}"
+        if error["type"] != "missing":
+            what += f", got {error['input']!r}"
+    return ": ".join([*path, what])
+
+
+def _validated(model: type[BaseModel], data: Any, where: str):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{where}: {_problem(exc, model)}") from None
+
+
+# --- loading ------------------------------------------------------------------------------------
 def load_cluster(path: str | Path):
     """The Cluster described by the file at `path`."""
     path = Path(path)
@@ -94,38 +354,26 @@ def _parse(text: str, path: Path) -> Any:
 
 def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
     """A Cluster from already-parsed data (what the file holds)."""
-    from mpijob.scheduling.cluster import Cluster
-
     source = Path(source)
     if isinstance(data, list):
         data = {"nodes": data}
     if not isinstance(data, dict):
         raise UsageError(f"{source}: expected a mapping with a 'nodes' list (see `hvdk8s plan --help`)")
-    unknown = set(data) - {"nodes", "defaults", "generate", "network_labels"}
+    unknown = set(data) - set(ClusterFile.model_fields)
     if unknown:
         raise UsageError(f"{source}: unknown top-level {_keys(unknown)}; "
-                         "expected nodes, defaults, generate, network_labels")
-    defaults = data.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise UsageError(f"{source}: defaults: expected a mapping of node keys")
+                         f"expected {', '.join(ClusterFile.model_fields)}")
+    top = _validated(ClusterFile, data, str(source))
+    defaults = top.defaults or {}
     _check_keys(defaults, f"{source}: defaults")
-    raw_nodes = data.get("nodes") or []
-    if not isinstance(raw_nodes, list):
-        raise UsageError(f"{source}: nodes: expected a list of nodes")
-    builder = _Builder(source, _network_labels(data.get("network_labels"), source))
+    builder = _Builder(source, top.network_labels)
     nodes = []
-    for i, raw in enumerate(raw_nodes):
-        if not isinstance(raw, dict):
-            raise UsageError(f"{source}: nodes[{i}]: expected a mapping with at least 'name'")
-        merged = {**defaults, **raw}
-        if isinstance(defaults.get("labels"), dict) and isinstance(raw.get("labels"), dict):
-            merged["labels"] = {**defaults["labels"], **raw["labels"]}
-        if isinstance(defaults.get("network"), dict) and isinstance(raw.get("network"), dict):
-            merged["network"] = {**defaults["network"], **raw["network"]}
-        nodes.append(builder.node(merged, f"nodes[{i}]"))
-    generate = data.get("generate")
-    for spec in generate if isinstance(generate, list) else ([generate] if generate is not None else []):
-        nodes.extend(_generate(spec, defaults, builder))
+    for i, raw in enumerate(top.nodes or []):
+        nodes.append(builder.node(_merged(defaults, raw), f"nodes[{i}]"))
+    blocks = top.generate if isinstance(top.generate, list) else [top.generate]
+    for i, block in enumerate(b for b in blocks if b is not None):
+        where = f"generate[{i}]" if isinstance(top.generate, list) else "generate"
+        nodes.extend(_generate(block, defaults, builder, where))
     if not nodes:
         raise UsageError(f"{source}: no nodes (give a 'nodes' list or 'generate')")
     seen: dict[str, int] = {}
@@ -136,175 +384,103 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
     return Cluster(tuple(nodes))
 
 
+def _merged(defaults: dict, raw: Any) -> Any:
+    """The node's keys over the defaults; labels and network merge key by key."""
+    if not isinstance(raw, dict):
+        return raw  # NodeEntry says what is wrong
+    merged = {**defaults, **raw}
+    for key in ("labels", "network"):
+        if isinstance(defaults.get(key), dict) and isinstance(raw.get(key), dict):
+            merged[key] = {**defaults[key], **raw[key]}
+    return merged
+
+
 def _check_keys(raw: dict, where: str) -> None:
-    unknown = set(raw) - _NODE_KEYS
+    unknown = set(raw) - set(NodeEntry.model_fields)
     if unknown:
-        raise UsageError(f"{where}: unknown {_keys(unknown)}; "
-                         f"expected {', '.join(sorted(_NODE_KEYS))}")
+        raise UsageError(f"{where}: unknown {_keys(unknown)}; expected {_expected(NodeEntry)}")
 
 
 def _keys(unknown: set) -> str:
     return f"key{'s' if len(unknown) != 1 else ''} {', '.join(sorted(map(str, unknown)))}"
 
 
-def _generate(spec: Any, defaults: dict, builder: _Builder) -> list:
-    where = f"{builder.source}: generate"
-    if not isinstance(spec, dict):
-        raise UsageError(f"{where}: expected a mapping with count and prefix")
-    node_part = {k: v for k, v in spec.items() if k not in _GENERATE_KEYS}
+def _generate(raw: Any, defaults: dict, builder: _Builder, where: str) -> list:
+    where = f"{builder.source}: {where}"
+    block = _validated(GenerateEntry, raw, where)
+    node_part = block.model_extra or {}
     _check_keys(node_part, where)
-    count = spec.get("count")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise UsageError(f"{where}: count: expected a whole number of nodes, got {count!r}")
-    prefix = str(spec.get("prefix", "node-"))
-    start = spec.get("start", 1)
-    fraction = spec.get("allocated_fraction", 0.0)
-    if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
-        raise UsageError(f"{where}: allocated_fraction: expected a number from 0 to 1, got {fraction!r}")
-    rng = random.Random(spec.get("seed", 0))
-    width = len(str(start + count - 1)) if count else 1
+    rng = random.Random(block.seed)
+    last = block.start + block.count - 1
+    width = len(str(last)) if block.count else 1
     base = {**defaults, **node_part}
     out = []
-    for i in range(count):
-        raw = dict(base, name=f"{prefix}{start + i:0{width}d}")
-        node = builder.node(raw, f"generate[{i}]")
-        if fraction and node.gpus and "allocated" not in node_part:
-            from dataclasses import replace
-
-            taken = frozenset(g for g in range(node.gpus) if rng.random() < fraction)
+    for i in range(block.count):
+        node = builder.node(dict(base, name=f"{block.prefix}{block.start + i:0{width}d}"),
+                            f"generate[{i}]")
+        if block.allocated_fraction and node.gpus and "allocated" not in node_part:
+            taken = frozenset(g for g in range(node.gpus) if rng.random() < block.allocated_fraction)
             node = replace(node, allocated=taken)
         out.append(node)
     return out
 
 
-def _network_labels(value: Any, source: Path):
-    from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, LEVELS, LabelKeys
-
-    if value is None:
-        return DEFAULT_LABEL_KEYS
-    if not isinstance(value, dict) or set(value) - set(LEVELS):
-        raise UsageError(f"{source}: network_labels: expected a mapping of {', '.join(LEVELS)} "
-                         "to a label key (or a list of keys)")
-    given = {}
-    for level, keys in value.items():
-        keys = [keys] if isinstance(keys, str) else keys
-        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys):
-            raise UsageError(f"{source}: network_labels: {level}: expected a label key or a list of keys")
-        given[level] = tuple(keys)
-    return LabelKeys(**{**DEFAULT_LABEL_KEYS.__dict__, **given})
-
-
 class _Builder:
-    def __init__(self, source: Path, label_keys=None):
-        from mpijob.scheduling.network import DEFAULT_LABEL_KEYS
+    """Nodes from validated entries: what needs the topology, the GPU count or the file's
+    folder."""
 
+    def __init__(self, source: Path, network_labels: NetworkLabels | None):
         self.source = source
-        self.label_keys = label_keys or DEFAULT_LABEL_KEYS
+        given = {k: tuple(v) for k, v in (network_labels or NetworkLabels()) if v is not None}
+        self.label_keys = LabelKeys(**{**DEFAULT_LABEL_KEYS.__dict__, **given})
         self._files: dict[Path, Any] = {}
         self._matrices: dict[tuple, Any] = {}
 
-    def node(self, raw: dict, where: str):
-        name = raw.get("name")
+    def node(self, raw: Any, where: str):
+        name = raw.get("name") if isinstance(raw, dict) else None
         label = f"{self.source}: {where}" + (f" ({name})" if isinstance(name, str) else "")
-        _check_keys(raw, label)
+        entry = _validated(NodeEntry, raw, label)
         try:
-            return self._node(raw)
+            return self._node(entry)
         except _Problem as exc:
             raise UsageError(f"{label}: {exc}") from None
 
-    def _node(self, raw: dict):
-        from mpijob.plural import plural
-        from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Node
-        from mpijob.scheduling.topology import MAX_GPUS_PER_NODE, too_many_gpus
-
-        name = raw.get("name")
-        if not isinstance(name, str) or not name:
-            raise _Problem("name: expected a non-empty string")
-        labels = _labels(raw.get("labels"))
-        gpu_model = raw.get("gpu_model", labels.get(PRODUCT_LABEL, "unknown"))
-        if not isinstance(gpu_model, str):
-            raise _Problem(f"gpu_model: expected a string, got {gpu_model!r}")
-        gpus = raw.get("gpus")
-        if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0):
-            raise _Problem(f"gpus: expected a whole number of GPUs (0 or more), got {gpus!r}")
-        if gpus is not None and gpus > MAX_GPUS_PER_NODE:
-            raise _Problem(f"gpus: {too_many_gpus(gpus)}")
-        topology = self._topology(raw.get("topology"), gpus, labels.get(PRODUCT_LABEL) or gpu_model)
-        if gpus is None:
-            gpus = topology.gpus
-        elif gpus < topology.gpus:
+    def _node(self, e: NodeEntry) -> Node:
+        gpu_model = e.gpu_model or e.labels.get(PRODUCT_LABEL, "unknown")
+        topology = self._topology(e.topology, e.gpus, e.labels.get(PRODUCT_LABEL) or gpu_model)
+        gpus = topology.gpus if e.gpus is None else e.gpus
+        if gpus < topology.gpus:
             topology = topology.subset(gpus)
         elif gpus > topology.gpus:
             raise _Problem(f"gpus is {gpus} but topology has {plural(topology.gpus, 'GPU')}")
-        allocated = raw.get("allocated") or []
-        if not isinstance(allocated, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in allocated):
-            raise _Problem(f"allocated: expected a list of GPU indices, got {allocated!r}")
+        allocated = e.allocated or []
         bad = [i for i in allocated if not 0 <= i < gpus]
         if bad:
             raise _Problem(f"allocated: GPU {bad[0]} does not exist (the node has GPUs 0..{gpus - 1})"
                            if gpus else f"allocated: GPU {bad[0]} on a node without GPUs")
         if len(set(allocated)) != len(allocated):
             raise _Problem(f"allocated: a GPU index appears twice in {allocated}")
-        network = raw.get("network_gbps", DEFAULT_NETWORK_GBPS)
-        if not isinstance(network, int | float) or isinstance(network, bool) or network <= 0:
-            raise _Problem(f"network_gbps: expected a positive number (Gbit/s), got {network!r}")
-        pcie_gen = raw.get("pcie_gen", 3)
-        if not isinstance(pcie_gen, int) or isinstance(pcie_gen, bool) or not 1 <= pcie_gen <= 6:
-            raise _Problem(f"pcie_gen: expected 1 to 6, got {pcie_gen!r}")
-        ready = raw.get("ready", True)
-        if not isinstance(ready, bool):
-            raise _Problem(f"ready: expected true or false, got {ready!r}")
         return Node(
-            name=name,
-            gpus=gpus,
-            topology=topology,
-            allocated=frozenset(allocated),
-            gpu_model=gpu_model,
-            network_gbps=float(network),
-            labels=labels,
-            taints=_taints(raw.get("taints")),
-            free_cpu=_quantity(raw.get("cpu"), "cpu"),
-            free_memory=_quantity(raw.get("memory"), "memory"),
-            ready=ready,
-            pcie_gen=pcie_gen,
-            network=self._network(raw.get("network"), labels),
-            dra_devices=_dra(raw.get("dra"), gpus),
+            name=e.name, gpus=gpus, topology=topology, allocated=frozenset(allocated),
+            gpu_model=gpu_model, network_gbps=float(e.network_gbps), labels=dict(e.labels),
+            taints=tuple(Taint(key=t.key, value=t.value, effect=t.effect) for t in e.taints),
+            free_cpu=e.cpu, free_memory=e.memory, ready=e.ready, pcie_gen=e.pcie_gen,
+            network=self._network(e.network, e.labels), dra_devices=_dra(e.dra, gpus),
         )
 
-    def _network(self, value: Any, labels: dict):
-        from mpijob.scheduling.network import (
-            DEFAULT_OVERSUBSCRIPTION,
-            NetworkPosition,
-            position_from_labels,
-        )
-
-        if value is None:
-            return position_from_labels(labels, self.label_keys)
-        if not isinstance(value, dict) or set(value) - {"zone", "block", "rack", "oversubscription", "scheduler"}:
-            raise _Problem("network: expected a mapping with zone, block, rack, oversubscription, scheduler")
-        scheduler = value.get("scheduler")
-        if scheduler not in (None, "kueue", "volcano"):
-            raise _Problem(f"network: scheduler: expected kueue or volcano (which gang scheduler "
-                           f"knows these levels), got {scheduler!r}")
+    def _network(self, entry: NetworkEntry | None, labels: dict) -> NetworkPosition:
         from_labels = position_from_labels(labels, self.label_keys)
-        levels = {}
-        for level in ("zone", "block", "rack"):
-            v = value.get(level, getattr(from_labels, level))
-            if v is not None and (isinstance(v, bool | dict | list) or v == ""):
-                raise _Problem(f"network: {level}: expected a name, got {v!r}")
-            levels[level] = None if v is None else str(v)
-        over = value.get("oversubscription", DEFAULT_OVERSUBSCRIPTION)
-        if not isinstance(over, int | float) or isinstance(over, bool) or over < 1:
-            raise _Problem("network: oversubscription: expected a number of at least 1 "
-                           f"(server bandwidth : uplink bandwidth of the rack's switch), got {over!r}")
+        if entry is None:
+            return from_labels
+        given = entry.model_fields_set
+        levels = {lv: getattr(entry if lv in given else from_labels, lv)
+                  for lv in ("zone", "block", "rack")}
         labelled = {f"{lv}_label": getattr(from_labels, f"{lv}_label") for lv in ("rack", "block")
                     if levels[lv] == getattr(from_labels, lv)}
-        return NetworkPosition(**levels, oversubscription=float(over), scheduler=scheduler, **labelled)
+        return NetworkPosition(**levels, oversubscription=float(entry.oversubscription),
+                               scheduler=entry.scheduler, **labelled)
 
-    def _topology(self, value: Any, gpus: int | None, product: str | None):
-        from mpijob.scheduling.presets import preset, preset_for
-        from mpijob.scheduling.topology import Topology
-
+    def _topology(self, value: str | list | None, gpus: int | None, product: str | None) -> Topology:
         if value is None:
             if not gpus:
                 return Topology(links=(), name="no-gpus")
@@ -317,9 +493,6 @@ class _Builder:
                 except ValueError as exc:
                     raise _Problem(f"topology: {exc}") from None
             return self._matrices[key]
-        if not isinstance(value, str) or not value:
-            raise _Problem("topology: expected a preset name, a path to `nvidia-smi topo -m` output "
-                           f"or a matrix of link codes, got {value!r}")
         try:
             return preset(value)
         except ValueError as preset_error:
@@ -330,9 +503,7 @@ class _Builder:
                 raise _Problem(f"topology: {preset_error}; and no file {path} to read") from None
             return self._file(path)
 
-    def _file(self, path: Path):
-        from mpijob.scheduling.topology import TopologyParseError, parse_topo_matrix
-
+    def _file(self, path: Path) -> Topology:
         if path not in self._files:
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
@@ -345,93 +516,14 @@ class _Builder:
         return self._files[path]
 
 
-def _labels(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _Problem(f"labels: expected a mapping of label keys to values, got {value!r}")
-    out = {}
-    for k, v in value.items():
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        if isinstance(v, dict | list) or v is None:
-            raise _Problem(f"labels: {k}: expected a string value, got {v!r}")
-        out[str(k)] = str(v)
-    return out
-
-
-def _taints(value: Any) -> tuple:
-    from mpijob.scheduling.cluster import Taint
-
-    if value is None:
+def _dra(entry: DraEntry | None, gpus: int) -> tuple:
+    if entry is None:
         return ()
-    if not isinstance(value, list):
-        raise _Problem("taints: expected a list of key=value:Effect strings or {key, value, effect} mappings")
     out = []
-    for i, t in enumerate(value):
-        if isinstance(t, str):
-            body, colon, effect = t.rpartition(":")
-            if not colon:
-                raise _Problem(f"taints[{i}]: {t!r} has no effect; expected key=value:Effect or key:Effect")
-            key, eq, val = body.partition("=")
-            t = {"key": key, "value": val if eq else None, "effect": effect}
-        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
-            raise _Problem(f"taints[{i}]: expected key=value:Effect or a mapping with key, value, effect")
-        effect = t.get("effect", "NoSchedule")
-        if effect not in TAINT_EFFECTS:
-            raise _Problem(f"taints[{i}]: effect {effect!r}; expected one of "
-                           f"{', '.join(TAINT_EFFECTS)}")
-        val = t.get("value")
-        out.append(Taint(key=t["key"], value=None if val is None else str(val), effect=effect))
-    return tuple(out)
-
-
-def _quantity(value: Any, key: str) -> float | None:
-    from mpijob.jobspec.quantity import QuantityError, parse_quantity
-
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise _Problem(f"{key}: expected a quantity such as {'8 or 500m' if key == 'cpu' else '64Gi'}, got {value!r}")
-    try:
-        q = float(parse_quantity(value))
-    except QuantityError as exc:
-        raise _Problem(f"{key}: {exc}") from None
-    if q < 0:
-        raise _Problem(f"{key}: must not be negative, got {value!r}")
-    return q
-
-
-def _dra(value: Any, gpus: int) -> tuple:
-    from mpijob.k8s.dra import DRIVER, DraDevice
-
-    if value is None:
-        return ()
-    if not isinstance(value, dict) or set(value) - {"driver", "uuids", "devices"}:
-        raise _Problem("dra: expected a mapping with uuids (one per GPU index) or devices, and driver")
-    driver = value.get("driver", DRIVER)
-    if not isinstance(driver, str) or not driver:
-        raise _Problem(f"dra: driver: expected a driver name such as {DRIVER}, got {driver!r}")
-    raw = value.get("devices")
-    if raw is None:
-        uuids = value.get("uuids")
-        if not isinstance(uuids, list):
-            raise _Problem("dra: give uuids (a list, one per GPU index) or devices")
-        raw = [{"index": i, "uuid": u} for i, u in enumerate(uuids)]
-    if not isinstance(raw, list):
-        raise _Problem("dra: devices: expected a list of {index, uuid, name, pcie_root}")
-    out, seen = [], set()
-    for i, d in enumerate(raw):
-        if not isinstance(d, dict) or set(d) - {"index", "uuid", "name", "pcie_root"}:
-            raise _Problem(f"dra: devices[{i}]: expected a mapping with index, uuid, name, pcie_root")
-        index, uuid = d.get("index"), d.get("uuid")
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < gpus:
-            raise _Problem(f"dra: devices[{i}]: index: expected a GPU index 0..{gpus - 1}, got {index!r}")
-        if not isinstance(uuid, str) or not uuid or any(c in uuid for c in "\"\\ "):
-            raise _Problem(f"dra: devices[{i}]: uuid: expected the GPU's UUID (GPU-...), got {uuid!r}")
-        if index in seen:
-            raise _Problem(f"dra: GPU index {index} appears twice")
-        seen.add(index)
-        out.append(DraDevice(name=str(d.get("name") or f"gpu-{index}"), index=index, uuid=uuid,
-                             driver=driver, pcie_root=d.get("pcie_root")))
+    for i, d in enumerate(entry.device_list()):
+        if not 0 <= d.index < gpus:
+            raise _Problem(f"dra: devices[{i}]: index: expected a GPU index 0..{gpus - 1}, "
+                           f"got {d.index!r}")
+        out.append(DraDevice(name=d.name or f"gpu-{d.index}", index=d.index, uuid=d.uuid,
+                             driver=entry.driver, pcie_root=d.pcie_root))
     return tuple(sorted(out, key=lambda d: d.index))

@@ -351,6 +351,25 @@ def test_bad_cluster_files_name_the_file_node_and_key(data, words, tmp_path):
     assert str(source) in str(info.value) and words in str(info.value)
 
 
+@pytest.mark.parametrize(("data", "words"), [
+    ({"nodes": [{"name": "a", "taints": [{"key": "k", "colour": "red"}]}]},
+     "nodes[0] (a): taints[0]: unknown key colour; expected key=value:Effect or a mapping"),
+    ({"nodes": [{"name": "a", "gpus": "8"}]},
+     "nodes[0] (a): gpus: expected a whole number of GPUs (0 or more), got '8'"),
+    ({"nodes": [{"name": "a", "gpus": 8, "dra": {"uuids": ["GPU 1"]}}]},
+     "nodes[0] (a): dra: uuids[0]: expected a GPU UUID (GPU-...)"),
+    ({"generate": [{"count": 1}, {"count": "x"}]},
+     "generate[1]: count: expected a whole number of nodes, got 'x'"),
+    ({"nodes": [{"name": "a"}], "network_labels": {"tor": "x"}},
+     "network_labels: unknown key tor; expected a mapping with zone, block, rack"),
+])
+def test_cluster_file_problems_name_the_nested_key(data, words, tmp_path):
+    source = tmp_path / "cluster.yaml"
+    with pytest.raises(UsageError) as info:
+        cluster_from_data(data, source=source)
+    assert str(info.value).startswith(f"{source}: {words}")
+
+
 def test_unreadable_or_invalid_cluster_files(tmp_path):
     with pytest.raises(UsageError, match="no such file"):
         load_cluster(tmp_path / "missing.yaml")
