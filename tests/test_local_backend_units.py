@@ -37,8 +37,8 @@ from launcher.backends.local_state import (
     write_json,
 )
 from launcher.errors import UsageError, UserError
-from launcher.phases import JobPhase
 from mpijob.jobspec.spec import JobSpec
+from mpijob.phases import JobPhase
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
 

@@ -1,8 +1,8 @@
-"""One definition of a job's phases (launcher.phases), read the same by every record."""
+"""One definition of a job's phases (mpijob.phases), read the same by every record."""
 
 from launcher.backends.base import TERMINAL, JobStatus
 from launcher.experiments import results
-from launcher.phases import JobPhase
+from mpijob.phases import JobPhase
 
 
 def test_only_succeeded_and_failed_are_terminal():

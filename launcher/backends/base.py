@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from mpijob.jobspec.spec import JobSpec
 
-from launcher.phases import JobPhase
 from mpijob.jobspec import defaults
+from mpijob.phases import JobPhase
 
-# The phases' strings, as records carry them (launcher.phases).
+# The phases' strings, as records carry them (mpijob.phases).
 PENDING = JobPhase.PENDING.value
 QUEUED = JobPhase.QUEUED.value
 RUNNING = JobPhase.RUNNING.value

@@ -58,11 +58,11 @@ from launcher.backends.local_state import (
 )
 from launcher.backends.local_supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.phases import JobPhase
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import hostfile_text, shell_join
+from mpijob.phases import JobPhase
 from mpijob.plural import plural
 
 POLL_SECONDS = 0.2

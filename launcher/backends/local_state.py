@@ -32,9 +32,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from launcher.errors import UserError
-from launcher.phases import JobPhase
 from launcher.records import Timestamp
 from launcher.timestamps import utc_now
+from mpijob.phases import JobPhase
 
 HOME_ENV = "HVDK8S_HOME"
 DEFAULT_NAMESPACE = "default"

@@ -23,7 +23,7 @@ from pathlib import Path
 # local_state validates status.json with pydantic: ~70 ms more before this process records
 # itself, which `submit` waits for (0.45-0.55 s in all here), against a second way to write it.
 from launcher.backends.local_state import JobPaths, now, read_json, update_status
-from launcher.phases import JobPhase
+from mpijob.phases import JobPhase
 
 FAILED = JobPhase.FAILED.value
 TAIL_LINES = 20

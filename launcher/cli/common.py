@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
-from launcher.phases import JobPhase
+from mpijob.phases import JobPhase
 
 
 def open_backend(backend: str | None, context: str | None, namespace: str | None):

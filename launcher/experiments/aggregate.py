@@ -10,7 +10,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from launcher.phases import JobPhase
+from mpijob.phases import JobPhase
 
 SUCCEEDED = JobPhase.SUCCEEDED.value
 

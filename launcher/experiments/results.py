@@ -27,8 +27,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from launcher.errors import UserError
-from launcher.phases import JobPhase
 from launcher.records import Timestamp
+from mpijob.phases import JobPhase
 
 SUCCEEDED = JobPhase.SUCCEEDED.value
 FAILED = JobPhase.FAILED.value

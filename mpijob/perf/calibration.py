@@ -37,6 +37,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from mpijob.perf import perfdata
+from mpijob.phases import JobPhase
 
 VERSION = 1
 LINK_KINDS = ("host", "shm", "pcie", "nvlink", "net")
@@ -306,7 +307,7 @@ def predicted_images_per_sec(cal: Calibration, run: Run) -> float:
 def run_from_record(record: dict) -> Run | None:
     """A `Run` from one `experiment run` record (results.jsonl), or None when it is not a
     usable measurement (not succeeded, no images/sec, a model the fit does not know)."""
-    if record.get("status") != "Succeeded" or not record.get("images_per_sec"):
+    if record.get("status") != JobPhase.SUCCEEDED.value or not record.get("images_per_sec"):
         return None
     model = perfdata.normalize_model(str(record.get("model", "")))
     precision = perfdata.normalize_precision(str(record.get("precision") or "fp32"))

@@ -1,4 +1,5 @@
-"""The phases of a job, one definition for every backend and for the experiment records.
+"""The phases of a job, one definition for every backend, the experiment records and the
+calibration that reads them.
 
 Named as the MPI Operator's conditions name them. Records keep the plain strings (the
 `.value`s): they go to JSON, YAML and CSV as they are. Imports nothing, so `list` and
