@@ -18,6 +18,8 @@ command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 [ -x /usr/sbin/dnsmasq ] || need_apt+=(dnsmasq-base)
 command -v mpiexec.hydra >/dev/null 2>&1 || need_apt+=(mpich)
+# MPICH's headers, for the Horovod of the rehearsal's MPICH image (below).
+dpkg -s libmpich-dev >/dev/null 2>&1 || need_apt+=(libmpich-dev)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -57,5 +59,32 @@ if ! "$PY" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
   CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
     "$PY" -m pip install -q --no-build-isolation --no-cache-dir "horovod==$HOROVOD_VERSION"
+fi
+
+# The MPICH flavour of the image, for the pod rehearsal's `--mpi mpich` benchmark: a venv
+# whose bin has MPICH's mpirun (Hydra), proxy and compilers, and whose site-packages has a
+# Horovod built against MPICH, ahead of the main venv's packages (TensorFlow, hvdk8s).
+# Under the main venv so that whatever carries the venv carries it.
+MPICH_IMAGE="$VENV/image-mpich"
+if ! "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
+  log "building horovod==$HOROVOD_VERSION against MPICH in $MPICH_IMAGE (about 1 minute)"
+  rm -rf "$MPICH_IMAGE"
+  "$PY" -m venv --without-pip "$MPICH_IMAGE"
+  ln -s /usr/bin/mpiexec.hydra "$MPICH_IMAGE/bin/mpirun"
+  ln -s /usr/bin/mpiexec.hydra "$MPICH_IMAGE/bin/mpiexec"
+  # Hydra starts its proxy from its own directory on every host.
+  ln -s /usr/bin/hydra_pmi_proxy "$MPICH_IMAGE/bin/hydra_pmi_proxy"
+  ln -s /usr/bin/mpicc.mpich "$MPICH_IMAGE/bin/mpicc"
+  ln -s /usr/bin/mpicxx.mpich "$MPICH_IMAGE/bin/mpicxx"
+  site="$("$MPICH_IMAGE/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
+  main_site="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
+  echo "import site; site.addsitedir('$(readlink -f "$main_site")')" > "$site/zz-image-base.pth"
+  PATH="$MPICH_IMAGE/bin:$PATH" \
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
+  CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
+    "$PY" -m pip install -q --no-build-isolation --no-cache-dir --no-deps --target "$site" \
+      "horovod==$HOROVOD_VERSION"
+  "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null
 fi
 log "ready: $VENV/bin/hvdk8s"

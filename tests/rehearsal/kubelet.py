@@ -1,6 +1,6 @@
 """One pod run as a kubelet would run it: its sandbox (network namespace, pod IP, the hosts
-and resolv.conf files, its volumes), then its single container as PID 1 of new UTS, mount and
-PID namespaces (tests/rehearsal/podinit.py), with the image's environment under the pod's.
+and resolv.conf files, its volumes), then its single container as PID 1 of new UTS, IPC, mount
+and PID namespaces (tests/rehearsal/podinit.py), with the image's environment under the pod's.
 
 When PID 1 of a PID namespace ends, the kernel kills everything else in it, as a container
 runtime does when a container's main process exits; `kill` follows the kubelet: SIGTERM to
@@ -143,9 +143,11 @@ class Pod:
         plan_path.write_text(json.dumps(plan))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                # Nothing forks before podinit, which forks PID 1 and reports its end.
+                # Nothing forks before podinit, which forks PID 1 and reports its end. Its
+                # own IPC namespace as in a container: sharing this machine's, MPICH's UCX
+                # took SysV shared memory between two pods and timed out (Endpoint timeout).
                 ["nsenter", f"--net=/run/netns/{self.netns}", "--", "unshare", "--uts",
-                 "--mount", "--propagation", "private", sys.executable, PODINIT,
+                 "--ipc", "--mount", "--propagation", "private", sys.executable, PODINIT,
                  str(plan_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.started.set()

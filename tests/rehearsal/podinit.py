@@ -1,7 +1,7 @@
-"""PID 1 of a rehearsal pod, run inside its own network, UTS, mount and PID namespaces:
+"""PID 1 of a rehearsal pod, run inside its own network, UTS, IPC, mount and PID namespaces:
 make the container's view (hostname, /etc with the kubelet's hosts and resolv.conf, a private
-/tmp, /run and /root, the pod's volumes bind-mounted), then exec the container's command with
-the pod's environment, so the command itself is PID 1 as in a container.
+/tmp, /run, /dev/shm and /root, the pod's volumes bind-mounted), then exec the container's
+command with the pod's environment, so the command itself is PID 1 as in a container.
 
 Standalone on purpose (no project imports): it runs before anything is set up.
 """
@@ -58,6 +58,9 @@ def container(plan_path):
         staged.append((stage, path))
     mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
     mount("-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+    # A container's own /dev/shm (the runtime's 64 MiB one; a pod's dshm volume goes over
+    # it), as it has its own IPC namespace (kubelet.py): pods share no memory.
+    mount("-t", "tmpfs", "-o", "mode=1777,size=64m,nosuid,nodev,noexec", "shm", "/dev/shm")
     for stage, path in staged:
         os.makedirs(path, exist_ok=True)
         mount("--rbind", stage, path)
