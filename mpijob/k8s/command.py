@@ -133,10 +133,12 @@ for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do
 done
 # The workers' host keys are made in their pods: there is nothing to check them against. The
 # operator's own images turn the check off in ssh_config; a stock image asks, and every ssh
-# of mpirun fails ("Host key verification failed"). Appended to what the operator set.
+# of mpirun fails ("Host key verification failed"). Appended to what the operator set. MPICH's
+# Hydra reads HYDRA_LAUNCHER_EXTRA_ARGS; the operator sets HYDRA_LAUNCH_EXTRA_ARGS, which
+# mpiexec.hydra does not read, so its arguments are carried over.
 nohostkey="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
 export OMPI_MCA_plm_rsh_args="${OMPI_MCA_plm_rsh_args:-} $nohostkey"
-export HYDRA_LAUNCH_EXTRA_ARGS="${HYDRA_LAUNCH_EXTRA_ARGS:-} $nohostkey"
+export HYDRA_LAUNCHER_EXTRA_ARGS="${HYDRA_LAUNCHER_EXTRA_ARGS:-${HYDRA_LAUNCH_EXTRA_ARGS:-}} $nohostkey"
 export I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS="${I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS:-} $nohostkey"
 exec "$@"
 """
