@@ -65,8 +65,14 @@ fi
 # whose bin has MPICH's mpirun (Hydra), proxy and compilers, and whose site-packages has a
 # Horovod built against MPICH, ahead of the main venv's packages (TensorFlow, hvdk8s).
 # Under the main venv so that whatever carries the venv carries it.
-MPICH_IMAGE="$VENV/image-mpich"
-if ! "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
+# Absolute: pip builds in a directory of its own, where a relative PATH entry finds nothing
+# and CMake falls back to the default (OpenMPI) compilers.
+MPICH_IMAGE="$(cd "$VENV" && pwd)/image-mpich"
+mpich_horovod_ok() {
+  "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1 &&
+    ldd "$MPICH_IMAGE"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so 2>/dev/null | grep -q libmpich
+}
+if ! mpich_horovod_ok; then
   log "building horovod==$HOROVOD_VERSION against MPICH in $MPICH_IMAGE (about 1 minute)"
   rm -rf "$MPICH_IMAGE"
   "$PY" -m venv --without-pip "$MPICH_IMAGE"
@@ -85,6 +91,7 @@ if ! "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1; t
   CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
     "$PY" -m pip install -q --no-build-isolation --no-cache-dir --no-deps --target "$site" \
       "horovod==$HOROVOD_VERSION"
-  "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null
+  # A Horovod linked against OpenMPI runs every Hydra rank as a world of one.
+  mpich_horovod_ok || { log "error: the Horovod in $MPICH_IMAGE does not link libmpich"; exit 1; }
 fi
 log "ready: $VENV/bin/hvdk8s"
