@@ -153,7 +153,8 @@ SchedulerName = Annotated[str | None, typer.Option(
 
 # --- the built-in benchmark (and the throughput prediction) -------------------------------
 Model = Annotated[str, typer.Option(
-    "--model", help="Benchmark model, and the model of the throughput prediction.")]
+    "--model", help="Benchmark model, and the model of the throughput prediction: "
+    f"{', '.join(defaults.BENCHMARK_MODELS)}.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Batch size per GPU.")]
 NumBatches = Annotated[int, typer.Option("--num-batches", help="Benchmark: timed steps.")]
 NumWarmupBatches = Annotated[int, typer.Option("--num-warmup-batches",

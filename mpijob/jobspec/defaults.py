@@ -17,6 +17,9 @@ CleanPodPolicy = Literal["Running", "All", "None"]
 PlacementPolicy = Literal["topology", "binpack", "spread"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Precision = Literal["fp32", "fp16"]
+# The built-in benchmark's models (the spec accepts them in any case).
+BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
+BENCHMARK_MODELS = get_args(BenchmarkModel)
 GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue"]
 # How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
 # --gpu-request auto picks DRA where the cluster's nodes publish DRA GPU devices.

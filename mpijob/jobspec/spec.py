@@ -44,8 +44,8 @@ LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
-BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
-BENCHMARK_MODELS = get_args(BenchmarkModel)
+BenchmarkModel = defaults.BenchmarkModel
+BENCHMARK_MODELS = defaults.BENCHMARK_MODELS
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS = get_args(TaintEffect)
 # The effects that keep a pod off a node (PreferNoSchedule only discourages it).
