@@ -34,6 +34,8 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
 )
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.k8s.command import is_launcher_line
+from mpijob.k8s.hostnet import derived_ssh_port
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -257,8 +259,6 @@ class JobSpec(BaseModel):
     def _host_network_ssh_port(cls, data):
         # On the host network the sshd port is the node's: one per job (mpijob.k8s.hostnet).
         if isinstance(data, dict) and data.get("host_network") and data.get("ssh_port") is None:
-            from mpijob.k8s.hostnet import derived_ssh_port
-
             data = {**data, "ssh_port": derived_ssh_port(data.get("namespace") or "default",
                                                          str(data.get("name", "")))}
         return data
@@ -313,8 +313,6 @@ class JobSpec(BaseModel):
     @property
     def user_gives_mpirun(self) -> bool:
         """The user wrote the whole launch line (arena style); pass it through untouched."""
-        from mpijob.k8s.command import is_launcher_line
-
         return is_launcher_line(self.command, self.shell)
 
 

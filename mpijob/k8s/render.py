@@ -14,6 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from mpijob.jobspec import names
+from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
 
 if TYPE_CHECKING:  # placement is only a type here
@@ -140,8 +141,6 @@ def pod_common(spec: JobSpec) -> dict:
 
 
 def worker_resources(spec: JobSpec, pod: WorkerPod) -> dict:
-    from mpijob.jobspec.quantity import scale_quantity
-
     requests: dict = {}
     limits: dict = {}
     if spec.cpu:

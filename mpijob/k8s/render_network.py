@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import copy
 
+from mpijob.jobspec import names
+
 KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 VOLCANO_PODGROUP = "scheduling.volcano.sh/v1beta1"
 
 
 def _is_worker_pod(obj: dict) -> bool:
-    from mpijob.jobspec import names
-
     return (obj.get("kind") == "Pod"
             and (obj.get("metadata") or {}).get("labels", {}).get(names.LABEL_ROLE) == names.ROLE_WORKER)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mpijob.jobspec import names
+from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
 from mpijob.k8s.gang import KUEUE_QUEUE_LABEL
@@ -111,8 +112,6 @@ def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
     policy: dict = {"minAvailable": replicas}
     requests = worker_res.get("requests") or {}
     if requests:
-        from mpijob.jobspec.quantity import scale_quantity
-
         policy["minResources"] = {k: scale_quantity(v, replicas) for k, v in requests.items()}
     return policy
 

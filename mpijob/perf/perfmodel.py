@@ -77,9 +77,11 @@ from functools import lru_cache
 
 from mpijob.errors import SpecError
 from mpijob.jobspec.defaults import PRECISIONS
+from mpijob.perf import calibration as calib
 from mpijob.perf import links, overlap, perfdata
 from mpijob.perf.calibration import Calibration
 from mpijob.scheduling.cluster import Cluster, Node
+from mpijob.scheduling.network import span
 
 RDMA_LABELS = (
     ("feature.node.kubernetes.io/rdma.available", "true"),
@@ -356,8 +358,6 @@ def _uplink_links(nodes: Sequence[Node], transport: str, assumptions: Assumption
                   notes: list[str]) -> list[_Link]:
     """Nodes in several racks: the ring crosses each rack's oversubscribed uplinks to the
     spine, where a node gets its NIC / oversubscription (mpijob.scheduling.network)."""
-    from mpijob.scheduling.network import span
-
     where = span([(n.name, n.network) for n in nodes])
     if where["racks"] < 2 or not any(n.network.known for n in nodes):
         return []
@@ -620,8 +620,6 @@ def predict_cpu(*, model: str, batch_size: int, precision: str, ranks: int, host
     """A CPU job (`ranks` ranks on `hosts` hosts): only from a calibration, since no
     published CPU figures exist. Ranks of one host share memory; Horovod's allreduce runs
     on the cores TensorFlow uses, so nothing overlaps (mpijob.perf.calibration)."""
-    from mpijob.perf import calibration as calib
-
     model_key = perfdata.normalize_model(model)
     prec = perfdata.normalize_precision(precision)
     if model_key is None or prec is None:

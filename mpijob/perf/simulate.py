@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from mpijob.perf import perfmodel
 from mpijob.perf.simworkload import SimJob
 from mpijob.plural import plural
+from mpijob.scheduling import placement as placement_mod
 from mpijob.scheduling.cluster import Cluster, Node
 
 SUMMARY_COLUMNS = ("policy", "mean_jct_s", "p95_jct_s", "mean_images_per_sec_per_gpu",
@@ -246,8 +247,6 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
     `place(cluster, request, policy)` and `make_request(job)` default to mpijob.scheduling.placement's;
     `progress(n)` is called with the number of jobs finished or dropped so far."""
     if place is None or make_request is None:
-        from mpijob.scheduling import placement as placement_mod
-
         place = place or placement_mod.place
         make_request = make_request or (lambda j: placement_mod.PlacementRequest(
             workers=j.workers, gpus_per_worker=j.gpus_per_worker,

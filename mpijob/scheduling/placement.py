@@ -31,14 +31,19 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mpijob.errors import SpecError
 from mpijob.jobspec.defaults import PLACEMENT_POLICIES
+from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import HARD_TAINT_EFFECTS, JobSpec, Toleration
+from mpijob.k8s.dra import devices_by_index
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
-from mpijob.scheduling.placement_network import min_nodes
+from mpijob.scheduling.network import domain_of
+from mpijob.scheduling.placement_network import min_nodes, narrow
+from mpijob.scheduling.placement_sets import indices_of, mask_of, set_index
+from mpijob.scheduling.presets import preset_for
 
 POLICIES = PLACEMENT_POLICIES
 POLICY_ALIASES = {"gputopology": "topology"}
@@ -58,8 +63,6 @@ class PlacementRequest:
 
     @classmethod
     def from_spec(cls, spec: JobSpec) -> PlacementRequest:
-        from mpijob.jobspec.quantity import parse_quantity
-
         return cls(
             workers=spec.workers,
             gpus_per_worker=spec.gpus_per_worker,
@@ -211,8 +214,6 @@ def room_by_resources(node: Node, request: PlacementRequest) -> tuple[int | None
 
 
 def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool) -> _Screen:
-    from mpijob.scheduling.placement_sets import set_index
-
     g = request.gpus_per_worker
     screen = _Screen(candidates=[], total=len(cluster.nodes))
     for node in cluster.nodes:
@@ -263,7 +264,6 @@ def _topology_of(node: Node):
         return topo
     if topo.gpus > node.gpus:
         return topo.subset(node.gpus)
-    from mpijob.scheduling.presets import preset_for
 
     return preset_for(node.gpu_model, node.gpus)
 
@@ -413,8 +413,6 @@ def _neg(q) -> tuple:
 
 
 def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Placement:
-    from mpijob.scheduling.placement_network import narrow
-
     w, g = request.workers, request.gpus_per_worker
     eligible = len(screen.candidates)
     # The fewest nodes, in one zone, under the fewest racks: the candidates left are the
@@ -460,12 +458,8 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
         if not g:
             gpus: tuple[int, ...] = ()
         elif policy == "topology":
-            from mpijob.scheduling.placement_sets import indices_of
-
             gpus = indices_of(c.index.best(c.free_mask, k * g))
         else:
-            from mpijob.scheduling.placement_sets import indices_of
-
             gpus = indices_of(c.free_mask)[: k * g]
         assignments.append(NodeAssignment(c.name, gpus, k))
         notes.append(_describe(c, gpus, k, g, policy))
@@ -475,7 +469,6 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
             f"{plural(w, 'worker')}: {m}", *narrowed.notes]
     if g and idle_left and any(not c.idle for c, _ in picks):
         head.append(f"{plural(idle_left, 'idle node')} left whole for larger jobs")
-    from mpijob.scheduling.network import domain_of
 
     domain = domain_of([c.node.network for c, _ in picks]) if len(picks) > 1 else None
     return Placement(True, policy, tuple(assignments), None, tuple(head + notes), domain)
@@ -499,7 +492,6 @@ def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str)
     text += f", GPUs {','.join(map(str, gpus))}"
     if len(gpus) < 2 or c.index is None:
         return text
-    from mpijob.scheduling.placement_sets import mask_of
 
     mask = mask_of(gpus)
     weak, total = c.index.quality(mask)
@@ -538,7 +530,6 @@ def _place_spread(screen: _Screen, request: PlacementRequest) -> Placement:
         used[i] += 1
         if used[i] < cands[i].cap:
             heapq.heappush(heap, (score(cands[i], used[i]), i))
-    from mpijob.scheduling.placement_sets import indices_of
 
     taken: dict[int, int] = {}
     assignments = []
@@ -568,9 +559,6 @@ def _with_devices(placement: Placement, cluster: Cluster) -> Placement:
     """Name the planned GPUs by their DRA devices where the nodes publish them."""
     if not placement.feasible or not any(n.dra_devices for n in cluster.nodes):
         return placement
-    from dataclasses import replace
-
-    from mpijob.k8s.dra import devices_by_index
 
     out = []
     for a in placement.assignments:
