@@ -1,4 +1,5 @@
-"""No import cycles among hvdk8s's own modules (launcher/, mpijob/).
+"""No import cycles among hvdk8s's own modules (launcher/, mpijob/), and no lazy imports in
+mpijob/.
 
 The graph is read from the source (`ast`), function-level imports included: a lazy import
 still makes the two modules depend on each other. Imports under `if TYPE_CHECKING:` are
@@ -156,3 +157,38 @@ def test_the_cli_does_not_import_the_test_doubles():
             reached.add(module)
             todo.extend(graph.get(module, ()))
     assert sorted(m for m in reached if m.startswith("launcher.testing")) == []
+
+
+def function_level_imports(path: Path) -> list[int]:
+    """Lines of the imports inside functions (lazy imports), but not under `if TYPE_CHECKING:`."""
+    lines = set()
+    for fn in _runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines.update(node.lineno for node in _runtime_nodes(fn)
+                         if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return sorted(lines)
+
+
+def test_the_checker_finds_function_level_imports(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import json\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from mpijob.jobspec.spec import JobSpec\n"
+        "def f():\n    import re\n    return re\n"
+        "class C:\n    async def g(self):\n        if True:\n            from os import path\n"
+        "        def h():\n            if TYPE_CHECKING:\n                import x\n"
+        "            from mpijob import errors\n")
+    assert function_level_imports(path) == [6, 11, 15]
+
+
+def test_mpijob_has_no_function_level_imports():
+    """mpijob/ is the pure core with light dependencies: a lazy import there buys no start-up
+    time, so every import is at the top of its module (issue 15). Where one would make an
+    import cycle, move the shared code instead."""
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "mpijob").rglob("*.py"))
+        if (lines := function_level_imports(path))
+    }
+    assert found == {}
