@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
+from launcher.backends.k8s_client import NODE, RetryPolicy, connect
 from launcher.errors import UserError
 from launcher.nvml_topology import GpuInventory, NvmlUnavailable
 from launcher.podresources import PodResources, gpu_allocations
@@ -168,8 +169,6 @@ def run(
 def node_client():
     """The hvdk8s Kubernetes client: in the cluster the pod's service account, outside the
     current kubeconfig context. One try per request: the agent's loop does the backoff."""
-    from launcher.backends.k8s_client import RetryPolicy, connect
-
     try:
         return connect(retry=RetryPolicy(tries=1))
     except UserError as exc:
@@ -184,16 +183,12 @@ class NodeAnnotation:
         self.key = key
 
     def get(self, node: str) -> str | None:
-        from launcher.backends.k8s_client import NODE
-
         obj = self._client.get(NODE, node)
         if obj is None:
             raise UserError(f"agent: node {node!r} does not exist (is NODE_NAME right?)")
         return ((obj.get("metadata") or {}).get("annotations") or {}).get(self.key)
 
     def patch(self, node: str, value: str) -> None:
-        from launcher.backends.k8s_client import NODE
-
         # A JSON merge patch touches only this key: the node's other annotations stay.
         self._client.patch(NODE, node, {"metadata": {"annotations": {self.key: value}}},
                            field_manager=FIELD_MANAGER)

@@ -340,6 +340,7 @@ def _parse(text: str, path: Path) -> Any:
         except json.JSONDecodeError as exc:
             if path.suffix.lower() == ".json":
                 raise UsageError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    # lazy: a JSON cluster file needs no PyYAML (~8 ms)
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -7,6 +7,8 @@ configuration. A read that is refused leaves its fact unknown; the finding says 
 
 from __future__ import annotations
 
+import yaml
+
 from launcher.backends.k8s_client import (
     NODE,
     POD,
@@ -93,8 +95,6 @@ def gather(client: KubeClient, namespace: str) -> Facts:
 
 
 def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:
-    import yaml
-
     try:
         cm = client.get(CONFIGMAP, KUEUE_CONFIG, KUEUE_NAMESPACE)
     except ApiError as exc:

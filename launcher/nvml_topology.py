@@ -75,6 +75,7 @@ class GpuInventory:
 def load_nvml() -> Any:
     """Import and initialise pynvml; `NvmlUnavailable` (one line) when that is impossible."""
     try:
+        # lazy: pynvml is optional (hvdk8s[agent])
         import pynvml
     except ImportError as exc:
         raise NvmlUnavailable(

@@ -55,6 +55,7 @@ class PodResources:
 def list_pod_resources(socket_path: str = DEFAULT_SOCKET, *, timeout: float = 10.0):
     """`v1.PodResourcesLister/List` on the kubelet's socket: a tuple of `PodResources`."""
     try:
+        # lazy: grpc (~55 ms, hvdk8s[agent]) only in the agent
         import grpc
     except ImportError as exc:
         raise PodResourcesError(f"cannot import grpc ({exc}); install hvdk8s[agent]") from None

@@ -57,6 +57,7 @@ def _num(value: float) -> str:
 
 def write_plots(out: Path, results: Sequence[SimResult]) -> list[Path]:
     """The comparison bar charts, the JCT CDFs and per-GPU throughput by job size."""
+    # lazy: matplotlib (~300 ms) only when plots are written
     import matplotlib
 
     matplotlib.use("Agg")

@@ -9,11 +9,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from launcher import calibration_file
+from launcher.backends import select
+from launcher.backends.base import BaseBackend
 from launcher.errors import UsageError
+from launcher.jobnames import generated_name
 from launcher.output import note
 from launcher.planning import Plan
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
+from mpijob.jobspec.options import parse_key_value, parse_toleration
+from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.gang import refusal
+from mpijob.k8s.hostnet import free_ssh_port
 from mpijob.plural import plural
 
 
@@ -66,8 +74,6 @@ class JobOptions:
 
 
 def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
-    from mpijob.jobspec.options import parse_key_value
-
     return dict(parse_key_value(v, option) for v in values)
 
 
@@ -85,9 +91,6 @@ def _given(**values: Any) -> dict[str, Any]:
 def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER):
     """The JobSpec of these options; every problem becomes a UsageError naming the option
     (the spec's fields carry their flags: mpijob.jobspec.spec.Flag)."""
-    from mpijob.jobspec.options import parse_toleration
-    from mpijob.jobspec.spec import build_spec
-
     try:
         command, shell = _command(o.command)
         # Only what was given: every default is the spec model's.
@@ -208,8 +211,6 @@ def _with_gpu_request(spec, choice: defaults.GpuRequestChoice, cluster):
 def _free_host_ssh_port(spec, cluster, placement):
     """On the host network the job's sshd port is a port of its nodes: move it past ports
     the snapshot shows in use there (mpijob.k8s.hostnet)."""
-    from mpijob.k8s.hostnet import free_ssh_port
-
     used_on = {a.node for a in placement.assignments} if placement is not None else None
     taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
              for port in n.host_ports}
@@ -224,24 +225,20 @@ def _free_host_ssh_port(spec, cluster, placement):
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
     never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
-    from launcher.backends.base import BaseBackend
-    from launcher.backends.select import make_backend, resolve_backend_name
-
     client_dry_run = request.dry_run == "client"
     server_dry_run = request.dry_run == "server"
     if client_dry_run and request.backend is None:
         backend = BaseBackend()  # offline: no cluster is asked anything
     else:
-        backend_name, why = resolve_backend_name(request.backend, request.context)
+        backend_name, why = select.resolve_backend_name(request.backend, request.context)
         if request.backend is None:
             note(f"backend: {backend_name} ({why})")
-        backend = make_backend(backend_name, context=request.context,
-                               namespace=request.options.namespace)
+        backend = select.make_backend(backend_name, context=request.context,
+                                      namespace=request.options.namespace)
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
-    from mpijob.k8s.gang import refusal
 
     if (why := refusal(gang, request.mode)) is not None:
         raise UsageError(why)
@@ -252,8 +249,6 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         options = replace(options, namespace=backend.namespace)
     generated = options.name is None
     if generated:
-        from launcher.jobnames import generated_name
-
         command, shell = _command(options.command)
         options = replace(options, name=generated_name(
             model=options.model or defaults.MODEL, command=command, shell=shell,
@@ -269,13 +264,13 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         note(f"job name: {spec.name} (generated; --name NAME sets one)")
 
     if request.cluster:
+        # lazy: cluster files' models (~15 ms) only with --cluster
         from launcher.clusterfile import load_cluster
 
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
     spec = _with_gpu_request(spec, options.gpu_request or defaults.GPU_REQUEST_CHOICE, cluster)
-    from launcher import calibration_file
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 from launcher.backends import k8s_status as st
+from launcher.backends.k8s_client import NODE, ApiError
 from mpijob.scheduling.gpu_view import PodGpus, agent_reports, allocation_view
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
 
 def agent_allocations(client, nodes) -> dict[str, dict]:
     """node -> the agent annotation's `allocated` map, for the nodes that carry one. A node
     the user may not read, or an unreadable annotation, is left out: the plan stands there."""
-    from launcher.backends.k8s_client import NODE, ApiError
-    from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
-
     out: dict[str, dict] = {}
     for name in sorted(set(nodes)):
         try:

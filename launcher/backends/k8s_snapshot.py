@@ -10,14 +10,29 @@ which NVLink groups look free.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from launcher.errors import UserError
+from launcher.backends.k8s_client import (
+    HYPERNODE,
+    KUEUE_TOPOLOGIES,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    ApiError,
+)
+from launcher.errors import UsageError, UserError
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
+from mpijob.scheduling.dra_slices import inventory
+from mpijob.scheduling.hypernodes import positions as hypernode_positions
+from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, position_from_labels
+from mpijob.scheduling.presets import preset_for
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_annotation
 
 GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -148,16 +163,11 @@ def _network_gbps(labels: dict) -> float:
 
 
 def _empty_topology():
-    from mpijob.scheduling.topology import Topology
-
     return Topology(links=())
 
 
 def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
     """(topology, agent allocations or None, meta, measured)."""
-    from mpijob.scheduling.presets import preset_for
-    from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
-
     meta_ = node.get("metadata") or {}
     labels = meta_.get("labels") or {}
     name = meta_.get("name", "?")
@@ -187,11 +197,6 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
                kueue_topologies: list[dict] | None = None) -> dict:
     """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
     A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
-    from dataclasses import replace
-
-    from mpijob.scheduling.hypernodes import positions as hypernode_positions
-    from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, position_from_labels
-
     labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
     out = {name: position_from_labels(labels, label_keys or DEFAULT_LABEL_KEYS)
            for name, labels in labels_of.items()}
@@ -213,7 +218,6 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
     """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
     network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
-    from mpijob.scheduling.dra_slices import inventory
 
     # Devices published by the GPU DRA driver, and those its claims hold: really free
     # GPUs with their UUIDs, without the topology agent.
@@ -346,11 +350,6 @@ NETWORK_LABELS_ENV = "HVDK8S_NETWORK_LABELS"
 def network_label_keys():
     """The label keys of $HVDK8S_NETWORK_LABELS ('rack=KEY,block=KEY,zone=KEY'), else the
     defaults (mpijob.scheduling.network)."""
-    import os
-
-    from launcher.errors import UsageError
-    from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys
-
     text = os.environ.get(NETWORK_LABELS_ENV, "").strip()
     if not text:
         return DEFAULT_LABEL_KEYS
@@ -368,16 +367,6 @@ def take_snapshot(client, namespace: str | None = None) -> Snapshot:
     none) and a `skipped` line saying so; one who may not list nodes gets
     SnapshotUnreadable, never a bare 403.
     """
-    from launcher.backends.k8s_client import (
-        HYPERNODE,
-        KUEUE_TOPOLOGIES,
-        NODE,
-        POD,
-        RESOURCE_CLAIM,
-        RESOURCE_SLICE,
-        ApiError,
-    )
-
     keys = network_label_keys()
     try:
         nodes = client.items(NODE)
@@ -408,8 +397,6 @@ def take_snapshot(client, namespace: str | None = None) -> Snapshot:
 
 def _readable_pods(client, pod_kind, namespace: str | None) -> tuple[list[dict], tuple[str, ...]]:
     """Live pods of every namespace, else of `namespace`, else none; and what was skipped."""
-    from launcher.backends.k8s_client import ApiError
-
     try:
         return client.items(pod_kind, all_namespaces=True, field_selector=LIVE_PODS), ()
     except ApiError as exc:
@@ -431,8 +418,6 @@ def _readable_pods(client, pod_kind, namespace: str | None) -> tuple[list[dict],
 def _optional_items(client, kind, **kw) -> list[dict]:
     """The objects of a kind an installed add-on may serve, or none (not served, or not
     readable by this user: the snapshot is still useful without them)."""
-    from launcher.backends.k8s_client import ApiError
-
     try:
         return client.items(kind, **kw)
     except ApiError as exc:

@@ -21,6 +21,7 @@ from launcher.backends.base import (
     ReplicaStatus,
 )
 from launcher.backends.k8s_snapshot import parse_index_list
+from launcher.benchmark_result import parse_benchmark_output
 from mpijob.jobspec import defaults, names
 
 OPERATOR_ROLE_LABEL = "training.kubeflow.org/job-role"
@@ -317,17 +318,6 @@ def current_launcher(pods: list[dict]) -> dict | None:
 
 
 def parse_result(lines: list[str]) -> tuple[float | None, dict | None]:
-    try:
-        from launcher.benchmark_result import parse_benchmark_output
-    except ImportError:  # pragma: no cover - the module ships with the package
-        import re
-
-        rate = None
-        for line in lines:
-            m = re.search(r"total images/sec:\s*([0-9.]+)", line)
-            if m:
-                rate = float(m.group(1))
-        return rate, None
     return parse_benchmark_output(lines)
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -45,6 +47,7 @@ from launcher.backends.k8s_client import (
     KUEUE_LOCALQUEUE,
     MPIJOB,
     POD,
+    RESOURCE_CLAIM,
     ApiError,
     KubeClient,
     _context_entry,
@@ -54,6 +57,8 @@ from launcher.backends.k8s_client import (
     connect,
     kubeconfig_usable,
 )
+from launcher.backends.k8s_dra_status import add_to_placement, allocated_devices
+from launcher.backends.k8s_gpu_status import agent_allocations, apply_view, worker_gpu_view
 from launcher.backends.k8s_logs import follow_pod, merge_streams, pod_log_lines, started
 from launcher.backends.k8s_queue import queued, queued_without_calls
 from launcher.backends.k8s_snapshot import (
@@ -62,7 +67,10 @@ from launcher.backends.k8s_snapshot import (
     SnapshotUnreadable,
     take_snapshot,
 )
+from launcher.benchmark_program import benchmark_source as read_benchmark
+from launcher.doctor import kueue_config
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.output import note
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
 
@@ -89,8 +97,6 @@ def cluster_snapshot(context: str | None = None, namespace: str | None = None,
     """The live cluster as placement sees it (two list calls). What RBAC kept it from
     reading is said in one line each; with `nodes_optional`, a user who may not list nodes
     gets None (the scheduler places the job) instead of an error."""
-    from launcher.output import note
-
     try:
         snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot()
     except SnapshotUnreadable as exc:
@@ -119,8 +125,6 @@ def _age(timestamp: str | None) -> str:
 
 def _api_errors(fn):
     """Public methods raise UserError, never the client's ApiError."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -132,8 +136,6 @@ def _api_errors(fn):
 
 
 def _api_errors_gen(fn):
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -228,6 +230,8 @@ class KubernetesBackend(BaseBackend):
         if mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
         gang = spec.gang if spec.gang != "none" else None
+        # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
+        # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
 
         if (why := refusal(spec.gang, mode)) is not None:
@@ -243,8 +247,6 @@ class KubernetesBackend(BaseBackend):
         if hasattr(prediction, "to_json"):
             prediction = prediction.to_json()
         if benchmark_source is None and spec.runs_benchmark:
-            from launcher.benchmark_program import benchmark_source as read_benchmark
-
             benchmark_source = read_benchmark()
         objects = self._render(spec, mode, placement, benchmark_source, prediction)
         submission = new_submission_id()
@@ -320,8 +322,6 @@ class KubernetesBackend(BaseBackend):
             raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
                             f"{group} API group); install it, pick another, or drop --gang")
         if gang == "kueue":
-            from launcher.doctor import kueue_config
-
             config, _ = kueue_config(self.client)
             frameworks = ((config or {}).get("integrations") or {}).get("frameworks")
             if config is not None and "kubeflow.org/mpijob" not in (frameworks or []):
@@ -435,8 +435,6 @@ class KubernetesBackend(BaseBackend):
         try:
             delete_job_objects(self.client, name, ns, grace_seconds=0, wait_seconds=30)
         except (ApiError, UserError) as exc:
-            import sys
-
             print(f"warning: rollback of job {name} incomplete ({exc}); run: hvdk8s delete "
                   f"{name} -n {ns}", file=sys.stderr)
 
@@ -472,19 +470,10 @@ class KubernetesBackend(BaseBackend):
         status = st.job_status(name, ns, root=root, pods=pods, mode=mode, events=events,
                                launcher_log=launcher_log)
         if detail and status.gpus_per_worker:
-            from launcher.backends.k8s_gpu_status import (
-                agent_allocations,
-                apply_view,
-                worker_gpu_view,
-            )
-
             nodes = [r.node for r in status.replicas if r.node and r.role != names.ROLE_LAUNCHER]
             apply_view(status, worker_gpu_view(ns, status.replicas,
                                                agent_allocations(self.client, nodes)))
         if detail and any((p.get("spec") or {}).get("resourceClaims") for p in pods):
-            from launcher.backends.k8s_client import RESOURCE_CLAIM
-            from launcher.backends.k8s_dra_status import add_to_placement, allocated_devices
-
             add_to_placement(status.placement,
                              allocated_devices(pods, self.client.items(RESOURCE_CLAIM, ns)))
         if detail and status.phase == FAILED:

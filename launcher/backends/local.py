@@ -58,9 +58,10 @@ from launcher.backends.local_state import (
 )
 from launcher.backends.local_supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.planning import plan_local_cpu
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
-from mpijob.jobspec.spec import JobSpec
+from mpijob.jobspec.spec import JobSpec, RunPolicy, option_of
 from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.phases import JobPhase
 from mpijob.plural import plural
@@ -115,8 +116,6 @@ class LocalBackend(BaseBackend):
         return LocalOptions(mode=mode)
 
     def plan(self, spec: JobSpec, cluster, assumptions):
-        from launcher.planning import plan_local_cpu
-
         return plan_local_cpu(spec, assumptions)
 
     def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
@@ -409,8 +408,6 @@ _KUBERNETES_ONLY_RUN_POLICY = ("clean_pod_policy", "backoff_limit", "ttl_seconds
 
 def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     """The options given for this job that the local backend does not use, by option name."""
-    from mpijob.jobspec.spec import RunPolicy, option_of
-
     def default(model, name: str):
         return type(model).model_fields[name].get_default(call_default_factory=True)
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from launcher import nvml_topology
 from launcher.errors import UserError
 from mpijob.jobspec.spec import JobSpec
 from mpijob.plural import plural
+from mpijob.scheduling.cluster import Cluster, Node
 
 
 def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object | None]:
@@ -18,7 +20,7 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
     """
     if spec.gpus_per_worker == 0:
         return [], None
-    from mpijob.scheduling.cluster import Cluster, Node
+    # lazy: placement (~10 ms) only for a job with GPUs; pynvml below is optional (hvdk8s[agent])
     from mpijob.scheduling.placement import PlacementRequest, place
 
     topology = _local_topology(spec)
@@ -54,8 +56,6 @@ def _names_only(placement, host: str) -> bool:
 
 
 def _local_topology(spec: JobSpec):
-    from launcher import nvml_topology
-
     try:
         collect = getattr(nvml_topology, "collect_topology", None)
         if collect is not None:

@@ -17,6 +17,7 @@ keeps running until the program has ended. Standard library only and run by path
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import sys
 
@@ -80,8 +81,6 @@ def main(argv: list[str]) -> int:
 
 def _die_by(signum: int) -> None:
     """End by `signum` as the program did; no core file of this small process."""
-    import resource
-
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})

@@ -20,9 +20,12 @@ import sys
 from collections import deque
 from pathlib import Path
 
+from launcher.backends.local_rank import read_records
+
 # local_state validates status.json with pydantic: ~70 ms more before this process records
 # itself, which `submit` waits for (0.45-0.55 s in all here), against a second way to write it.
 from launcher.backends.local_state import JobPaths, now, read_json, update_status
+from launcher.benchmark_result import parse_benchmark_output
 from mpijob.phases import JobPhase
 
 FAILED = JobPhase.FAILED.value
@@ -103,9 +106,9 @@ def supervise(paths: JobPaths) -> int:
 
 def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
             deadline: float | None = None) -> int:
+    # lazy: local_mpi builds the job spec's pydantic models (~25 ms), which only the job's end
+    # needs, not the start that `submit` waits for.
     from launcher.backends.local_mpi import rank_failure
-    from launcher.backends.local_rank import read_records
-    from launcher.benchmark_result import parse_benchmark_output
 
     lines = read_lines(paths.launcher_log)
     images_per_sec, result = parse_benchmark_output(lines)

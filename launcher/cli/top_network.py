@@ -6,6 +6,8 @@ user asks before submitting one is which rack still has whole nodes free.
 
 from __future__ import annotations
 
+from rich.table import Table
+
 
 def group_rows(cluster) -> list[dict]:
     """One row per rack, then one per block (rack "*"), for nodes with a known position."""
@@ -38,8 +40,6 @@ def group_rows(cluster) -> list[dict]:
 
 
 def print_groups(console, rows: list[dict], print_table) -> None:
-    from rich.table import Table
-
     if not rows:
         return
     table = Table("ZONE", "BLOCK", "RACK", "NODES", "GPUS", "FREE GPUS", "IDLE NODES",

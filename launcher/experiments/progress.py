@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from launcher.experiments.report import wide_console
 from launcher.experiments.results import FAILED, NO_RESULT, SUCCEEDED, TIMED_OUT
 from mpijob.jobspec.experiment_matrix import Run
 
@@ -29,23 +41,11 @@ def describe_record(record: dict) -> str:
 
 class RichReporter:
     def __init__(self, console=None):
-        from launcher.experiments.report import wide_console
-
         self.console = console or wide_console(stderr=True)
         self.progress = None
         self.task = None
 
     def start(self, total: int, skipped: int) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
             MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
@@ -59,8 +59,6 @@ class RichReporter:
             self.progress.update(self.task, description=run.describe())
 
     def finished(self, record: dict) -> None:
-        from rich.markup import escape
-
         mark = MARKS.get(record["status"], record["status"])
         self.console.print(f"{mark} {escape(describe_record(record))}")
         if self.progress is not None:

@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from launcher.errors import UsageError
 from launcher.experiments import aggregate
 from launcher.experiments.results import ResultsStore
@@ -109,6 +112,7 @@ def _common_title(rows: list[dict], exclude: tuple[str, ...] = ()) -> str:
 
 # ----------------------------------------------------------------------- plots
 def _pyplot():
+    # lazy: matplotlib (~300 ms) only when plots are written
     import matplotlib
 
     matplotlib.use("Agg")
@@ -273,8 +277,6 @@ def _predicted_plot(rows: list[dict], path: Path) -> PlotOutcome:
 # ----------------------------------------------------------------------- tables
 def wide_console(stderr: bool = False):
     """Rich's 80 columns when piped would fold every column of these wide tables."""
-    from rich.console import Console
-
     console = Console(highlight=False, stderr=stderr)
     return console if console.is_terminal else Console(highlight=False, stderr=stderr, width=200)
 
@@ -284,8 +286,6 @@ def _fmt(value, spec: str = ".1f", empty: str = "-") -> str:
 
 
 def print_report(report: Report, console) -> None:
-    from rich.table import Table
-
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(report.statuses().items()))
     console.print(f"[bold]{report.root}[/bold]: {plural(len(report.records), 'run')} ({statuses})")
     if report.skipped_lines:

@@ -17,6 +17,7 @@ handed on as a plain dict, which the aggregation and mpijob.perf.calibration wor
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -168,8 +169,6 @@ class ResultsStore:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """One runner per results directory: two would run the same jobs twice."""
-        import fcntl
-
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / ".lock"
         with open(path, "a+") as f:

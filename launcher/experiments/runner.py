@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from launcher.backends import select
 from launcher.benchmark_result import parse_benchmark_output
 from launcher.errors import Timeout, UserError
 from launcher.experiments import aggregate
@@ -29,9 +30,9 @@ from launcher.experiments.results import (
     ResultsStore,
 )
 from launcher.experiments.spec import LoadedExperiment
-from launcher.submitting import JobOptions, SubmitRequest
+from launcher.submitting import JobOptions, SubmitRequest, run_submit
 from launcher.timestamps import format_utc
-from mpijob.jobspec.experiment_matrix import Run, fixed_settings
+from mpijob.jobspec.experiment_matrix import Run, expand, fixed_settings
 from mpijob.plural import plural
 
 # Seconds between status polls when several runs are in flight.
@@ -140,15 +141,11 @@ def submit_options(loaded: LoadedExperiment, run: Run) -> JobOptions:
 
 
 def _default_submit(request):
-    from launcher.submitting import run_submit
-
     return run_submit(request)
 
 
 def _default_open_backend(name: str, context: str | None, namespace: str | None):
-    from launcher.backends.select import make_backend
-
-    return make_backend(name, context=context, namespace=namespace)
+    return select.make_backend(name, context=context, namespace=namespace)
 
 
 class ExperimentRunner:
@@ -204,8 +201,6 @@ class ExperimentRunner:
 
     def runs(self) -> list[Run]:
         """The matrix; with --backend overriding the file, the ids follow the backend used."""
-        from mpijob.jobspec.experiment_matrix import expand
-
         experiment = self.experiment
         if self.backend_name != experiment.backend:
             experiment = experiment.model_copy(update={"backend": self.backend_name})

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from launcher.errors import UsageError
 from mpijob.jobspec.experiment_matrix import (
     Experiment,
@@ -32,8 +34,6 @@ class LoadedExperiment:
 
 
 def _strict_loader():
-    import yaml
-
     class StrictLoader(yaml.SafeLoader):
         """Refuses a key given twice: YAML would silently keep the last one."""
 

@@ -14,6 +14,7 @@ import json
 from . import errors
 from .podutil import overcommit_allowed, qos_class
 from .quantity import canonical, is_quantity, parse_quantity
+from .selectors import LabelSelector
 from .util import deepcopy, now_rfc3339
 from .validation import check_annotations, check_labels, check_name, q
 
@@ -353,7 +354,6 @@ def _validate_job(obj: dict) -> list[tuple[str, str]]:
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
         causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
     if spec.get("manualSelector"):
-        from .selectors import LabelSelector
         if not LabelSelector.from_api(spec.get("selector")).matches(
                 (tmpl.get("metadata") or {}).get("labels")):
             causes.append(("spec.template.metadata.labels", "Invalid value: "

@@ -7,6 +7,7 @@ import select
 import socket
 import sys
 import threading
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 from urllib.parse import parse_qs, urlsplit
@@ -97,7 +98,6 @@ class App:
         except errors.ApiError as e:
             return self._send_error(h, e)
         except Exception as e:  # surface server bugs as a 500 the client can show
-            import traceback
             traceback.print_exc()
             return self._send_error(h, errors.internal(f"{type(e).__name__}: {e}"))
         if isinstance(result, Stream):

@@ -22,6 +22,8 @@ import hashlib
 import json
 from decimal import Decimal
 
+import yaml
+
 from . import errors
 from .controller import Loop
 from .podutil import pod_requests
@@ -45,8 +47,6 @@ NAMESPACE, CONFIG_MAP, CONFIG_KEY = ("kueue-system", "kueue-manager-config",
 
 def manager_config(frameworks) -> dict:
     """The kueue-manager-config ConfigMap the release manifests install."""
-    import yaml
-
     text = yaml.safe_dump({"apiVersion": "config.kueue.x-k8s.io/v1beta1",
                            "kind": "Configuration",
                            "integrations": {"frameworks": list(frameworks)}}, sort_keys=False)

@@ -24,8 +24,12 @@ create for an MPIJob, with no API server, so a test can run the operator's pods 
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from . import errors, events
 from .controller import Loop
@@ -91,7 +95,6 @@ def defaulted(mpijob: dict) -> dict:
 
 
 def _dns1035(value: str) -> bool:
-    import re
     return len(value) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", value) is not None
 
 
@@ -207,9 +210,6 @@ def new_service(job: dict) -> dict:
 
 def ssh_key_pair() -> tuple[str, str]:
     """ctl newSSHAuthSecret: an ECDSA P-521 key, SEC1 PEM private, authorized_keys public."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(serialization.Encoding.PEM,
                                 serialization.PrivateFormat.TraditionalOpenSSL,
