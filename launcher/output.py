@@ -9,6 +9,7 @@ import typer
 
 
 def _yaml():
+    # lazy: every CLI start imports this module; PyYAML (~8 ms) only for YAML output
     import yaml
 
     class _Dumper(yaml.SafeDumper):

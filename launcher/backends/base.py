@@ -115,6 +115,8 @@ class BaseBackend:
         return None
 
     def plan(self, spec: JobSpec, cluster, assumptions):
+        # lazy: every CLI start imports this module; what planning and rendering need (pydantic
+        # models, ~70 ms) loads only to plan or render
         from launcher.planning import plan_job
 
         return plan_job(spec, cluster, assumptions)

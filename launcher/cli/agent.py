@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+
 import typer
 
 from launcher.cli import options as opt
@@ -32,9 +35,9 @@ def agent(
         False, "--dry-run", help="Print the annotation value instead of patching the Node."
     ),
 ):
+    # lazy: every CLI start imports the command modules; the agent's (NVML, gRPC, the Kubernetes
+    # client) load only when it runs
     import logging
-    import signal
-    import sys
 
     from launcher import agent as agent_loop
     from launcher.nvml_topology import collect, load_nvml

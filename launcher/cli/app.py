@@ -10,6 +10,20 @@ import typer
 from typer.core import TyperGroup
 
 from launcher import __version__
+from launcher.cli import (
+    agent,
+    calibrate,
+    doctor,
+    experiment,
+    install,
+    jobs,
+    plan,
+    simulate,
+    submit,
+    top,
+    topology,
+)
+from launcher.cli.helptext import polish
 from launcher.errors import UserError
 
 
@@ -20,8 +34,6 @@ class _OneLineErrors(TyperGroup):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # typer has built the whole click tree by now: give all of it kubectl-style help.
-        from launcher.cli.helptext import polish
-
         polish(self)
 
     def invoke(self, ctx):
@@ -106,21 +118,6 @@ def _root(
 
 
 def _register() -> None:
-    # Imported here so `hvdk8s --version` stays fast and each group stays a separate module.
-    from launcher.cli import (
-        agent,
-        calibrate,
-        doctor,
-        experiment,
-        install,
-        jobs,
-        plan,
-        simulate,
-        submit,
-        top,
-        topology,
-    )
-
     app.add_typer(submit.app, name="submit")
     jobs.register(app)
     plan.register(app)

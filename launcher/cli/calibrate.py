@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from launcher import calibration_file
 from launcher.errors import UsageError
 from launcher.timestamps import utc_now
 
@@ -19,7 +20,8 @@ def calibrate(
 ):
     """Fit per-device compute rate, per-link bandwidth and per-step overhead to measured runs,
     print them with their uncertainty and the error before and after, write the file."""
-    from launcher import calibration_file
+    # lazy: every CLI start imports the command modules; the results store and the fit (pydantic
+    # models, ~70 ms) load only for this one
     from launcher.experiments.results import ResultsStore
     from mpijob.perf.calibration import (
         CalibrationError,

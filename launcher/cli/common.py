@@ -5,10 +5,13 @@ from __future__ import annotations
 import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
+from launcher.output import emit_data
 from mpijob.phases import JobPhase
 
 
 def open_backend(backend: str | None, context: str | None, namespace: str | None):
+    # lazy: every CLI start imports this module; the backends and rich's Console and Table
+    # (~12 ms each) load when a command uses them
     from launcher.backends.select import make_backend, resolve_backend_name
 
     name, _ = resolve_backend_name(backend, context)
@@ -28,8 +31,6 @@ def _gpus(gpus: list[int]) -> str:
 
 
 def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
-    from launcher.output import emit_data
-
     if emit_data(status.to_dict(), fmt):
         return
     from rich.console import Console
@@ -74,8 +75,6 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
 
 def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
     """kubectl-style plain columns: fast for hundreds of jobs, and easy to grep."""
-    from launcher.output import emit_data
-
     if emit_data([s.to_dict() for s in statuses], fmt):
         return
     header = ("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "NODES", "IMAGES/SEC",

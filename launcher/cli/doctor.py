@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import typer
 
 from launcher.cli import options as opt
@@ -17,6 +19,8 @@ def doctor(
     """Check the cluster: API version, your permissions, GPU nodes and labels, the topology
     agent, the MPI Operator, gang schedulers (Volcano, scheduler-plugins, Kueue) and DRA.
     Exit 0 when a job can be submitted, 1 otherwise."""
+    # lazy: every CLI start imports the command modules; the Kubernetes backend and rich's tables
+    # load only for this one
     from launcher.backends.kubernetes import KubernetesBackend
     from launcher.doctor import gather
     from mpijob.scheduling.doctor import assess, can_submit
@@ -27,8 +31,6 @@ def doctor(
     findings = assess(facts)
     ok = can_submit(findings)
     if output == "json":
-        import json
-
         typer.echo(json.dumps({"server": facts.server, "namespace": ns, "version": facts.version,
                                "can_submit": ok,
                                "findings": [f.to_dict() for f in findings]}, indent=2))

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import typer
 
+from launcher import calibration_file
 from launcher.cli import options as opt
-from launcher.errors import UsageError
-from launcher.output import note
+from launcher.errors import UsageError, UserError
+from launcher.output import dump_json, note
 from mpijob.plural import plural
 
 app = typer.Typer(no_args_is_help=True,
@@ -45,6 +46,8 @@ def run(
     calibration: opt.Calibration = None,
 ):
     """Run every run of the matrix in turn and record each one; running it again resumes."""
+    # lazy: every CLI start imports the command modules; the experiment modules (pydantic models,
+    # ~70 ms) load only for these commands
     from launcher.experiments.progress import RichReporter
     from launcher.experiments.results import ResultsStore
     from launcher.experiments.runner import ExperimentRunner, Interrupted
@@ -57,8 +60,6 @@ def run(
     store = ResultsStore(out)
     reporter = RichReporter()
     if calibration is not None:
-        from launcher import calibration_file
-
         calibration_file.load(calibration)  # a bad file is refused before any run
     runner = ExperimentRunner(loaded, store, backend=backend, context=context, rerun=rerun,
                               calibration=calibration,
@@ -121,7 +122,6 @@ def _predictions(runner) -> dict[str, str]:
     if runner.loaded.cluster is None or runner.backend_name == "local":
         return {}
     from launcher.clusterfile import load_cluster
-    from launcher.errors import UserError
     from launcher.experiments.runner import submit_options
     from launcher.planning import plan_job
     from launcher.submitting import build_spec_from_options
@@ -149,7 +149,6 @@ def report(
 ):
     """Tables of the results and PNG plots (placement comparison, scaling, predicted)."""
     from launcher.experiments.report import build_report, print_report, write_plots
-    from launcher.output import dump_json
 
     result = build_report(results_dir)
     if plots:

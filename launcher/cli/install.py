@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import typer
 
+from launcher import __version__
 from launcher.cli import options as opt
 from launcher.errors import UsageError, UserError
+from launcher.output import emit_objects
+from mpijob.errors import SpecError
 from mpijob.k8s.agent_manifests import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_NAMESPACE,
     DEFAULT_PRIORITY_CLASS,
+    agent_manifests,
+    default_image,
 )
 
 app = typer.Typer(no_args_is_help=True)
@@ -42,11 +47,6 @@ def install_agent(
         None, "--supplemental-group", help="With --non-root: a group that may open the socket."
     ),
 ):
-    from launcher import __version__
-    from launcher.output import emit_objects
-    from mpijob.errors import SpecError
-    from mpijob.k8s.agent_manifests import agent_manifests, default_image
-
     if supplemental_group is not None and not non_root:
         raise UsageError("--supplemental-group: only meaningful with --non-root")
     try:
@@ -76,6 +76,8 @@ def install_agent(
 
 def apply_manifests(manifests: list[dict], *, namespace: str, context: str | None) -> list[str]:
     """Server-side apply each object through the one client; kubectl-like result lines."""
+    # lazy: every CLI start imports the command modules; the Kubernetes client's module loads only
+    # to apply
     from launcher.backends.k8s_client import NAMESPACE, ApiError, connect, kind_of
 
     try:

@@ -62,6 +62,8 @@ def simulate(
 
     Writes DIR/summary.csv (one row per policy), summary_extra.csv and PNG plots.
     """
+    # lazy: every CLI start imports the command modules; the simulator (pydantic models, ~70 ms),
+    # rich and matplotlib load only for this one
     from mpijob.scheduling.placement import POLICIES
 
     chosen = _policies({"--policies": policies or [], "--policy": policy or []}, POLICIES)

@@ -6,6 +6,7 @@ positional argument is the command, so the program's own flags never clash with 
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated
 
 import typer
@@ -113,6 +114,8 @@ def submit_mpi(
     timeout: opt.WaitTimeout = None,
     schedule_timeout: ScheduleTimeout = defaults.SCHEDULE_TIMEOUT_SECONDS,
 ):
+    # lazy: every CLI start imports the command modules; the submit pipeline (pydantic
+    # models, ~70 ms) loads only for this one
     from launcher.submitting import JobOptions, SubmitRequest, run_submit
 
     job = JobOptions(
@@ -147,8 +150,6 @@ def submit_mpi(
 
 def _follow_and_wait(outcome, timeout: float | None) -> None:
     """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit."""
-    import threading
-
     def stream():
         for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
             typer.echo(line)

@@ -57,6 +57,8 @@ def _ranges(indices) -> str:
 
 
 def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool = False) -> list[dict]:
+    # lazy: every CLI start imports the command modules; the Kubernetes backend, cluster files and
+    # rich's tables load only for this one
     from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT
 
     rows = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import typer
@@ -18,6 +19,8 @@ def parse(
     output: opt.ReportOutput = opt.TABLE,
 ):
     """Parse `nvidia-smi topo -m` output and print the GPU link matrix."""
+    # lazy: every CLI start imports the command modules; the topology parser and presets (~3 ms)
+    # load only for this one
     from mpijob.scheduling.topology import TopologyParseError, parse_topo_matrix
 
     if file == "-":
@@ -43,8 +46,6 @@ def presets(output: opt.ReportOutput = opt.TABLE):
     from mpijob.scheduling.presets import PRESET_DESCRIPTIONS, PRESETS
 
     if output == "json":
-        import json
-
         typer.echo(json.dumps([
             {"name": name, "gpus": topo.gpus, "description": PRESET_DESCRIPTIONS.get(name, "")}
             for name, topo in PRESETS.items()
@@ -75,8 +76,6 @@ def _emit(topo, output: str) -> None:
     from mpijob.scheduling.topology import format_matrix
 
     if output == "json":
-        import json
-
         typer.echo(json.dumps(topo.to_json(), indent=2))
         return
     typer.echo(format_matrix(topo))
