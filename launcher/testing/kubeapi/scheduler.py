@@ -4,14 +4,22 @@ Filter order and failure texts follow the real plugins (NodeUnschedulable,
 TaintToleration, NodeAffinity, NodeResourcesFit) so FailedScheduling messages
 read like a real cluster's: "0/3 nodes are available: 1 node(s) didn't match Pod's
 node affinity/selector, 2 Insufficient nvidia.com/gpu."
+
+Pods for a scheduler-plugins scheduler go through the Coscheduling plugin's extension
+points one at a time (coscheduling.py cites them): a member is assumed on its node and
+waits at Permit until minMember are assumed or bound, or its wait runs out. Time for those
+waits comes from `Scheduler.clock` (monotonic seconds), which tests may replace.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from decimal import Decimal
 
 from . import events
+from .coscheduling import (GROUP_LABEL, PLUGIN, Coscheduling, Waiting, go_duration,
+                           reconcile_podgroup)
 from .controller import Loop
 from .podutil import get_condition, is_terminal, pod_requests, set_condition
 from .quantity import parse_quantity
@@ -24,9 +32,8 @@ DEFAULT = "default-scheduler"
 GANG = {
     "volcano": {"annotation": "scheduling.k8s.io/group-name",
                 "key": "scheduling.volcano.sh/podgroups", "ready_phase": "Running"},
-    "scheduler-plugins": {"label": ("scheduling.x-k8s.io/pod-group",
-                                    "pod-group.scheduling.sigs.k8s.io"),
-                          "key": "scheduling.x-k8s.io/podgroups", "ready_phase": "Scheduled"},
+    # Coscheduling reads this one label (pkg/util/podgroup.go GetPodGroupLabel).
+    "scheduler-plugins": {"label": (GROUP_LABEL,), "key": "scheduling.x-k8s.io/podgroups"},
 }
 
 
@@ -104,6 +111,15 @@ class Usage:
         c["pods"] += 1
         self.ports.setdefault(node, set()).update(host_ports(pod))
 
+    def remove(self, node: str, pod: dict) -> None:
+        c = self.by_node.get(node)
+        if c is None:
+            return
+        for k, v in pod_requests(pod).items():
+            c[k] -= v
+        c["pods"] -= 1
+        self.ports.get(node, set()).difference_update(host_ports(pod))
+
     def copy(self) -> Usage:
         u = Usage([])
         u.by_node = {k: Counter(v) for k, v in self.by_node.items()}
@@ -169,10 +185,12 @@ def fit_message(n_nodes: int, reasons: Counter) -> str:
 class Scheduler(Loop):
     name = "scheduler"
 
-    def __init__(self, store, tick: float = 0.02):
+    def __init__(self, store, tick: float = 0.02, clock=time.monotonic):
         super().__init__(tick)
         self.store = store
+        self.clock = clock  # seconds; Permit waits and the plugin's caches expire by it
         self.names: dict[str, str | None] = {DEFAULT: None}  # schedulerName -> gang kind
+        self.coscheduling = Coscheduling()  # the plugin's state: waiting pods, caches
         self._last_sig = None
         self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
 
@@ -189,28 +207,37 @@ class Scheduler(Loop):
         with st.lock:
             sig = (st.last_rv("/nodes"), st.last_rv("/pods"),
                    *(st.last_rv(g["key"]) for g in GANG.values()), tuple(self.names))
-            if sig == self._last_sig:
+            now = self.clock()
+            if sig == self._last_sig and not self._timer_due(now):
                 return  # nothing changed since the last attempt: same answer
             nodes = sorted(st.items("/nodes"), key=lambda n: n["metadata"]["name"])
             pods = st.items("/pods")
         self._last_sig = sig
         if "volcano" in self.names.values():
             self._enqueue(nodes, pods)
+        if "scheduler-plugins" in self.names.values():
+            self._cosched_expire(pods, now)
+            self._podgroup_controller(pods)
         pending = [p for p in pods if not p["spec"].get("nodeName")
                    and (p.get("status") or {}).get("phase", "Pending") == "Pending"
                    and not p["metadata"].get("deletionTimestamp")
                    and not p["spec"].get("schedulingGates")
                    # Pods with DRA claims are placed by the DynamicResources model (dra.py).
                    and not p["spec"].get("resourceClaims")
-                   and p["spec"].get("schedulerName", DEFAULT) in self.names]
+                   and p["spec"].get("schedulerName", DEFAULT) in self.names
+                   and p["metadata"]["uid"] not in self.coscheduling.waiting]  # assumed
         if not pending:
             return
         pending.sort(key=lambda p: (-(p["spec"].get("priority") or 0),
                                     p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
         usage = Usage(pods)
         groups: dict[tuple, list[dict]] = {}
+        cosched: list[dict] = []
         for pod in pending:
             gang = self.names.get(pod["spec"].get("schedulerName", DEFAULT))
+            if gang == "scheduler-plugins":
+                cosched.append(pod)
+                continue
             group = self._group_of(pod, gang) if gang else None
             if group:
                 groups.setdefault((gang, pod["metadata"]["namespace"], group), []).append(pod)
@@ -222,6 +249,8 @@ class Scheduler(Loop):
                 self._unschedulable(pod, msg)
         for (gang, ns, group), members in groups.items():
             self._schedule_gang(gang, ns, group, members, pods, nodes, usage)
+        if cosched:
+            self._cosched_cycle(cosched, pods, nodes, usage, now)
 
     def _enqueue(self, nodes, pods) -> None:
         """Volcano's enqueue action for PodGroups not yet Inqueue (volcano.py)."""
@@ -254,13 +283,16 @@ class Scheduler(Loop):
             reasons.update(failed)
         return None, fit_message(len(nodes), reasons)
 
-    def _bind(self, pod, node, usage, component=DEFAULT) -> None:
+    def _bind(self, pod, node, usage, component=DEFAULT, assumed=False) -> None:
         m = pod["metadata"]
         bound = self.store.mutate("/pods", m["namespace"], m["name"], lambda p: bind_pod(p, node)
                                   if not p["spec"].get("nodeName") else False)
         if bound is None:
+            if assumed:
+                usage.remove(node, pod)  # ForgetPod
             return
-        usage.add(node, pod)
+        if not assumed:
+            usage.add(node, pod)
         self._reported.pop(m["uid"], None)
         events.record(self.store, bound, "Normal", "Scheduled",
                       f"Successfully assigned {m['namespace']}/{m['name']} to {node}", component)
@@ -277,13 +309,13 @@ class Scheduler(Loop):
             events.record(self.store, pod, "Warning", "FailedScheduling", msg, component)
 
     def _schedule_gang(self, gang, ns, group, members, pods, nodes, usage) -> None:
-        """All-or-nothing: bind every pending member only if minMember pods can run at once."""
+        """Volcano: bind every pending member only if minMember pods can run at once."""
         spec = GANG[gang]
         component = next(n for n, g in self.names.items() if g == gang)
         pg = self.store.get(spec["key"], ns, group)
         if pg is None:
             return  # real gang schedulers leave pods pending until their PodGroup exists
-        if gang == "volcano" and dig(pg, "status.phase") in (None, "", "Pending"):
+        if dig(pg, "status.phase") in (None, "", "Pending"):
             msg = ("pod group is not enqueued (Pending): its minResources do not fit the "
                    "idle resources")
             for pod in members:
@@ -309,8 +341,7 @@ class Scheduler(Loop):
             for pod in members:
                 self._unschedulable(pod, msg, component)
             # Volcano keeps an enqueued group Inqueue while it cannot be allocated.
-            self._pg_status(spec["key"], ns, group,
-                            "Inqueue" if gang == "volcano" else "Pending", msg)
+            self._pg_status(spec["key"], ns, group, "Inqueue", msg)
             return
         for pod, node in placed:
             self._bind(pod, node, usage, component)
@@ -327,3 +358,121 @@ class Scheduler(Loop):
                 status["conditions"] = [c for c in status.get("conditions") or []
                                         if c.get("type") != "Unschedulable"]
         self.store.mutate(key, ns, name, edit)
+
+    # -- scheduler-plugins: the Coscheduling plugin (coscheduling.py) ---------------------------
+    def _timer_due(self, now: float) -> bool:
+        cs = self.coscheduling
+        return any(w.deadline <= now for w in cs.waiting.values()) or any(
+            t <= now for t in (*cs.backed_off.values(), *cs.permitted_pg.values()))
+
+    def _cosched_component(self) -> str:
+        return next(n for n, g in self.names.items() if g == "scheduler-plugins")
+
+    def _cosched_expire(self, pods: list[dict], now: float) -> None:
+        """Waiting pods deleted or timed out are rejected; the group's others with them."""
+        cs = self.coscheduling
+        live = {p["metadata"]["uid"]: p for p in pods}
+        for uid, w in list(cs.waiting.items()):
+            p = live.get(uid)
+            if p is None or p["spec"].get("nodeName") or p["metadata"].get("deletionTimestamp"):
+                # The pod went away (or was bound by someone else): the framework rejects it
+                # and Unreserve rejects its siblings.
+                cs.waiting.pop(uid, None)
+                self._after_rejection(w, pods)
+        for w in sorted(cs.waiting.values(), key=lambda w: w.deadline):
+            if w.pod["metadata"]["uid"] in cs.waiting and w.deadline <= now:
+                self._reject_waiting(w, f"rejected due to timeout after waiting "
+                                        f"{go_duration(w.wait_seconds)} at plugin {PLUGIN}", pods)
+        cs.prune(pods, now)
+
+    def _reject_waiting(self, w, reason: str, pods: list[dict]) -> None:
+        """WaitOnPermit rejected: bindingCycle's FitError of one node, then
+        handleBindingCycleError (Unreserve, ForgetPod) and the failure handler."""
+        if self.coscheduling.waiting.pop(w.pod["metadata"]["uid"], None) is None:
+            return
+        self._unschedulable(w.pod, f"0/1 nodes are available: 1 {reason}.", w.scheduler)
+        self._after_rejection(w, pods)
+
+    def _after_rejection(self, w, pods: list[dict]) -> None:
+        ns, name = w.group.split("/", 1)
+        group_exists = self.store.get("scheduling.x-k8s.io/podgroups", ns, name) is not None
+        for sibling in self.coscheduling.unreserve(w.pod, group_exists):
+            self._reject_waiting(sibling, "rejection in Unreserve", pods)
+
+    def _podgroup_controller(self, pods: list[dict]) -> None:
+        """scheduler-plugins-controller's PodGroupReconciler (coscheduling.reconcile_podgroup)."""
+        key = GANG["scheduler-plugins"]["key"]
+        for pg in self.store.items(key):
+            status = reconcile_podgroup(pg, pods)
+            if status is not None:
+                m = pg["metadata"]
+                self.store.mutate(key, m["namespace"], m["name"],
+                                  lambda g, s=status: g.__setitem__("status", s))
+
+    def _cosched_cycle(self, pending: list[dict], pods, nodes, usage, now: float) -> None:
+        """One scheduling cycle per pod, in Coscheduling.Less order, against this scheduler's
+        cache: bound pods plus the pods it has assumed (waiting at Permit)."""
+        cs = self.coscheduling
+        key = GANG["scheduler-plugins"]["key"]
+        cache = usage.copy()
+        for w in cs.waiting.values():
+            cache.add(w.node, w.pod)
+
+        def pg_of(pod):
+            name = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+            return self.store.get(key, pod["metadata"]["namespace"], name) if name else None
+
+        ordered = sorted(((cs.sort_key(p, pg_of(p)), p) for p in pending), key=lambda t: t[0])
+        for _, pod in ordered:
+            self._cosched_one(pod, pg_of(pod), pods, nodes, cache, usage, now)
+
+    def _cosched_one(self, pod, pg, pods, nodes, cache, usage, now) -> None:
+        cs = self.coscheduling
+        component = pod["spec"].get("schedulerName")
+        group = cs.group_of(pod)
+        if group is None:  # not in a group: the plugin lets it through
+            node, msg = self._place(pod, nodes, cache)
+            if node:
+                self._bind(pod, node, cache, component)
+                usage.add(node, pod)
+            else:
+                self._unschedulable(pod, msg, component)
+            return
+        if not nodes:
+            self._unschedulable(pod, fit_message(0, Counter()), component)
+            return
+        # PreFilter, then Filter; either failing runs PostFilter (schedulingCycle).
+        pre = cs.pre_filter(pod, pg, pods, nodes, now)
+        node, why = (None, "") if pre else self._place(pod, nodes, cache)
+        if node is None:
+            post, rejected = cs.post_filter(pod, pg, pods, now)
+            for w in rejected:
+                self._reject_waiting(w, "optimistic rejection in PostFilter", pods)
+            # framework.FitError.Error(): "0/N nodes are available: <PreFilter message>." or
+            # the Filter histogram, then " <PostFilter message>."
+            msg = f"0/{len(nodes)} nodes are available: {pre}." if pre else why
+            if post:
+                msg += f" {post}."
+            self._unschedulable(pod, msg, component)
+            return
+        # Reserve (assume on the node), then Permit.
+        cache.add(node, pod)
+        verdict = cs.permit(pod, pg, pods)
+        if verdict == "PodGroup not found":
+            cache.remove(node, pod)  # Unreserve (no group: nothing else) and ForgetPod
+            self._unschedulable(pod, "0/1 nodes are available: 1 PodGroup not found.", component)
+            return
+        if verdict == "Wait":
+            wait = cs.wait_seconds(pg)
+            cs.waiting[pod["metadata"]["uid"]] = Waiting(pod, node, group, now + wait, wait,
+                                                         component)
+            return
+        # Success: allow every waiting sibling, then bind them and this pod.
+        allowed = [w for w in cs.waiting.values() if w.group == group]
+        for w in allowed:
+            del cs.waiting[w.pod["metadata"]["uid"]]
+        for w in allowed:
+            self._bind(w.pod, w.node, cache, w.scheduler, assumed=True)
+            usage.add(w.node, w.pod)
+        self._bind(pod, node, cache, component, assumed=True)
+        usage.add(node, pod)
