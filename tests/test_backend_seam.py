@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from launcher import submitting
 from launcher.backends import select
 from launcher.backends.base import BaseBackend, SubmitOptions, SubmitResult
 from launcher.errors import UsageError
-from launcher.planning import Plan
+from launcher.pipeline import submitting
+from launcher.preparing.planning import Plan
 from tests.test_import_graph import imports_of, project_modules
 
 
@@ -95,7 +95,7 @@ def test_backends_import_nothing_from_the_submit_pipeline():
     modules = project_modules()
     for name, path in modules.items():
         if name.startswith("launcher.backends"):
-            assert "launcher.submitting" not in imports_of(name, path, modules), name
+            assert "launcher.pipeline.submitting" not in imports_of(name, path, modules), name
 
 
 def test_submit_hints_how_to_reach_the_job_on_its_backend(queue_backend):

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends import local_procs
 from launcher.backends.base import FAILED, RUNNING, SUCCEEDED
-from launcher.backends.local import LocalBackend
-from launcher.backends.local_state import job_paths, read_json
+from launcher.backends.local import procs as local_procs
+from launcher.backends.local.backend import LocalBackend
+from launcher.backends.local.state import job_paths, read_json
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
 

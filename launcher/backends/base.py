@@ -90,7 +90,7 @@ class SubmitOptions:
 
 
 class BaseBackend:
-    """The contract `launcher.submitting.run_submit` uses, with neutral defaults: as used
+    """The contract `launcher.pipeline.submitting.run_submit` uses, with neutral defaults: as used
     offline (a client dry run without a cluster), it plans without a snapshot and renders
     the Kubernetes objects. Backends override what they do differently."""
 
@@ -117,14 +117,14 @@ class BaseBackend:
     def plan(self, spec: JobSpec, cluster, assumptions):
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render
-        from launcher.planning import plan_job
+        from launcher.preparing.planning import plan_job
 
         return plan_job(spec, cluster, assumptions)
 
     def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
         """What `submit` would send, computed here without a call to anything."""
-        from launcher.benchmark_program import benchmark_source
-        from launcher.sshkeys import generate_ssh_keys
+        from launcher.preparing.benchmark_program import benchmark_source
+        from launcher.preparing.sshkeys import generate_ssh_keys
         from mpijob.k8s.manifests import render
 
         return render(

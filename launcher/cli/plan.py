@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from launcher import calibration_file
 from launcher.cli import options as opt
 from launcher.errors import UsageError
+from launcher.formats import calibration_file
 from launcher.output import emit_data
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
@@ -142,11 +142,11 @@ def _request(workers, gpus, selectors, tolerations, cpu, memory, cross_zone=Fals
 
 def _load_cluster(path: str | None, context: str | None):
     if path:
-        from launcher.clusterfile import load_cluster
+        from launcher.formats.clusterfile import load_cluster
 
         return load_cluster(path)
     try:
-        from launcher.backends.kubernetes import cluster_snapshot
+        from launcher.backends.kubernetes.backend import cluster_snapshot
     except ImportError:
         cluster_snapshot = None
     if cluster_snapshot is None:

@@ -59,7 +59,7 @@ def _ranges(indices) -> str:
 def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool = False) -> list[dict]:
     # lazy: every CLI start imports the command modules; the Kubernetes backend, cluster files and
     # rich's tables load only for this one
-    from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT
+    from launcher.backends.kubernetes.snapshot import UNSCHEDULABLE_TAINT
 
     rows = []
     for n in cluster.nodes:
@@ -104,8 +104,8 @@ def job_rows(pods, namespace: str | None) -> list[dict]:
 # --- commands ---------------------------------------------------------------------------------
 def _snapshot(context: str | None, namespace: str | None, *, offline: str | None = None):
     """The live cluster; `offline` names what the command could read instead of one."""
-    from launcher.backends.k8s_client import config_problem, kubeconfig_usable
-    from launcher.backends.kubernetes import KubernetesBackend
+    from launcher.backends.kubernetes.backend import KubernetesBackend
+    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
 
     if not kubeconfig_usable(context):
         raise UserError(f"no cluster to look at: {config_problem(context, offline=offline)}")
@@ -152,7 +152,7 @@ def top_node(
 ):
     """GPUs per node: total, allocated, free, and the free NVLink groups."""
     if cluster:
-        from launcher.clusterfile import load_cluster
+        from launcher.formats.clusterfile import load_cluster
 
         nodes, measured, notes = load_cluster(cluster), None, ()
     else:
@@ -197,7 +197,7 @@ def top_job(
     output: opt.Output = opt.TABLE,
 ):
     """GPUs held per job (jobs from the pods' labels), with the nodes and GPU indices."""
-    from launcher.backends.kubernetes import KubernetesBackend
+    from launcher.backends.kubernetes.backend import KubernetesBackend
 
     # No --cluster here: a cluster file has nodes, not jobs.
     snap = _snapshot(context, namespace)

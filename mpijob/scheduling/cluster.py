@@ -1,6 +1,6 @@
 """A snapshot of the cluster as placement sees it: nodes, their GPUs and what is taken.
 
-Built from a cluster file (`launcher.clusterfile`), from the live API (the Kubernetes
+Built from a cluster file (`launcher.formats.clusterfile`), from the live API (the Kubernetes
 backend) or from the local machine (the local backend). Pure data.
 """
 

@@ -1,5 +1,5 @@
 """`hvdk8s doctor`: what a cluster offers and what hvdk8s will do there (pure: facts in,
-findings out; launcher/doctor.py gathers the facts).
+findings out; launcher/backends/kubernetes/cluster_reads.py gathers the facts).
 
 Every finding says what it changes for a job and how to fix it. A job can be submitted when
 no finding is a failure: the API answers and the caller may do what built-in mode does.
@@ -57,7 +57,7 @@ class Finding:
 
 @dataclass
 class Facts:
-    """What launcher/doctor.py read from the cluster; None means it could not tell."""
+    """What launcher/backends/kubernetes/cluster_reads.py read from the cluster; None means it could not tell."""
 
     server: str
     namespace: str

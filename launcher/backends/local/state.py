@@ -32,18 +32,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from launcher.errors import UserError
-from launcher.records import Timestamp
+from launcher.formats.home import home
+from launcher.formats.records import Timestamp
 from launcher.timestamps import utc_now
 from mpijob.phases import JobPhase
 
-HOME_ENV = "HVDK8S_HOME"
 DEFAULT_NAMESPACE = "default"
 
-
-def home() -> Path:
-    configured = os.environ.get(HOME_ENV)
-    # Absolute: the paths written into a job's launch line must not depend on a cwd.
-    return (Path(configured).expanduser() if configured else Path.home() / ".hvdk8s").absolute()
 
 
 def jobs_root() -> Path:

@@ -1,6 +1,6 @@
 """The detached process that runs one local job's mpirun and records how it ends.
 
-    python -m launcher.backends.local_supervisor JOBDIR
+    python -m launcher.backends.local.supervisor JOBDIR
 
 `submit` starts this and waits for it to exit: it forks the supervisor proper, which
 leaves the submitter's session (setsid, so closing the terminal does not end the job and
@@ -20,12 +20,12 @@ import sys
 from collections import deque
 from pathlib import Path
 
-from launcher.backends.local_rank import read_records
+from launcher.backends.local.rank import read_records
 
 # local_state validates status.json with pydantic: ~70 ms more before this process records
 # itself, which `submit` waits for (0.45-0.55 s in all here), against a second way to write it.
-from launcher.backends.local_state import JobPaths, now, read_json, update_status
-from launcher.benchmark_result import parse_benchmark_output
+from launcher.backends.local.state import JobPaths, now, read_json, update_status
+from launcher.formats.benchmark_result import parse_benchmark_output
 from mpijob.phases import JobPhase
 
 FAILED = JobPhase.FAILED.value
@@ -108,7 +108,7 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
             deadline: float | None = None) -> int:
     # lazy: local_mpi builds the job spec's pydantic models (~25 ms), which only the job's end
     # needs, not the start that `submit` waits for.
-    from launcher.backends.local_mpi import rank_failure
+    from launcher.backends.local.mpi import rank_failure
 
     lines = read_lines(paths.launcher_log)
     images_per_sec, result = parse_benchmark_output(lines)
@@ -145,7 +145,7 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m launcher.backends.local_supervisor JOBDIR", file=sys.stderr)
+        print("usage: python -m launcher.backends.local.supervisor JOBDIR", file=sys.stderr)
         return 2
     paths = JobPaths(Path(argv[0]).resolve())
     ready_r, ready_w = os.pipe()

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from launcher import calibration_file
 from launcher.backends import select
 from launcher.backends.base import BaseBackend
 from launcher.errors import UsageError
-from launcher.jobnames import generated_name
+from launcher.formats import calibration_file
 from launcher.output import note
-from launcher.planning import Plan
+from launcher.pipeline.jobnames import generated_name
+from launcher.preparing.planning import Plan
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.options import parse_key_value, parse_toleration
@@ -265,7 +265,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
 
     if request.cluster:
         # lazy: cluster files' models (~15 ms) only with --cluster
-        from launcher.clusterfile import load_cluster
+        from launcher.formats.clusterfile import load_cluster
 
         cluster = load_cluster(request.cluster)
     else:

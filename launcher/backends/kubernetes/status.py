@@ -20,8 +20,8 @@ from launcher.backends.base import (
     JobStatus,
     ReplicaStatus,
 )
-from launcher.backends.k8s_snapshot import parse_index_list
-from launcher.benchmark_result import parse_benchmark_output
+from launcher.backends.kubernetes.snapshot import parse_index_list
+from launcher.formats.benchmark_result import parse_benchmark_output
 from mpijob.jobspec import defaults, names
 
 OPERATOR_ROLE_LABEL = "training.kubeflow.org/job-role"

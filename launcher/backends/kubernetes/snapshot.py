@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes.client import (
     HYPERNODE,
     KUEUE_TOPOLOGIES,
     NODE,

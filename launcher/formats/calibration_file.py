@@ -10,15 +10,12 @@ import json
 from pathlib import Path
 
 from launcher.errors import UsageError
+from launcher.formats.home import home
 
 DEFAULT_NAME = "calibration.json"
 
 
 def default_path() -> Path:
-    # lazy: every CLI start imports this module; pydantic and the calibration models (~70 ms) load
-    # only when a file is read
-    from launcher.backends.local_state import home
-
     return home() / DEFAULT_NAME
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from launcher.backends import local_procs
 from launcher.backends.base import (
     FAILED,
     SUCCEEDED,
@@ -35,15 +34,16 @@ from launcher.backends.base import (
     SubmitOptions,
     SubmitResult,
 )
-from launcher.backends.local_gpus import choose_gpus
-from launcher.backends.local_mpi import (
+from launcher.backends.local import procs as local_procs
+from launcher.backends.local.gpus import choose_gpus
+from launcher.backends.local.mpi import (
     Launch,
     benchmark_script,
     build_launch,
     check_mpi,
     usable_cores,
 )
-from launcher.backends.local_state import (
+from launcher.backends.local.state import (
     DEFAULT_NAMESPACE,
     JobPaths,
     StatusRecord,
@@ -56,9 +56,9 @@ from launcher.backends.local_state import (
     write_json,
     write_status,
 )
-from launcher.backends.local_supervisor import TAIL_LINES, read_lines, tail
+from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.planning import plan_local_cpu
+from launcher.preparing.planning import plan_local_cpu
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec, RunPolicy, option_of
@@ -213,7 +213,7 @@ class LocalBackend(BaseBackend):
                local_procs.DIR_MARKER_ENV: str(paths.dir)}
         with open(paths.supervisor_log, "ab") as log:
             starter = subprocess.Popen(
-                [sys.executable, "-m", "launcher.backends.local_supervisor", str(paths.dir)],
+                [sys.executable, "-m", "launcher.backends.local.supervisor", str(paths.dir)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True,
             )

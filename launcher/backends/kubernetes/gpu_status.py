@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from launcher.backends import k8s_status as st
-from launcher.backends.k8s_client import NODE, ApiError
+from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.client import NODE, ApiError
 from mpijob.scheduling.gpu_view import PodGpus, agent_reports, allocation_view
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 

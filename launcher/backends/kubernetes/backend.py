@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import NoReturn
 
-from launcher.backends import k8s_operator as operator_gang
-from launcher.backends import k8s_status as st
 from launcher.backends.base import (
     FAILED,
     SUCCEEDED,
@@ -35,13 +33,15 @@ from launcher.backends.base import (
     SubmitOptions,
     SubmitResult,
 )
-from launcher.backends.k8s_apply import (
+from launcher.backends.kubernetes import operator as operator_gang
+from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.apply import (
     create,
     delete_job_objects,
     find_job_objects,
     new_submission_id,
 )
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes.client import (
     EVENT,
     JOB,
     KUEUE_LOCALQUEUE,
@@ -57,20 +57,20 @@ from launcher.backends.k8s_client import (
     connect,
     kubeconfig_usable,
 )
-from launcher.backends.k8s_dra_status import add_to_placement, allocated_devices
-from launcher.backends.k8s_gpu_status import agent_allocations, apply_view, worker_gpu_view
-from launcher.backends.k8s_logs import follow_pod, merge_streams, pod_log_lines, started
-from launcher.backends.k8s_queue import queued, queued_without_calls
-from launcher.backends.k8s_snapshot import (
+from launcher.backends.kubernetes.cluster_reads import kueue_config
+from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
+from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
+from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
+from launcher.backends.kubernetes.queue import queued, queued_without_calls
+from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     Snapshot,
     SnapshotUnreadable,
     take_snapshot,
 )
-from launcher.benchmark_program import benchmark_source as read_benchmark
-from launcher.doctor import kueue_config
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
+from launcher.preparing.benchmark_program import benchmark_source as read_benchmark
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
 
@@ -310,7 +310,7 @@ class KubernetesBackend(BaseBackend):
 
         ssh = None
         if mode == "pods":
-            from launcher.sshkeys import generate_ssh_keys
+            from launcher.preparing.sshkeys import generate_ssh_keys
 
             ssh = generate_ssh_keys(comment=f"hvdk8s-{spec.name}")
         return render(spec, mode=mode, placement=placement, ssh=ssh,

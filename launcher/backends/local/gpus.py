@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from launcher import nvml_topology
+from launcher.agent import nvml_topology
 from launcher.errors import UserError
 from mpijob.jobspec.spec import JobSpec
 from mpijob.plural import plural

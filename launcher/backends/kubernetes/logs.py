@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from launcher.backends.k8s_client import ApiError, KubeClient
-from launcher.backends.k8s_status import meta
+from launcher.backends.kubernetes.client import ApiError, KubeClient
+from launcher.backends.kubernetes.status import meta
 
 _DONE = object()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes.client import (
     POD,
     SCHED_PLUGINS_PODGROUP,
     VOLCANO_PODGROUP,

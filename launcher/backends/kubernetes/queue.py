@@ -8,9 +8,9 @@ worker: insufficient quota for nvidia.com/gpu ...").
 
 from __future__ import annotations
 
-from launcher.backends import k8s_status as st
 from launcher.backends.base import PENDING, QUEUED, JobStatus
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.client import (
     KUEUE_WORKLOAD,
     SCHED_PLUGINS_PODGROUP,
     VOLCANO_PODGROUP,

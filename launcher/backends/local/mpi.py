@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import launcher
-from launcher.backends import local_rank
+from launcher.backends.local import rank as local_rank
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import JobSpec

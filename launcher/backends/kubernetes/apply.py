@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes.client import (
     CONFIGMAP,
     JOB,
     MPIJOB,

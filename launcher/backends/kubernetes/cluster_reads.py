@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import yaml
 
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes.client import (
     NODE,
     POD,
     RESOURCE_SLICE,
