@@ -15,7 +15,7 @@ from launcher.formats.clusterfile import cluster_from_data
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
-from mpijob.k8s.render_network import KUEUE_REQUIRED_TOPOLOGY
+from mpijob.gang.kueue import REQUIRED_TOPOLOGY as KUEUE_REQUIRED_TOPOLOGY
 from mpijob.scheduling.hypernodes import positions
 from tests.test_k8s_snapshot import node
 

@@ -50,7 +50,7 @@ import json
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -63,6 +63,7 @@ from pydantic import (
 )
 
 from launcher.errors import UsageError
+from mpijob.jobspec.defaults import NetworkScheduler
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.spec import TaintEffect
 from mpijob.k8s.dra import DRIVER, DraDevice
@@ -166,8 +167,9 @@ class NetworkEntry(_Entry):
     oversubscription: float = Field(
         DEFAULT_OVERSUBSCRIPTION, ge=1, description="a number of at least 1 (server bandwidth : "
                                                     "uplink bandwidth of the rack's switch)")
-    scheduler: Literal["kueue", "volcano"] | None = Field(
-        None, description="kueue or volcano (which gang scheduler knows these levels)")
+    scheduler: NetworkScheduler | None = Field(
+        None, description=" or ".join(get_args(NetworkScheduler))
+        + " (which gang scheduler knows these levels)")
 
 
 class DraDeviceEntry(_Entry):

@@ -16,6 +16,7 @@ from launcher.formats import calibration_file
 from launcher.output import note
 from launcher.pipeline.jobnames import generated_name
 from launcher.preparing.planning import Plan
+from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.options import parse_key_value, parse_toleration
@@ -170,7 +171,7 @@ def describe_plan(plan: Plan) -> None:
                 note(f"  {line}")
 
 
-OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plugins or Kueue, and "
+OPERATOR_GANG_NONE = (f"--gang with --mode operator needs {gangs.listed()}, and "
                       "none is installed; use --mode pods, where hvdk8s's own all-or-nothing "
                       "check applies (the job is deleted unless every worker is scheduled)")
 
@@ -187,7 +188,7 @@ def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
     if request.mode == "operator":
         # The operator creates the pods; nothing would hold them back all or nothing.
         raise UsageError(OPERATOR_GANG_NONE)
-    note("gang: no Volcano, scheduler-plugins or Kueue in the cluster; hvdk8s's own "
+    note(f"gang: no {gangs.listed()} in the cluster; hvdk8s's own "
          "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
     return "none"
 

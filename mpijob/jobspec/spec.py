@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults, names
 from mpijob.jobspec.defaults import (
@@ -45,7 +46,6 @@ ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
 BenchmarkModel = defaults.BenchmarkModel
 BENCHMARK_MODELS = defaults.BENCHMARK_MODELS
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -273,16 +273,20 @@ class JobSpec(BaseModel):
                 f"{63 - longest} characters, so that names like "
                 f"'{self.name}{names.longest_suffix_example(self.workers)}' stay within 63",
             )
-        if self.gang == "kueue" and not self.queue:
-            raise SpecError("queue", "kueue gang scheduling needs a queue name (--queue)")
+        scheduler = gangs.get(self.gang)
+        if scheduler is not None and scheduler.queue == "required" and not self.queue:
+            raise SpecError("queue", f"{self.gang} gang scheduling needs a queue name (--queue)")
         if self.shell and len(self.command) != 1:
             raise SpecError("command", "a shell command is one string")
         if self.network_interface is not None and not self.host_network:
             raise SpecError("network_interface", "only applies with --host-network (pod networks "
                             "have one interface)")
-        if self.queue and self.gang not in ("volcano", "kueue"):
-            raise SpecError("queue", "a queue needs a Volcano or Kueue gang scheduler "
-                            "(--gang with one installed, or --gang-scheduler volcano|kueue)")
+        if self.queue and (scheduler is None or not scheduler.queue):
+            takes = [s for s in gangs.SCHEDULERS.values() if s.queue]
+            raise SpecError("queue", "a queue needs a "
+                            + " or ".join(s.short_title for s in takes) + " gang scheduler "
+                            "(--gang with one installed, or --gang-scheduler "
+                            + "|".join(s.name for s in takes) + ")")
         return self
 
     # --- derived -------------------------------------------------------------------
@@ -299,7 +303,8 @@ class JobSpec(BaseModel):
     def effective_scheduler_name(self) -> str | None:
         if self.scheduler_name:
             return self.scheduler_name
-        return GANG_SCHEDULER_NAMES.get(self.gang)
+        scheduler = gangs.get(self.gang)
+        return scheduler.scheduler_name if scheduler is not None else None
 
     @property
     def job_env(self) -> dict[str, str]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
-from mpijob.k8s.gang import KUEUE_QUEUE_LABEL
 from mpijob.k8s.render import (
     CONFIG_DIR,
     WorkerPod,
@@ -83,8 +83,8 @@ def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
               affinity: dict | None, gang: bool) -> dict:
     meta = metadata(spec, "x", role=role)
     del meta["name"], meta["namespace"]
-    if gang and spec.gang == "kueue":
-        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    if gang and (scheduler := gangs.get(spec.gang)) is not None:
+        meta["labels"].update(scheduler.operator_labels(spec))
     volumes = [shm_volume(spec)]
     if benchmark:
         volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.operator_benchmark(spec.name)}})
@@ -156,7 +156,8 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                        ("activeDeadlineSeconds", spec.run_policy.active_deadline_seconds)):
         if value is not None:
             run_policy[key] = value
-    if spec.gang in ("volcano", "scheduler-plugins"):
+    scheduler = gangs.get(spec.gang)
+    if scheduler is not None and scheduler.operator_podgroup:
         scheduling = gang_scheduling_policy(shape.replicas, worker_resources(spec, worker))
         if spec.queue:
             scheduling["queue"] = spec.queue
@@ -172,8 +173,8 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             "topologyKey": "kubernetes.io/hostname"}]}
     meta = metadata(spec, spec.name, extra_annotations=root_annotations(spec, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "operator"
-    if spec.gang == "kueue":
-        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    if scheduler is not None:
+        meta["labels"].update(scheduler.operator_labels(spec))
     mpijob = {
         "apiVersion": API_VERSION,
         "kind": "MPIJob",

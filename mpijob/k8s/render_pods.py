@@ -204,7 +204,7 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
 def render_pods(spec: JobSpec, placement: Placement | None, ssh: SSHKeys,
                 benchmark_source: str | None, prediction: dict | None) -> list[dict]:
     pods = worker_pods(spec, placement)
-    gang_meta = gang_pod_metadata(spec, len(pods))
+    gang_meta = gang_pod_metadata(spec, pods)
     objects = [
         _launcher_job(spec, pods, placement, prediction),
         _config_map(spec, pods, benchmark_source),

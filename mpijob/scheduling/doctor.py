@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from mpijob import gang as gangs
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
@@ -116,12 +117,6 @@ def _image_tag(deployment: dict) -> str:
         "containers") or []
     image = containers[0].get("image", "") if containers else ""
     return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
-
-
-def kueue_frameworks(config: dict | None) -> set[str] | None:
-    if config is None:
-        return None
-    return set(((config.get("integrations") or {}).get("frameworks")) or [])
 
 
 # --- the checks ---------------------------------------------------------------------------------
@@ -275,62 +270,15 @@ def _operator(f: Facts) -> list[Finding]:
 
 
 def _gang(f: Facts) -> list[Finding]:
-    out = []
     flag = operator_gang_flag(f.operator_deployment)
     has_operator = "v2beta1" in f.mpijob_versions
-    for name, group, title in (("volcano", "scheduling.volcano.sh", "Volcano"),
-                               ("scheduler-plugins", "scheduling.x-k8s.io",
-                                "scheduler-plugins")):
-        if group not in f.groups:
-            continue
-        out.append(Finding(name, OK, f"{title} installed ({group})",
-                           f"--gang in built-in mode makes a {title} PodGroup: all workers "
-                           "are bound together or none is"))
-        if has_operator and flag is not None:
-            wanted = flag == "volcano" if name == "volcano" else flag not in ("", "volcano")
-            if not wanted:
-                out.append(Finding(name, WARN, f"the MPI Operator does not run with "
-                                   f"--gang-scheduling for {title}",
-                                   f"--mode operator with {title} is refused: the operator "
-                                   "would make no PodGroup, so its workers are not "
-                                   "gang-scheduled", "add --gang-scheduling="
-                                   f"{'volcano' if name == 'volcano' else '<scheduler name>'} "
-                                   "to the mpi-operator Deployment's args, or use --mode pods"))
-    if "kueue.x-k8s.io" in f.groups:
-        out += _kueue(f)
+    out = [finding for s in gangs.SCHEDULERS.values() if s.group in f.groups
+           for finding in s.doctor(flag, has_operator, f)]
     if not out:
-        out.append(Finding("gang scheduler", INFO, "no Volcano, scheduler-plugins or Kueue",
+        out.append(Finding("gang scheduler", INFO, "no " + gangs.listed(),
                            "--gang uses hvdk8s's own all-or-nothing check (the job is rolled "
                            "back if not every worker is scheduled in --schedule-timeout)",
                            "install Volcano or scheduler-plugins to queue jobs instead"))
-    return out
-
-
-def _kueue(f: Facts) -> list[Finding]:
-    frameworks = kueue_frameworks(f.kueue_config)
-    base = Finding("kueue", OK, "Kueue installed (kueue.x-k8s.io)",
-                   "built-in mode with Kueue is refused (per-node pods would be separate "
-                   "PodSets, at most 8 per Workload); use --mode operator --queue NAME")
-    if frameworks is None:
-        return [base, Finding("kueue", WARN, "Kueue's integrations are unknown: "
-                              f"{f.kueue_config_error or 'kueue-system/kueue-manager-config '}",
-                              "cannot tell whether Kueue admits MPIJobs",
-                              "allow get on configmaps in kueue-system, or check "
-                              "integrations.frameworks there")]
-    out = [base]
-    if "kubeflow.org/mpijob" in frameworks:
-        out.append(Finding("kueue", OK, "MPIJob integration on (kubeflow.org/mpijob)",
-                           "--mode operator --queue NAME: Kueue suspends the MPIJob until its "
-                           "whole quota is admitted"))
-    else:
-        out.append(Finding("kueue", WARN, "MPIJob integration off",
-                           "Kueue ignores MPIJobs: --mode operator with a Kueue queue is not "
-                           "gang-admitted", "add kubeflow.org/mpijob to integrations.frameworks "
-                           "in kueue-system/kueue-manager-config and restart "
-                           "kueue-controller-manager"))
-    out.append(Finding("kueue", INFO, "pod integration " + ("on" if "pod" in frameworks else
-                                                             "off (the default before v0.16)"),
-                       "hvdk8s does not rely on it: built-in mode is refused with Kueue"))
     return out
 
 

@@ -43,8 +43,8 @@ class NetworkPosition:
     # The node label keys that gave the rack and block (None when not from labels).
     rack_label: str | None = None
     block_label: str | None = None
-    # The gang scheduler that knows these levels: "kueue" (a Kueue Topology lists the
-    # labels), "volcano" (from HyperNodes: rack = tier 1, block = tier 2) or None.
+    # The gang scheduler that knows these levels (its mpijob.gang name): Kueue (a Kueue
+    # Topology lists the labels), Volcano (from HyperNodes: rack = tier 1, block = tier 2).
     scheduler: str | None = None
 
     @property
@@ -134,7 +134,7 @@ class Domain:
 
     level: str  # "rack" or "block"
     label: str | None  # the node label key of that level, when every node has the same
-    scheduler: str | None  # "kueue" or "volcano" when every node's position says so
+    scheduler: str | None  # the gang scheduler when every node's position names the same
 
     @property
     def volcano_tier(self) -> int:

@@ -33,7 +33,7 @@ from launcher.backends.base import (
     SubmitOptions,
     SubmitResult,
 )
-from launcher.backends.kubernetes import operator as operator_gang
+from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.apply import (
     create,
@@ -44,7 +44,6 @@ from launcher.backends.kubernetes.apply import (
 from launcher.backends.kubernetes.client import (
     EVENT,
     JOB,
-    KUEUE_LOCALQUEUE,
     MPIJOB,
     POD,
     RESOURCE_CLAIM,
@@ -57,7 +56,6 @@ from launcher.backends.kubernetes.client import (
     connect,
     kubeconfig_usable,
 )
-from launcher.backends.kubernetes.cluster_reads import kueue_config
 from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
 from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
 from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
@@ -78,16 +76,6 @@ __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
 OPERATOR_MISSING = ("the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
                     "in the API); install it or use --mode pods")
-# API group that tells a gang scheduler is installed, in the order `--gang` prefers them.
-GANG_GROUPS = (("volcano", "scheduling.volcano.sh"),
-               ("scheduler-plugins", "scheduling.x-k8s.io"),
-               ("kueue", "kueue.x-k8s.io"))
-GANG_NAMES = {"volcano": "Volcano", "scheduler-plugins": "scheduler-plugins (coscheduling)",
-              "kueue": "Kueue"}
-KUEUE_MPIJOB_OFF = ("--gang-scheduler kueue: Kueue does not manage MPIJobs here (its "
-                    "kubeflow.org/mpijob integration is off), so the job would not be "
-                    "gang-admitted; add kubeflow.org/mpijob to integrations.frameworks in "
-                    "kueue-system/kueue-manager-config, or use --gang-scheduler volcano")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
 
@@ -197,8 +185,7 @@ class KubernetesBackend(BaseBackend):
     @_api_errors
     def detect_gang_scheduler(self) -> str | None:
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
-        groups = self.client.api_groups()
-        return next((gang for gang, group in GANG_GROUPS if group in groups), None)
+        return gang_control.detect(self.client)
 
     def cluster_for(self, spec, *, context: str | None):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
@@ -229,7 +216,7 @@ class KubernetesBackend(BaseBackend):
         client, ns = self.client, spec.namespace
         if mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
-        gang = spec.gang if spec.gang != "none" else None
+        gang = gang_control.control(spec.gang)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
@@ -237,9 +224,7 @@ class KubernetesBackend(BaseBackend):
         if (why := refusal(spec.gang, mode)) is not None:
             raise UsageError(why)
         if gang:
-            self._require_gang(gang, spec)
-            if mode == "operator" and gang in ("volcano", "scheduler-plugins"):
-                operator_gang.precheck(client, gang)
+            gang.require(client, spec, mode)
         self._refuse_existing(spec.name, ns)
         notes: list[str] = []
         if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
@@ -266,21 +251,9 @@ class KubernetesBackend(BaseBackend):
             for obj in with_owner(objects, root["metadata"]["uid"])[1:]:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
-                outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
-                if gang in ("volcano", "scheduler-plugins"):
-                    seen = operator_gang.confirm(client, gang, spec.name, ns,
-                                                 min(schedule_timeout or 30.0, 30.0), self.poll)
-                    outcome += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
-                                " (no PodGroup or worker seen yet: is the operator running?)")
-                if gang == "kueue":
-                    if not ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
-                        # Kueue's job webhook suspends every MPIJob naming a queue
-                        # (jobframework ApplyDefaultForSuspend); not suspended = not managed.
-                        raise UserError(KUEUE_MPIJOB_OFF)
-                    outcome = (f"MPIJob {spec.name} created, queued in Kueue LocalQueue "
-                               f"{spec.queue}: Kueue admits it whole, then the MPI operator "
-                               f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
-                               "it waits)")
+                outcome = (gang.operator_created(client, root, spec, schedule_timeout or 30.0,
+                                                 self.poll) if gang else
+                           f"MPIJob {spec.name} created; the MPI operator creates its pods")
             else:
                 outcome = self._release_when_scheduled(spec, gang, schedule_timeout,
                                                        delete_on_timeout)
@@ -315,27 +288,6 @@ class KubernetesBackend(BaseBackend):
             ssh = generate_ssh_keys(comment=f"hvdk8s-{spec.name}")
         return render(spec, mode=mode, placement=placement, ssh=ssh,
                       benchmark_source=benchmark_source, prediction=prediction)
-
-    def _require_gang(self, gang: str, spec) -> None:
-        group = dict(GANG_GROUPS)[gang]
-        if group not in self.client.api_groups():
-            raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
-                            f"{group} API group); install it, pick another, or drop --gang")
-        if gang == "kueue":
-            config, _ = kueue_config(self.client)
-            frameworks = ((config or {}).get("integrations") or {}).get("frameworks")
-            if config is not None and "kubeflow.org/mpijob" not in (frameworks or []):
-                raise UserError(KUEUE_MPIJOB_OFF)
-        if gang == "kueue" and spec.queue:
-            # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.
-            try:
-                found = self.client.get(KUEUE_LOCALQUEUE, spec.queue, spec.namespace)
-            except ApiError:
-                return  # not readable: Kueue itself will say so on the Workload
-            if found is None:
-                raise UserError(f"--queue {spec.queue}: no Kueue LocalQueue of that name in "
-                                f"namespace {spec.namespace} (kubectl get localqueues -n "
-                                f"{spec.namespace})")
 
     def _refuse_existing(self, name: str, ns: str) -> None:
         """A name in use (or leftovers of it) fails before anything is created."""
@@ -394,7 +346,7 @@ class KubernetesBackend(BaseBackend):
         # The gang scheduler binds the whole group at once, so waiting holds no GPUs; the
         # launcher is released now and waits (HVDK8S_WORKER_WAIT_SECONDS) for the workers.
         client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
-        return (f"queued by {GANG_NAMES[gang]}: {summary}; the gang starts when it fits "
+        return (f"queued by {gang.scheduler.title}: {summary}; the gang starts when it fits "
                 f"(hvdk8s delete {name} -n {ns} to give up)")
 
     def _where(self, name: str, ns: str) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from launcher.errors import UserError
+from mpijob import gang as gangs
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -71,6 +72,11 @@ class Kind:
         return base
 
 
+def api_kind(api) -> Kind:
+    """The client's Kind of a kind the pure core declares (mpijob.gang.ApiKind)."""
+    return Kind(api.api_version, api.kind, api.plural, api.namespaced)
+
+
 POD = Kind("v1", "Pod", "pods")
 SERVICE = Kind("v1", "Service", "services")
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
@@ -80,8 +86,8 @@ NODE = Kind("v1", "Node", "nodes", namespaced=False)
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
-VOLCANO_PODGROUP = Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
-SCHED_PLUGINS_PODGROUP = Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
+# What hvdk8s creates for a gang scheduler in built-in mode (a PodGroup): mpijob.gang.
+GANG_KINDS = tuple(api_kind(k) for s in gangs.SCHEDULERS.values() for k in s.created_kinds)
 KUEUE_LOCALQUEUE = Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues")
 KUEUE_WORKLOAD = Kind("kueue.x-k8s.io/v1beta1", "Workload", "workloads")
 HYPERNODE = Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
@@ -92,8 +98,7 @@ KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", nam
                     Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
 
 _KNOWN = {(k.api_version, k.kind): k for k in (
-    POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, VOLCANO_PODGROUP,
-    SCHED_PLUGINS_PODGROUP, KUEUE_WORKLOAD, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
+    POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, *GANG_KINDS, KUEUE_WORKLOAD, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
     NAMESPACE,

@@ -25,6 +25,7 @@ from launcher.backends.kubernetes.client import (
     ApiError,
 )
 from launcher.errors import UsageError, UserError
+from mpijob.gang import kueue, volcano
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
@@ -204,10 +205,10 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
                     for level in (t.get("spec") or {}).get("levels") or []}
     for name, pos in out.items():
         if pos.rack_label in kueue_levels or pos.block_label in kueue_levels:
-            out[name] = replace(pos, scheduler="kueue")
+            out[name] = replace(pos, scheduler=kueue.NAME)
     for name, where in hypernode_positions(hypernodes or [], labels_of).items():
         out[name] = replace(out[name], rack=where["rack"], block=where["block"] or out[name].block,
-                            rack_label=None, block_label=None, scheduler="volcano")
+                            rack_label=None, block_label=None, scheduler=volcano.NAME)
     return out
 
 
