@@ -261,7 +261,8 @@ def test_gang_in_operator_mode_without_a_gang_scheduler_is_refused(k8s):
     before = srv.count_requests("POST")
     result = submit(k8s, "lone", "--workers", "2", "--gpus", "1", "--gang", "--mode", "operator")
     assert result.exit_code == 2
-    assert "--gang with --mode operator needs Volcano, scheduler-plugins or Kueue" in result.output
+    assert ("--gang with --mode operator needs Volcano, scheduler-plugins, Kueue or KAI"
+            in result.output)
     assert "use --mode pods" in result.output
     assert srv.count_requests("POST") == before
 
@@ -273,7 +274,7 @@ def test_readme_table_covers_every_mode_and_gang_scheduler():
 
     readme = Path(__file__).parent.parent.joinpath("README.md").read_text()
     titles = {"none": "none", "volcano": "Volcano", "scheduler-plugins": "scheduler-plugins",
-              "kueue": "Kueue"}
+              "kueue": "Kueue", "kai": "KAI"}
     for mode, gang in SUPPORT:
         assert f"  | {mode} | {titles[gang]} | " in readme, (mode, gang)
 

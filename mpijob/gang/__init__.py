@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
 from mpijob.gang.coscheduling import Coscheduling
+from mpijob.gang.kai import Kai
 from mpijob.gang.kueue import Kueue
 from mpijob.gang.volcano import Volcano
 
 NONE = "none"
-SCHEDULERS: dict[str, GangScheduler] = {s.name: s for s in (Volcano(), Coscheduling(), Kueue())}
+SCHEDULERS: dict[str, GangScheduler] = {s.name: s for s in (Volcano(), Coscheduling(), Kueue(),
+                                                                Kai())}
 NAMES = (NONE, *SCHEDULERS)
 
 __all__ = ["NAMES", "NONE", "OPERATOR", "PODS", "SCHEDULERS", "ApiKind", "GangRequest",

@@ -66,6 +66,9 @@ class GangScheduler:
     scheduler_name: ClassVar[str | None] = None  # the pods' schedulerName
     podgroup: ClassVar[ApiKind | None] = None  # the object that says why the gang waits
     created_kinds: ClassVar[tuple[ApiKind, ...]] = ()  # what objects() may return
+    # Kinds of the job's objects created without an owner reference to the root, where
+    # the scheduler would take an owned one out of the gang.
+    unowned_kinds: ClassVar[tuple[str, ...]] = ()
     queue: ClassVar[str] = ""  # "", "optional" or "required": whether --queue applies
     # Operator mode: the MPI Operator makes this scheduler's PodGroup from
     # runPolicy.schedulingPolicy when it runs with --gang-scheduling=<operator_flag_hint>.
@@ -91,6 +94,11 @@ class GangScheduler:
     def operator_flag_ok(self, flag: str) -> bool:
         """Does an MPI Operator running with --gang-scheduling=`flag` make our PodGroup?"""
         return False
+
+    def operator_scheduling_policy(self, replicas: int) -> dict | None:
+        """runPolicy.schedulingPolicy for a scheduler that reads it without the operator's
+        --gang-scheduling (operator_podgroup schedulers get the operator's own)."""
+        return None
 
     def operator_labels(self, spec: JobSpec) -> dict[str, str]:
         """Labels on the MPIJob and on its worker pod template."""

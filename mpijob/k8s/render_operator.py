@@ -164,6 +164,8 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
         if spec.priority_class:
             scheduling["priorityClass"] = spec.priority_class
         run_policy["schedulingPolicy"] = scheduling
+    elif scheduler is not None and (policy := scheduler.operator_scheduling_policy(shape.replicas)):
+        run_policy["schedulingPolicy"] = policy
     affinity = node_affinity(list(shape.nodes), required=spec.gang == "none") if shape.nodes else None
     if affinity and len(set(shape.nodes)) == len(shape.nodes) and shape.replicas > 1:
         # One worker pod per chosen node, as the placement decided.

@@ -252,7 +252,8 @@ class KubernetesBackend(BaseBackend):
             # owned by it, so the garbage collector follows the root wherever it goes.
             root = create(client, objects[0], submission)
             created.append(root)
-            for obj in with_owner(list(objects), root["metadata"]["uid"])[1:]:
+            unowned = gang.scheduler.unowned_kinds if gang else ()
+            for obj in with_owner(list(objects), root["metadata"]["uid"], unowned)[1:]:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
                 outcome = (gang.operator_created(client, root, spec, options.schedule_timeout or 30.0,

@@ -12,6 +12,7 @@ from launcher.backends.base import PENDING
 from launcher.backends.kubernetes import operator as operator_gang
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.client import (
+    EVENT,
     KUEUE_LOCALQUEUE,
     KUEUE_WORKLOAD,
     ApiError,
@@ -20,7 +21,7 @@ from launcher.backends.kubernetes.client import (
 from launcher.backends.kubernetes.cluster_reads import kueue_config
 from launcher.errors import UserError
 from mpijob import gang as gangs
-from mpijob.gang import kueue
+from mpijob.gang import kai, kueue
 from mpijob.jobspec import names
 
 
@@ -106,7 +107,38 @@ class KueueControl(GangControl):
         return "suspended until Kueue admits it" if kueue.suspended(root) else None
 
 
-_CONTROLS: dict[type, type[GangControl]] = {kueue.Kueue: KueueControl}
+class KaiControl(GangControl):
+    def require(self, client, spec, mode: str) -> None:
+        super().require(client, spec, mode)
+        # KAI skips a PodGroup whose queue does not exist ("Queue '%s' does not exist",
+        # pkg/scheduler/cache/cluster_info): it would wait forever without a word.
+        queue = kai.queue_of(spec)
+        try:
+            found = client.get(api_kind(kai.QUEUE), queue)
+        except ApiError:
+            return  # not readable: the job waits, and `get` shows KAI's events
+        if found is None:
+            raise UserError(f"--queue {queue}: no KAI Queue of that name (kubectl get "
+                            "queues.scheduling.run.ai); name one with --queue")
+
+    def waiting_reason(self, client, root: dict, status) -> str | None:
+        if not _unschedulable_workers(status) and not _pending_workers(status):
+            return None
+        job = st.job_name_of(root) or root["metadata"]["name"]
+        ns = root["metadata"]["namespace"]
+        name = kai.podgroup_name(root, job)
+        pg = client.get(api_kind(kai.PODGROUP), name, ns)
+        if pg is None:
+            return None
+        why = self.scheduler.podgroup_reason(pg, job)
+        if why is None:
+            evs = client.items(EVENT, ns, field_selector=(
+                f"involvedObject.name={name},involvedObject.kind={kai.PODGROUP.kind}"))
+            why = self.scheduler.event_reason(evs, job)
+        return why
+
+
+_CONTROLS: dict[type, type[GangControl]] = {kueue.Kueue: KueueControl, kai.Kai: KaiControl}
 
 
 def control(name: str | None) -> GangControl | None:
@@ -121,6 +153,12 @@ def detect(client) -> str | None:
     """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
     found = gangs.installed(client.api_groups())
     return found.name if found is not None else None
+
+
+def _pending_workers(status) -> list:
+    if status.phase != PENDING:
+        return []
+    return [r for r in status.replicas if r.role != names.ROLE_LAUNCHER and not r.node]
 
 
 def _unschedulable_workers(status) -> list:

@@ -141,6 +141,10 @@ OPTIONAL: dict[str, list[ResourceType]] = {
                               short=("pg", "pgs")),
                           _cr("scheduling.x-k8s.io", "v1alpha1", "elasticquotas",
                               "ElasticQuota", short=("eq", "eqs"))],
+    # KAI Scheduler (launcher/testing/kubeapi/kai.py): its CRDs as its Helm chart installs them.
+    "kai": [_cr("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", short=("pg",)),
+            _cr("scheduling.run.ai", "v2", "queues", "Queue", False, short=("q",)),
+            _cr("kai.scheduler", "v1alpha1", "topologies", "Topology", False)],
     "kueue": [_cr("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue",
                   short=("queue", "queues", "lq")),
               _cr("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False,
@@ -153,9 +157,10 @@ OPTIONAL: dict[str, list[ResourceType]] = {
 ALIASES = {"mpijobs": "mpijob", "mpijobs.kubeflow.org": "mpijob", "kubeflow.org": "mpijob",
            "mpi-operator": "mpijob", "scheduling.volcano.sh": "volcano",
            "scheduling.x-k8s.io": "scheduler-plugins", "kueue.x-k8s.io": "kueue",
-           "coscheduling": "scheduler-plugins"}
+           "coscheduling": "scheduler-plugins", "scheduling.run.ai": "kai"}
 # Scheduler names the gang schedulers register under.
-GANG_SCHEDULERS = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
+GANG_SCHEDULERS = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler",
+                   "kai": "kai-scheduler"}
 
 
 @dataclass

@@ -14,6 +14,7 @@ from .auth import Policy, Tokens
 from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
+from .kai import KaiPodGrouper
 from .kubelet import Kubelet, PodScript, Run
 from .kueue import DEFAULT_FRAMEWORKS_V0_14, Kueue, cluster_queue, local_queue, manager_config
 from .lifecycle import Objects
@@ -75,6 +76,7 @@ class KubeAPIServer:
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
         self.dra = None  # launcher.testing.kubeapi.dra.install_dra() serves resource.k8s.io/v1
         self.kueue: Kueue | None = None  # install_kueue() deploys it
+        self.kai: KaiPodGrouper | None = None  # install_kai() deploys its podgrouper
         # Volcano's pod webhook (volcano.py); set .version to "v1.5.0" for the older check.
         self.volcano_webhook = VolcanoWebhook()
         self.controllers = controllers
@@ -129,7 +131,7 @@ class KubeAPIServer:
 
     @property
     def loops(self):
-        extra = tuple(c for c in (self.kueue, self.mpi_operator) if c is not None)
+        extra = tuple(c for c in (self.kueue, self.kai, self.mpi_operator) if c is not None)
         dra = (self.dra,) if self.dra is not None else ()
         return (*dra, self.scheduler, *extra, self.jobs, self.kubelet)
 
@@ -151,6 +153,8 @@ class KubeAPIServer:
             self.scheduler.step()
             if self.kueue is not None:
                 self.kueue.step()
+            if self.kai is not None:
+                self.kai.step()
             if self.mpi_operator is not None:
                 self.mpi_operator.step()
             self.jobs.step()
@@ -383,6 +387,20 @@ class KubeAPIServer:
             if self.controllers and self._httpd is not None:
                 kueue.start()
         return kueue
+
+    def install_kai(self) -> KaiPodGrouper:
+        """KAI Scheduler's CRDs, its scheduler (kai-scheduler) and podgrouper (kai.py)."""
+        self.install_group("kai")
+        if self.kai is None:
+            self.kai = KaiPodGrouper(self.store, self.registry, self.objects_api, self.tick)
+            if self.controllers and self._httpd is not None:
+                self.kai.start()
+        return self.kai
+
+    def kai_queue(self, name: str) -> None:
+        """A KAI Queue (scheduling.run.ai/v2, cluster-scoped; quotas are not modelled)."""
+        self.create({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+                     "metadata": {"name": name}, "spec": {}})
 
     def kueue_queue(self, name: str, quota: dict, namespace: str = "default") -> None:
         """A LocalQueue `name` in `namespace` over a ClusterQueue `name` with this quota."""
