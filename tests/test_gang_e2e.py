@@ -274,7 +274,7 @@ def test_readme_table_covers_every_mode_and_gang_scheduler():
 
     readme = Path(__file__).parent.parent.joinpath("README.md").read_text()
     titles = {"none": "none", "volcano": "Volcano", "scheduler-plugins": "scheduler-plugins",
-              "kueue": "Kueue", "kai": "KAI"}
+              "kueue": "Kueue", "kai": "KAI", "workload-api": "Workload API"}
     for mode, gang in SUPPORT:
         assert f"  | {mode} | {titles[gang]} | " in readme, (mode, gang)
 

@@ -17,9 +17,12 @@ def kai(k8s):
     srv = k8s.server()
     srv.install_kai()
     srv.kai_queue("team-a")
+    return srv
+
+
+def launcher_ends(srv):
     srv.script_pod(r"\w+-launcher-\w{5}", logs=["total images/sec: 10"], exit_code=0,
                    duration=0.2)
-    return srv
 
 
 def worker_pods(srv, job):
@@ -28,6 +31,7 @@ def worker_pods(srv, job):
 
 
 def test_gang_picks_kai_and_a_job_that_fits_runs_whole(k8s, kai):
+    launcher_ends(kai)
     result = submit(k8s, "fits", "--workers", "2", "--gpus", "8", "--gang", "--queue", "team-a")
     assert result.exit_code == 0, result.output
     assert "gang: kai found in the cluster" in result.output
@@ -47,6 +51,9 @@ def test_gang_picks_kai_and_a_job_that_fits_runs_whole(k8s, kai):
 
 def test_kai_job_on_a_busy_cluster_is_queued_with_kais_reason_and_binds_nothing(k8s, kai):
     hog(kai, "gpu-node-0")
+    # Released after --schedule-timeout, the launcher waits for its workers (no limit with a
+    # gang scheduler), so it keeps running here while the gang is queued.
+    kai.script_pod(r"\w+-launcher-\w{5}", exit_code=None)
     result = submit(k8s, "busy", "--workers", "2", "--gpus", "8", "--gang-scheduler", "kai",
                     "--queue", "team-a", "--schedule-timeout", "1")
     assert result.exit_code == 0, result.output
@@ -61,7 +68,7 @@ def test_kai_job_on_a_busy_cluster_is_queued_with_kais_reason_and_binds_nothing(
     assert gpus_held(kai) == 8  # the hog's: no worker is bound while the gang waits
     assert all(not p["spec"].get("nodeName") for p in worker_pods(kai, "busy"))
     kai.delete("pods", "hog-gpu-node-0")
-    assert hvdk8s(k8s, "wait", "busy", "--timeout", "30").exit_code == 0
+    kai.wait_for(lambda: all(p["spec"].get("nodeName") for p in worker_pods(kai, "busy")))
     assert hvdk8s(k8s, "delete", "busy").exit_code == 0
     assert leftovers(kai, "busy") == []
 
@@ -76,6 +83,7 @@ def test_kai_without_the_queue_is_refused_before_anything_is_created(k8s, kai):
 
 
 def test_kai_groups_the_mpijob_as_its_podgrouper_does(k8s, kai):
+    launcher_ends(kai)
     kai.install_mpi_operator()
     result = submit(k8s, "op", "--workers", "2", "--gpus", "8", "--gang-scheduler", "kai",
                     "--queue", "team-a", "--mode", "operator")

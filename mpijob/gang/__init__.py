@@ -10,10 +10,13 @@ from mpijob.gang.coscheduling import Coscheduling
 from mpijob.gang.kai import Kai
 from mpijob.gang.kueue import Kueue
 from mpijob.gang.volcano import Volcano
+from mpijob.gang.workload_api import WorkloadApi
 
 NONE = "none"
-SCHEDULERS: dict[str, GangScheduler] = {s.name: s for s in (Volcano(), Coscheduling(), Kueue(),
-                                                                Kai())}
+SCHEDULERS: dict[str, GangScheduler] = {s.name: s for s in (
+    Volcano(), Coscheduling(), Kueue(), Kai(),
+    # Last: Kubernetes' own, for --gang where no add-on is installed.
+    WorkloadApi())}
 NAMES = (NONE, *SCHEDULERS)
 
 __all__ = ["NAMES", "NONE", "OPERATOR", "PODS", "SCHEDULERS", "ApiKind", "GangRequest",
@@ -26,11 +29,12 @@ def get(name: str | None) -> GangScheduler | None:
 
 
 def listed() -> str:
-    """The schedulers for a sentence: "Volcano, scheduler-plugins or Kueue"."""
-    titles = [s.short_title for s in SCHEDULERS.values()]
+    """The add-on schedulers for a sentence: "Volcano, scheduler-plugins, Kueue or KAI"."""
+    titles = [s.short_title for s in SCHEDULERS.values() if s.detect_kind is None]
     return ", ".join(titles[:-1]) + " or " + titles[-1]
 
 
-def installed(groups: set[str] | frozenset[str]) -> GangScheduler | None:
-    """The scheduler `--gang` picks among those whose API group discovery lists."""
-    return next((s for s in SCHEDULERS.values() if s.group in groups), None)
+def installed(groups, served=lambda kind: False) -> GangScheduler | None:
+    """The scheduler `--gang` picks among those discovery lists (`served(kind)`: whether a
+    kind a scheduler declares in detect_kind is served)."""
+    return next((s for s in SCHEDULERS.values() if s.installed(groups, served)), None)

@@ -63,6 +63,7 @@ class GangScheduler:
     reason_word: ClassVar[str]  # the job's reason while it waits: QueuedBy<Word>
     short_title: ClassVar[str]  # in doctor and operator-mode refusals
     group: ClassVar[str]  # the API group whose presence in discovery says it is installed
+    detect_kind: ClassVar[ApiKind | None] = None  # where the group alone does not tell
     scheduler_name: ClassVar[str | None] = None  # the pods' schedulerName
     podgroup: ClassVar[ApiKind | None] = None  # the object that says why the gang waits
     created_kinds: ClassVar[tuple[ApiKind, ...]] = ()  # what objects() may return
@@ -83,7 +84,7 @@ class GangScheduler:
 
     # -- built-in mode ------------------------------------------------------------------
     def pod_metadata(self, req: GangRequest) -> dict:
-        """Labels and annotations that tie each worker pod to its gang."""
+        """Labels, annotations and pod spec fields that tie each worker pod to its gang."""
         return {}
 
     def objects(self, req: GangRequest) -> list[dict]:
@@ -118,10 +119,18 @@ class GangScheduler:
             return f"PodGroup {job} {phase}: {cond['message']}".replace("  ", " ")
         return None
 
+    def installed(self, groups, served) -> bool:
+        """Installed, from discovery: its group, and `detect_kind` where one is declared
+        (`served(kind)` tells whether the API serves that kind)."""
+        return self.group in groups and (self.detect_kind is None or served(self.detect_kind))
+
     # -- doctor -------------------------------------------------------------------------
     def doctor(self, operator_flag: str | None, has_operator: bool, facts) -> list[Finding]:
         """What doctor says when the scheduler is installed."""
-        out = [Finding(self.name, OK, f"{self.short_title} installed ({self.group})",
+        out = [Finding(self.name, OK, f"{self.short_title} installed ({self.group})"
+                       if self.detect_kind is None else
+                       f"{self.short_title} served ({self.detect_kind.api_version} "
+                       f"{self.detect_kind.plural})",
                        f"--gang in built-in mode makes a {self.short_title} PodGroup: all "
                        "workers are bound together or none is")]
         if (self.operator_podgroup and has_operator and operator_flag is not None

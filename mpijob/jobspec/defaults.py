@@ -22,7 +22,7 @@ BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152",
 BENCHMARK_MODELS = get_args(BenchmarkModel)
 # The gang schedulers (mpijob.gang's registry; tests/test_gang_registry.py keeps them equal),
 # and those that place by network level (a cluster file's `network.scheduler`).
-GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue", "kai"]
+GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue", "kai", "workload-api"]
 NetworkScheduler = Literal["kueue", "volcano"]
 # How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
 # --gpu-request auto picks DRA where the cluster's nodes publish DRA GPU devices.

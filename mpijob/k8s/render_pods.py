@@ -138,6 +138,7 @@ def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
         "restartPolicy": "Never",
         "containers": [container],
         "volumes": volumes,
+        **gang_meta.get("spec", {}),
     }
     if pod.node:
         body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")

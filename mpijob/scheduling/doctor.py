@@ -73,6 +73,7 @@ class Facts:
     operator_deployment: dict | None = None  # the mpi-operator Deployment, when readable
     kueue_config: dict | None = None  # parsed controller_manager_config.yaml, when readable
     kueue_config_error: str | None = None
+    served: set[str] = field(default_factory=set)  # "<apiVersion>/<plural>" of gang detect kinds
     dra_versions: tuple[str, ...] = ()
     dra_gpu_slices: int | None = None  # ResourceSlices of the NVIDIA GPU DRA driver
 
@@ -272,8 +273,14 @@ def _operator(f: Facts) -> list[Finding]:
 def _gang(f: Facts) -> list[Finding]:
     flag = operator_gang_flag(f.operator_deployment)
     has_operator = "v2beta1" in f.mpijob_versions
-    out = [finding for s in gangs.SCHEDULERS.values() if s.group in f.groups
+    def served(kind) -> bool:
+        return f"{kind.api_version}/{kind.plural}" in f.served
+
+    out = [finding for s in gangs.SCHEDULERS.values() if s.installed(f.groups, served)
            for finding in s.doctor(flag, has_operator, f)]
+    if (picked := gangs.installed(f.groups, served)) is not None:
+        out.append(Finding("gang", INFO, f"--gang uses {picked.title}",
+                           "--gang-scheduler NAME picks another of those installed"))
     if not out:
         out.append(Finding("gang scheduler", INFO, "no " + gangs.listed(),
                            "--gang uses hvdk8s's own all-or-nothing check (the job is rolled "

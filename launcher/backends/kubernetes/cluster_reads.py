@@ -16,7 +16,9 @@ from launcher.backends.kubernetes.client import (
     ApiError,
     Kind,
     KubeClient,
+    api_kind,
 )
+from mpijob import gang as gangs
 from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
@@ -81,6 +83,10 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         deployments = _optional(lambda: client.items(DEPLOYMENT, all_namespaces=True,
                                                      label_selector=OPERATOR_SELECTOR), [])
         facts.operator_deployment = deployments[0] if deployments else None
+    # Gang schedulers whose group alone does not tell (the Workload API): is the kind served?
+    facts.served = {f"{k.api_version}/{k.plural}" for s in gangs.SCHEDULERS.values()
+                    if (k := s.detect_kind) is not None and k.group in facts.groups
+                    and _optional(lambda k=k: client.serves(api_kind(k)), False)}
     if "kueue.x-k8s.io" in facts.groups:
         facts.kueue_config, facts.kueue_config_error = kueue_config(client)
     if "resource.k8s.io" in facts.groups:

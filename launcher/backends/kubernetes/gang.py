@@ -34,9 +34,11 @@ class GangControl:
     def require(self, client, spec, mode: str) -> None:
         """Refuse, before anything is created, a job this scheduler would not take."""
         s = self.scheduler
-        if s.group not in client.api_groups():
+        if not s.installed(client.api_groups(), lambda kind: client.serves(api_kind(kind))):
+            what = (f"{s.group} API group" if s.detect_kind is None else
+                    f"{s.detect_kind.api_version} {s.detect_kind.plural} served")
             raise UserError(f"--gang-scheduler {s.name}: {s.title} is not installed (no "
-                            f"{s.group} API group); install it, pick another, or drop --gang")
+                            f"{what}); install it, pick another, or drop --gang")
         if mode == gangs.OPERATOR and s.operator_podgroup:
             operator_gang.precheck(client, s)
 
@@ -53,8 +55,10 @@ class GangControl:
     def waiting_reason(self, client, root: dict, status) -> str | None:
         """Why the gang waits, in the scheduler's words (None: it does not wait for it)."""
         waiting = _unschedulable_workers(status)
-        if not waiting or self.scheduler.podgroup is None:
+        if not waiting:
             return None
+        if self.scheduler.podgroup is None:  # the workers' own conditions say it
+            return "; ".join(f"{r.name}: {r.message}" for r in waiting if r.message) or None
         job = st.job_name_of(root) or root["metadata"]["name"]
         pg = client.get(api_kind(self.scheduler.podgroup), names.pod_group(job),
                         root["metadata"]["namespace"])
@@ -151,7 +155,7 @@ def control(name: str | None) -> GangControl | None:
 
 def detect(client) -> str | None:
     """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
-    found = gangs.installed(client.api_groups())
+    found = gangs.installed(client.api_groups(), lambda kind: client.serves(api_kind(kind)))
     return found.name if found is not None else None
 
 

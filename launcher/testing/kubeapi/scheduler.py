@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from decimal import Decimal
 
-from . import events, kai
+from . import events, kai, workloads
 from .controller import Loop
 from .coscheduling import (
     GROUP_LABEL,
@@ -201,6 +201,7 @@ class Scheduler(Loop):
         self._last_sig = None
         self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
         self._reported_pg: dict[tuple, str] = {}  # (PodGroup uid, reason) -> last event
+        self.workload_api = False  # serve_workload_api(): the GangScheduling plugin is on
 
     def enable(self, scheduler_name: str, gang: str | None = None) -> None:
         """Act as `scheduler_name` too (gang: 'volcano' or 'scheduler-plugins' semantics)."""
@@ -215,6 +216,7 @@ class Scheduler(Loop):
         with st.lock:
             sig = (st.last_rv("/nodes"), st.last_rv("/pods"),
                    *(st.last_rv(g["key"]) for g in GANG.values()), st.last_rv(kai.QUEUE_KEY),
+                   st.last_rv(workloads.WORKLOAD_KEY),
                    tuple(self.names))
             now = self.clock()
             if sig == self._last_sig and not self._timer_due(now):
@@ -242,7 +244,11 @@ class Scheduler(Loop):
         usage = Usage(pods)
         groups: dict[tuple, list[dict]] = {}
         cosched: list[dict] = []
+        gangs: dict[tuple, list[dict]] = {}
         for pod in pending:
+            if self.workload_api and (key := workloads.gang_key(pod)) is not None:
+                gangs.setdefault(key, []).append(pod)
+                continue
             gang = self.names.get(pod["spec"].get("schedulerName", DEFAULT))
             if gang == "scheduler-plugins":
                 cosched.append(pod)
@@ -262,6 +268,8 @@ class Scheduler(Loop):
             self._schedule_gang(gang, ns, group, members, pods, nodes, usage)
         if cosched:
             self._cosched_cycle(cosched, pods, nodes, usage, now)
+        for key, members in gangs.items():
+            self._workload_gang(key, members, pods, nodes, usage)
 
     def _enqueue(self, nodes, pods) -> None:
         """Volcano's enqueue action for PodGroups not yet Inqueue (volcano.py)."""
@@ -396,6 +404,40 @@ class Scheduler(Loop):
             self._bind(pod, node, usage, component)
         self.store.mutate(kai.PODGROUP_KEY, m["namespace"], group, lambda g: g.setdefault(
             "status", {}).__setitem__("schedulingConditions", []))
+
+    def _workload_gang(self, key, members, pods, nodes, usage) -> None:
+        """kube-scheduler's GangScheduling plugin for one pod group (workloads.py)."""
+        ns, name, pod_group, _ = key
+        pol = workloads.policy(self.store.get(workloads.WORKLOAD_KEY, ns, name), pod_group)
+        if pol is None:
+            return  # PreEnqueue: no Workload (or no such pod group) yet
+        need = workloads.min_count(pol)
+        if need is None:  # basic policy: scheduled one by one
+            for pod in members:
+                node, msg = self._place(pod, nodes, usage)
+                if node:
+                    self._bind(pod, node, usage)
+                else:
+                    self._unschedulable(pod, msg)
+            return
+        group = [p for p in pods if not is_terminal(p) and workloads.gang_key(p) == key]
+        if len(group) < need:
+            return  # PreEnqueue: fewer than minCount pods observed
+        assigned = sum(1 for p in group if p["spec"].get("nodeName"))
+        trial, placed, unfit = usage.copy(), [], []
+        for pod in members:
+            node, msg = self._place(pod, nodes, trial)
+            if node is None:
+                unfit.append((pod, msg))
+                continue
+            trial.add(node, pod)
+            placed.append((pod, node))
+        for pod, msg in unfit:
+            self._unschedulable(pod, msg)
+        if assigned + len(placed) < need:
+            return  # the fitting members wait at Permit: nothing is bound
+        for pod, node in placed:
+            self._bind(pod, node, usage)
 
     def _place_reasons(self, pod, nodes, usage) -> tuple[str | None, list[list[str]]]:
         per_node = []

@@ -397,6 +397,13 @@ class KubeAPIServer:
                 self.kai.start()
         return self.kai
 
+    def serve_workload_api(self) -> None:
+        """Kubernetes 1.35 with the GenericWorkload gate and scheduling.k8s.io/v1alpha1 on:
+        the Workload API served and kube-scheduler's GangScheduling plugin (workloads.py)."""
+        self.registry.add(ResourceType("scheduling.k8s.io", "v1alpha1", "workloads",
+                                       "Workload"))
+        self.scheduler.workload_api = True
+
     def kai_queue(self, name: str) -> None:
         """A KAI Queue (scheduling.run.ai/v2, cluster-scoped; quotas are not modelled)."""
         self.create({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
