@@ -7,13 +7,13 @@ no finding is a failure: the API answers and the caller may do what built-in mod
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from mpijob import gang as gangs
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
+from mpijob.scheduling.findings import FAIL, INFO, OK, WARN, Finding
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 
-OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
 GPU_RESOURCE = "nvidia.com/gpu"
 GFD_PRODUCT = "nvidia.com/gpu.product"  # GPU Feature Discovery's model label
 OPERATOR_INSTALL = ("kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/"
@@ -42,18 +42,6 @@ PERMISSIONS: tuple[tuple[str, str, str, str, bool, str], ...] = (
 )
 OPERATOR_PERMISSIONS = (("create", "mpijobs", "kubeflow.org", "", "--mode operator cannot "
                                                                    "create MPIJobs"),)
-
-
-@dataclass
-class Finding:
-    check: str
-    status: str
-    finding: str
-    effect: str = ""
-    fix: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

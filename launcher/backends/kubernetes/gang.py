@@ -105,6 +105,7 @@ class KueueControl(GangControl):
             return None  # admitted: Kueue has let it start
         workloads = client.items(KUEUE_WORKLOAD, root["metadata"]["namespace"],
                                  label_selector=f"{kueue.JOB_UID_LABEL}={root['metadata']['uid']}")
+        assert isinstance(self.scheduler, kueue.Kueue)
         return self.scheduler.workload_reason(workloads)
 
     def waiting_hint(self, root: dict, status) -> str | None:
@@ -138,6 +139,7 @@ class KaiControl(GangControl):
         if why is None:
             evs = client.items(EVENT, ns, field_selector=(
                 f"involvedObject.name={name},involvedObject.kind={kai.PODGROUP.kind}"))
+            assert isinstance(self.scheduler, kai.Kai)
             why = self.scheduler.event_reason(evs, job)
         return why
 
