@@ -129,3 +129,39 @@ def test_doctor_says_kai_applies():
     assert kai_found.status == "ok" and "KAI installed (scheduling.run.ai)" in kai_found.finding
     assert "makes a KAI PodGroup" in kai_found.effect
     assert not [f for f in findings if f.check == "gang scheduler"]
+
+
+def test_kai_topology_constraint_from_hvdk8s_plan():
+    """Where a KAI Topology lists the levels, the plan's domain goes to KAI: the required
+    level it keeps the job in, the rack preferred inside a block; on hvdk8s's PodGroup in
+    built-in mode, as the MPIJob annotations KAI's podgrouper reads in operator mode."""
+    from launcher.backends.kubernetes.snapshot import build_snapshot
+    from launcher.preparing.planning import plan_job
+    from mpijob.jobspec.spec import build_spec
+    from mpijob.k8s.manifests import render
+    from tests.test_k8s_snapshot import node
+    from tests.test_network_io import BLOCK, RACK, SSH
+
+    nodes = [node(n, labels={BLOCK: "b1", RACK: r}) for n, r in
+             (("a1", "r1"), ("b1", "r2"), ("b2", "r3"))]
+    topo = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+            "metadata": {"name": "dc"}, "spec": {"levels": [{"nodeLabel": BLOCK},
+                                                            {"nodeLabel": RACK}]}}
+    snap = build_snapshot(nodes, [], kai_topologies=[topo])
+    assert (snap.cluster.node("b1").network.scheduler,
+            snap.cluster.node("b1").network.topology) == ("kai", "dc")
+    spec = build_spec(name="j", workers=16, gpus_per_worker=1, gang="kai", queue="q")
+    plan = plan_job(spec, snap.cluster)
+    pg = next(o for o in render(spec, placement=plan.placement, ssh=SSH, benchmark_source="x")
+              if o["kind"] == "PodGroup")
+    assert pg["spec"]["topologyConstraint"] == {"topology": "dc", "requiredTopologyLevel": BLOCK,
+                                                "preferredTopologyLevel": RACK}
+    mpijob = render(spec, mode="operator", placement=plan.placement, benchmark_source="x")[0]
+    notes = mpijob["metadata"]["annotations"]
+    assert (notes["kai.scheduler/topology"], notes["kai.scheduler/topology-required-placement"],
+            notes["kai.scheduler/topology-preferred-placement"]) == ("dc", BLOCK, RACK)
+    # Without a KAI Topology nothing is emitted.
+    plain = plan_job(spec, build_snapshot(nodes, []).cluster)
+    pg = next(o for o in render(spec, placement=plain.placement, ssh=SSH, benchmark_source="x")
+              if o["kind"] == "PodGroup")
+    assert "topologyConstraint" not in pg["spec"]

@@ -170,6 +170,8 @@ class NetworkEntry(_Entry):
     scheduler: NetworkScheduler | None = Field(
         None, description=" or ".join(get_args(NetworkScheduler))
         + " (which gang scheduler knows these levels)")
+    topology: Name | None = Field(None, description="a name (the scheduler's Topology object, "
+                                                    "which KAI's constraint names)")
 
 
 class DraDeviceEntry(_Entry):
@@ -485,7 +487,8 @@ class _Builder:
         labelled = {f"{lv}_label": getattr(from_labels, f"{lv}_label") for lv in ("rack", "block")
                     if levels[lv] == getattr(from_labels, lv)}
         return NetworkPosition(**levels, oversubscription=float(entry.oversubscription),
-                               scheduler=entry.scheduler, **labelled)
+                               scheduler=entry.scheduler, topology=entry.topology,
+                               **labelled)
 
     def _topology(self, value: str | list | None, gpus: int | None, product: str | None) -> Topology:
         if value is None:

@@ -29,6 +29,8 @@ model (launcher/testing/kubeapi/kai.py) cites the same files for what it does.
 
 from __future__ import annotations
 
+import copy
+
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
 from mpijob.jobspec import names
 
@@ -91,6 +93,30 @@ class Kai(GangScheduler):
 
     def operator_scheduling_policy(self, replicas: int) -> dict | None:
         return {"minAvailable": replicas}
+
+    def with_network_topology(self, obj: dict, domain) -> dict | None:
+        """KAI topology-aware scheduling (docs/topology in KAI-Scheduler): required = the
+        level hvdk8s's plan keeps the job in, preferred = the rack inside a block. On
+        hvdk8s's PodGroup as spec.topologyConstraint; on the MPIJob as the annotations
+        KAI's podgrouper copies into the PodGroup it makes (defaultgrouper)."""
+        if not (domain.label and domain.topology):
+            return None
+        constraint = {"topology": domain.topology, "requiredTopologyLevel": domain.label}
+        if domain.inner_label:
+            constraint["preferredTopologyLevel"] = domain.inner_label
+        if obj.get("kind") == PODGROUP.kind and obj.get("apiVersion") == PODGROUP.api_version:
+            obj = copy.deepcopy(obj)
+            obj["spec"]["topologyConstraint"] = constraint
+            return obj
+        if obj.get("kind") == "MPIJob":
+            obj = copy.deepcopy(obj)
+            notes = obj["metadata"].setdefault("annotations", {})
+            notes[TOPOLOGY_ANNOTATION] = constraint["topology"]
+            notes[REQUIRED_PLACEMENT] = constraint["requiredTopologyLevel"]
+            if "preferredTopologyLevel" in constraint:
+                notes[PREFERRED_PLACEMENT] = constraint["preferredTopologyLevel"]
+            return obj
+        return None
 
     def podgroup_reason(self, pg: dict | None, job: str) -> str | None:
         for c in ((pg or {}).get("status") or {}).get("schedulingConditions") or []:

@@ -23,7 +23,7 @@ BENCHMARK_MODELS = get_args(BenchmarkModel)
 # The gang schedulers (mpijob.gang's registry; tests/test_gang_registry.py keeps them equal),
 # and those that place by network level (a cluster file's `network.scheduler`).
 GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue", "kai", "workload-api"]
-NetworkScheduler = Literal["kueue", "volcano"]
+NetworkScheduler = Literal["kueue", "volcano", "kai"]
 # How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
 # --gpu-request auto picks DRA where the cluster's nodes publish DRA GPU devices.
 GpuRequest = Literal["device-plugin", "dra"]

@@ -23,9 +23,10 @@ from launcher.backends.kubernetes.client import (
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
     ApiError,
+    api_kind,
 )
 from launcher.errors import UsageError, UserError
-from mpijob.gang import kueue, volcano
+from mpijob.gang import kai, kueue, volcano
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
@@ -195,7 +196,8 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
 
 # --- the snapshot -----------------------------------------------------------------------------
 def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
-               kueue_topologies: list[dict] | None = None) -> dict:
+               kueue_topologies: list[dict] | None = None,
+               kai_topologies: list[dict] | None = None) -> dict:
     """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
     A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
     labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
@@ -206,6 +208,14 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
     for name, pos in out.items():
         if pos.rack_label in kueue_levels or pos.block_label in kueue_levels:
             out[name] = replace(pos, scheduler=kueue.NAME)
+    # A level a KAI Topology lists is marked for KAI, with the Topology's name.
+    kai_levels = {level.get("nodeLabel"): t["metadata"]["name"] for t in kai_topologies or []
+                  for level in (t.get("spec") or {}).get("levels") or []}
+    for name, pos in out.items():
+        for label in (pos.rack_label, pos.block_label):
+            if label in kai_levels:
+                out[name] = replace(pos, scheduler=kai.NAME, topology=kai_levels[label])
+                break
     for name, where in hypernode_positions(hypernodes or [], labels_of).items():
         out[name] = replace(out[name], rack=where["rack"], block=where["block"] or out[name].block,
                             rack_label=None, block_label=None, scheduler=volcano.NAME)
@@ -215,10 +225,11 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
 def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] | None = None,
                    label_keys=None, kueue_topologies: list[dict] | None = None,
                    resource_slices: list[dict] | None = None,
-                   resource_claims: list[dict] | None = None) -> Snapshot:
+                   resource_claims: list[dict] | None = None,
+                   kai_topologies: list[dict] | None = None) -> Snapshot:
     """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
-    network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
+    network = _positions(nodes, hypernodes, label_keys, kueue_topologies, kai_topologies)
 
     # Devices published by the GPU DRA driver, and those its claims hold: really free
     # GPUs with their UUIDs, without the topology agent.
@@ -386,13 +397,16 @@ def take_snapshot(client, namespace: str | None = None) -> Snapshot:
             topologies = _optional_items(client, kind)
             if topologies:
                 break
+    kai_topologies = (_optional_items(client, api_kind(kai.TOPOLOGY))
+                      if kai.TOPOLOGY.group in groups else [])
     slices: list[dict] = []
     claims: list[dict] = []
     if RESOURCE_SLICE.group in groups and client.serves(RESOURCE_SLICE):
         slices = _optional_items(client, RESOURCE_SLICE)
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
-    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims)
+    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims,
+                          kai_topologies)
     return replace(snap, skipped=skipped) if skipped else snap
 
 
