@@ -19,7 +19,7 @@ Pure; `candidates` are mpijob.scheduling.placement's _Candidate objects (node, c
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from math import comb
 
@@ -98,3 +98,36 @@ def _best_set(groups: dict, room: dict, order: list, k: int, need: int,
         if best_rank is None or rank < best_rank:
             best, best_rank = keys, rank
     return best
+
+
+def split_in_two(cluster, placement):
+    """What-if for `plan --compare`: the same pods with their second half moved to free
+    nodes of another NVLink partition (same GPU count per pod, lowest free GPUs), or None
+    where the placement is not inside one partition or no other partition has the room.
+    Selectors and taints are not re-checked: it prices the split, it is not a plan."""
+    domain = placement.nvlink_domain
+    if not placement.feasible or not domain or placement.nodes_used < 2:
+        return None
+    keep_n = len(placement.assignments) // 2
+    keep, move = placement.assignments[:keep_n], placement.assignments[keep_n:]
+    others: dict[str, list] = defaultdict(list)
+    for node in cluster.nodes:
+        if node.ready and node.nvlink_domain and node.nvlink_domain != domain:
+            others[node.nvlink_domain].append(node)
+    for other in sorted(others):
+        free = sorted(others[other], key=lambda n: (-len(n.free_gpus), n.name))
+        if len(free) < len(move):
+            continue
+        moved = []
+        for a, node in zip(move, free, strict=False):
+            if len(node.free_gpus) < len(a.gpus):
+                break
+            moved.append(replace(a, node=node.name, gpus=node.free_gpus[:len(a.gpus)],
+                                 device_uuids=()))
+        if len(moved) == len(move):
+            return replace(placement, policy=f"{placement.policy}, 2 NVLink partitions",
+                           assignments=tuple(keep) + tuple(moved), nvlink_domain=None,
+                           compute_domain=False, network_domain=None, explanation=(
+                               f"what-if: the same pods over 2 NVLink partitions ({short(domain)} "
+                               f"and {short(other)}): their GPUs meet on the network",))
+    return None
