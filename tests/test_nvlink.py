@@ -279,3 +279,27 @@ def test_dry_run_prints_the_compute_domain_and_the_claims():
 def test_the_driver_template_this_names_is_the_channel_class():
     # The name the pods claim is the one the driver's controller creates from the domain.
     assert CHANNEL_DEVICE_CLASS == "compute-domain-default-channel.nvidia.com"
+
+
+# --- the live snapshot and `top node` ----------------------------------------------------------
+def test_snapshot_reads_the_clique_label_and_says_when_one_is_broken():
+    from launcher.backends.kubernetes.snapshot import build_snapshot
+
+    def k8s_node(name, clique):
+        return {"metadata": {"name": name, "labels": {CLIQUE_LABEL: clique,
+                                                      "nvidia.com/gpu.product": "NVIDIA-GB200"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "4"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    snap = build_snapshot([k8s_node("t1", f"{UUID}.0"), k8s_node("t2", "broken")], [],
+                          compute_domains=True)
+    assert [n.nvlink_domain for n in snap.cluster.nodes] == [f"{UUID}.0", None]
+    assert snap.cluster.compute_domains
+    assert any(line.startswith("node t2:") and "<cluster UUID>" in line for line in snap.notes)
+
+
+def test_top_node_shows_the_partitions():
+    result = CliRunner().invoke(app, ["top", "node", "--cluster", NVL72, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    parts = json.loads(result.stdout)["nvlink_partitions"]
+    assert [(p["nodes"], p["free_gpus"], p["idle_nodes"]) for p in parts] == [(18, 24, 2), (18, 24, 6)]

@@ -65,12 +65,8 @@ def narrow_partitions(cands: list, need: int, *, cross_zone: bool = False) -> Pa
             f"NVLink: fits in one partition: {_label(best)} on {plural(fewest[best], 'node')}"
             + (f" (of {len(fewest)} that hold it)" if len(fewest) > 1 else "")])
     order = sorted(groups, key=lambda k: (-room[k], str(k)))
-    total, k = 0, 0
-    for k, key in enumerate(order, 1):
-        total += room[key]
-        if total >= need:
-            break
-    else:
+    k = min_nodes([room[key] for key in order], need)  # rooms add up like node capacities
+    if k is None:
         return None
     chosen = _best_set(groups, room, order, k, need, cross_zone)
     if chosen is None:
