@@ -83,8 +83,7 @@ from mpijob.scheduling.topology import (
     parse_topo_matrix,
     too_many_gpus,
 )
-
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+from mpijob.wellknown import GPU_PRODUCT_LABEL
 
 
 class _Problem(Exception):
@@ -451,8 +450,8 @@ class _Builder:
             raise UsageError(f"{label}: {exc}") from None
 
     def _node(self, e: NodeEntry) -> Node:
-        gpu_model = e.gpu_model or e.labels.get(PRODUCT_LABEL, "unknown")
-        topology = self._topology(e.topology, e.gpus, e.labels.get(PRODUCT_LABEL) or gpu_model)
+        gpu_model = e.gpu_model or e.labels.get(GPU_PRODUCT_LABEL, "unknown")
+        topology = self._topology(e.topology, e.gpus, e.labels.get(GPU_PRODUCT_LABEL) or gpu_model)
         gpus = topology.gpus if e.gpus is None else e.gpus
         if gpus < topology.gpus:
             topology = topology.subset(gpus)
