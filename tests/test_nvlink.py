@@ -27,7 +27,7 @@ from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.perf.perfmodel import predict
 from mpijob.scheduling.cluster import Cluster, Node
-from mpijob.scheduling.dra_slices import compute_domain_nodes, slice_cliques
+from mpijob.scheduling.dra_slices import slice_cliques
 from mpijob.scheduling.network import NetworkPosition
 from mpijob.scheduling.nvlink import CLIQUE_LABEL, parse_clique
 from mpijob.scheduling.placement import PlacementRequest, place
@@ -85,7 +85,7 @@ def test_presets_of_the_nvlink_5_systems():
     assert TRAY.bandwidth(0, 1, gpu_model="NVIDIA-GB200") == 900.0
 
 
-def test_cliques_and_compute_domain_nodes_from_resource_slices():
+def test_cliques_from_resource_slices():
     slices = [
         {"spec": {"driver": "compute-domain.nvidia.com", "nodeName": "t1",
                   "devices": [{"name": "channel-0", "attributes": {"type": {"string": "channel"},
@@ -93,7 +93,6 @@ def test_cliques_and_compute_domain_nodes_from_resource_slices():
         {"spec": {"driver": "example.com", "nodeName": "t2",
                   "devices": [{"name": "d", "attributes": {"cliqueID": {"string": f"{UUID}.4"}}}]}},
     ]
-    assert compute_domain_nodes(slices) == {"t1"}
     assert slice_cliques(slices, "cliqueID") == {"t2": f"{UUID}.4"}
 
 

@@ -75,12 +75,6 @@ def inventory(slices: list[dict], claims: list[dict], driver: str = DRIVER) -> D
     return inv
 
 
-# NVIDIA's ComputeDomain driver (k8s-dra-driver-gpu, cmd/compute-domain-controller/main.go
-# DriverName): it publishes a ResourceSlice of IMEX channel devices on every node whose
-# kubelet plugin runs, i.e. the nodes a ComputeDomain can take.
-COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
-
-
 def slice_cliques(slices: list[dict], attribute: str) -> dict[str, str]:
     """node -> the `attribute` string of its published devices (mpijob.scheduling.nvlink):
     the NVLink clique where a driver publishes one."""
@@ -93,9 +87,3 @@ def slice_cliques(slices: list[dict], attribute: str) -> dict[str, str]:
             if node and isinstance(value, str) and value:
                 out.setdefault(node, value)
     return out
-
-
-def compute_domain_nodes(slices: list[dict]) -> set[str]:
-    """Nodes with a ResourceSlice of the ComputeDomain driver."""
-    return {(s.get("spec") or {}).get("nodeName") for s in slices
-            if (s.get("spec") or {}).get("driver") == COMPUTE_DOMAIN_DRIVER} - {None}

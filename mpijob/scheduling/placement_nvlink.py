@@ -57,7 +57,11 @@ def narrow_partitions(cands: list, need: int, *, cross_zone: bool = False) -> Pa
     for c in cands:
         groups[partition_key(c)].append(c)
     room = {k: sum(c.cap for c in members) for k, members in groups.items()}
-    fewest = {k: min_nodes([c.cap for c in groups[k]], need) for k in groups if room[k] >= need}
+    fewest: dict[tuple, int] = {}
+    for key in groups:
+        m = min_nodes([c.cap for c in groups[key]], need)
+        if m is not None:
+            fewest[key] = m
     if fewest:
         best = min(fewest, key=lambda k: (fewest[k], room[k], str(k)))
         domain = best[1] if best[0] == "nvlink" else None
