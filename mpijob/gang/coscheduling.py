@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
 from mpijob.gang.volcano import Volcano
+from mpijob.wellknown import GPU_RESOURCE
 
 NAME = "scheduler-plugins"
 PODGROUP = ApiKind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class Coscheduling(GangScheduler):

@@ -18,6 +18,7 @@ from launcher.backends.kubernetes.client import (
     KubeClient,
     api_kind,
 )
+from launcher.backends.kubernetes.operator import OPERATOR_SELECTOR
 from mpijob import gang as gangs
 from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
@@ -29,7 +30,6 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 KUEUE_NAMESPACE, KUEUE_CONFIG, KUEUE_CONFIG_KEY = ("kueue-system", "kueue-manager-config",
                                                    "controller_manager_config.yaml")
 # The MPI Operator's Deployment: manifests/base/deployment.yaml (label app=mpi-operator).
-OPERATOR_SELECTOR = "app=mpi-operator"
 
 
 def can_i(client: KubeClient, verb: str, resource: str, group: str = "", subresource: str = "",
