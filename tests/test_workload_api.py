@@ -82,6 +82,11 @@ def test_doctor_says_which_gang_mechanism_applies():
     assert served["workload-api"] == ("the Workload API served (scheduling.k8s.io/v1alpha1 "
                                       "workloads)")
     assert served["gang"] == "--gang uses Kubernetes' Workload API (gang policy)"
+    (finding,) = [f for f in assess(Facts(server="s", namespace="default", version="v1.35.0",
+                                          groups={"scheduling.k8s.io"},
+                                          served={"scheduling.k8s.io/v1alpha1/workloads"}))
+                  if f.check == "workload-api"]
+    assert "makes a Workload with a gang policy" in finding.effect
     # PriorityClasses alone (scheduling.k8s.io/v1) are not the Workload API.
     absent = gang_lines(groups={"scheduling.k8s.io"})
     assert "gang scheduler" in absent and "workload-api" not in absent

@@ -193,8 +193,9 @@ def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
     if request.mode == "operator":
         # The operator creates the pods; nothing would hold them back all or nothing.
         raise UsageError(OPERATOR_GANG_NONE)
-    note(f"gang: no {gangs.listed()} in the cluster; hvdk8s's own "
-         "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
+    note(f"gang: no {gangs.listed()} in the cluster, and {gangs.listed(built_in=True)} not "
+         "served; hvdk8s's own all-or-nothing check applies (the job is rolled back if not "
+         "all workers schedule)")
     return "none"
 
 

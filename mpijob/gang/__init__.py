@@ -28,10 +28,12 @@ def get(name: str | None) -> GangScheduler | None:
     return SCHEDULERS.get(name or NONE)
 
 
-def listed() -> str:
-    """The add-on schedulers for a sentence: "Volcano, scheduler-plugins, Kueue or KAI"."""
-    titles = [s.short_title for s in SCHEDULERS.values() if s.detect_kind is None]
-    return ", ".join(titles[:-1]) + " or " + titles[-1]
+def listed(built_in: bool = False) -> str:
+    """The add-on schedulers for a sentence: "Volcano, scheduler-plugins, Kueue or KAI";
+    with `built_in`, Kubernetes' own: "the Workload API (scheduling.k8s.io/v1alpha1)"."""
+    titles = [s.short_title + (f" ({k.api_version})" if k is not None else "")
+              for s in SCHEDULERS.values() if ((k := s.detect_kind) is not None) == built_in]
+    return ", ".join(titles[:-1]) + " or " + titles[-1] if len(titles) > 1 else titles[0]
 
 
 def installed(groups, served=lambda kind: False) -> GangScheduler | None:

@@ -127,10 +127,7 @@ class GangScheduler:
     # -- doctor -------------------------------------------------------------------------
     def doctor(self, operator_flag: str | None, has_operator: bool, facts) -> list[Finding]:
         """What doctor says when the scheduler is installed."""
-        out = [Finding(self.name, OK, f"{self.short_title} installed ({self.group})"
-                       if self.detect_kind is None else
-                       f"{self.short_title} served ({self.detect_kind.api_version} "
-                       f"{self.detect_kind.plural})",
+        out = [Finding(self.name, OK, f"{self.short_title} installed ({self.group})",
                        f"--gang in built-in mode makes a {self.short_title} PodGroup: all "
                        "workers are bound together or none is")]
         if (self.operator_podgroup and has_operator and operator_flag is not None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
 from mpijob.jobspec import names
+from mpijob.scheduling.findings import OK, Finding
 
 NAME = "workload-api"
 WORKLOAD = ApiKind("scheduling.k8s.io/v1alpha1", "Workload", "workloads")
@@ -43,6 +44,12 @@ class WorkloadApi(GangScheduler):
 
     def refusal(self, mode: str) -> str | None:
         return OPERATOR_REFUSED if mode == OPERATOR else None
+
+    def doctor(self, operator_flag: str | None, has_operator: bool, facts) -> list[Finding]:
+        return [Finding(self.name, OK, f"{self.short_title} served ({WORKLOAD.api_version} "
+                        f"{WORKLOAD.plural})", "--gang in built-in mode without a gang "
+                        "scheduler add-on makes a Workload with a gang policy (minCount = "
+                        "worker pods): kube-scheduler binds all workers or none")]
 
     def pod_metadata(self, req: GangRequest) -> dict:
         return {"spec": {"workloadRef": {"name": req.group, "podGroup": POD_GROUP}}}
