@@ -10,7 +10,8 @@
 # Progress goes to stderr; the last line (stdout) is the image reference.
 #
 # Environment: HVDK8S_REGISTRY (default localhost), HVDK8S_ENGINE (docker|buildah|podman),
-# HVDK8S_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+# HVDK8S_DEBIAN_MIRROR (default http://deb.debian.org/debian), RUN_AS (train: root, the
+# default, or mpiuser for the non-root variant, tagged -mpiuser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '[build] %s\n' "$*" >&2; }
@@ -107,7 +108,25 @@ if ! exists "$base" && ! pull "$base"; then
   esac
 fi
 build_args+=(--build-arg "BASE_IMAGE=$base")
+# Behind a TLS-intercepting proxy, pip in the build needs the CA bundle pip uses here
+# (HVDK8S_BUILD_CA_BUNDLE, else PIP_CERT): mounted for the RUN steps only, never committed.
+ca_bundle="${HVDK8S_BUILD_CA_BUNDLE:-${PIP_CERT:-}}"
+mounts=()
+if [ -n "$ca_bundle" ]; then
+  [ -r "$ca_bundle" ] || die "CA bundle $ca_bundle is not readable (HVDK8S_BUILD_CA_BUNDLE)" 2
+  [ "$engine" != docker ] || die "docker build cannot mount $ca_bundle for pip: unset PIP_CERT and HVDK8S_BUILD_CA_BUNDLE, or use buildah" 2
+  pipconf="$(mktemp)"
+  trap 'rm -f "$pipconf"' EXIT
+  printf '[global]\ncert = /run/hvdk8s-build-ca.crt\n' > "$pipconf"
+  mounts+=(--volume "$(readlink -f "$ca_bundle"):/run/hvdk8s-build-ca.crt:ro"
+           --volume "$pipconf:/etc/pip.conf:ro")
+fi
 [ -z "$flavour" ] || build_args+=(--build-arg "FLAVOUR=$flavour")
+run_as="${RUN_AS:-root}"
+if [ "$run_as" != root ]; then
+  [ "$what" = train ] || die "RUN_AS is a build argument of the train image only" 2
+  build_args+=(--build-arg "RUN_AS=$run_as")
+fi
 
 # --- the tag ---------------------------------------------------------------------------------
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
@@ -116,7 +135,8 @@ inputs=("$dockerfile" pyproject.toml README.md launcher mpijob "images/$what")
 hash="$({ printf '%s\n' "$base" "${build_args[@]}"
           find "${inputs[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 |
             sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-12)"
-ref="${HVDK8S_REGISTRY:-localhost}/hvdk8s-$what:$version${flavour:+-$flavour}-$hash"
+suffix="${flavour:+-$flavour}"; [ "$run_as" = root ] || suffix="$suffix-$run_as"
+ref="${HVDK8S_REGISTRY:-localhost}/hvdk8s-$what:$version$suffix-$hash"
 
 if exists "$ref"; then
   log "$ref exists: not built again ($(image_size "$ref"))"
@@ -125,6 +145,6 @@ if exists "$ref"; then
 fi
 log "building $ref with $engine (base $base)"
 start=$(date +%s)
-"${build[@]}" -f "$dockerfile" -t "$ref" "${build_args[@]}" . >&2
+"${build[@]}" -f "$dockerfile" -t "$ref" "${build_args[@]}" ${mounts[@]+"${mounts[@]}"} . >&2
 log "built $ref in $(( $(date +%s) - start )) s; size $(image_size "$ref")"
 echo "$ref"
