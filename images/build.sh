@@ -40,9 +40,11 @@ fi
 case "$engine" in
   docker)  build=(docker build); exists() { docker image inspect "$1" >/dev/null 2>&1; } ;;
   # chroot isolation: no OCI runtime (crun/runc) needed, which some hosts cannot run.
-  buildah) build=(buildah bud --isolation chroot --network host --layers)
+  # Docker's image format: the OCI format has no SHELL, and the Dockerfile's RUN steps
+  # rely on its `bash -euo pipefail`.
+  buildah) build=(buildah bud --isolation chroot --network host --layers --format docker)
            exists() { buildah inspect --type image "$1" >/dev/null 2>&1; } ;;
-  podman)  build=(podman build --isolation chroot --network host --layers)
+  podman)  build=(podman build --isolation chroot --network host --layers --format docker)
            exists() { podman image exists "$1"; } ;;
   *) die "HVDK8S_ENGINE must be docker, buildah or podman, not '$engine'" 2 ;;
 esac
@@ -132,7 +134,7 @@ fi
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
 inputs=("$dockerfile" pyproject.toml README.md launcher mpijob "images/$what")
 [ "$what" = train ] && inputs+=(images/benchmark)
-hash="$({ printf '%s\n' "$base" "${build_args[@]}"
+hash="$({ printf '%s\n' "$base" "${build[*]}" "${build_args[@]}"
           find "${inputs[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 |
             sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-12)"
 suffix="${flavour:+-$flavour}"; [ "$run_as" = root ] || suffix="$suffix-$run_as"
