@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from launcher.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus
 from launcher.errors import NotFound, Timeout, UserError
-from launcher.planning import Plan
-from launcher.submitting import SubmitOutcome
+from launcher.pipeline.submitting import SubmitOutcome
+from launcher.preparing.planning import Plan
 
 
 @dataclass

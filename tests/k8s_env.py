@@ -47,7 +47,7 @@ class K8sEnv:
             self.srv.script_pod(rf"{job}-launcher-.*", logs=logs, exit_code=exit_code, **kw)
 
     def backend(self, **kw):
-        from launcher.backends.kubernetes import KubernetesBackend
+        from launcher.backends.kubernetes.backend import KubernetesBackend
 
         return KubernetesBackend(self.context, self.namespace, **kw)
 

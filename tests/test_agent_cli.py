@@ -96,7 +96,7 @@ def test_once_patches_its_node_then_leaves_it_alone(kubelet, apiserver, monkeypa
 
 
 def test_api_errors_are_retried(kubelet, apiserver, monkeypatch):
-    monkeypatch.setattr("launcher.agent.BACKOFF_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr("launcher.agent.node_agent.BACKOFF_FIRST_SECONDS", 0.01)
     apiserver.fail_next(1, status=500)
 
     result = runner.invoke(app, ["agent", "--once", "--node-name", "dgx-07", "--kubelet-socket", kubelet])

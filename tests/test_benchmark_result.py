@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from launcher.benchmark_result import RESULT_PREFIX, parse_benchmark_output
+from launcher.formats.benchmark_result import RESULT_PREFIX, parse_benchmark_output
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "images" / "benchmark"
 

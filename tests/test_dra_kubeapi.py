@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends.k8s_snapshot import take_snapshot
+from launcher.backends.kubernetes.snapshot import take_snapshot
 from launcher.cli.app import app
 from launcher.testing.kubeapi.dra import CelError, cel_matches, gpu_slice, install_dra
 from launcher.testing.kubeapi.server import KubeAPIServer
@@ -43,7 +43,7 @@ def hold(srv, node: int, devices: list[int], name="other") -> None:
 
 
 def test_snapshot_sees_dra_gpus_and_the_claims_that_hold_them(dra_server):
-    from launcher.backends.k8s_client import connect
+    from launcher.backends.kubernetes.client import connect
 
     hold(dra_server, 0, [0, 1, 2])
     snap = take_snapshot(connect("test"))

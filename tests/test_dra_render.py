@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.clusterfile import cluster_from_data
 from launcher.errors import UsageError
-from launcher.planning import plan_job
+from launcher.formats.clusterfile import cluster_from_data
+from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.dra import PCIE_ROOT, uuid_selector
 from mpijob.k8s.manifests import render

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from launcher import jobnames
 from launcher.cli.app import app
+from launcher.pipeline import jobnames
 from mpijob.jobspec import names
 from mpijob.jobspec.jobname import SUFFIX_ALPHABET, base_name, generate
 from mpijob.jobspec.spec import DNS1035, build_spec

@@ -191,7 +191,7 @@ def test_benchmark_paths_agree_with_the_launcher():
 
 
 def test_local_backend_finds_the_benchmark_in_the_checkout(monkeypatch):
-    benchmark_program = pytest.importorskip("launcher.benchmark_program")
+    benchmark_program = pytest.importorskip("launcher.preparing.benchmark_program")
     monkeypatch.delenv("HVDK8S_BENCHMARK", raising=False)
     assert benchmark_program.benchmark_path().resolve() == BENCHMARK.resolve()
 

@@ -192,3 +192,51 @@ def test_mpijob_has_no_function_level_imports():
         if (lines := function_level_imports(path))
     }
     assert found == {}
+
+
+# launcher/ is organised by owner (issue 19): each folder may import only the folders below it,
+# so the CLI sits on the pipeline, the pipeline on the backend contract, each backend on what
+# jobs are prepared from, and everything on the pure core (mpijob).
+LAYERS = {
+    "cli": {"experiments", "pipeline", "backends.select", "backends.base", "backends.kubernetes",
+            "backends.local", "agent", "preparing", "formats", "top"},
+    "experiments": {"pipeline", "backends.select", "backends.base", "preparing", "formats", "top"},
+    "pipeline": {"backends.select", "backends.base", "preparing", "formats", "top"},
+    "backends.select": {"backends.kubernetes", "backends.local", "top"},
+    "backends.kubernetes": {"backends.base", "preparing", "formats", "top"},
+    "backends.local": {"backends.base", "preparing", "formats", "agent", "top"},
+    # The DaemonSet's agent talks to the API through the Kubernetes backend's client.
+    "agent": {"backends.kubernetes", "top"},
+    "backends.base": {"preparing", "top"},
+    "preparing": {"formats", "top"},
+    "formats": {"top"},
+    "top": set(),
+    "testing": {"top"},
+}
+
+
+def owner(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "mpijob":
+        return "mpijob"
+    if len(parts) == 1 or parts[1] in ("errors", "output", "timestamps"):
+        return "top"
+    if parts[1] == "backends":
+        return "backends." + (parts[2] if len(parts) > 2 else "base")
+    return parts[1]
+
+
+def test_launcher_folders_import_only_the_folders_below_them():
+    modules = project_modules()
+    assert set(LAYERS) == {owner(m) for m in modules} - {"mpijob"}, "a folder without a layer"
+    crossing = sorted(
+        f"{m} -> {t}" for m, p in modules.items() if m.startswith("launcher")
+        for t in imports_of(m, p, modules)
+        if owner(t) not in LAYERS[owner(m)] | {owner(m), "mpijob"})
+    assert crossing == []
+
+
+def test_mpijob_imports_nothing_of_launcher():
+    modules = project_modules()
+    assert sorted(f"{m} -> {t}" for m, p in modules.items() if m.startswith("mpijob")
+                  for t in imports_of(m, p, modules) if t.startswith("launcher")) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.local_mpi import build_launch
+from launcher.backends.local.mpi import build_launch
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.k8s_client import ApiError
-from launcher.backends.k8s_status import ANNOTATION_IMAGES_PER_SEC
-from launcher.backends.kubernetes import OPERATOR_MISSING
+from launcher.backends.kubernetes.backend import OPERATOR_MISSING
+from launcher.backends.kubernetes.client import ApiError
+from launcher.backends.kubernetes.status import ANNOTATION_IMAGES_PER_SEC
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec import names

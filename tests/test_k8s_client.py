@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from launcher.backends import k8s_client
-from launcher.backends.k8s_client import (
+from launcher.backends.kubernetes import client as k8s_client
+from launcher.backends.kubernetes.client import (
     JOB,
     MPIJOB,
     POD,

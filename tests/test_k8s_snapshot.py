@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from launcher.backends.k8s_snapshot import build_snapshot, pod_requests
+from launcher.backends.kubernetes.snapshot import build_snapshot, pod_requests
 from mpijob.jobspec import names
 from mpijob.scheduling.presets import preset
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from launcher.backends import k8s_status as st
+from launcher.backends.kubernetes import status as st
 from mpijob.jobspec import names
 
 JOB = "vgg16"

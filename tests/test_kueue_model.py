@@ -3,8 +3,8 @@ refused with Kueue, and what its MPIJob integration makes of operator mode."""
 
 from __future__ import annotations
 
-from launcher.clusterfile import cluster_from_data
-from launcher.sshkeys import generate_ssh_keys
+from launcher.formats.clusterfile import cluster_from_data
+from launcher.preparing.sshkeys import generate_ssh_keys
 from launcher.testing.kubeapi.kueue import (
     DEFAULT_FRAMEWORKS_V0_14,
     MAX_POD_SETS,

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends import local as local_module
-from launcher.backends import local_gpus, local_procs, local_rank
-from launcher.backends.local import (
+from launcher.backends.local import backend as local_module
+from launcher.backends.local import gpus as local_gpus
+from launcher.backends.local import procs as local_procs
+from launcher.backends.local import rank as local_rank
+from launcher.backends.local.backend import (
     LocalBackend,
     _Follower,
     _status_of,
@@ -23,13 +25,13 @@ from launcher.backends.local import (
     ignored_options,
     ignored_options_note,
 )
-from launcher.backends.local_mpi import (
+from launcher.backends.local.mpi import (
     INTRA_OP_ENV,
     THREADS_ENV,
     build_launch,
     rank_failure,
 )
-from launcher.backends.local_state import (
+from launcher.backends.local.state import (
     JobPaths,
     all_job_paths,
     read_json,
@@ -403,7 +405,8 @@ def test_cpu_job_needs_no_gpu():
 
 
 def test_the_supervisor_writes_the_protocols_phase_names():
-    from launcher.backends import base, local_supervisor
+    from launcher.backends import base
+    from launcher.backends.local import supervisor as local_supervisor
 
     # The supervisor spells FAILED itself so it can record a failure before its imports.
     assert local_supervisor.FAILED == base.FAILED

@@ -22,7 +22,7 @@ FAIL_RANK_1 = ("import os,sys; r=int(os.environ['OMPI_COMM_WORLD_RANK']); print(
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
     yield tmp_path / "home"
-    from launcher.backends.local import LocalBackend
+    from launcher.backends.local.backend import LocalBackend
 
     backend = LocalBackend(stop_grace_seconds=2.0)
     for status in backend.list(all_namespaces=True):
@@ -158,7 +158,7 @@ def test_kubernetes_only_options_are_reported_as_ignored():
 
 
 def test_more_ranks_than_the_machine_can_run_is_one_line(home, monkeypatch):
-    from launcher.backends import local
+    from launcher.backends.local import backend as local
 
     monkeypatch.setattr(local, "usable_cores", lambda: 2)  # whatever this machine has
     result = invoke("submit", "mpi", *LOCAL, "--name", "many", "--workers", "4096", "true")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends import local as local_module
-from launcher.backends import local_procs
-from launcher.backends.local_state import job_paths
+from launcher.backends.local import backend as local_module
+from launcher.backends.local import procs as local_procs
+from launcher.backends.local.state import job_paths
 from launcher.cli.app import app
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
@@ -29,7 +29,7 @@ LOCAL = ["--backend", "local"]
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
     yield tmp_path / "home"
-    from launcher.backends.local import LocalBackend
+    from launcher.backends.local.backend import LocalBackend
 
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))  # a test may have moved it
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends.k8s_snapshot import build_snapshot, network_label_keys
+from launcher.backends.kubernetes.snapshot import build_snapshot, network_label_keys
 from launcher.cli.app import app
-from launcher.clusterfile import cluster_from_data
 from launcher.errors import UsageError
+from launcher.formats.clusterfile import cluster_from_data
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
@@ -99,7 +99,7 @@ def test_volcano_hypernodes_give_rack_and_block():
 
 # --- gang scheduler annotations -----------------------------------------------------------------
 def _plan(data, gang):
-    from launcher.planning import plan_job
+    from launcher.preparing.planning import plan_job
 
     spec = build_spec(name="j", workers=16, gpus_per_worker=1, gang=gang, queue="q")
     return spec, plan_job(spec, cluster_from_data(data))

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from launcher import nvml_topology
+from launcher.agent import nvml_topology
 from launcher.errors import UserError
 from tests import fake_pynvml
 from tests.topo_files import gpu_links

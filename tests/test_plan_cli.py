@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.clusterfile import cluster_from_data, load_cluster
 from launcher.errors import UsageError
+from launcher.formats.clusterfile import cluster_from_data, load_cluster
 
 DATA = Path(__file__).parent / "data"
 TWO_DGX1 = str(DATA / "clusters" / "two-dgx1.yaml")
@@ -220,13 +220,13 @@ def test_without_cluster_and_without_a_backend_says_to_pass_cluster(monkeypatch)
     real_import = builtins.__import__
 
     def no_backend(name, *args, **kwargs):
-        if name == "launcher.backends.kubernetes" or name.startswith("launcher.backends.kubernetes."):
+        if name == "launcher.backends.kubernetes.backend" or name.startswith("launcher.backends.kubernetes.backend."):
             raise ImportError("no kubernetes backend")
         return real_import(name, *args, **kwargs)
 
     import sys
 
-    monkeypatch.delitem(sys.modules, "launcher.backends.kubernetes", raising=False)
+    monkeypatch.delitem(sys.modules, "launcher.backends.kubernetes.backend", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_backend)
     result = run("plan", "--workers", "1", "--gpus", "1")
     assert result.exit_code == 2

@@ -7,8 +7,8 @@ from concurrent import futures
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from launcher import podresources
-from launcher.podresources import ContainerDevices, ContainerResources, PodResources
+from launcher.agent import podresources
+from launcher.agent.podresources import ContainerDevices, ContainerResources, PodResources
 
 F = descriptor_pb2.FieldDescriptorProto
 

@@ -14,8 +14,8 @@ import csv
 import sys
 from pathlib import Path
 
-from launcher import calibration_file
 from launcher.experiments.results import ResultsStore
+from launcher.formats import calibration_file
 from mpijob.perf.perfmodel import predict_cpu
 
 

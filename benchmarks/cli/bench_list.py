@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.sshkeys import generate_ssh_keys  # noqa: E402
+from launcher.preparing.sshkeys import generate_ssh_keys  # noqa: E402
 from launcher.testing.kubeapi.server import KubeAPIServer  # noqa: E402
 from mpijob.jobspec.spec import build_spec  # noqa: E402
 from mpijob.k8s.manifests import render  # noqa: E402
@@ -62,7 +62,7 @@ def populate(srv: KubeAPIServer, jobs: int) -> None:
 
 
 def measure(jobs: int, repeat: int) -> dict:
-    from launcher.backends.kubernetes import KubernetesBackend
+    from launcher.backends.kubernetes.backend import KubernetesBackend
 
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
         populate(srv, jobs)

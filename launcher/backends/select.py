@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from launcher.errors import UsageError
-
-BACKENDS = ("local", "kubernetes")
+from mpijob.jobspec.defaults import BACKENDS
 
 
 def resolve_backend_name(requested: str | None, context: str | None = None) -> tuple[str, str]:
@@ -20,7 +19,7 @@ def resolve_backend_name(requested: str | None, context: str | None = None) -> t
         # A context was named: never fall back to this machine (a typo must not hit local jobs).
         return "kubernetes", f"--context {context}"
     # lazy: only the backend in use is imported (local: pydantic models, ~70 ms; Kubernetes: ~12 ms)
-    from launcher.backends.kubernetes import kubeconfig_usable
+    from launcher.backends.kubernetes.backend import kubeconfig_usable
 
     if kubeconfig_usable():
         return "kubernetes", "a kubeconfig context is usable"
@@ -29,9 +28,9 @@ def resolve_backend_name(requested: str | None, context: str | None = None) -> t
 
 def make_backend(name: str, *, context: str | None = None, namespace: str | None = None):
     if name == "local":
-        from launcher.backends.local import LocalBackend
+        from launcher.backends.local.backend import LocalBackend
 
         return LocalBackend()
-    from launcher.backends.kubernetes import KubernetesBackend
+    from launcher.backends.kubernetes.backend import KubernetesBackend
 
     return KubernetesBackend(context=context, namespace=namespace)

@@ -39,9 +39,9 @@ def agent(
     # client) load only when it runs
     import logging
 
-    from launcher import agent as agent_loop
-    from launcher.nvml_topology import collect, load_nvml
-    from launcher.podresources import list_pod_resources
+    from launcher.agent import node_agent as agent_loop
+    from launcher.agent.nvml_topology import collect, load_nvml
+    from launcher.agent.podresources import list_pod_resources
 
     if not node_name:
         raise UsageError("--node-name: required (or set the NODE_NAME environment variable)")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from launcher import calibration_file
 from launcher.errors import UsageError
+from launcher.formats import calibration_file
 from launcher.timestamps import utc_now
 
 

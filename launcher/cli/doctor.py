@@ -21,8 +21,8 @@ def doctor(
     Exit 0 when a job can be submitted, 1 otherwise."""
     # lazy: every CLI start imports the command modules; the Kubernetes backend and rich's tables
     # load only for this one
-    from launcher.backends.kubernetes import KubernetesBackend
-    from launcher.doctor import gather
+    from launcher.backends.kubernetes.backend import KubernetesBackend
+    from launcher.backends.kubernetes.cluster_reads import gather
     from mpijob.scheduling.doctor import assess, can_submit
 
     backend = KubernetesBackend(context, namespace)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import typer
 
-from launcher import calibration_file
 from launcher.cli import options as opt
 from launcher.errors import UsageError, UserError
+from launcher.formats import calibration_file
 from launcher.output import dump_json, note
 from mpijob.plural import plural
 
@@ -121,10 +121,10 @@ def _predictions(runner) -> dict[str, str]:
     """Config hash -> predicted images/sec (or why not), planned on the cluster file."""
     if runner.loaded.cluster is None or runner.backend_name == "local":
         return {}
-    from launcher.clusterfile import load_cluster
     from launcher.experiments.runner import submit_options
-    from launcher.planning import plan_job
-    from launcher.submitting import build_spec_from_options
+    from launcher.formats.clusterfile import load_cluster
+    from launcher.pipeline.submitting import build_spec_from_options
+    from launcher.preparing.planning import plan_job
 
     cluster = load_cluster(runner.loaded.cluster)
     out: dict[str, str] = {}

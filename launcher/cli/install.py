@@ -78,7 +78,7 @@ def apply_manifests(manifests: list[dict], *, namespace: str, context: str | Non
     """Server-side apply each object through the one client; kubectl-like result lines."""
     # lazy: every CLI start imports the command modules; the Kubernetes client's module loads only
     # to apply
-    from launcher.backends.k8s_client import NAMESPACE, ApiError, connect, kind_of
+    from launcher.backends.kubernetes.client import NAMESPACE, ApiError, connect, kind_of
 
     try:
         client = connect(context, namespace)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import typer
 
-from launcher import calibration_file
 from launcher.cli import options as opt
 from launcher.errors import UsageError
+from launcher.formats import calibration_file
 from mpijob.jobspec import defaults
 
 DEFAULT_JOBS = 10_000
@@ -89,7 +89,7 @@ def simulate(
     from mpijob.perf import simworkload
 
     if cluster:
-        from launcher.clusterfile import load_cluster
+        from launcher.formats.clusterfile import load_cluster
 
         snapshot = load_cluster(cluster)
     else:
@@ -223,7 +223,7 @@ def _print(results, seconds, snapshot, stream) -> None:
 
 
 def _write(out: Path, results, plots: bool) -> None:
-    from launcher import simreport
+    from launcher.formats import simreport
 
     summary = out / simreport.SUMMARY_FILE
     simreport.write_summary_csv(summary, results)

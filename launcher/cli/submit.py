@@ -116,7 +116,7 @@ def submit_mpi(
 ):
     # lazy: every CLI start imports the command modules; the submit pipeline (pydantic
     # models, ~70 ms) loads only for this one
-    from launcher.submitting import JobOptions, SubmitRequest, run_submit
+    from launcher.pipeline.submitting import JobOptions, SubmitRequest, run_submit
 
     job = JobOptions(
         name=name, command=command or (), workers=workers, gpus=gpus, image=image,

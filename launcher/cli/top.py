@@ -59,7 +59,7 @@ def _ranges(indices) -> str:
 def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool = False) -> list[dict]:
     # lazy: every CLI start imports the command modules; the Kubernetes backend, cluster files and
     # rich's tables load only for this one
-    from launcher.backends.k8s_snapshot import UNSCHEDULABLE_TAINT
+    from launcher.backends.kubernetes.snapshot import UNSCHEDULABLE_TAINT
 
     rows = []
     for n in cluster.nodes:
@@ -76,6 +76,7 @@ def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool 
             "topology_source": ("file" if measured is None else
                                 "agent" if measured.get(n.name) else "preset"),
             "zone": n.network.zone, "block": n.network.block, "rack": n.network.rack,
+            "nvlink_domain": n.nvlink_domain,
         }
         if detail:
             row["links"] = [list(r) for r in n.topology.links]
@@ -104,8 +105,8 @@ def job_rows(pods, namespace: str | None) -> list[dict]:
 # --- commands ---------------------------------------------------------------------------------
 def _snapshot(context: str | None, namespace: str | None, *, offline: str | None = None):
     """The live cluster; `offline` names what the command could read instead of one."""
-    from launcher.backends.k8s_client import config_problem, kubeconfig_usable
-    from launcher.backends.kubernetes import KubernetesBackend
+    from launcher.backends.kubernetes.backend import KubernetesBackend
+    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
 
     if not kubeconfig_usable(context):
         raise UserError(f"no cluster to look at: {config_problem(context, offline=offline)}")
@@ -152,17 +153,20 @@ def top_node(
 ):
     """GPUs per node: total, allocated, free, and the free NVLink groups."""
     if cluster:
-        from launcher.clusterfile import load_cluster
+        from launcher.formats.clusterfile import load_cluster
 
         nodes, measured, notes = load_cluster(cluster), None, ()
     else:
         snap = _snapshot(context, None, offline="read a cluster file with --cluster FILE")
         nodes, measured, notes = snap.cluster, snap.measured, snap.notes
-    from launcher.cli.top_network import group_rows, print_groups
+    from launcher.cli.top_network import group_rows, partition_rows, print_groups, print_partitions
 
     rows = node_rows(nodes, measured, detail=detail)
     groups_by_network = group_rows(nodes)
-    if emit_data({"nodes": rows, "network_groups": groups_by_network, "notes": list(notes)}, output):
+    partitions = partition_rows(nodes)
+    if emit_data({"nodes": rows, "network_groups": groups_by_network,
+                  **({"nvlink_partitions": partitions} if partitions else {}),
+                  "notes": list(notes)}, output):
         return
     from rich.table import Table
 
@@ -179,6 +183,7 @@ def top_node(
                       f"{len(r['free'])} ({_ranges(r['free'])})", groups, status,
                       r["topology_source"])
     _print_table(console, table)
+    print_partitions(console, partitions, _print_table)
     print_groups(console, groups_by_network, _print_table)
     if detail:
         for r in rows:
@@ -197,7 +202,7 @@ def top_job(
     output: opt.Output = opt.TABLE,
 ):
     """GPUs held per job (jobs from the pods' labels), with the nodes and GPU indices."""
-    from launcher.backends.kubernetes import KubernetesBackend
+    from launcher.backends.kubernetes.backend import KubernetesBackend
 
     # No --cluster here: a cluster file has nodes, not jobs.
     snap = _snapshot(context, namespace)

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from launcher.errors import UserError
-from launcher.records import Timestamp
+from launcher.formats.records import Timestamp
 from mpijob.phases import JobPhase
 
 SUCCEEDED = JobPhase.SUCCEEDED.value

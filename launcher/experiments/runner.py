@@ -1,6 +1,6 @@
 """Runs an experiment's matrix: submit, wait, record, delete; run after run.
 
-Each run goes through the same pipeline as `hvdk8s submit mpi` (launcher.submitting), then
+Each run goes through the same pipeline as `hvdk8s submit mpi` (launcher.pipeline.submitting), then
 the runner waits for it (the experiment's per-run timeout), reads `total images/sec` and the
 benchmark's JSON result, saves the launcher log, appends one record to the results files,
 and deletes the job. A failed run is recorded with its reason and the matrix goes on.
@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from launcher.backends import select
-from launcher.benchmark_result import parse_benchmark_output
 from launcher.errors import Timeout, UserError
 from launcher.experiments import aggregate
 from launcher.experiments.results import (
@@ -30,7 +29,8 @@ from launcher.experiments.results import (
     ResultsStore,
 )
 from launcher.experiments.spec import LoadedExperiment
-from launcher.submitting import JobOptions, SubmitRequest, run_submit
+from launcher.formats.benchmark_result import parse_benchmark_output
+from launcher.pipeline.submitting import JobOptions, SubmitRequest, run_submit
 from launcher.timestamps import format_utc
 from mpijob.jobspec.experiment_matrix import Run, expand, fixed_settings
 from mpijob.plural import plural

@@ -15,7 +15,7 @@ Where the position comes from (the first that is set wins):
   `topology.kubernetes.io/zone`;
 - Volcano HyperNodes (`topology.volcano.sh/v1alpha1`): a tier-1 HyperNode is a leaf switch
   (rack), the tier-2 HyperNode holding it is a block (https://volcano.sh/en/docs/network_topology_aware_scheduling/).
-  Resolved by `launcher.backends.k8s_snapshot` into the same position.
+  Resolved by `launcher.backends.kubernetes.snapshot` into the same position.
 
 Oversubscription default 3 (3:1): the usual leaf design, e.g. 48 x 10 GbE server ports over
 4 x 40 GbE spine uplinks = 480:160 (IBM, "Converged Networking: Over-Subscription Ratio",

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.backends.k8s_status import decide_phase
+from launcher.backends.kubernetes.status import decide_phase
 from tests.rehearsal.coredns import DNSServer, service_records
 from tests.rehearsal.kubelet import Pod
 from tests.rehearsal.netns import PodNetwork

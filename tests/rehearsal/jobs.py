@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.sshkeys import generate_ssh_keys
+from launcher.preparing.sshkeys import generate_ssh_keys
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
 

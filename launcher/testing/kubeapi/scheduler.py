@@ -18,9 +18,15 @@ from collections import Counter
 from decimal import Decimal
 
 from . import events
-from .coscheduling import (GROUP_LABEL, PLUGIN, Coscheduling, Waiting, go_duration,
-                           reconcile_podgroup)
 from .controller import Loop
+from .coscheduling import (
+    GROUP_LABEL,
+    PLUGIN,
+    Coscheduling,
+    Waiting,
+    go_duration,
+    reconcile_podgroup,
+)
 from .podutil import get_condition, is_terminal, pod_requests, set_condition
 from .quantity import parse_quantity
 from .rest import bind_pod

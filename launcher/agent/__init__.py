@@ -1,0 +1,1 @@
+"""The topology agent: what runs in the DaemonSet on each GPU node."""

@@ -1,0 +1,802 @@
+"""The Kubernetes backend: submit, gang, status, logs, wait, delete against the real API.
+
+Where arena and the MPI Operator disappoint, this backend is strict:
+- all or nothing: without a gang scheduler, capacity is re-checked right before creating;
+  the launcher Job is created suspended, and if the workers are not all scheduled within
+  `schedule_timeout` the whole job is deleted and the scheduler's reasons are reported;
+- a job is Running only when the launcher and every worker run (see k8s_status);
+- `logs` reads any pod, or all of them, and follows across restarts;
+- finished jobs keep no idle workers (docs/cleanup.md), and `delete` leaves nothing that
+  would block a resubmit.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import functools
+import gc
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, NoReturn
+
+from launcher.backends.base import (
+    FAILED,
+    SUCCEEDED,
+    TERMINAL,
+    BaseBackend,
+    JobStatus,
+    Prepared,
+    SubmitOptions,
+    SubmitResult,
+)
+from launcher.backends.kubernetes import operator as operator_gang
+from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.apply import (
+    create,
+    delete_job_objects,
+    find_job_objects,
+    new_submission_id,
+)
+from launcher.backends.kubernetes.client import (
+    EVENT,
+    JOB,
+    KUEUE_LOCALQUEUE,
+    MPIJOB,
+    POD,
+    RESOURCE_CLAIM,
+    ApiError,
+    KubeClient,
+    _context_entry,
+    _read_kubeconfigs,
+    _service_account_namespace,
+    _use_in_cluster,
+    connect,
+    kubeconfig_usable,
+)
+from launcher.backends.kubernetes.cluster_reads import kueue_config
+from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
+from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
+from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
+from launcher.backends.kubernetes.queue import queued, queued_without_calls
+from launcher.backends.kubernetes.snapshot import (
+    UNSCHEDULABLE_TAINT,
+    Snapshot,
+    SnapshotUnreadable,
+    take_snapshot,
+)
+from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.output import note
+from launcher.preparing.planning import Plan
+from launcher.timestamps import parse_utc
+from mpijob.jobspec import defaults, names
+
+if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.perf.perfmodel import Prediction
+    from mpijob.scheduling.placement import Placement
+
+__all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
+
+OPERATOR_MISSING = ("the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
+                    "in the API); install it or use --mode pods")
+# API group that tells a gang scheduler is installed, in the order `--gang` prefers them.
+GANG_GROUPS = (("volcano", "scheduling.volcano.sh"),
+               ("scheduler-plugins", "scheduling.x-k8s.io"),
+               ("kueue", "kueue.x-k8s.io"))
+GANG_NAMES = {"volcano": "Volcano", "scheduler-plugins": "scheduler-plugins (coscheduling)",
+              "kueue": "Kueue"}
+KUEUE_MPIJOB_OFF = ("--gang-scheduler kueue: Kueue does not manage MPIJobs here (its "
+                    "kubeflow.org/mpijob integration is off), so the job would not be "
+                    "gang-admitted; add kubeflow.org/mpijob to integrations.frameworks in "
+                    "kueue-system/kueue-manager-config, or use --gang-scheduler volcano")
+DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
+LOG_TAIL_FOR_RESULT = 500
+
+
+def cluster_snapshot(context: str | None = None, namespace: str | None = None,
+                     kubeconfig: str | None = None, *, nodes_optional: bool = False):
+    """The live cluster as placement sees it (two list calls). What RBAC kept it from
+    reading is said in one line each; with `nodes_optional`, a user who may not list nodes
+    gets None (the scheduler places the job) instead of an error."""
+    try:
+        snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot()
+    except SnapshotUnreadable as exc:
+        if not nodes_optional:
+            raise
+        note(f"note: {exc}")
+        return None
+    for line in snap.skipped:
+        note(f"note: {line}")
+    return snap.cluster
+
+
+def _age(timestamp: str | None) -> str:
+    if not timestamp:
+        return "?"
+    try:
+        then = parse_utc(timestamp)
+    except ValueError:
+        return "?"
+    seconds = max(0, int((datetime.now(timezone.utc) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _api_errors(fn):
+    """Public methods raise UserError, never the client's ApiError."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ApiError as exc:
+            raise exc.user_error() from None
+
+    return wrapper
+
+
+def _api_errors_gen(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except ApiError as exc:
+            raise exc.user_error() from None
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class KubernetesOptions(SubmitOptions):
+    """Submit options of the Kubernetes backend."""
+
+    server_dry_run: bool = False  # --dry-run=server: the API server validates, creates nothing
+    schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
+    # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
+    delete_on_timeout: bool | None = None
+
+
+class KubernetesBackend(BaseBackend):
+    name = "kubernetes"
+
+    def __init__(self, context: str | None = None, namespace: str | None = None, *,
+                 kubeconfig: str | None = None, client: KubeClient | None = None,
+                 poll: float = 0.5):
+        self.context = context
+        self._namespace = namespace
+        self._kubeconfig = kubeconfig
+        self._client = client
+        self.poll = poll
+
+    # -- connection --------------------------------------------------------------------------
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            self._client = connect(self.context, self._namespace, self._kubeconfig)
+        return self._client
+
+    @property
+    def namespace(self) -> str:
+        """-n, else the context's namespace, else the service account's, else 'default'."""
+        if self._namespace:
+            return self._namespace
+        if self._client is not None:
+            return self._client.namespace
+        if _use_in_cluster(self.context, self._kubeconfig):
+            return _service_account_namespace()
+        _, entry = _context_entry(_read_kubeconfigs(self._kubeconfig), self.context)
+        return (entry or {}).get("namespace") or "default"
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    # -- cluster -----------------------------------------------------------------------------
+    @_api_errors
+    def snapshot(self) -> Snapshot:
+        # Where RBAC allows no cluster-wide pod list, the context's namespace is read.
+        return take_snapshot(self.client, self.namespace)
+
+    @_api_errors
+    def detect_gang_scheduler(self) -> str | None:
+        """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
+        groups = self.client.api_groups()
+        return next((gang for gang, group in GANG_GROUPS if group in groups), None)
+
+    def cluster_for(self, spec, *, context: str | None):
+        # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
+        if not spec.gpus_per_worker:
+            return None
+        return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True)
+
+    # -- submit ------------------------------------------------------------------------------
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
+                       schedule_timeout: float | None) -> KubernetesOptions:
+        return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
+                                 schedule_timeout=schedule_timeout)
+
+    @_api_errors
+    def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
+        """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
+        misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
+        fresh snapshot: keep the plan if it still fits, else place again."""
+        spec, client = plan.spec, self.client
+        if options.mode == "operator" and not client.serves(MPIJOB):
+            raise UserError(OPERATOR_MISSING)
+        # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
+        # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
+        from mpijob.k8s.gang import refusal
+
+        if (why := refusal(spec.gang, options.mode)) is not None:
+            raise UsageError(why)
+        gang = spec.gang if spec.gang != "none" else None
+        if gang:
+            self._require_gang(gang, spec)
+            if options.mode == "operator" and gang in ("volcano", "scheduler-plugins"):
+                operator_gang.precheck(client, gang)
+        self._refuse_existing(spec.name, spec.namespace)
+        if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
+            return plan, []
+        placement, notes = self._recheck_capacity(spec, plan.placement)
+        return dataclasses.replace(plan, placement=placement), notes
+
+    @_api_errors
+    def submit(self, prepared: Prepared, options: KubernetesOptions) -> SubmitResult:
+        """Create exactly the prepared objects, all or nothing (module docstring). With a gang
+        scheduler the job is left queued on timeout unless `options.delete_on_timeout`;
+        without one it is deleted."""
+        spec, objects, client = prepared.spec, prepared.objects, self.client
+        ns, mode = spec.namespace, options.mode
+        gang = spec.gang if spec.gang != "none" else None
+        submission = new_submission_id()
+        if options.server_dry_run:
+            made = [create(client, obj, submission, dry_run=True) for obj in objects]
+            return SubmitResult(spec.name, ns, self.name, made,
+                                f"server dry run: {len(made)} object(s) accepted by the API "
+                                "server, nothing created")
+        created: builtins.list[dict] = []
+        try:
+            from mpijob.k8s.render import with_owner
+
+            # The root first; everything else (the MPIJob's ConfigMap and PodGroup too) is
+            # owned by it, so the garbage collector follows the root wherever it goes.
+            root = create(client, objects[0], submission)
+            created.append(root)
+            for obj in with_owner(list(objects), root["metadata"]["uid"])[1:]:
+                created.append(create(client, obj, submission))
+            if mode == "operator":  # the operator makes the pods and starts the launcher
+                created_line = f"MPIJob {spec.name} created; the MPI operator creates its pods"
+                if gang in ("volcano", "scheduler-plugins"):
+                    seen = operator_gang.confirm(client, gang, spec.name, ns,
+                                                 min(options.schedule_timeout or 30.0, 30.0),
+                                                 self.poll)
+                    created_line += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
+                                     " (no PodGroup or worker seen yet: is the operator running?)")
+                outcome: str | UserError = created_line
+                if gang == "kueue":
+                    if not ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+                        # Kueue's job webhook suspends every MPIJob naming a queue
+                        # (jobframework ApplyDefaultForSuspend); not suspended = not managed.
+                        raise UserError(KUEUE_MPIJOB_OFF)
+                    outcome = (f"MPIJob {spec.name} created, queued in Kueue LocalQueue "
+                               f"{spec.queue}: Kueue admits it whole, then the MPI operator "
+                               f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
+                               "it waits)")
+            else:
+                outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
+                                                       options.delete_on_timeout)
+        except ApiError as exc:
+            self._rollback(spec.name, ns, created)
+            if exc.already_exists and not created:  # a concurrent submit won the name
+                self._refuse_existing(spec.name, ns)
+            if exc.already_exists:
+                raise UserError(
+                    f"cannot create {exc.resource} {exc.name} in namespace {ns}: it already "
+                    f"exists and is not part of job {spec.name}; choose another --name or "
+                    "delete that object") from None
+            raise exc.user_error() from None
+        except BaseException:  # Ctrl-C included: leave nothing half-made behind
+            self._rollback(spec.name, ns, created)
+            raise
+        if isinstance(outcome, UserError):
+            raise outcome
+        return SubmitResult(spec.name, ns, self.name, created, f"job {spec.name}: {outcome}")
+
+    def create_job(self, spec: JobSpec, placement: Placement | None = None, *,
+                   mode: defaults.Mode = defaults.MODE, dry_run: bool = False,
+                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
+                   prediction: Prediction | None = None,
+                   delete_on_timeout: bool | None = None) -> SubmitResult:
+        """preflight, prepare and submit in one call, for callers that plan by themselves."""
+        options = KubernetesOptions(mode=mode, server_dry_run=dry_run,
+                                    schedule_timeout=schedule_timeout,
+                                    delete_on_timeout=delete_on_timeout)
+        plan, notes = self.preflight(Plan(spec, placement, prediction), options)
+        result = self.submit(self.prepare(plan, options), options)
+        if notes and result.message:
+            result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
+        return result
+
+    def _require_gang(self, gang: str, spec) -> None:
+        group = dict(GANG_GROUPS)[gang]
+        if group not in self.client.api_groups():
+            raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
+                            f"{group} API group); install it, pick another, or drop --gang")
+        if gang == "kueue":
+            config, _ = kueue_config(self.client)
+            frameworks = ((config or {}).get("integrations") or {}).get("frameworks")
+            if config is not None and "kubeflow.org/mpijob" not in (frameworks or []):
+                raise UserError(KUEUE_MPIJOB_OFF)
+        if gang == "kueue" and spec.queue:
+            # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.
+            try:
+                found = self.client.get(KUEUE_LOCALQUEUE, spec.queue, spec.namespace)
+            except ApiError:
+                return  # not readable: Kueue itself will say so on the Workload
+            if found is None:
+                raise UserError(f"--queue {spec.queue}: no Kueue LocalQueue of that name in "
+                                f"namespace {spec.namespace} (kubectl get localqueues -n "
+                                f"{spec.namespace})")
+
+    def _refuse_existing(self, name: str, ns: str) -> None:
+        """A name in use (or leftovers of it) fails before anything is created."""
+        found = find_job_objects(self.client, name, ns, limit=1)
+        if not found:
+            root = self.client.get(JOB, names.launcher(name), ns)
+            if root is not None:
+                raise UserError(f"a Job named {names.launcher(name)} that is not an hvdk8s job "
+                                f"exists in namespace {ns}; choose another --name")
+            return
+        oldest = min(found, key=lambda o: o["metadata"].get("creationTimestamp") or "")
+        try:
+            phase = self._status(name, ns).phase
+        except NotFound:
+            phase = "partially deleted"
+        raise UserError(
+            f"job {name} already exists in namespace {ns} (created "
+            f"{_age(oldest['metadata'].get('creationTimestamp'))} ago, phase {phase}); "
+            f"delete it first: hvdk8s delete {name} -n {ns}")
+
+    def _recheck_capacity(self, spec, placement):
+        """Fresh snapshot right before creating: keep the plan if it still fits, else
+        re-place; refuse with the placer's reason when nothing fits any more."""
+        from mpijob.scheduling.placement import PlacementRequest, place
+
+        try:
+            snap = take_snapshot(self.client, spec.namespace)
+        except SnapshotUnreadable:
+            return placement, []  # said at plan time; the scheduler has the last word
+        notes = list(snap.notes)
+        if placement is not None and placement.feasible:
+            stale = _plan_conflicts(snap.cluster, placement, spec)
+            if not stale:
+                return placement, notes
+            notes.append(f"the plan went stale ({stale}); placed again")
+        fresh = place(snap.cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
+        if not fresh.feasible:
+            raise UserError(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
+                            + "".join(f"; {n}" for n in notes))
+        return dataclasses.replace(fresh, explanation=(*fresh.explanation, *notes)), notes
+
+    def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
+        """Wait for the workers to be scheduled, then release the launcher."""
+        client, ns, name = self.client, spec.namespace, spec.name
+        unscheduled = self._await_scheduled(name, ns, timeout)
+        if not unscheduled:
+            client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
+            return "all workers scheduled; launcher started" + self._where(name, ns)
+        why = self._unscheduled_reasons(ns, unscheduled)
+        summary = f"workers not scheduled within {timeout:g}s: {why}"
+        delete = delete_on_timeout if delete_on_timeout is not None else not gang
+        if delete:
+            delete_job_objects(client, name, ns, grace_seconds=0)
+            return UserError(f"{summary}; job {name} was deleted (all or nothing: no worker "
+                             "keeps GPUs while the others wait)")
+        # The gang scheduler binds the whole group at once, so waiting holds no GPUs; the
+        # launcher is released now and waits (HVDK8S_WORKER_WAIT_SECONDS) for the workers.
+        client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
+        return (f"queued by {GANG_NAMES[gang]}: {summary}; the gang starts when it fits "
+                f"(hvdk8s delete {name} -n {ns} to give up)")
+
+    def _where(self, name: str, ns: str) -> str:
+        pods = self.client.items(POD, ns, label_selector=f"{names.job_selector(name)},"
+                                 f"{names.LABEL_ROLE}={names.ROLE_WORKER}")
+        parts = []
+        for p in sorted(pods, key=st.pod_index):
+            r = st.replica(p)
+            parts.append(f"{r.name} on {r.node}" + (f" GPUs {','.join(map(str, r.gpus))}"
+                                                     if r.gpus else ""))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> builtins.list[dict]:
+        """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
+        selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
+        deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
+        while True:
+            pods = self.client.items(POD, ns, label_selector=selector)
+            waiting = [p for p in pods if not st.is_scheduled(p)]
+            if pods and not waiting:
+                return []
+            if time.monotonic() >= deadline:
+                return waiting or pods
+            time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
+
+    def _unscheduled_reasons(self, ns: str, pods: builtins.list[dict]) -> str:
+        events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
+                                   "reason=FailedScheduling")
+        parts = []
+        for p in sorted(pods, key=st.pod_index):
+            parts.append(f"{p['metadata']['name']}: "
+                         f"{st.unscheduled_reason(p, events) or 'no scheduler decision yet'}")
+        return "; ".join(parts) or "no worker pods were created"
+
+    def _rollback(self, name: str, ns: str, created: builtins.list[dict]) -> None:
+        if not created:
+            return
+        try:
+            delete_job_objects(self.client, name, ns, grace_seconds=0, wait_seconds=30)
+        except (ApiError, UserError) as exc:
+            print(f"warning: rollback of job {name} incomplete ({exc}); run: hvdk8s delete "
+                  f"{name} -n {ns}", file=sys.stderr)
+
+    # -- status ------------------------------------------------------------------------------
+    def _root(self, name: str, ns: str) -> tuple[dict | None, str]:
+        """The job's root and its mode: the launcher Job (pods) or the MPIJob (operator)."""
+        job = self.client.get(JOB, names.launcher(name), ns)
+        if job is not None and st.job_name_of(job) == name and not _owned_by_mpijob(job):
+            return job, "pods"
+        if self.client.serves(MPIJOB):
+            mpijob = self.client.get(MPIJOB, name, ns)
+            if mpijob is not None:
+                return mpijob, "operator"
+        return None, "pods"
+
+    def _pods(self, name: str, ns: str) -> builtins.list[dict]:
+        return self.client.items(POD, ns, label_selector=names.job_selector(name))
+
+    def _status(self, name: str, ns: str, *, detail: bool = False) -> JobStatus:
+        root, mode = self._root(name, ns)
+        pods = self._pods(name, ns)
+        if root is None and not pods:
+            raise NotFound(f"job {name} not found in namespace {ns}")
+        events: builtins.list[dict] = []
+        launcher_log: builtins.list[str] = []
+        if detail:
+            if any(not st.is_scheduled(p) for p in pods):
+                events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
+                                           "reason=FailedScheduling")
+            launcher = st.current_launcher(pods)
+            if launcher is not None:
+                launcher_log = pod_log_lines(self.client, launcher, tail=LOG_TAIL_FOR_RESULT)
+        status = st.job_status(name, ns, root=root, pods=pods, mode=mode, events=events,
+                               launcher_log=launcher_log)
+        if detail and status.gpus_per_worker:
+            nodes = [r.node for r in status.replicas if r.node and r.role != names.ROLE_LAUNCHER]
+            apply_view(status, worker_gpu_view(ns, status.replicas,
+                                               agent_allocations(self.client, nodes)))
+        if detail and any((p.get("spec") or {}).get("resourceClaims") for p in pods):
+            add_to_placement(status.placement,
+                             allocated_devices(pods, self.client.items(RESOURCE_CLAIM, ns)))
+        if detail and status.phase == FAILED:
+            pod = st.failing_pod(pods)
+            if pod is not None:
+                lines = (launcher_log if pod is st.current_launcher(pods)
+                         else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
+                status.log_tail = lines[-st.FAILED_TAIL_LINES:]
+        queued(self.client, status, root, mode)
+        if detail and status.done:
+            self._record_images_per_sec(root, mode, status)
+        if status.done and mode == "pods":
+            self._clean_pods(root, pods, status)
+        return status
+
+    def _record_images_per_sec(self, root: dict | None, mode: str, status: JobStatus) -> None:
+        """Put the rate measured in a finished job's launcher log on its root, once, so that
+        `list` shows it without reading a log per job (k8s_status.ANNOTATION_IMAGES_PER_SEC)."""
+        if root is None or status.images_per_sec is None:
+            return
+        if st.recorded_images_per_sec(root) is not None:
+            return
+        kind = MPIJOB if mode == "operator" else JOB
+        patch = {"metadata": {"annotations": {
+            st.ANNOTATION_IMAGES_PER_SEC: repr(float(status.images_per_sec))}}}
+        try:
+            self.client.patch(kind, root["metadata"]["name"], patch, status.namespace)
+        except ApiError:  # reporting status must not fail on it: `get` still shows the rate
+            pass
+
+    def _clean_pods(self, root: dict | None, pods: builtins.list[dict], status: JobStatus) -> None:
+        """Belt and braces for the in-pod release: once the launcher is done, no worker may
+        keep its GPUs (cleanPodPolicy Running), or no pod stays at all (All)."""
+        policy = st.clean_pod_policy(root)
+        if policy == "None":
+            return
+        # Finished for good: the Job says so, or its pod succeeded (a failed launcher pod
+        # may still be retried by the Job and then needs its workers).
+        launcher = st.current_launcher(pods)
+        job_finished = (st.condition(root, "Complete") is not None
+                        or st.condition(root, "Failed") is not None)
+        launcher_done = job_finished or (
+            launcher is not None and (launcher.get("status") or {}).get("phase") == SUCCEEDED)
+        if not launcher_done:
+            return
+        doomed = []
+        for p in pods:
+            if p["metadata"].get("deletionTimestamp"):
+                continue
+            is_launcher = st.pod_role(p) == names.ROLE_LAUNCHER
+            running = (p.get("status") or {}).get("phase") not in TERMINAL
+            # Launcher pods go only once the Job has counted them (All).
+            if (policy == "All" and (job_finished or not is_launcher)) or (
+                    not is_launcher and running):
+                doomed.append(p["metadata"]["name"])
+        for pod_name in list(doomed):
+            try:
+                self.client.delete(POD, pod_name, status.namespace)
+            except ApiError as exc:  # reporting status must not fail on cleanup
+                doomed.remove(pod_name)
+                status.message = "; ".join(filter(None, [
+                    status.message, f"could not remove {pod_name}: {exc.user_error()}"]))
+        for r in status.replicas:
+            if r.name in doomed:
+                r.reason = "Deleted"
+                r.message = f"cleanPodPolicy {policy}: removed after the launcher finished"
+
+    @_api_errors
+    def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        return self._status(name, self._ns(namespace), detail=True)
+
+    @_api_errors
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
+        """Every hvdk8s job: one list call per kind (pods, Jobs, MPIJobs), none per job."""
+        with _gc_paused():
+            return self._list(self._ns(namespace), all_namespaces)
+
+    def _list(self, ns: str, all_namespaces: bool) -> builtins.list[JobStatus]:
+        client = self.client
+        selector = names.job_selector()
+        pods = client.items(POD, ns, all_namespaces=all_namespaces, label_selector=selector)
+        roots = [j for j in client.items(JOB, ns, all_namespaces=all_namespaces,
+                                         label_selector=selector)
+                 if not _owned_by_mpijob(j)]
+        for job in roots:
+            job.setdefault("kind", "Job")
+        if client.serves(MPIJOB):
+            for mj in client.items(MPIJOB, ns, all_namespaces=all_namespaces,
+                                   label_selector=selector):
+                mj.setdefault("kind", "MPIJob")
+                roots.append(mj)
+        return st.group_statuses(roots, pods, refine=queued_without_calls)
+
+    # -- wait --------------------------------------------------------------------------------
+    @_api_errors
+    def wait(self, name: str, namespace: str | None = None, *,
+             timeout: float | None = None) -> JobStatus:
+        """Block until the job is terminal: a watch on its pods and Jobs wakes the loop
+        (polling every few seconds covers a watch that is refused or drops)."""
+        ns = self._ns(namespace)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        changes = _Changes(self.client, ns, names.job_selector(name),
+                           [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else []))
+        try:
+            status, settle = None, None
+            while True:
+                try:
+                    status = self._status(name, ns)
+                except NotFound:
+                    if status is None:
+                        raise
+                    raise NotFound(f"job {name} was deleted while waiting") from None
+                # A succeeded launcher pod is recorded by the Job a moment later; waiting for
+                # that lets the clean pod policy remove the launcher pod too (All).
+                if status.done:
+                    settle = settle or time.monotonic() + 5.0
+                    if status.finished or status.phase != SUCCEEDED or time.monotonic() >= settle:
+                        return self._status(name, ns, detail=True)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    why = f" ({status.reason}: {status.message})" if status.message else ""
+                    raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s{why}")
+                changes.wait(min(2.0, left) if left is not None else 2.0)
+        finally:
+            changes.close()
+
+    # -- logs --------------------------------------------------------------------------------
+    @_api_errors_gen
+    def logs(self, name: str, namespace: str | None = None, *, follow: bool = False,
+             rank: int | None = None, worker: int | None = None, all_replicas: bool = False,
+             tail: int | None = None, previous: bool = False) -> Iterator[str]:
+        if rank is not None:
+            raise UsageError("--rank: ranks are a local-backend notion; on Kubernetes use "
+                             "--worker INDEX or --all")
+        ns = self._ns(namespace)
+        pods = self._pods(name, ns)
+        if not pods and self._root(name, ns)[0] is None:
+            raise NotFound(f"job {name} not found in namespace {ns}")
+        workers = sorted((p for p in pods if st.pod_role(p) != names.ROLE_LAUNCHER),
+                         key=st.pod_index)
+        if worker is not None:
+            chosen = [p for p in workers if st.pod_index(p) == worker]
+            if not chosen:
+                self._no_such_worker(name, ns, worker, workers)
+            targets: builtins.list[tuple[str, dict | None]] = [("worker", chosen[0])]
+        else:
+            targets = [("launcher", None)] + ([("worker", p) for p in workers]
+                                              if all_replicas else [])
+        # --all prefixes even when only the launcher is left (finished: workers cleaned up).
+        prefix = all_replicas or len(targets) > 1
+        if not follow:
+            yield from self._logs_now(name, ns, pods, targets, tail, previous, prefix)
+            return
+        stop = threading.Event()
+        streams = [self._follow_target(name, ns, role, pod, tail, stop) for role, pod in targets]
+        try:
+            yield from merge_streams(streams, prefix=prefix)
+        finally:
+            stop.set()
+
+    def _no_such_worker(self, name: str, ns: str, worker: int, pods: builtins.list[dict]) -> NoReturn:
+        """An index outside the job is a bad option value (exit 2, as the local backend's
+        --rank); one inside it whose pod is gone (cleaned up, evicted) is not."""
+        root, _ = self._root(name, ns)
+        count = max(st.expected_worker_pods(root), len(pods))
+        if not 0 <= worker < count:
+            has = f"worker pods 0..{count - 1}" if count else "no worker pods"
+            raise UsageError(f"--worker: job {name} has {has}, not {worker}")
+        raise UserError(f"--worker {worker}: pod {names.worker(name, worker)} of job {name} "
+                        "does not exist (not created yet, or removed after the job finished)")
+
+    def _logs_now(self, name, ns, pods, targets, tail, previous, prefix) -> Iterator[str]:
+        for role, pod in targets:
+            if role == "launcher":
+                pod = st.current_launcher(pods)
+                if pod is None:
+                    if prefix:
+                        continue
+                    status = self._status(name, ns)
+                    raise UserError(f"job {name} has no launcher pod yet ({status.phase}"
+                                    f"{': ' + status.message if status.message else ''})")
+            pod_name = pod["metadata"]["name"]
+            if not prefix and not previous and not started(pod):
+                r = st.replica(pod)
+                detail = ": ".join(x for x in (r.reason, r.message) if x)
+                raise UserError(f"{pod_name} has not started yet ({r.phase}"
+                                f"{': ' + detail if detail else ''}); no log to show")
+            for line in pod_log_lines(self.client, pod, tail=tail, previous=previous):
+                yield f"[{pod_name}] {line}" if prefix else line
+
+    def _follow_target(self, name, ns, role, pod, tail, stop):
+        def job_done() -> bool:
+            try:
+                return self._status(name, ns).done
+            except NotFound:
+                return True
+
+        if role == "launcher":
+            selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_LAUNCHER}"
+
+            def find():  # every launcher pod: the Job replaces a failed one
+                return st.launcher_pods(self.client.items(POD, ns, label_selector=selector))
+
+            def finished(_pods):
+                return job_done()
+        else:
+            pod_name = pod["metadata"]["name"]
+
+            def find():
+                current = self.client.get(POD, pod_name, ns)
+                return [current] if current is not None else []
+
+            def finished(pods):
+                return (not pods or (pods[0].get("status") or {}).get("phase") in TERMINAL
+                        or job_done())
+
+        return follow_pod(self.client, find, finished, tail=tail, poll=self.poll, stop=stop)
+
+    # -- delete ------------------------------------------------------------------------------
+    @_api_errors
+    def delete(self, name: str, namespace: str | None = None) -> bool:
+        """Delete every object of the job and wait until they are gone; False if none was."""
+        return delete_job_objects(self.client, name, self._ns(namespace))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _gc_paused():
+    """Parsing thousands of pods allocates millions of containers, and every few thousand
+    allocations the cyclic GC would walk them all again: JSON has no cycles, so pause it."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _owned_by_mpijob(obj: dict) -> bool:
+    return any(r.get("kind") == "MPIJob"
+               for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _plan_conflicts(cluster, placement, spec) -> str | None:
+    """Why a plan no longer fits the fresh snapshot, or None when it still does: the node
+    screening placement itself uses (mpijob.scheduling.placement), then the planned GPUs."""
+    from mpijob.scheduling.placement import PlacementRequest, room_by_resources, screen_node
+
+    request = PlacementRequest.from_spec(spec)
+    workers_on: dict[str, int] = {}
+    for a in placement.assignments:
+        workers_on[a.node] = workers_on.get(a.node, 0) + a.workers
+    taken: dict[str, set[int]] = {}
+    for a in placement.assignments:
+        try:
+            node = cluster.node(a.node)
+        except KeyError:
+            return f"node {a.node} is gone"
+        verdict = screen_node(node, request)
+        if verdict.blocked == "not-ready":
+            return f"node {a.node} is not Ready"
+        if verdict.blocked == "selector":
+            return f"node {a.node} no longer matches --selector"
+        if verdict.blocked == "taint" and verdict.taint is not None:
+            key = verdict.taint.key
+            what = "cordoned" if key == UNSCHEDULABLE_TAINT else f"tainted {key}"
+            return f"node {a.node} is {what}"
+        busy = set(a.gpus) & (set(node.allocated) | taken.setdefault(a.node, set()))
+        if busy:
+            return f"GPU(s) {','.join(map(str, sorted(busy)))} of {a.node} are taken now"
+        taken[a.node] |= set(a.gpus)
+        by_cpu, by_mem = room_by_resources(node, request)
+        if by_cpu is not None and by_cpu < workers_on[a.node]:
+            return f"node {a.node} has {node.free_cpu:g} free CPUs now"
+        if by_mem is not None and by_mem < workers_on[a.node]:
+            return f"node {a.node} has {node.free_memory / 2**30:.3g}Gi of free memory now"
+    return None
+
+
+class _Changes:
+    """Wakes a waiter when any watched object of the job changes: a hint, never the truth,
+    so a failed or refused watch only means the waiter polls."""
+
+    def __init__(self, client: KubeClient, ns: str, selector: str, kinds, timeout_seconds: int = 10):
+        self._client, self._ns, self._selector = client, ns, selector
+        self._timeout = timeout_seconds
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        for kind in kinds:
+            threading.Thread(target=self._run, args=(kind,), daemon=True,
+                             name=f"hvdk8s-watch-{kind.plural}").start()
+
+    def _run(self, kind) -> None:
+        rv, failures = None, 0
+        while not self._stop.is_set() and failures < 3:
+            try:
+                for etype, obj in self._client.watch(kind, self._ns, label_selector=self._selector,
+                                                     resource_version=rv,
+                                                     timeout_seconds=self._timeout):
+                    if self._stop.is_set():
+                        return
+                    if etype == "ERROR":  # 410 Gone: start over from "now"
+                        rv = None
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if etype != "BOOKMARK":
+                        self._changed.set()
+                failures = 0
+            except Exception:  # noqa: BLE001 - polling covers whatever broke the watch
+                failures += 1
+                self._stop.wait(1.0)
+
+    def wait(self, seconds: float) -> None:
+        self._changed.wait(max(0.0, seconds))
+        self._changed.clear()
+
+    def close(self) -> None:
+        self._stop.set()

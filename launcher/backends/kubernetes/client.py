@@ -1,0 +1,579 @@
+"""The connection to the Kubernetes API: configuration, raw JSON requests, retries, errors.
+
+Configuration follows kubectl: `--kubeconfig`, else $KUBECONFIG (a `:`-separated list),
+else ~/.kube/config, else the in-cluster service account when running in a pod; `--context`
+picks the context and the namespace defaults to the context's (or the service account's).
+
+Requests go through the official client's `ApiClient` (auth, TLS, token refresh, proxies)
+but send and receive plain JSON dicts: deserialising thousands of pods into model objects
+costs seconds, and every object hvdk8s handles (PodGroups, MPIJobs) is a dict anyway.
+
+Transient failures (connection errors, 429, 5xx) are retried by urllib3's `Retry`, set in
+the client configuration, a bounded number of times with exponential backoff and full jitter,
+honouring Retry-After. Every verb is retried, POST included: a create that landed before
+its answer was lost meets 409 on the retry, and k8s_apply.create recognises its own object by
+the submission annotation. 401/403 become one-line errors naming the refused verb and resource.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from launcher.errors import UserError
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_KUBECONFIG = "~/.kube/config"
+# Where nothing is configured at all; `plan` can still work from a cluster file.
+NO_KUBECONFIG = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
+                 "in a pod; pass --kubeconfig/--context")
+PLAN_OFFLINE = "plan against a file with --cluster FILE"
+# (connect, read) seconds for ordinary requests; streams use their own read timeout.
+REQUEST_TIMEOUT = (10.0, 60.0)
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+# --- resource kinds ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Kind:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    @property
+    def resource(self) -> str:
+        """How RBAC and error messages name it: 'pods', 'jobs.batch'."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+POD = Kind("v1", "Pod", "pods")
+SERVICE = Kind("v1", "Service", "services")
+CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
+SECRET = Kind("v1", "Secret", "secrets")
+EVENT = Kind("v1", "Event", "events")
+NODE = Kind("v1", "Node", "nodes", namespaced=False)
+NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
+JOB = Kind("batch/v1", "Job", "jobs")
+MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
+VOLCANO_PODGROUP = Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
+SCHED_PLUGINS_PODGROUP = Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
+KUEUE_LOCALQUEUE = Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues")
+KUEUE_WORKLOAD = Kind("kueue.x-k8s.io/v1beta1", "Workload", "workloads")
+HYPERNODE = Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
+RESOURCE_SLICE = Kind("resource.k8s.io/v1", "ResourceSlice", "resourceslices", namespaced=False)
+RESOURCE_CLAIM = Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims")
+RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates")
+# NVIDIA's DRA driver (mpijob.k8s.computedomain).
+COMPUTE_DOMAIN = Kind("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains")
+KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", namespaced=False),
+                    Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
+
+_KNOWN = {(k.api_version, k.kind): k for k in (
+    POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, VOLCANO_PODGROUP,
+    SCHED_PLUGINS_PODGROUP, KUEUE_WORKLOAD, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
+    COMPUTE_DOMAIN,
+    Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
+    Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
+    NAMESPACE,
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings",
+         namespaced=False),
+)}
+
+
+def kind_of(obj: dict) -> Kind:
+    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    if key in _KNOWN:
+        return _KNOWN[key]
+    # The API's own convention for regular kinds (discovery would be exact, at a cost).
+    return Kind(key[0], key[1], key[1].lower() + "s")
+
+
+# --- errors -----------------------------------------------------------------------------------
+class ApiError(Exception):
+    """A non-2xx answer (or, with status 0, no answer) from the API server."""
+
+    def __init__(self, status: int, reason: str, message: str, *, verb: str, resource: str,
+                 namespace: str | None = None, name: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+        self.name = name
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    def where(self) -> str:
+        return f" in namespace {self.namespace}" if self.namespace else " (cluster scope)"
+
+    def user_error(self) -> UserError:
+        what = f"{self.resource}/{self.name}" if self.name else self.resource
+        if self.status == 403:
+            return UserError(
+                f"forbidden: cannot {self.verb} {self.resource}{self.where()} (RBAC); ask your "
+                f"admin for a Role granting '{self.verb}' on '{self.resource}' "
+                f"(server said: {self.message})")
+        if self.status == 401:
+            return UserError(
+                "unauthorized: the API server rejected the credentials of this kubeconfig "
+                f"context while trying to {self.verb} {self.resource} (expired token? run "
+                "`kubectl get ns` to check the login)")
+        if self.status == 0:
+            return UserError(f"cannot reach the Kubernetes API server: {self.message}")
+        return UserError(f"cannot {self.verb} {what}{self.where()}: {self.message} "
+                         f"(HTTP {self.status} {self.reason})")
+
+
+def _verb(method: str, name: str | None, query: dict) -> str:
+    if method == "GET":
+        if query.get("watch"):
+            return "watch"
+        return "get" if name else "list"
+    if method == "DELETE" and not name:
+        return "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        method, method.lower())
+
+
+# --- retries ----------------------------------------------------------------------------------
+@dataclass
+class RetryPolicy:
+    """How many tries, and how long between them: bounded exponential backoff with full
+    jitter (AWS architecture blog's 'Full Jitter'), or the server's Retry-After up to a cap.
+    urllib3's own backoff adds its jitter on top of a fixed delay instead."""
+
+    tries: int = 5
+    base: float = 0.2
+    cap: float = 5.0
+    max_retry_after: float = 10.0
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        backoff = self.rand() * min(self.cap, self.base * 2 ** attempt)
+        if retry_after is not None:
+            return max(backoff, min(retry_after, self.max_retry_after))
+        return backoff
+
+    def urllib3_retry(self):
+        """The urllib3 `Retry` that applies this policy (for the client configuration)."""
+        # lazy: urllib3 (~30 ms) and the kubernetes client (~300 ms) load at the first request, not
+        # at every job command's start
+        from urllib3.util.retry import Retry
+
+        policy = self
+
+        class PolicyRetry(Retry):
+            # urllib3 decides what to retry and counts the tries; the policy says how long
+            # to wait (`history` holds one entry per try that failed so far).
+            def sleep(self, response=None) -> None:
+                after = self.get_retry_after(response) if response is not None else None
+                policy.sleep(policy.delay(len(self.history), after))
+
+        return PolicyRetry(total=self.tries - 1, allowed_methods=None,
+                            status_forcelist=RETRYABLE_STATUS, raise_on_status=False)
+
+
+# --- configuration ----------------------------------------------------------------------------
+def kubeconfig_paths(kubeconfig: str | None = None) -> list[str]:
+    """The files kubectl would read, in order (existing or not)."""
+    value = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    return [os.path.expanduser(p) for p in value.split(os.pathsep) if p]
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        os.path.join(SERVICE_ACCOUNT_DIR, "token"))
+
+
+def _read_kubeconfigs(kubeconfig: str | None) -> list[dict]:
+    import yaml
+
+    docs = []
+    for path in kubeconfig_paths(kubeconfig):
+        try:
+            with open(path) as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
+
+
+def _context_entry(docs: list[dict], context: str | None) -> tuple[str | None, dict | None]:
+    """(name, context dict) of the named or current context; kubectl's first-file-wins merge."""
+    if context is None:
+        context = next((d.get("current-context") for d in docs if d.get("current-context")), None)
+    if context is None:
+        return None, None
+    for doc in docs:
+        for entry in doc.get("contexts") or []:
+            if isinstance(entry, dict) and entry.get("name") == context:
+                return context, entry.get("context") or {}
+    return context, None
+
+
+def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None) -> bool:
+    """Cheap check (no network, no client import): a usable context exists, or we run in a pod."""
+    docs = _read_kubeconfigs(kubeconfig)
+    if docs:
+        _, entry = _context_entry(docs, context)
+        if entry is not None:
+            return True
+    return context is None and kubeconfig is None and in_cluster()
+
+
+def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
+                   offline: str | None = PLAN_OFFLINE) -> str:
+    """Why no context can be used, in words that say what to do (kubeconfig_usable is False);
+    `offline` names what works without a cluster, suggested when none is configured."""
+    paths = kubeconfig_paths(kubeconfig)
+    docs = _read_kubeconfigs(kubeconfig)
+    files = os.pathsep.join(p for p in paths if os.path.exists(p))
+    if not docs:
+        if files:
+            return (f"no usable kubeconfig: {files} cannot be read or is not a kubeconfig; "
+                    "fix it, or pass --kubeconfig/--context")
+        if in_cluster():  # in a pod, but --context/--kubeconfig/$KUBECONFIG asked for a file
+            return ((f"context {context!r} not found: " if context else "")
+                    + "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config); in a "
+                    "pod, leave out --context/--kubeconfig and unset KUBECONFIG to use its "
+                    "service account")
+        return NO_KUBECONFIG + (f", or {offline}" if offline else "")
+    context_name, _ = _context_entry(docs, context)
+    if context_name is None:
+        return (f"no Kubernetes context: {files} sets no current-context; pass --context NAME "
+                "(kubectl config get-contexts lists them)")
+    return f"context {context_name!r} not found in {files} (kubectl config get-contexts lists them)"
+
+
+def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
+    if context is not None or kubeconfig is not None or os.environ.get("KUBECONFIG"):
+        return False
+    return in_cluster() and not any(os.path.exists(p) for p in kubeconfig_paths())
+
+
+def _service_account_namespace() -> str:
+    try:
+        with open(os.path.join(SERVICE_ACCOUNT_DIR, "namespace")) as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def connect(context: str | None = None, namespace: str | None = None,
+            kubeconfig: str | None = None, retry: RetryPolicy | None = None) -> KubeClient:
+    """A client for the chosen context; UserError when no configuration can be loaded."""
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = k8s.Configuration()
+    context_name: str | None
+    try:
+        if _use_in_cluster(context, kubeconfig):
+            k8s_config.load_incluster_config(client_configuration=configuration)
+            context_name, default_ns = "in-cluster", _service_account_namespace()
+        else:
+            docs = _read_kubeconfigs(kubeconfig)
+            context_name, entry = _context_entry(docs, context)
+            if entry is None:
+                raise UserError(config_problem(context, kubeconfig))
+            default_ns = entry.get("namespace") or "default"
+            k8s_config.load_kube_config(
+                config_file=os.pathsep.join(kubeconfig_paths(kubeconfig)),
+                context=context_name, client_configuration=configuration, persist_config=False)
+    except ConfigException as exc:
+        raise UserError(f"cannot load the Kubernetes configuration: {exc}") from None
+    retry = retry or RetryPolicy()
+    configuration.retries = retry.urllib3_retry()
+    api = k8s.ApiClient(configuration)
+    api.user_agent = "hvdk8s"
+    return KubeClient(api, namespace=namespace or default_ns, context=context_name, retry=retry)
+
+
+# --- the client -------------------------------------------------------------------------------
+@dataclass
+class KubeClient:
+    api: Any  # kubernetes.client.ApiClient (the client is imported lazily: ~300 ms)
+    namespace: str = "default"
+    context: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
+    _discovery: dict = field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        return self.api.configuration.host
+
+    # -- raw requests --------------------------------------------------------------------------
+    def _send(self, method: str, path: str, query: dict, body, content_type: str | None,
+              timeout, what: dict):
+        """One HTTP exchange, retried by the configuration's urllib3 `Retry`; returns the
+        urllib3 response (body unread)."""
+        import urllib3
+
+        params = [(k, v) for k, v in query.items() if v is not None]
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        method_, url, hdrs, body_, post = self.api.param_serialize(
+            method, path, query_params=params, header_params=headers, body=body,
+            auth_settings=["BearerToken"])
+        try:
+            resp = self.api.call_api(method_, url, hdrs, body_, post, _request_timeout=timeout)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _unreachable(self.host, exc, what) from None
+        except Exception as exc:  # kubernetes.client.ApiException(status=0) for TLS errors
+            if getattr(exc, "status", None) != 0:
+                raise
+            raise _unreachable(self.host, exc, what) from None
+        if 200 <= resp.status < 300:
+            return resp.response
+        raise self._error(resp, what)
+
+    @staticmethod
+    def _error(resp, what: dict) -> ApiError:
+        raw = resp.read() or b""
+        try:
+            status = json.loads(raw)
+        except ValueError:
+            status = {}
+        if not isinstance(status, dict):
+            status = {}
+        message = status.get("message") or raw.decode("utf-8", "replace").strip() or resp.reason
+        return ApiError(resp.status, status.get("reason") or resp.reason or "", message, **what)
+
+    def request(self, method: str, path: str, *, query: dict | None = None, body=None,
+                content_type: str | None = None, resource: str = "", namespace: str | None = None,
+                name: str | None = None, timeout=REQUEST_TIMEOUT):
+        query = query or {}
+        what = {"verb": _verb(method, name, query), "resource": resource,
+                "namespace": namespace, "name": name}
+        resp = self._send(method, path, query, body, content_type, timeout, what)
+        data = resp.data
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data.decode("utf-8", "replace")
+
+    # -- typed helpers (dicts in, dicts out) ---------------------------------------------------
+    def _ns(self, kind: Kind, namespace: str | None) -> str | None:
+        return (namespace or self.namespace) if kind.namespaced else None
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict | None:
+        ns = self._ns(kind, namespace)
+        try:
+            return self.request("GET", kind.path(ns, name), resource=kind.resource,
+                                namespace=ns, name=name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def list(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+             label_selector: str | None = None, field_selector: str | None = None,
+             limit: int | None = None) -> dict:
+        ns = None if all_namespaces else self._ns(kind, namespace)
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit}
+        return self.request("GET", kind.path(ns), query=query, resource=kind.resource,
+                            namespace=ns) or {"items": []}
+
+    def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[dict]:
+        return self.list(kind, namespace, **kw).get("items") or []
+
+    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+        kind = kind_of(obj)
+        ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
+        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None},
+                            body=obj, resource=kind.resource, namespace=ns,
+                            name=obj["metadata"].get("name"))
+
+    def apply(self, obj: dict, *, field_manager: str = "hvdk8s") -> bool:
+        """Server-side apply (create or update, taking over fields others set, as
+        `kubectl apply --server-side --force-conflicts`); True when it created the object."""
+        kind = kind_of(obj)
+        ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
+        name = obj["metadata"]["name"]
+        what = {"verb": "patch", "resource": kind.resource, "namespace": ns, "name": name}
+        # JSON is YAML, so the apply-patch+yaml body can be the object as JSON.
+        resp = self._send("PATCH", kind.path(ns, name),
+                          {"fieldManager": field_manager, "force": "true"}, obj,
+                          "application/apply-patch+yaml", REQUEST_TIMEOUT, what)
+        return resp.status == 201
+
+    def patch(self, kind: Kind, name: str, patch: dict, namespace: str | None = None, *,
+              field_manager: str | None = None) -> dict:
+        ns = self._ns(kind, namespace)
+        return self.request("PATCH", kind.path(ns, name), body=patch,
+                            query={"fieldManager": field_manager},
+                            content_type="application/merge-patch+json",
+                            resource=kind.resource, namespace=ns, name=name)
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *,
+               propagation: str | None = None, grace_seconds: int | None = None) -> bool:
+        """False when it did not exist."""
+        ns = self._ns(kind, namespace)
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            self.request("DELETE", kind.path(ns, name), body=body, resource=kind.resource,
+                         namespace=ns, name=name)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
+    def delete_collection(self, kind: Kind, namespace: str | None, label_selector: str, *,
+                          grace_seconds: int | None = None) -> None:
+        ns = self._ns(kind, namespace)
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                      "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            self.request("DELETE", kind.path(ns), query={"labelSelector": label_selector},
+                         body=body, resource=kind.resource, namespace=ns)
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            if exc.status != 405:  # services had no deletecollection before Kubernetes 1.31
+                raise
+            for obj in self.items(kind, ns, label_selector=label_selector):
+                self.delete(kind, obj["metadata"]["name"], ns, grace_seconds=grace_seconds)
+
+    # -- logs and watches ----------------------------------------------------------------------
+    def pod_log(self, pod: str, namespace: str | None = None, *, container: str | None = None,
+                tail: int | None = None, previous: bool = False) -> str:
+        ns = self._ns(POD, namespace)
+        query = {"container": container, "tailLines": tail, "previous": "true" if previous else None}
+        what = {"verb": "get", "resource": "pods/log", "namespace": ns, "name": pod}
+        resp = self._send("GET", POD.path(ns, pod, "log"), query, None, None, REQUEST_TIMEOUT, what)
+        return resp.data.decode("utf-8", "replace")
+
+    def follow_log(self, pod: str, namespace: str | None = None, *, container: str | None = None,
+                   tail: int | None = None) -> Iterator[str]:
+        """Lines of a container's log as they are written; ends when the container exits."""
+        ns = self._ns(POD, namespace)
+        query = {"container": container, "tailLines": tail, "follow": "true"}
+        what = {"verb": "get", "resource": "pods/log", "namespace": ns, "name": pod}
+        resp = self._send("GET", POD.path(ns, pod, "log"), query, None, None, (10.0, None), what)
+        return _lines(resp)
+
+    def watch(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+              label_selector: str | None = None, resource_version: str | None = None,
+              timeout_seconds: int = 30) -> Iterator[tuple[str, dict]]:
+        """(type, object) events until the server closes the stream after timeout_seconds."""
+        ns = None if all_namespaces else self._ns(kind, namespace)
+        query = {"watch": "true", "labelSelector": label_selector,
+                 "resourceVersion": resource_version, "timeoutSeconds": timeout_seconds,
+                 "allowWatchBookmarks": "true"}
+        what = {"verb": "watch", "resource": kind.resource, "namespace": ns, "name": None}
+        resp = self._send("GET", kind.path(ns), query, None, None,
+                          (10.0, timeout_seconds + 30.0), what)
+        return _events(resp)
+
+    # -- discovery -----------------------------------------------------------------------------
+    def api_groups(self) -> set[str]:
+        """Names of the served API groups (one call, cached)."""
+        if "/apis" not in self._discovery:
+            doc = self.request("GET", "/apis", resource="apigroups") or {}
+            self._discovery["/apis"] = {g.get("name") for g in doc.get("groups") or []}
+        return self._discovery["/apis"]
+
+    def served_resources(self, api_version: str) -> set[str]:
+        """Plural names served under a group/version; empty when it is not installed."""
+        if api_version not in self._discovery:
+            path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+            try:
+                doc = self.request("GET", path, resource=api_version) or {}
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                doc = {}
+            self._discovery[api_version] = {r.get("name") for r in doc.get("resources") or []}
+        return self._discovery[api_version]
+
+    def serves(self, kind: Kind) -> bool:
+        return kind.plural in self.served_resources(kind.api_version)
+
+
+def _unreachable(host: str, exc: Exception, what: dict) -> ApiError:
+    # After the last retry urllib3 raises MaxRetryError; its reason is what went wrong.
+    return ApiError(0, "ConnectionError", f"{host}: {getattr(exc, 'reason', None) or exc}", **what)
+
+
+def _chunks(resp) -> Iterator[bytes]:
+    """Bytes as they arrive: `stream()` would wait to fill its buffer on unchunked bodies."""
+    if resp.chunked and resp.supports_chunked_reads():
+        yield from resp.read_chunked(2 ** 14, decode_content=True)
+        return
+    while True:
+        data = resp.read1(2 ** 14)
+        if not data:
+            return
+        yield data
+
+
+def _lines(resp) -> Iterator[str]:
+    try:
+        pending = b""
+        for chunk in _chunks(resp):
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line.decode("utf-8", "replace").rstrip("\r")
+        if pending:
+            yield pending.decode("utf-8", "replace")
+    finally:
+        resp.release_conn()
+
+
+def _events(resp) -> Iterator[tuple[str, dict]]:
+    for line in _lines(resp):
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        yield event.get("type", ""), event.get("object") or {}

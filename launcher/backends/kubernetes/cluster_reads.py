@@ -1,0 +1,111 @@
+"""`hvdk8s doctor`'s I/O: read what the cluster offers (mpijob/scheduling/doctor.py judges it).
+
+Everything is read-only: discovery, /version, SelfSubjectAccessReviews (the caller's own
+permissions), Nodes and Pods, and where readable the MPI Operator's Deployment and Kueue's
+configuration. A read that is refused leaves its fact unknown; the finding says so.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from launcher.backends.kubernetes.client import (
+    NODE,
+    POD,
+    RESOURCE_SLICE,
+    ApiError,
+    Kind,
+    KubeClient,
+)
+from launcher.backends.kubernetes.operator import OPERATOR_SELECTOR
+from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
+
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+# Kueue's configuration: config/default/kustomization.yaml (namespace kueue-system, prefix
+# kueue-) and config/components/manager/kustomization.yaml (manager-config, key below).
+KUEUE_NAMESPACE, KUEUE_CONFIG, KUEUE_CONFIG_KEY = ("kueue-system", "kueue-manager-config",
+                                                   "controller_manager_config.yaml")
+# The MPI Operator's Deployment: manifests/base/deployment.yaml (label app=mpi-operator).
+
+
+def can_i(client: KubeClient, verb: str, resource: str, group: str = "", subresource: str = "",
+          namespace: str | None = None) -> bool | None:
+    """SelfSubjectAccessReview: may the caller do this? None when the review fails."""
+    attrs = {"verb": verb, "resource": resource, "group": group}
+    if subresource:
+        attrs["subresource"] = subresource
+    if namespace:
+        attrs["namespace"] = namespace
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs}}
+    try:
+        review = client.request("POST", SSAR_PATH, body=body,
+                                resource="selfsubjectaccessreviews") or {}
+    except ApiError:
+        return None
+    return bool((review.get("status") or {}).get("allowed"))
+
+
+def _optional(fn, default=None):
+    try:
+        return fn()
+    except ApiError:
+        return default
+
+
+def gather(client: KubeClient, namespace: str) -> Facts:
+    facts = Facts(server=client.host, namespace=namespace)
+    try:
+        info = client.request("GET", "/version", resource="version") or {}
+        facts.version = info.get("gitVersion") or "unknown"
+    except ApiError as exc:
+        facts.version_error = str(exc.user_error())
+        return facts
+    facts.groups = _optional(client.api_groups, set())
+    for verb, res, group, sub, *_ in PERMISSIONS:
+        facts.permissions[(verb, res, group, sub)] = can_i(
+            client, verb, res, group, sub, None if res == "nodes" else namespace)
+    facts.nodes = _optional(lambda: client.items(NODE))
+    facts.pods = _optional(lambda: client.items(POD, all_namespaces=True))
+    if "kubeflow.org" in facts.groups:
+        facts.mpijob_versions = tuple(v for v in ("v2beta1", "v1")
+                                      if "mpijobs" in _optional(
+                                          lambda v=v: client.served_resources(
+                                              f"kubeflow.org/{v}"), set()))
+    if "v2beta1" in facts.mpijob_versions:
+        for verb, res, group, sub, _ in OPERATOR_PERMISSIONS:
+            facts.permissions[(verb, res, group, sub)] = can_i(client, verb, res, group, sub,
+                                                               namespace)
+        deployments = _optional(lambda: client.items(DEPLOYMENT, all_namespaces=True,
+                                                     label_selector=OPERATOR_SELECTOR), [])
+        facts.operator_deployment = deployments[0] if deployments else None
+    if "kueue.x-k8s.io" in facts.groups:
+        facts.kueue_config, facts.kueue_config_error = kueue_config(client)
+    if "resource.k8s.io" in facts.groups:
+        facts.dra_versions = tuple(v for v in ("v1", "v1beta2", "v1beta1", "v1alpha3")
+                                   if _optional(lambda v=v: client.served_resources(
+                                       f"resource.k8s.io/{v}"), set()))
+        if "v1" in facts.dra_versions:
+            slices = _optional(lambda: client.items(RESOURCE_SLICE))
+            facts.dra_gpu_slices = None if slices is None else sum(
+                1 for s in slices if (s.get("spec") or {}).get("driver") == DRA_DRIVER)
+    return facts
+
+
+def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:
+    try:
+        cm = client.get(CONFIGMAP, KUEUE_CONFIG, KUEUE_NAMESPACE)
+    except ApiError as exc:
+        return None, f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG} cannot be read ({exc.reason})"
+    if cm is None:
+        return None, f"no {KUEUE_NAMESPACE}/{KUEUE_CONFIG} ConfigMap"
+    text = (cm.get("data") or {}).get(KUEUE_CONFIG_KEY)
+    try:
+        config = yaml.safe_load(text or "")
+    except yaml.YAMLError:
+        config = None
+    if not isinstance(config, dict):
+        return None, f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG} has no readable {KUEUE_CONFIG_KEY}"
+    return config, None

@@ -1,0 +1,444 @@
+"""The cluster as placement sees it, read from the API in two list calls (nodes, live pods).
+
+Which GPU *indices* a pod holds is known only from the topology agent's node annotation
+(`hvdk8s.io/gpu-topology`, written from the kubelet's pod-resources API) or, for hvdk8s's
+own pods, from their `hvdk8s.io/gpus` annotation. For any other pod the API tells only how
+many GPUs it requested; those are marked allocated lowest indices first, and the snapshot
+says so in its notes, because a different guess about which GPUs are taken can change
+which NVLink groups look free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+
+from launcher.backends.kubernetes.client import (
+    COMPUTE_DOMAIN,
+    HYPERNODE,
+    KUEUE_TOPOLOGIES,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    ApiError,
+)
+from launcher.errors import UsageError, UserError
+from mpijob.jobspec import names
+from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
+from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
+from mpijob.scheduling.dra_slices import inventory, slice_cliques
+from mpijob.scheduling.hypernodes import positions as hypernode_positions
+from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, position_from_labels
+from mpijob.scheduling.nvlink import CLIQUE_ATTRIBUTE, clique_from_labels, parse_clique
+from mpijob.scheduling.presets import preset_for
+from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_annotation
+from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
+
+LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+# Pods in these phases hold nothing: the scheduler frees their requests.
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """A live pod bound to a node and what it holds there."""
+
+    namespace: str
+    name: str
+    node: str
+    gpus: int
+    indices: tuple[int, ...] = ()
+    job: str | None = None
+    role: str | None = None
+    phase: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cluster: Cluster
+    pods: tuple[PodUsage, ...] = ()
+    notes: tuple[str, ...] = ()
+    # Node name -> True when its topology came from the agent, False when from a preset.
+    measured: dict[str, bool] = field(default_factory=dict)
+    # What RBAC kept the snapshot from reading, one line each, for the user.
+    skipped: tuple[str, ...] = ()
+
+
+class SnapshotUnreadable(UserError):
+    """The user may not list nodes: there is no cluster to plan on."""
+
+
+# --- quantities of pods -----------------------------------------------------------------------
+def _q(value) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError):
+        return Decimal(0)
+
+
+def pod_requests(pod: dict) -> dict[str, Decimal]:
+    """What the scheduler charges a pod: containers summed, at least the largest init
+    container, plus overhead. Extended resources default their request to the limit."""
+
+    def container_requests(c: dict) -> dict[str, Decimal]:
+        res = c.get("resources") or {}
+        out = {k: _q(v) for k, v in (res.get("limits") or {}).items()
+               if "/" in k}  # extended resources: request = limit when not given
+        out.update({k: _q(v) for k, v in (res.get("requests") or {}).items()})
+        for k, v in (res.get("limits") or {}).items():
+            if k in ("cpu", "memory") and k not in out:
+                out[k] = _q(v)  # an unset request defaults to the limit
+        return out
+
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = defaultdict(Decimal)
+    for c in spec.get("containers") or []:
+        for k, v in container_requests(c).items():
+            total[k] += v
+    for c in spec.get("initContainers") or []:
+        for k, v in container_requests(c).items():
+            total[k] = max(total[k], v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] += _q(v)
+    return dict(total)
+
+
+def pod_host_ports(pod: dict) -> set[int]:
+    """Node ports a pod holds: hostPort, which the API server defaults to containerPort
+    for a pod on the host network."""
+    spec = pod.get("spec") or {}
+    out: set[int] = set()
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for port in c.get("ports") or []:
+            value = port.get("hostPort") or (port.get("containerPort")
+                                             if spec.get("hostNetwork") else None)
+            if isinstance(value, int):
+                out.add(value)
+    return out
+
+
+def pod_gpus(pod: dict) -> int:
+    return int(pod_requests(pod).get(GPU_RESOURCE, 0))
+
+
+def parse_index_list(text: str | None) -> tuple[int, ...]:
+    """'0,1,2,3' -> (0, 1, 2, 3); anything unparsable -> ()."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        return ()
+
+
+# --- nodes ------------------------------------------------------------------------------------
+def _node_ready(node: dict) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def _taints(node: dict) -> tuple[Taint, ...]:
+    spec = node.get("spec") or {}
+    taints = [Taint(t.get("key", ""), t.get("value"), t.get("effect", "NoSchedule"))
+              for t in spec.get("taints") or []]
+    # A cordoned node: the node lifecycle controller adds this taint; older or test
+    # clusters may only set the flag, and placement must treat both alike.
+    if spec.get("unschedulable") and not any(t.key == UNSCHEDULABLE_TAINT for t in taints):
+        taints.append(Taint(UNSCHEDULABLE_TAINT, None, "NoSchedule"))
+    return tuple(taints)
+
+
+def _network_gbps(labels: dict) -> float:
+    try:
+        return float(labels[LABEL_NETWORK_GBPS])
+    except (KeyError, ValueError):
+        return DEFAULT_NETWORK_GBPS
+
+
+def _empty_topology():
+    return Topology(links=())
+
+
+def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
+    """(topology, agent allocations or None, meta, measured)."""
+    meta_ = node.get("metadata") or {}
+    labels = meta_.get("labels") or {}
+    name = meta_.get("name", "?")
+    text = (meta_.get("annotations") or {}).get(ANNOTATION_TOPOLOGY)
+    if text:
+        try:
+            topo, allocated, meta = parse_annotation(text)
+            return topo, allocated, meta, True
+        except (ValueError, TypeError, KeyError) as exc:
+            notes.append(f"{name}: ignoring an unreadable {ANNOTATION_TOPOLOGY} annotation ({exc})")
+    try:
+        count = int(labels.get(GPU_COUNT_LABEL, allocatable_gpus))
+    except ValueError:
+        count = allocatable_gpus
+    count = max(count, allocatable_gpus)
+    if count <= 0:
+        return _empty_topology(), None, {}, False
+    try:
+        return preset_for(labels.get(GPU_PRODUCT_LABEL), count), None, {}, False
+    except ValueError as exc:  # e.g. a count past MAX_GPUS_PER_NODE: plan around the node
+        notes.append(f"{name}: not planned on ({exc})")
+        return _empty_topology(), None, {}, False
+
+
+# --- the snapshot -----------------------------------------------------------------------------
+def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
+               kueue_topologies: list[dict] | None = None) -> dict:
+    """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
+    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
+    labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
+    out = {name: position_from_labels(labels, label_keys or DEFAULT_LABEL_KEYS)
+           for name, labels in labels_of.items()}
+    kueue_levels = {level.get("nodeLabel") for t in kueue_topologies or []
+                    for level in (t.get("spec") or {}).get("levels") or []}
+    for name, pos in out.items():
+        if pos.rack_label in kueue_levels or pos.block_label in kueue_levels:
+            out[name] = replace(pos, scheduler="kueue")
+    for name, where in hypernode_positions(hypernodes or [], labels_of).items():
+        out[name] = replace(out[name], rack=where["rack"], block=where["block"] or out[name].block,
+                            rack_label=None, block_label=None, scheduler="volcano")
+    return out
+
+
+def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] | None = None,
+                   label_keys=None, kueue_topologies: list[dict] | None = None,
+                   resource_slices: list[dict] | None = None,
+                   resource_claims: list[dict] | None = None,
+                   compute_domains: bool = False) -> Snapshot:
+    """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
+    notes: list[str] = []
+    network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
+
+    # Devices published by the GPU DRA driver, and those its claims hold: really free
+    # GPUs with their UUIDs, without the topology agent.
+    dra = inventory(resource_slices or [], resource_claims or [])
+    slice_clique = slice_cliques(resource_slices or [], CLIQUE_ATTRIBUTE)
+    usage_by_node: dict[str, list[dict]] = defaultdict(list)
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if node_name and phase not in ("Succeeded", "Failed"):
+            usage_by_node[node_name].append(pod)
+
+    out_nodes: list[Node] = []
+    usages: list[PodUsage] = []
+    measured: dict[str, bool] = {}
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        labels = dict((node.get("metadata") or {}).get("labels") or {})
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        gpus = int(_q(alloc.get(GPU_RESOURCE, 0)))
+        # GPUs a DRA driver publishes are the node's too (no nvidia.com/gpu count for them).
+        dra_devices = tuple(dra.devices.get(name, ()))
+        gpus = max(gpus, len(dra_devices))
+        topo, agent_alloc, meta, is_measured = _topology(node, gpus, notes)
+        measured[name] = is_measured
+        node_pods = usage_by_node.get(name, [])
+        allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
+        allocated = set(allocated) | {i for i in dra.allocated.get(name, ()) if i < topo.gpus}
+        usages.extend(pod_usage)
+        requested: defaultdict[str, Decimal] = defaultdict(Decimal)
+        for p in node_pods:
+            for k, v in pod_requests(p).items():
+                requested[k] += v
+        free_cpu = float(_q(alloc["cpu"]) - requested["cpu"]) if "cpu" in alloc else None
+        free_mem = float(_q(alloc["memory"]) - requested["memory"]) if "memory" in alloc else None
+        try:
+            pcie_gen = int(meta.get("pcie_gen") or 3)
+        except (TypeError, ValueError):
+            pcie_gen = 3
+        out_nodes.append(Node(
+            name=name, gpus=topo.gpus, topology=topo, allocated=frozenset(allocated),
+            gpu_model=labels.get(GPU_PRODUCT_LABEL) or meta.get("gpu_model") or "unknown",
+            network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
+            free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
+            network=network[name], dra_devices=dra_devices,
+            host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
+            nvlink_domain=_nvlink_domain(name, labels, slice_clique.get(name), notes),
+        ))
+    cluster = Cluster(tuple(out_nodes), compute_domains=compute_domains)
+    return Snapshot(cluster, tuple(usages), tuple(notes), measured)
+
+
+def _nvlink_domain(node: str, labels: dict, from_slices: str | None, notes: list[str]) -> str | None:
+    """The node's NVLink partition: GFD's clique label, else a ResourceSlice attribute
+    (mpijob.scheduling.nvlink). A value that is no clique is said, and NVLink taken to end
+    at the node."""
+    try:
+        found = clique_from_labels(labels)
+        return found if found else (parse_clique(from_slices) if from_slices else None)
+    except ValueError as exc:
+        notes.append(f"node {node}: {exc}; planned as if NVLink ended at the node")
+        return None
+
+
+def _allocate(node: str, topo_gpus: int, allocatable: int, pods: list[dict],
+              agent_alloc, meta: dict, notes: list[str]) -> tuple[set[int], list[PodUsage]]:
+    """Which GPU indices of one node are taken, and by which pod.
+
+    The agent's PodResources data is what the device plugin really allocated; hvdk8s's
+    `hvdk8s.io/gpus` annotation is only the plan, so it counts only for pods the agent has
+    not reported (yet), and never for indices the agent says another pod holds.
+    """
+    taken: set[int] = set()
+    agent_by_pod = meta.get("allocated") if isinstance(meta.get("allocated"), dict) else None
+    usages: list[PodUsage] = []
+    unknown: list[tuple[dict, int]] = []
+    reported: list[tuple[dict, int, tuple[int, ...]]] = []
+    planned: list[tuple[dict, int, tuple[int, ...]]] = []
+    for pod in sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"])):
+        m = pod["metadata"]
+        count = pod_gpus(pod)
+        if not count:
+            continue
+        key = f"{m.get('namespace', '')}/{m['name']}"
+        if agent_by_pod is not None and key in agent_by_pod:
+            try:
+                reported.append((pod, count, tuple(int(i) for i in agent_by_pod[key])))
+            except (TypeError, ValueError):
+                unknown.append((pod, count))
+        else:
+            planned.append((pod, count, parse_index_list(
+                (m.get("annotations") or {}).get(names.ANNOTATION_GPUS))))
+    overridden: list[str] = []
+    for pod, count, indices in reported + planned:
+        valid = (len(indices) == count and all(0 <= i < topo_gpus for i in indices)
+                 and not taken & set(indices))
+        if valid:
+            taken |= set(indices)
+            usages.append(_usage(pod, node, count, indices))
+        else:
+            if agent_by_pod is not None and indices and taken & set(indices):
+                overridden.append(pod["metadata"]["name"])
+            unknown.append((pod, count))
+    if overridden:
+        notes.append(f"{node}: the topology agent reports GPUs planned for "
+                     f"{', '.join(overridden)} as held by other pods; counted elsewhere")
+    if agent_alloc and agent_by_pod is None:
+        # Old agent payloads carry only the set of taken indices.
+        taken |= {i for i in agent_alloc if 0 <= i < topo_gpus}
+    guessed: list[int] = []
+    for pod, count in unknown:
+        free = [i for i in range(topo_gpus) if i not in taken]
+        indices = tuple(free[:count])
+        taken |= set(indices)
+        guessed.extend(indices)
+        usages.append(_usage(pod, node, count, indices))
+    if guessed:
+        notes.append(f"{node}: {len(guessed)} GPU(s) are held by pods whose GPU indices the API "
+                     f"does not show (no topology agent data); counted as GPUs "
+                     f"{','.join(map(str, sorted(guessed)))}")
+    if allocatable < topo_gpus:
+        # Unhealthy GPUs drop out of allocatable; without the agent we cannot tell which.
+        missing = [i for i in reversed(range(topo_gpus)) if i not in taken][: topo_gpus - allocatable]
+        if missing:
+            taken |= set(missing)
+            notes.append(f"{node}: only {allocatable} of {topo_gpus} GPUs are allocatable; "
+                         f"GPUs {','.join(map(str, sorted(missing)))} counted as unavailable")
+    usages.sort(key=lambda u: (u.namespace, u.name))
+    return taken, usages
+
+
+def _usage(pod: dict, node: str, count: int, indices: tuple[int, ...]) -> PodUsage:
+    m = pod["metadata"]
+    labels = m.get("labels") or {}
+    return PodUsage(namespace=m.get("namespace", ""), name=m["name"], node=node, gpus=count,
+                    indices=tuple(sorted(indices)),
+                    job=labels.get(names.LABEL_JOB) or labels.get(OPERATOR_JOB_LABEL),
+                    role=labels.get(names.LABEL_ROLE),
+                    phase=(pod.get("status") or {}).get("phase"))
+
+
+NETWORK_LABELS_ENV = "HVDK8S_NETWORK_LABELS"
+
+
+def network_label_keys():
+    """The label keys of $HVDK8S_NETWORK_LABELS ('rack=KEY,block=KEY,zone=KEY'), else the
+    defaults (mpijob.scheduling.network)."""
+    text = os.environ.get(NETWORK_LABELS_ENV, "").strip()
+    if not text:
+        return DEFAULT_LABEL_KEYS
+    try:
+        return parse_label_keys(text)
+    except ValueError as exc:
+        raise UsageError(f"${NETWORK_LABELS_ENV}: {exc}") from None
+
+
+def take_snapshot(client, namespace: str | None = None) -> Snapshot:
+    """Two list calls: every node, and every live pod in every namespace (a third for
+    Volcano HyperNodes where the API serves them).
+
+    A user RBAC does not let list pods in all namespaces gets the pods of `namespace` (or
+    none) and a `skipped` line saying so; one who may not list nodes gets
+    SnapshotUnreadable, never a bare 403.
+    """
+    keys = network_label_keys()
+    try:
+        nodes = client.items(NODE)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        raise SnapshotUnreadable(
+            "skipped the cluster snapshot: RBAC does not let you list nodes, so there is no "
+            "topology-aware plan (pass --cluster FILE to plan on a cluster file)") from None
+    pods, skipped = _readable_pods(client, POD, namespace)
+    groups = client.api_groups()  # one discovery call, cached by the client
+    hypernodes = _optional_items(client, HYPERNODE) if HYPERNODE.group in groups else []
+    topologies: list[dict] = []
+    if KUEUE_TOPOLOGIES[0].group in groups:
+        for kind in KUEUE_TOPOLOGIES:  # served under v1beta1 by newer Kueue, v1alpha1 before
+            topologies = _optional_items(client, kind)
+            if topologies:
+                break
+    slices: list[dict] = []
+    claims: list[dict] = []
+    if RESOURCE_SLICE.group in groups and client.serves(RESOURCE_SLICE):
+        slices = _optional_items(client, RESOURCE_SLICE)
+        if slices:
+            claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
+    # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
+    domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
+    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims, domains)
+    return replace(snap, skipped=skipped) if skipped else snap
+
+
+def _readable_pods(client, pod_kind, namespace: str | None) -> tuple[list[dict], tuple[str, ...]]:
+    """Live pods of every namespace, else of `namespace`, else none; and what was skipped."""
+    try:
+        return client.items(pod_kind, all_namespaces=True, field_selector=LIVE_PODS), ()
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+    unseen = "are not seen (the scheduler still counts them)"
+    if namespace:
+        try:
+            pods = client.items(pod_kind, namespace, field_selector=LIVE_PODS)
+            return pods, (f"RBAC does not let you list pods in all namespaces: planned with "
+                          f"the pods of namespace {namespace} only; GPUs held in other namespaces {unseen}",)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+    return [], (f"RBAC does not let you list pods{f' in namespace {namespace}' if namespace else ''}"
+                f" or in all namespaces: planned as if no pod ran; GPUs pods hold {unseen}",)
+
+
+def _optional_items(client, kind, **kw) -> list[dict]:
+    """The objects of a kind an installed add-on may serve, or none (not served, or not
+    readable by this user: the snapshot is still useful without them)."""
+    try:
+        return client.items(kind, **kw)
+    except ApiError as exc:
+        if exc.not_found or exc.status in (401, 403):
+            return []
+        raise

@@ -1,0 +1,612 @@
+"""The local backend: a job's ranks run as processes on this machine under real mpirun.
+
+`submit` checks everything that could stop the job (name taken, no mpirun, too few free
+GPUs) before it creates anything, writes the job directory whole (see local_state), and
+starts a detached supervisor (local_supervisor) that runs mpirun and records the outcome.
+The other commands read that directory, so they work from any shell, while the job runs
+and after it ended, as they do on Kubernetes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from launcher.backends.base import (
+    FAILED,
+    SUCCEEDED,
+    TERMINAL,
+    BaseBackend,
+    JobStatus,
+    Prepared,
+    ReplicaStatus,
+    SubmitOptions,
+    SubmitResult,
+)
+from launcher.backends.local import procs as local_procs
+from launcher.backends.local.gpus import choose_gpus
+from launcher.backends.local.mpi import (
+    Launch,
+    benchmark_script,
+    build_launch,
+    check_mpi,
+    usable_cores,
+)
+from launcher.backends.local.state import (
+    DEFAULT_NAMESPACE,
+    JobPaths,
+    StatusRecord,
+    UnreadableState,
+    all_job_paths,
+    job_paths,
+    new_status,
+    read_json,
+    read_status,
+    write_json,
+    write_status,
+)
+from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
+from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.preparing.planning import Plan, plan_local_cpu
+from launcher.timestamps import parse_utc
+from mpijob.jobspec import defaults
+from mpijob.jobspec.spec import JobSpec, RunPolicy, option_of
+from mpijob.k8s.command import hostfile_text, shell_join
+from mpijob.perf.perfmodel import Assumptions
+from mpijob.phases import JobPhase
+from mpijob.plural import plural
+
+if TYPE_CHECKING:  # types only: the perf model loads when a job is planned
+    from mpijob.perf.perfmodel import Assumptions
+    from mpijob.scheduling.cluster import Cluster
+from mpijob.scheduling.cluster import Cluster
+
+POLL_SECONDS = 0.2
+# How long `submit` waits for the supervisor to record itself (Python start-up and imports).
+START_TIMEOUT_SECONDS = 60.0
+# Ranks per usable core at most: each rank is a process here, and past this many a job
+# only thrashes the machine (and may exhaust its process and memory limits).
+MAX_RANKS_PER_CORE = 16
+# A job that has had no supervisor for this long after creation lost it (submit crashed).
+UNSUPERVISED_GRACE_SECONDS = 60.0
+STOP_GRACE_SECONDS = 5.0
+# Phases of one rank of a failed job besides Succeeded and Failed (as a pod's would read):
+# stopped because the job ended, or not known because nothing recorded its end.
+TERMINATED = "Terminated"
+UNKNOWN = JobPhase.UNKNOWN.value
+
+
+@dataclass
+class _Prepared:
+    paths: JobPaths
+    launch: Launch
+    gpus: builtins.list[int]
+    host: str
+    hostfile: str
+
+
+@dataclass(frozen=True)
+class LocalOptions(SubmitOptions):
+    """Submit options of the local backend: the mode only (it is recorded, not acted on)."""
+
+
+class LocalBackend(BaseBackend):
+    name = "local"
+    gang_note = "local backend: --gang has no effect (all ranks start together on this machine)"
+    # The job commands pick Kubernetes wherever a kubeconfig context is usable.
+    job_command_flags = "--backend local"
+
+    def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
+                 stop_grace_seconds: float = STOP_GRACE_SECONDS):
+        self._namespace = namespace or DEFAULT_NAMESPACE
+        self.poll_seconds = poll_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    # ------------------------------------------------------------------ submit
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
+                       schedule_timeout: float | None) -> LocalOptions:
+        if server_dry_run:
+            raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
+                             "what the local backend would run")
+        return LocalOptions(mode=mode)
+
+    def plan(self, spec: JobSpec, cluster: Cluster | None,
+             assumptions: Assumptions | None) -> Plan:
+        return plan_local_cpu(spec, assumptions)
+
+    def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
+        return Prepared(plan.spec, plan, (self.describe(plan.spec, plan.placement),))
+
+    def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
+        return self.start(prepared.spec, prepared.plan.placement, mode=options.mode)
+
+    def start(self, spec: JobSpec, placement=None, *,
+              mode: defaults.Mode = defaults.MODE) -> SubmitResult:
+        """Start the job; raises UserError, having changed nothing, when it cannot start."""
+        paths = job_paths(spec.name, spec.namespace)
+        if paths.dir.exists():
+            raise _exists(spec)
+        prepared = self._prepare(spec, placement, paths)
+        uid = uuid.uuid4().hex
+        status = new_status(uid=uid, phase=JobPhase.PENDING, mode=mode, node=prepared.host,
+                            ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv)
+        launch = {
+            "argv": prepared.launch.argv,
+            "env": prepared.launch.env,
+            "cwd": os.getcwd(),
+            "deadline_seconds": spec.run_policy.active_deadline_seconds,
+        }
+        self._create_dir(spec, paths, status, launch, prepared.hostfile)
+        try:
+            pid = self._start_supervisor(paths, uid)
+        except BaseException:
+            local_procs.terminate_job(uid, None, job_dir=str(paths.dir), grace=1.0)
+            shutil.rmtree(paths.dir, ignore_errors=True)
+            raise
+        gpus = ",".join(map(str, prepared.gpus)) or "none (CPU)"
+        notes = ignored_options_note(spec, mode)
+        return SubmitResult(
+            name=spec.name, namespace=spec.namespace, backend=self.name,
+            objects=[{"kind": "LocalJob", "name": spec.name, "namespace": spec.namespace,
+                      "dir": str(paths.dir), "supervisorPid": pid, "argv": prepared.launch.argv}],
+            message=f"job {spec.name} started: {plural(spec.ranks, 'rank')} on {prepared.host}, "
+                    f"GPUs {gpus}; state in {paths.dir}" + (f"\n{notes}" if notes else ""),
+        )
+
+    def describe(self, spec: JobSpec, placement=None) -> dict:
+        """What `submit` would run (the local backend's dry run); creates nothing."""
+        prepared = self._prepare(spec, placement, job_paths(spec.name, spec.namespace))
+        described = {
+            "backend": self.name, "name": spec.name, "namespace": spec.namespace,
+            "node": prepared.host, "ranks": spec.ranks, "gpus": prepared.gpus,
+            "hostfile": prepared.hostfile, "command": shell_join(prepared.launch.argv),
+            "env": prepared.launch.env, "dir": str(prepared.paths.dir),
+        }
+        notes = ignored_options_note(spec)
+        if notes:
+            described["notes"] = [notes]
+        return described
+
+    def _prepare(self, spec: JobSpec, placement, paths: JobPaths) -> _Prepared:
+        check_rank_count(spec, usable_cores())
+        mpirun = check_mpi(spec)
+        script = benchmark_script() if spec.runs_benchmark else None
+        host = socket.gethostname()
+        gpus, _ = choose_gpus(spec, placement, host)
+        launch = build_launch(spec, mpirun=mpirun, hostfile=paths.hostfile,
+                              ranks_dir=paths.ranks, gpus=gpus, script=script,
+                              exits_dir=paths.rank_exits)
+        return _Prepared(paths, launch, gpus, host, hostfile_text(spec, [("localhost", spec.ranks)]))
+
+    @staticmethod
+    def _create_dir(spec: JobSpec, paths: JobPaths, status: StatusRecord, launch: dict,
+                    hostfile: str) -> None:
+        """Build the directory under a hidden name, then rename it into place: the rename
+        fails if the name was taken meanwhile, so two submits cannot both win."""
+        try:
+            paths.dir.parent.mkdir(parents=True, exist_ok=True)
+            building = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=paths.dir.parent))
+        except OSError as exc:
+            raise _cannot_write(spec, paths, exc) from None
+        try:
+            write_json(building / paths.spec.name, spec.model_dump(mode="json"))
+            write_json(building / paths.launch.name, launch)
+            write_status(building / paths.status.name, status)
+            (building / paths.hostfile.name).write_text(hostfile)
+            os.rename(building, paths.dir)
+        except OSError as exc:
+            shutil.rmtree(building, ignore_errors=True)
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                raise _exists(spec) from None
+            raise _cannot_write(spec, paths, exc) from None
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+
+    @staticmethod
+    def _start_supervisor(paths: JobPaths, uid: str) -> int:
+        env = {**os.environ, local_procs.MARKER_ENV: uid,
+               local_procs.DIR_MARKER_ENV: str(paths.dir)}
+        with open(paths.supervisor_log, "ab") as log:
+            starter = subprocess.Popen(
+                [sys.executable, "-m", "launcher.backends.local.supervisor", str(paths.dir)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+        try:
+            code = starter.wait(timeout=START_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            starter.kill()
+            starter.wait()
+            code = None
+        try:
+            status = read_status(paths.status)
+        except UnreadableState:
+            status = None
+        pid = status.supervisor_pid if status else None
+        if code != 0 or pid is None:
+            detail = " | ".join(tail(paths.supervisor_log, 5)) or f"exit status {code}"
+            raise UserError(f"could not start the supervisor of job {paths.name}: {detail}")
+        return pid
+
+    # --------------------------------------------------------------------- get
+    def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        """The job's status; UnreadableState (one line naming the file) for a broken one."""
+        paths = self._existing(name, namespace)
+        status = _status_of(paths, strict=True)
+        if status is None:
+            raise _not_found(name, paths.namespace)
+        return status
+
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
+        """Every job; one whose state cannot be read is listed as Unknown with the reason."""
+        found = []
+        try:
+            every = all_job_paths(None if all_namespaces else (namespace or self.namespace))
+        except OSError as exc:
+            raise UserError(f"cannot read the local jobs in {exc.filename}: {exc.strerror}") from None
+        for paths in every:
+            status = _status_of(paths)
+            if status is not None:  # None: deleted while listing
+                found.append(status)
+        return found
+
+    # -------------------------------------------------------------------- logs
+    def logs(self, name: str, namespace: str | None = None, *, follow: bool = False,
+             rank: int | None = None, worker: int | None = None, all_replicas: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Lines (without newline) of the combined log, of one rank (stdout and stderr as
+        printed), of one worker's ranks or of every rank (prefixed by the rank's name).
+        With `follow`, keeps reading until the job has ended, like `tail -f`."""
+        paths = self._existing(name, namespace)
+        sources = self._log_sources(paths, rank, worker, all_replicas)
+        if tail is not None and tail < 0:
+            raise UsageError(f"--tail: expected a number of lines >= 0, got {tail}")
+        return self._read_logs(paths, sources, follow=follow, tail=tail)
+
+    def _log_sources(self, paths: JobPaths, rank: int | None, worker: int | None,
+                     all_replicas: bool) -> builtins.list[tuple[str, int | None]]:
+        """(line prefix, rank) per file to read; rank None is the combined log."""
+        if rank is None and worker is None and not all_replicas:
+            return [("", None)]  # the combined log needs no state: it works for a broken job
+        status = read_status(paths.status) or StatusRecord()
+        spec = read_json(paths.spec) or {}
+        ranks = status.ranks
+        per_worker = max(1, int(spec.get("gpus_per_worker") or 0))
+        if rank is not None:
+            if not 0 <= rank < ranks:
+                raise UsageError(f"--rank: job {paths.name} has ranks 0..{ranks - 1}, not {rank}")
+            chosen = [rank]
+        elif worker is not None:
+            workers = int(spec.get("workers") or 0)
+            if not 0 <= worker < workers:
+                raise UsageError(f"--worker: job {paths.name} has workers 0..{workers - 1}, not {worker}")
+            chosen = list(range(worker * per_worker, (worker + 1) * per_worker))
+        elif all_replicas:
+            chosen = list(range(ranks))
+        else:
+            return [("", None)]
+        if not status.writes_rank_logs:
+            raise UserError(f"job {paths.name} runs its own mpirun line, which writes no "
+                            f"per-rank logs: see hvdk8s logs {paths.name} --backend local")
+        if len(chosen) == 1 and not all_replicas:
+            return [("", chosen[0])]
+        return [(f"[{_replica_name(paths.name, r)}] ", r) for r in chosen]
+
+    def _read_logs(self, paths: JobPaths, sources, *, follow: bool, tail: int | None) -> Iterator[str]:
+        def path_of(rank: int | None) -> Path:
+            return paths.launcher_log if rank is None else paths.rank_log(rank)
+
+        if not follow:
+            for prefix, rank in sources:
+                lines = read_lines(path_of(rank))
+                if tail is not None:
+                    lines = lines[-tail:] if tail else []
+                for line in lines:
+                    yield prefix + line
+            return
+        readers = [_Follower(prefix, lambda r=rank: path_of(r), tail) for prefix, rank in sources]
+        while True:
+            # Whether the job had ended is read before the files: what it wrote before it
+            # ended is then surely in them.
+            ended = self._ended(paths)
+            got_any = False
+            for reader in readers:
+                for line in reader.read_new():
+                    got_any = True
+                    yield line
+            if ended:
+                for reader in readers:
+                    yield from reader.flush()
+                return
+            if not got_any:
+                time.sleep(self.poll_seconds)
+
+    def _ended(self, paths: JobPaths) -> bool:
+        status = _status_of(paths)
+        # A job whose state is unreadable cannot say it is running: stop following.
+        return status is None or status.phase in (*TERMINAL, UNKNOWN)
+
+    # -------------------------------------------------------------------- wait
+    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.get(name, namespace)
+            if status.done:
+                return status
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s")
+                time.sleep(min(self.poll_seconds, left))
+            else:
+                time.sleep(self.poll_seconds)
+
+    # ------------------------------------------------------------------ delete
+    def delete(self, name: str, namespace: str | None = None) -> bool:
+        """Stop every process of the job and remove its directory; False if there was none."""
+        paths = job_paths(name, namespace or self.namespace)
+        if not paths.dir.is_dir():
+            return False
+        try:
+            status = read_status(paths.status) or StatusRecord()
+        except UnreadableState:
+            # The processes are still found by the job directory in their environment.
+            status = StatusRecord()
+        left = local_procs.terminate_job(status.uid, status.supervisor_pid,
+                                         job_dir=str(paths.dir), grace=self.stop_grace_seconds)
+        if left:
+            raise UserError(f"job {name}: processes {', '.join(map(str, left))} did not stop "
+                            "after SIGKILL (stuck in the kernel?); nothing was removed")
+        # Out of sight first (readers skip hidden entries), then removed: nobody sees a job
+        # that is half gone.
+        doomed = paths.dir.with_name(f".deleting.{paths.name}.{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(paths.dir, doomed)
+            shutil.rmtree(doomed)
+        except FileNotFoundError:
+            pass  # deleted meanwhile by another `delete`
+        except OSError as exc:
+            raise UserError(f"job {name}: its processes are stopped but {exc.filename} could "
+                            f"not be removed: {exc.strerror}") from None
+        return True
+
+    # ----------------------------------------------------------------- helpers
+    def _existing(self, name: str, namespace: str | None) -> JobPaths:
+        paths = job_paths(name, namespace or self.namespace)
+        if not paths.dir.is_dir():
+            raise _not_found(name, paths.namespace)
+        return paths
+
+
+def check_rank_count(spec: JobSpec, cores: int) -> None:
+    """UserError, before anything starts, for more ranks than this machine can run."""
+    limit = MAX_RANKS_PER_CORE * max(cores, 1)
+    if spec.ranks <= limit:
+        return
+    asked = (f"--workers {spec.workers} x --gpus {spec.gpus_per_worker}" if spec.gpus_per_worker
+             else f"--workers {spec.workers}")
+    raise UserError(
+        f"{asked} is {plural(spec.ranks, 'rank')}, and the local backend runs each rank as a "
+        f"process on this machine: with {plural(cores, 'core')} it takes at most {limit} "
+        f"({MAX_RANKS_PER_CORE} per core); give fewer workers, or --backend kubernetes"
+    )
+
+
+# Spec fields that only mean something to Kubernetes (pods, images, the scheduler).
+_KUBERNETES_ONLY = (
+    "image", "node_selector", "tolerations", "gang", "priority_class", "queue", "scheduler_name",
+    "labels", "annotations", "image_pull_secrets", "image_pull_policy", "shm_size", "host_network",
+    "launcher_cpu", "launcher_memory", "memory",
+)
+_KUBERNETES_ONLY_RUN_POLICY = ("clean_pod_policy", "backoff_limit", "ttl_seconds_after_finished")
+
+
+def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
+    """The options given for this job that the local backend does not use, by option name."""
+    def default(model, name: str):
+        return type(model).model_fields[name].get_default(call_default_factory=True)
+
+    fields = [f for f in _KUBERNETES_ONLY if getattr(spec, f) != default(spec, f)]
+    if spec.cpu and spec.gpus_per_worker:  # CPU ranks are bound to --cpu cores (local_mpi)
+        fields.append("cpu")
+    fields += [f"run_policy.{f}" for f in _KUBERNETES_ONLY_RUN_POLICY
+               if getattr(spec.run_policy, f) != RunPolicy.model_fields[f].get_default()]
+    names = ["--mode operator"] if mode == "operator" else []
+    names += [option_of(f) or f for f in fields]
+    return list(dict.fromkeys(names))
+
+
+def ignored_options_note(spec: JobSpec, mode: str | None = None) -> str | None:
+    names = ignored_options(spec, mode)
+    if not names:
+        return None
+    they = "it applies" if len(names) == 1 else "they apply"
+    return f"local backend: ignoring {', '.join(names)} ({they} to Kubernetes)"
+
+
+def _exists(spec: JobSpec) -> UserError:
+    where = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
+    return UserError(
+        f"job {spec.name} already exists in namespace {spec.namespace}; delete it first: "
+        f"hvdk8s delete {spec.name}{where}",
+        1,
+    )
+
+
+def _cannot_write(spec: JobSpec, paths: JobPaths, exc: OSError) -> UserError:
+    if exc.errno == errno.ENOSPC:
+        return UserError(f"cannot create job {spec.name}: no space left on the device of "
+                         f"{paths.dir.parent}; "
+                         "nothing was created (free some space, or set HVDK8S_HOME elsewhere)")
+    return UserError(f"cannot create job {spec.name} in {paths.dir.parent}: {exc.strerror}; "
+                     "nothing was created (set HVDK8S_HOME to a writable directory)")
+
+
+def _not_found(name: str, namespace: str) -> NotFound:
+    return NotFound(f"job {name} not found in namespace {namespace} (hvdk8s list shows the jobs)")
+
+
+def _replica_name(job: str, rank: int) -> str:
+    return f"{job}-rank-{rank}"
+
+
+class _Follower:
+    """Reads what a growing file gained since the last call, in whole lines."""
+
+    def __init__(self, prefix: str, path_of, tail: int | None):
+        self.prefix = prefix
+        self.path_of = path_of  # looked up again until it exists (rank files appear late)
+        self.offset = 0
+        self.partial = ""
+        self.skip_to_tail = tail
+
+    def read_new(self) -> builtins.list[str]:
+        try:
+            with open(self.path_of(), "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode(errors="replace")
+        *lines, self.partial = text.split("\n")
+        if self.skip_to_tail is not None:
+            # --tail N with -f: the last N lines written so far, then everything new.
+            lines = list(deque(lines, maxlen=self.skip_to_tail))
+            self.skip_to_tail = None
+        return [self.prefix + line for line in lines]
+
+    def flush(self) -> builtins.list[str]:
+        rest = self.read_new()
+        if self.partial:
+            rest.append(self.prefix + self.partial)
+            self.partial = ""
+        return rest
+
+
+# ------------------------------------------------------------------------ status
+class _Gone(Exception):
+    """The job directory went away while it was being read (deleted meanwhile)."""
+
+
+def _read_state(paths: JobPaths, path: Path, read=read_json):
+    data = read(path)
+    if data is None:
+        if not paths.dir.is_dir():
+            raise _Gone
+        raise UnreadableState(path, "missing")
+    return data
+
+
+def _status_of(paths: JobPaths, *, strict: bool = False) -> JobStatus | None:
+    """The job's status, None when it is gone. A job whose state files cannot be read is
+    Unknown with the reason (with `strict`, UnreadableState is raised instead)."""
+    try:
+        return _status_from_files(paths)
+    except _Gone:
+        return None
+    except UnreadableState as exc:
+        if strict:
+            raise
+        return _unreadable(paths, exc)
+
+
+def _unreadable(paths: JobPaths, exc: UnreadableState) -> JobStatus:
+    return JobStatus(name=paths.name, namespace=paths.namespace, backend=LocalBackend.name,
+                     phase=UNKNOWN, reason="unreadable state", message=str(exc))
+
+
+def _status_from_files(paths: JobPaths) -> JobStatus:
+    record = _read_state(paths, paths.status, read_status)
+    if not record.phase.terminal and _supervisor_lost(record):
+        # The supervisor may have written the end and exited since the read above.
+        record = _read_state(paths, paths.status, read_status)
+    spec = _read_state(paths, paths.spec)
+    _read_state(paths, paths.launch)  # what the supervisor runs: a broken one is reported too
+    try:
+        return _status_from(paths, record, spec)
+    except (TypeError, ValueError, AttributeError) as exc:  # spec.json edited by hand
+        raise UnreadableState(paths.spec, f"unexpected content: {exc}") from None
+
+
+def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus:
+    phase = record.phase.value
+    reason, message, log_tail = record.reason, record.message, record.log_tail
+    if not record.phase.terminal and _supervisor_lost(record):
+        phase, reason = FAILED, "supervisor lost"
+        message = (f"the supervisor (pid {record.supervisor_pid}) is gone while the job was "
+                   f"{record.phase.value} (machine restarted or process killed); "
+                   f"hvdk8s delete {paths.name} stops what is left")
+        log_tail = tail(paths.launcher_log, TAIL_LINES)
+    node, gpus = record.node, record.gpus
+    replicas = []
+    for r in range(record.ranks):
+        rank_phase, rank_message, exit_code = _rank_outcome(r, phase, reason, message, record)
+        replicas.append(ReplicaStatus(
+            name=_replica_name(paths.name, r), role="rank", phase=rank_phase, node=node,
+            gpus=[gpus[r]] if r < len(gpus) else [],
+            message=rank_message, exit_code=exit_code,
+        ))
+    return JobStatus(
+        name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
+        mode=record.mode, created=record.created, started=record.started,
+        finished=record.finished, workers=int(spec.get("workers") or 0),
+        gpus_per_worker=int(spec.get("gpus_per_worker") or 0), replicas=replicas,
+        placement=[{"node": node, "gpus": list(gpus)}] if node else [],
+        reason=reason, message=message, log_tail=list(log_tail),
+        images_per_sec=record.images_per_sec, result=record.result,
+    )
+
+
+def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None,
+                  record: StatusRecord) -> tuple[str, str | None, int | None]:
+    """(phase, message, exit code) of one rank. A job fails as a whole, but only the rank
+    that failed is Failed: one that exited 0 Succeeded, and one that mpirun stopped
+    because of another's failure (or the deadline, or a signal) is Terminated."""
+    if phase != FAILED:
+        return phase, None, None
+    failed_rank = record.failed_rank
+    if rank == failed_rank:
+        return FAILED, message, record.failed_rank_exit_code
+    if reason == "supervisor lost":  # nothing recorded how the ranks ended
+        return UNKNOWN, None, None
+    ended = record.rank_exits.get(rank)
+    code = ended.exit_code if ended else None
+    if code == 0:
+        return SUCCEEDED, None, 0
+    if code is not None:
+        return FAILED, f"rank {rank} exited with code {code}", code
+    cause = f"rank {failed_rank} failed" if failed_rank is not None else (message or reason)
+    return TERMINATED, f"terminated: {cause}" if cause else "terminated", None
+
+
+def _supervisor_lost(record: StatusRecord) -> bool:
+    if record.supervisor_pid is None:
+        return _age_seconds(record.created) > UNSUPERVISED_GRACE_SECONDS
+    return not local_procs.is_job_process(record.supervisor_pid, record.uid)
+
+
+def _age_seconds(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    created = parse_utc(stamp)
+    return (datetime.now(timezone.utc) - created).total_seconds()

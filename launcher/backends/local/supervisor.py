@@ -1,0 +1,172 @@
+"""The detached process that runs one local job's mpirun and records how it ends.
+
+    python -m launcher.backends.local.supervisor JOBDIR
+
+`submit` starts this and waits for it to exit: it forks the supervisor proper, which
+leaves the submitter's session (setsid, so closing the terminal does not end the job and
+every process of the job shares its session id), records its pid in status.json and only
+then lets the starter exit 0. The supervisor is no child of `submit`'s process, so it
+never lingers there as a zombie. It then runs mpirun with its output in launcher.log and,
+when mpirun exits, writes the final phase, exit code, benchmark figures and, for a
+failure, which rank failed and the tail of that rank's log.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+from launcher.backends.local.rank import read_records
+
+# local_state validates status.json with pydantic: ~70 ms more before this process records
+# itself, which `submit` waits for (0.45-0.55 s in all here), against a second way to write it.
+from launcher.backends.local.state import JobPaths, now, read_json, update_status
+from launcher.formats.benchmark_result import parse_benchmark_output
+from mpijob.phases import JobPhase
+
+FAILED = JobPhase.FAILED.value
+TAIL_LINES = 20
+# After SIGTERM, how long mpirun gets to stop its ranks before SIGKILL.
+STOP_GRACE_SECONDS = 10.0
+
+
+def read_lines(path: Path) -> list[str]:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def tail(path: Path, n: int = TAIL_LINES) -> list[str]:
+    try:
+        with open(path, errors="replace") as f:
+            return list(deque((line.rstrip("\n") for line in f), maxlen=n))
+    except FileNotFoundError:
+        return []
+
+
+class _Stop:
+    """Why the job is being stopped early, if it is: a signal or the deadline."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.deadline = False
+        self.proc: subprocess.Popen | None = None
+
+    def on_signal(self, signum, _frame) -> None:
+        self.signal = signum
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # mpirun passes SIGTERM on to the ranks
+
+
+def supervise(paths: JobPaths) -> int:
+    launch = read_json(paths.launch)
+    if launch is None:  # deleted before it started
+        return 0
+    stop = _Stop()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, stop.on_signal)
+    env = {**os.environ, **launch["env"]}
+    deadline = launch.get("deadline_seconds")
+
+    with open(paths.launcher_log, "ab") as log:
+        try:
+            if stop.signal is not None:
+                raise InterruptedError
+            stop.proc = subprocess.Popen(
+                launch["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, cwd=launch.get("cwd") or None,
+            )
+        except InterruptedError:
+            return _finish(paths, None, stop)
+        except OSError as exc:
+            update_status(paths, phase=FAILED, finished=now(), reason="launch failed",
+                          message=f"cannot start {launch['argv'][0]}: {exc}")
+            return 1
+        if stop.signal is not None:  # arrived while mpirun was being started
+            stop.proc.terminate()
+        update_status(paths, phase=JobPhase.RUNNING, started=now(), mpirun_pid=stop.proc.pid)
+        try:
+            stop.proc.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            stop.deadline = True
+            stop.proc.terminate()
+            try:
+                stop.proc.wait(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                stop.proc.kill()
+                stop.proc.wait()
+    return _finish(paths, stop.proc.returncode, stop, deadline)
+
+
+def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
+            deadline: float | None = None) -> int:
+    # lazy: local_mpi builds the job spec's pydantic models (~25 ms), which only the job's end
+    # needs, not the start that `submit` waits for.
+    from launcher.backends.local.mpi import rank_failure
+
+    lines = read_lines(paths.launcher_log)
+    images_per_sec, result = parse_benchmark_output(lines)
+    if images_per_sec is None and result is None:
+        images_per_sec, result = parse_benchmark_output(read_lines(paths.rank_log(0)))
+    # A signal's negative return code becomes the shell's 128 + signal.
+    exit_code = None if returncode is None else (128 - returncode if returncode < 0 else returncode)
+    fields: dict = {"finished": now(), "exit_code": exit_code,
+                    "images_per_sec": images_per_sec, "result": result,
+                    "rank_exits": read_records(paths.rank_exits)}
+    if returncode == 0 and stop.signal is None and not stop.deadline:
+        update_status(paths, phase=JobPhase.SUCCEEDED, **fields)
+        return 0
+    failure = rank_failure(lines)
+    log_tail = tail(paths.launcher_log)
+    if stop.deadline:
+        reason, message = "deadline exceeded", f"the job ran longer than its deadline of {deadline:g}s"
+    elif stop.signal is not None:
+        name = signal.Signals(stop.signal).name
+        reason, message = "terminated", f"the supervisor was sent {name}"
+    elif failure is not None:
+        reason, message = "rank failed", failure.message
+        log_tail = tail(paths.rank_log(failure.rank)) or log_tail
+    else:
+        reason, message = "mpirun failed", f"mpirun exited with code {exit_code}"
+    update_status(
+        paths, phase=FAILED, reason=reason, message=message, log_tail=log_tail,
+        failed_rank=None if failure is None else failure.rank,
+        failed_rank_exit_code=None if failure is None else failure.exit_code,
+        **fields,
+    )
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m launcher.backends.local.supervisor JOBDIR", file=sys.stderr)
+        return 2
+    paths = JobPaths(Path(argv[0]).resolve())
+    ready_r, ready_w = os.pipe()
+    if os.fork():
+        # The starter: exit 0 once the supervisor has recorded itself, 1 if it died first.
+        os.close(ready_w)
+        return 0 if os.read(ready_r, 1) == b"1" else 1
+    os.close(ready_r)
+    os.setsid()
+    # After setsid the supervisor leads its session and process group: pid = pgid = sid.
+    update_status(paths, supervisor_pid=os.getpid(), pgid=os.getpgid(0))
+    os.write(ready_w, b"1")
+    os.close(ready_w)
+    try:
+        code = supervise(paths)
+    except Exception as exc:  # noqa: BLE001 - recorded for `get`, then re-raised for the log
+        update_status(paths, phase=FAILED, finished=now(), reason="supervisor error",
+                      message=f"{type(exc).__name__}: {exc}")
+        raise
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

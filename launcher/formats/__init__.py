@@ -1,0 +1,1 @@
+"""The files hvdk8s reads and writes: cluster files, calibrations, records, results."""

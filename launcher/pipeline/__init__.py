@@ -1,0 +1,1 @@
+"""The submit pipeline: options -> spec -> plan -> prediction -> objects -> backend."""

@@ -1,0 +1,30 @@
+"""What users install: the wheel `pip wheel .` builds holds the product, not the test cluster."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_wheel_has_the_cli_and_no_test_api_server(tmp_path):
+    # From a copy: setuptools leaves build/ in the tree it builds, and an old build/ would
+    # be packed again.
+    source = tmp_path / "src"
+    for part in ("launcher", "mpijob"):
+        shutil.copytree(ROOT / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / part, source / part)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path), str(source)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("hvdk8s-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "launcher/cli/app.py" in names
+    assert "launcher/backends/kubernetes/backend.py" in names
+    assert "mpijob/k8s/podscripts/launcher.sh" in names
+    assert [n for n in names if n.startswith("launcher/testing")] == []
