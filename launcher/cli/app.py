@@ -12,9 +12,11 @@ from typer.core import TyperGroup
 from launcher import __version__
 from launcher.cli import (
     agent,
+    globalflags,
     calibrate,
     doctor,
     experiment,
+    options as opt,
     install,
     jobs,
     plan,
@@ -33,7 +35,9 @@ class _OneLineErrors(TyperGroup):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # typer has built the whole click tree by now: give all of it kubectl-style help.
+        # typer has built the whole click tree by now: kubectl's global flags on every
+        # command, and kubectl-style help for all of it.
+        globalflags.add_everywhere(self)
         polish(self)
 
     def invoke(self, ctx):
@@ -102,19 +106,19 @@ def _version(value: bool):
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
-    kubeconfig: str = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: "
-                                   "$KUBECONFIG, then ~/.kube/config)."),
+    kubeconfig: opt.Kubeconfig = None,
+    context: opt.Context = None,
+    namespace: opt.Namespace = None,
 ):
     _state["debug"] = debug
-    if kubeconfig:
-        if not all(os.path.exists(p) for p in kubeconfig.split(os.pathsep)):
-            raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
-        # The kubernetes client is imported lazily, after this, and reads KUBECONFIG then.
-        os.environ["KUBECONFIG"] = kubeconfig
+    # kubectl's global flags, before the subcommand: they become the defaults of every
+    # subcommand's own (which take them after it too: launcher.cli.globalflags).
+    globalflags.pass_down(ctx, context=context, namespace=namespace)
 
 
 def _register() -> None:

@@ -46,12 +46,14 @@ class _OptionalValueDryRun(TyperCommand):
 
 # Options of submit alone (the shared ones are in launcher.cli.options).
 DryRun = Annotated[defaults.DryRun | None, opt.choice(
-    defaults.DryRun, "--dry-run", help="Print the objects instead of creating them; "
-    "--dry-run=server sends them with server-side dry run.")]
-Wait = Annotated[bool, typer.Option("--wait", help="Wait for the end; exit as `wait` does.")]
+    defaults.DryRun, "--dry-run", help="Print what would run instead of running it (the "
+    "objects, or on this machine the mpirun line); --dry-run=server sends the objects with "
+    "server-side dry run.", rich_help_panel=opt.PANEL_OUTPUT)]
+Wait = Annotated[bool, typer.Option("--wait", help="Wait for the end; exit as `wait` does.",
+                                    rich_help_panel=opt.PANEL_OUTPUT)]
 ScheduleTimeout = Annotated[float, typer.Option(
     "--schedule-timeout", min=1, help="Seconds for all workers to be scheduled before "
-    "rollback.")]
+    "rollback.", rich_help_panel=opt.PANEL_PLACEMENT)]
 
 
 @app.command(
@@ -62,6 +64,7 @@ ScheduleTimeout = Annotated[float, typer.Option(
     "tf_cnn_benchmarks-compatible benchmark.",
 )
 def submit_mpi(
+    ctx: typer.Context,
     command: opt.Command = None,
     name: opt.Name = None,
     workers: opt.Workers = defaults.WORKERS,
@@ -118,6 +121,12 @@ def submit_mpi(
     # models, ~70 ms) loads only for this one
     from launcher.pipeline.submitting import JobOptions, SubmitRequest, run_submit
 
+    # The benchmark's size as typed, None where left to the default: on this machine's CPU
+    # the default is the quick benchmark (launcher.pipeline.submitting.quick_benchmark).
+    batch_size, num_batches, num_warmup_batches = (
+        _typed(ctx, "batch_size", batch_size), _typed(ctx, "num_batches", num_batches),
+        _typed(ctx, "num_warmup_batches", num_warmup_batches))
+
     job = JobOptions(
         name=name, command=command or (), workers=workers, gpus=gpus, image=image,
         namespace=namespace, env=env or (), cpu=cpu, memory=memory, selector=selector or (),
@@ -146,6 +155,12 @@ def submit_mpi(
         note(f"follow it with: hvdk8s logs -f {outcome.name}"
              + (f" -n {outcome.namespace}" if outcome.namespace != defaults.NAMESPACE else "")
              + (f" {flags}" if flags else ""))
+
+
+def _typed(ctx: typer.Context, name: str, value):
+    """The value if the user gave it (flag, environment), None if it is the default."""
+    source = ctx.get_parameter_source(name)
+    return None if source is not None and source.name in ("DEFAULT", "DEFAULT_MAP") else value
 
 
 def _follow_and_wait(outcome, timeout: float | None) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from launcher.backends import select
 from launcher.backends.base import BaseBackend
-from launcher.errors import UsageError
+from launcher.errors import UsageError, UserError
 from launcher.formats import calibration_file
 from launcher.output import note
 from launcher.pipeline.jobnames import generated_name
@@ -222,19 +222,93 @@ def _free_host_ssh_port(spec, cluster, placement):
     return spec.model_copy(update={"ssh_port": port})
 
 
+# The ways on when a job with GPUs has neither a cluster nor GPUs here (issue: the
+# design-card command on a laptop).
+NO_CLUSTER_NO_GPU = (
+    "no cluster configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config or pod service "
+    "account) and this machine has {have} for --workers {workers} --gpus {gpus}: configure a "
+    "kubectl context (or pass --kubeconfig FILE), see the plan with --dry-run or --cluster "
+    "FILE, or run on this machine's CPU with --gpus 0")
+# Seconds before a local benchmark's first step (Python, TensorFlow and Horovod imports, MPI
+# start-up), and the quick benchmark's whole run, both measured on a 2-core VM
+# (benchmarks/README.md); said where no calibration predicts this machine.
+LOCAL_START_SECONDS = 15.0
+QUICK_BENCHMARK_SECONDS = 40.0
+# Submit's way on when Kubernetes was asked for but nothing is configured.
+SUBMIT_HINT = "see the plan with --dry-run --cluster FILE"
+
+
+def _local_gpus_short(options: JobOptions) -> tuple[bool, str]:
+    """(whether this machine lacks the GPUs the job asks for, how many it has in words)."""
+    gpus = options.gpus if options.gpus is not None else defaults.GPUS_PER_WORKER
+    if not gpus:
+        return False, ""
+    from launcher.backends.local.gpus import gpu_count
+
+    have = gpu_count()
+    workers = options.workers or defaults.WORKERS
+    return have < gpus * workers, plural(have, "GPU") if have else "no GPU"
+
+
+def _choose_backend(request: SubmitRequest, client_dry_run: bool):
+    """The backend the job goes to, or, for a client dry run, whose dry run shows it: the
+    one the same command without --dry-run would use (select.resolve_backend_name); and
+    the notes that say why, for once the options are known to be good."""
+    name, why = select.resolve_backend_name(request.backend, request.context, hint=SUBMIT_HINT)
+    fell_back = request.backend is None and name == "local"
+    short, have = _local_gpus_short(request.options) if fell_back else (False, "")
+    if client_dry_run and request.backend is None and (name == "kubernetes" or request.cluster
+                                                       or short):
+        said = ([f"note: no cluster configured and this machine has {have}: these are the "
+                 "objects the job would be on a cluster"] if short and not request.cluster else [])
+        return BaseBackend(), said  # offline: a client dry run asks no cluster anything
+    if short:  # before a name is generated: no job is created
+        o = request.options
+        raise UserError(NO_CLUSTER_NO_GPU.format(have=have, workers=o.workers or defaults.WORKERS,
+                                                 gpus=o.gpus))
+    said = [f"backend: {name} ({why})"] if request.backend is None else []
+    return select.make_backend(name, context=request.context,
+                               namespace=request.options.namespace), said
+
+
+def quick_benchmark(options: JobOptions) -> JobOptions:
+    """The quick benchmark for a built-in benchmark run on this machine's CPU whose size was
+    left to the defaults; other jobs as they are."""
+    sizes = (options.image_size, options.batch_size, options.num_batches,
+             options.num_warmup_batches)
+    if options.command or options.gpus or any(v is not None for v in sizes):
+        return options
+    return replace(options, image_size=defaults.QUICK_IMAGE_SIZE,
+                   batch_size=defaults.QUICK_BATCH_SIZE, num_batches=defaults.QUICK_NUM_BATCHES,
+                   num_warmup_batches=defaults.QUICK_NUM_WARMUP_BATCHES)
+
+
+def describe_start(spec, plan: Plan, quick: bool) -> str | None:
+    """What a built-in benchmark run on this machine is, and how long it should take."""
+    if not spec.runs_benchmark:
+        return None
+    b = spec.benchmark
+    steps = b.num_warmup_batches + b.num_batches
+    what = (f"{'quick benchmark' if quick else 'benchmark'}: {b.model} at {b.image_size or 224} "
+            f"px, batch {b.batch_size}, {b.num_warmup_batches} warm-up + {b.num_batches} "
+            f"timed steps on {plural(spec.ranks, 'rank')}")
+    if quick:
+        what += " (--image-size/--batch-size/--num-batches set another size)"
+    if plan.prediction is not None:
+        seconds = LOCAL_START_SECONDS + steps * plan.prediction.step_seconds
+        what += f"; predicted {seconds:.0f} s"
+    elif quick:
+        what += (f"; about {QUICK_BENCHMARK_SECONDS:.0f} s on a 2-core machine (hvdk8s "
+                 "calibrate predicts this one)")
+    return what
+
+
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
     never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
     client_dry_run = request.dry_run == "client"
     server_dry_run = request.dry_run == "server"
-    if client_dry_run and request.backend is None:
-        backend = BaseBackend()  # offline: no cluster is asked anything
-    else:
-        backend_name, why = select.resolve_backend_name(request.backend, request.context)
-        if request.backend is None:
-            note(f"backend: {backend_name} ({why})")
-        backend = select.make_backend(backend_name, context=request.context,
-                                      namespace=request.options.namespace)
+    backend, why_this_backend = _choose_backend(request, client_dry_run)
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
@@ -245,6 +319,10 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options
+    quick = False
+    if backend.name == "local":
+        options = quick_benchmark(options)
+        quick = options is not request.options
     if options.namespace is None and backend.namespace:
         options = replace(options, namespace=backend.namespace)
     generated = options.name is None
@@ -260,7 +338,9 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
-    if generated:  # after validation: bad input still gets its one line only
+    for line in why_this_backend:  # after validation: bad input gets its one line only
+        note(line)
+    if generated:
         note(f"job name: {spec.name} (generated; --name NAME sets one)")
 
     if request.cluster:
@@ -278,6 +358,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
+    if backend.name == "local" and (start := describe_start(spec, plan, quick)):
+        note(start)
 
     if client_dry_run:
         objects = backend.dry_run(spec, plan, submit_options)
