@@ -12,11 +12,10 @@ from typer.core import TyperGroup
 from launcher import __version__
 from launcher.cli import (
     agent,
-    globalflags,
     calibrate,
     doctor,
     experiment,
-    options as opt,
+    globalflags,
     install,
     jobs,
     plan,
@@ -25,6 +24,7 @@ from launcher.cli import (
     top,
     topology,
 )
+from launcher.cli import options as opt
 from launcher.cli.helptext import polish
 from launcher.errors import UserError
 

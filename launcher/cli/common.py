@@ -5,16 +5,36 @@ from __future__ import annotations
 import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
+from launcher.errors import UserError
 from launcher.output import emit_data
 from mpijob.phases import JobPhase
 
+# What a command can do without a cluster, said when Kubernetes is asked for and nothing is
+# configured: each command offers only what it has (`list` has no --cluster).
+JOBS_HINT = "or see this machine's jobs with --backend local"
+PLAN_HINT = "or plan against a file with --cluster FILE"
+TOP_NODE_HINT = "or read a cluster file with --cluster FILE"
+INSTALL_HINT = "or print the manifests with --dry-run"
 
-def open_backend(backend: str | None, context: str | None, namespace: str | None):
+
+def require_kubernetes(context: str | None, hint: str | None) -> None:
+    """A usable kubeconfig context (or pod service account), or one line saying what the user
+    gave that cannot be used, and the way on `hint` names."""
+    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
+
+    if not kubeconfig_usable(context):
+        raise UserError(config_problem(context, offline=hint))
+
+
+def open_backend(backend: str | None, context: str | None, namespace: str | None, *,
+                 hint: str | None = JOBS_HINT):
     # lazy: every CLI start imports this module; the backends and rich's Console and Table
     # (~12 ms each) load when a command uses them
     from launcher.backends.select import make_backend, resolve_backend_name
 
-    name, _ = resolve_backend_name(backend, context)
+    name, _ = resolve_backend_name(backend, context, hint=hint)
+    if name == "kubernetes":
+        require_kubernetes(context, hint)
     return make_backend(name, context=context, namespace=namespace)
 
 

@@ -79,7 +79,9 @@ def apply_manifests(manifests: list[dict], *, namespace: str, context: str | Non
     # lazy: every CLI start imports the command modules; the Kubernetes client's module loads only
     # to apply
     from launcher.backends.kubernetes.client import NAMESPACE, ApiError, connect, kind_of
+    from launcher.cli.common import INSTALL_HINT, require_kubernetes
 
+    require_kubernetes(context, INSTALL_HINT)
     try:
         client = connect(context, namespace)
     except UserError as exc:

@@ -145,12 +145,10 @@ def _load_cluster(path: str | None, context: str | None):
         from launcher.formats.clusterfile import load_cluster
 
         return load_cluster(path)
-    try:
-        from launcher.backends.kubernetes.backend import cluster_snapshot
-    except ImportError:
-        cluster_snapshot = None
-    if cluster_snapshot is None:
-        raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
+    from launcher.backends.kubernetes.backend import cluster_snapshot
+    from launcher.cli.common import PLAN_HINT, require_kubernetes
+
+    require_kubernetes(context, PLAN_HINT)
     return cluster_snapshot(context=context, namespace=None)
 
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 import typer
 
 from launcher.cli import options as opt
-from launcher.errors import UserError
+from launcher.cli.common import TOP_NODE_HINT, require_kubernetes
 from launcher.output import emit_data, note
 from mpijob.perf.links import is_nvlink
 
@@ -105,10 +105,8 @@ def job_rows(pods, namespace: str | None) -> list[dict]:
 def _snapshot(context: str | None, namespace: str | None, *, offline: str | None = None):
     """The live cluster; `offline` names what the command could read instead of one."""
     from launcher.backends.kubernetes.backend import KubernetesBackend
-    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
 
-    if not kubeconfig_usable(context):
-        raise UserError(f"no cluster to look at: {config_problem(context, offline=offline)}")
+    require_kubernetes(context, offline)
     return KubernetesBackend(context, namespace).snapshot()
 
 
@@ -156,7 +154,7 @@ def top_node(
 
         nodes, measured, notes = load_cluster(cluster), None, ()
     else:
-        snap = _snapshot(context, None, offline="read a cluster file with --cluster FILE")
+        snap = _snapshot(context, None, offline=TOP_NODE_HINT)
         nodes, measured, notes = snap.cluster, snap.measured, snap.notes
     from launcher.cli.top_network import group_rows, print_groups
 
