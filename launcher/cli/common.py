@@ -11,10 +11,10 @@ from mpijob.phases import JobPhase
 
 # What a command can do without a cluster, said when Kubernetes is asked for and nothing is
 # configured: each command offers only what it has (`list` has no --cluster).
-JOBS_HINT = "or see this machine's jobs with --backend local"
-PLAN_HINT = "or plan against a file with --cluster FILE"
-TOP_NODE_HINT = "or read a cluster file with --cluster FILE"
-INSTALL_HINT = "or print the manifests with --dry-run"
+JOBS_HINT = "see this machine's jobs with --backend local"
+PLAN_HINT = "plan against a file with --cluster FILE"
+TOP_NODE_HINT = "read a cluster file with --cluster FILE"
+INSTALL_HINT = "print the manifests with --dry-run"
 
 
 def require_kubernetes(context: str | None, hint: str | None) -> None:

@@ -13,6 +13,8 @@ import textwrap
 
 import typer
 from rich.markup import escape
+from rich.text import Text
+from typer import rich_utils
 from typer.core import TyperArgument
 
 # Long option -> the value it takes. A choice shows its values (`pods|operator`, from its
@@ -235,6 +237,23 @@ def _metavar(param, ctx, path: str) -> str:
             return CHOICE_METAVARS.get(long_opt, "VALUE")
         return shown
     return FALLBACK.get(shown, "VALUE")
+
+
+def _fold_long_words(get_parameter_help):
+    """typer prints an option's help and default as rich Texts that cut a word longer than
+    the column with `…` (`/var/lib/kubelet/pod-resources/kube…`); folded, the whole value
+    is there, continued on the next line."""
+    def parameter_help(*args, **kwargs):
+        columns = get_parameter_help(*args, **kwargs)
+        for item in getattr(columns, "renderables", ()):
+            if isinstance(item, Text):
+                item.overflow = "fold"
+        return columns
+
+    return parameter_help
+
+
+rich_utils._get_parameter_help = _fold_long_words(rich_utils._get_parameter_help)
 
 
 class _ArgumentWithoutType(TyperArgument):

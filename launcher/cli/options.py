@@ -88,7 +88,8 @@ ReportOutput = Annotated[ReportFormat, choice(ReportFormat, "-o", "--output",
                                               help="Output format.", rich_help_panel=PANEL_OUTPUT)]
 Cluster = Annotated[str | None, typer.Option(
     "--cluster", help="Cluster file (YAML/JSON: nodes, GPUs, topology, what is taken) to read "
-    "instead of the live cluster of the current kubeconfig context.", rich_help_panel=PANEL_CLUSTER)]
+    "instead of the live cluster of the current kubeconfig context; format: "
+    "docs/cluster-file.md.", rich_help_panel=PANEL_CLUSTER)]
 Calibration = Annotated[str | None, typer.Option(
     "--calibration", metavar="FILE",
     help="Calibration file from hvdk8s calibrate (default: $HVDK8S_HOME/calibration.json "

@@ -42,7 +42,8 @@ def plan(
 ):
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
-    Exit status 0 when the job fits, 1 when it does not (the output says why)."""
+    Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
+    file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
     policy, model = _check_job(workers, gpus, opt.placement_policy(placement, gputopology),
                                model, batch_size, precision)
     request = _request(workers, gpus, selector or [], toleration or [], cpu, memory, cross_zone)
