@@ -1,5 +1,17 @@
 """Fixtures shared by the test modules: the in-process Kubernetes API server, and `k8s`,
 which runs the Kubernetes tests against it or against a real cluster (tests/k8s_env.py)."""
 
+import pytest
+
 from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import kube_server, kubeconfig  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _kubeconfig_flag_of_this_test_only():
+    """`--kubeconfig` is kept in the client module for the command that took it: a test that
+    calls the client directly must not see the flag of an earlier test's command."""
+    yield
+    from launcher.backends.kubernetes.client import set_kubeconfig_flag
+
+    set_kubeconfig_flag(None)

@@ -43,9 +43,6 @@ def nothing_configured(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("HVDK8S_BACKEND", raising=False)
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "hvdk8s"))
-    from launcher.backends.kubernetes import client
-
-    monkeypatch.setattr(client, "_flag", {"kubeconfig": None}, raising=False)
     return tmp_path
 
 

@@ -50,6 +50,13 @@ def resolve_backend_name(requested: str | None, context: str | None = None, *,
     return "kubernetes", f"--context {context}" if context else f"from {source}"
 
 
+def local_gpu_count() -> int:
+    """The GPUs this machine shows to the local backend (0 without NVML or a driver)."""
+    from launcher.backends.local.gpus import gpu_count
+
+    return gpu_count()
+
+
 def make_backend(name: str, *, context: str | None = None, namespace: str | None = None):
     if name == "local":
         from launcher.backends.local.backend import LocalBackend

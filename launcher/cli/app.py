@@ -26,6 +26,7 @@ from launcher.cli import (
 )
 from launcher.cli import options as opt
 from launcher.cli.helptext import polish
+from launcher.backends.kubernetes.client import set_kubeconfig_flag
 from launcher.errors import UserError
 
 
@@ -116,6 +117,7 @@ def _root(
     namespace: opt.Namespace = None,
 ):
     _state["debug"] = debug
+    set_kubeconfig_flag(kubeconfig)  # this command's, not an earlier one's in this process
     # kubectl's global flags, before the subcommand: they become the defaults of every
     # subcommand's own (which take them after it too: launcher.cli.globalflags).
     globalflags.pass_down(ctx, context=context, namespace=namespace)

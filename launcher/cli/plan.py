@@ -146,7 +146,12 @@ def _load_cluster(path: str | None, context: str | None):
         from launcher.formats.clusterfile import load_cluster
 
         return load_cluster(path)
-    from launcher.backends.kubernetes.backend import cluster_snapshot
+    try:
+        from launcher.backends.kubernetes.backend import cluster_snapshot
+    except ImportError:
+        cluster_snapshot = None
+    if cluster_snapshot is None:
+        raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
     from launcher.cli.common import PLAN_HINT, require_kubernetes
 
     require_kubernetes(context, PLAN_HINT)

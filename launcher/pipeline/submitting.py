@@ -243,9 +243,7 @@ def _local_gpus_short(options: JobOptions) -> tuple[bool, str]:
     gpus = options.gpus if options.gpus is not None else defaults.GPUS_PER_WORKER
     if not gpus:
         return False, ""
-    from launcher.backends.local.gpus import gpu_count
-
-    have = gpu_count()
+    have = select.local_gpu_count()
     workers = options.workers or defaults.WORKERS
     return have < gpus * workers, plural(have, "GPU") if have else "no GPU"
 

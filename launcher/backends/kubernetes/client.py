@@ -208,7 +208,7 @@ class RetryPolicy:
 # --- configuration ----------------------------------------------------------------------------
 def kubeconfig_paths(kubeconfig: str | None = None) -> list[str]:
     """The files kubectl would read, in order (existing or not)."""
-    value = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    value = kubeconfig or _flag["kubeconfig"] or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
     return [os.path.expanduser(p) for p in value.split(os.pathsep) if p]
 
 
@@ -255,15 +255,15 @@ def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None)
     return _use_in_cluster(context, kubeconfig)
 
 
-# The root's `--kubeconfig FILE` (kubectl's global flag): it is also exported as $KUBECONFIG
-# for the client and subprocesses, and kept here so errors name the flag the user typed.
+# `--kubeconfig FILE` (kubectl's global flag, taken by every command): it comes before
+# $KUBECONFIG wherever a kubeconfig is read, and errors name it as the user typed it.
 _flag: dict[str, str | None] = {"kubeconfig": None}
 
 
 def set_kubeconfig_flag(path: str | None) -> None:
+    """Set by the command line (the root resets it at each start: one process may run
+    several commands, as the tests do)."""
     _flag["kubeconfig"] = path
-    if path:
-        os.environ["KUBECONFIG"] = path
 
 
 def kubeconfig_source(kubeconfig: str | None = None) -> str | None:
@@ -271,8 +271,8 @@ def kubeconfig_source(kubeconfig: str | None = None) -> str | None:
     "$KUBECONFIG=...", "~/.kube/config", "the pod's service account"), or None when nothing
     is configured at all: only then may a command fall back to this machine."""
     env = os.environ.get("KUBECONFIG")
-    if kubeconfig or (env and env == _flag["kubeconfig"]):
-        return f"--kubeconfig {kubeconfig or env}"
+    if kubeconfig or _flag["kubeconfig"]:
+        return f"--kubeconfig {kubeconfig or _flag['kubeconfig']}"
     if env:  # kubectl treats an empty $KUBECONFIG as unset
         return f"$KUBECONFIG={env}"
     if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
@@ -319,7 +319,8 @@ def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
 
 
 def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
-    if context is not None or kubeconfig is not None or os.environ.get("KUBECONFIG"):
+    if (context is not None or kubeconfig is not None or _flag["kubeconfig"]
+            or os.environ.get("KUBECONFIG")):
         return False
     return in_cluster() and not any(os.path.exists(p) for p in kubeconfig_paths())
 
