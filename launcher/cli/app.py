@@ -10,6 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from launcher import __version__
+from launcher.backends.kubernetes.client import set_kubeconfig_flag
 from launcher.cli import (
     agent,
     calibrate,
@@ -26,7 +27,6 @@ from launcher.cli import (
 )
 from launcher.cli import options as opt
 from launcher.cli.helptext import polish
-from launcher.backends.kubernetes.client import set_kubeconfig_flag
 from launcher.errors import UserError
 
 
