@@ -229,11 +229,12 @@ NO_CLUSTER_NO_GPU = (
     "account) and this machine has {have} for --workers {workers} --gpus {gpus}: configure a "
     "kubectl context (or pass --kubeconfig FILE), see the plan with --dry-run or --cluster "
     "FILE, or run on this machine's CPU with --gpus 0")
-# Seconds before a local benchmark's first step (Python, TensorFlow and Horovod imports, MPI
-# start-up), and the quick benchmark's whole run, both measured on a 2-core VM
-# (benchmarks/README.md); said where no calibration predicts this machine.
-LOCAL_START_SECONDS = 15.0
-QUICK_BENCHMARK_SECONDS = 40.0
+# The quick benchmark on an idle 2-core VM (benchmarks/calibration/measured/*/results.jsonl,
+# wall_seconds): 17.1-17.3 s with 1 rank, 18.4-19.8 s with 2, of which the 12 steps took
+# about 3 s: the rest, about 14 s, is starting Python, TensorFlow, Horovod and MPI. Said
+# where no calibration predicts this machine's steps (a busy machine takes longer).
+LOCAL_START_SECONDS = 14.0
+QUICK_BENCHMARK_SECONDS = 20.0
 # Submit's way on when Kubernetes was asked for but nothing is configured.
 SUBMIT_HINT = "see the plan with --dry-run --cluster FILE"
 
@@ -296,8 +297,8 @@ def describe_start(spec, plan: Plan, quick: bool) -> str | None:
         seconds = LOCAL_START_SECONDS + steps * plan.prediction.step_seconds
         what += f"; predicted {seconds:.0f} s"
     elif quick:
-        what += (f"; about {QUICK_BENCHMARK_SECONDS:.0f} s on a 2-core machine (hvdk8s "
-                 "calibrate predicts this one)")
+        what += (f"; about {QUICK_BENCHMARK_SECONDS:.0f} s on an idle 2-core machine "
+                 "(hvdk8s calibrate predicts this one)")
     return what
 
 
