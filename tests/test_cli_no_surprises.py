@@ -257,3 +257,48 @@ def test_the_cluster_file_page_example_is_the_file_that_loads():
     assert body.strip() in page
     cluster = load_cluster("docs/examples/cluster-file.yaml")
     assert [n.name for n in cluster.nodes] == ["dgx1-a", "dgx1-b", "pcie-box", "measured"]
+
+
+# --- 8. kubectl's conventions ------------------------------------------------------------
+def test_age_is_kubectls_human_duration():
+    from datetime import datetime, timedelta, timezone
+
+    from launcher.timestamps import age, format_utc
+
+    now = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
+    # The cases of k8s.io/apimachinery/pkg/util/duration's HumanDuration.
+    for seconds, shown in ((0, "0s"), (119, "119s"), (120, "2m"), (150, "2m30s"),
+                           (600, "10m"), (3 * 3600 - 60, "179m"), (3 * 3600, "3h"),
+                           (5 * 3600 + 12 * 60, "5h12m"), (30 * 3600, "30h"),
+                           (3 * 86400 + 4 * 3600, "3d4h"), (120 * 86400, "120d"),
+                           (3 * 365 * 86400 + 30 * 86400, "3y30d"), (9 * 365 * 86400, "9y")):
+        assert age(format_utc(now - timedelta(seconds=seconds)), now) == shown, seconds
+    assert age(format_utc(now + timedelta(seconds=5)), now) == "<invalid>"
+    assert age(None, now) == "<unknown>"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+def test_list_has_age_wide_columns_and_says_when_there_is_nothing(nothing_configured):
+    empty = runner.invoke(app, ["list"])
+    assert empty.exit_code == 0 and empty.stdout == ""
+    assert empty.stderr.strip() == "No jobs found in namespace default."
+    assert runner.invoke(app, ["list", "-A"]).stderr.strip() == "No jobs found."
+    created = runner.invoke(app, ["submit", "mpi", "--name", "t1", "-o", "json", "--wait", "true"])
+    assert created.exit_code == 0, created.output
+    try:
+        submitted = runner.invoke(app, ["submit", "mpi", "--name", "t2", "-o", "json", "true"])
+        assert submitted.exit_code == 0, submitted.output
+        job = json.loads(submitted.stdout)  # the created job, as `get -o json` prints it
+        assert job["name"] == "t2" and job["backend"] == "local"
+        runner.invoke(app, ["wait", "t2"])
+        listed = runner.invoke(app, ["list"]).stdout.splitlines()
+        assert listed[0].split() == ["NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS",
+                                     "IMAGES/SEC", "AGE"]
+        assert re.fullmatch(r"\d+s", listed[1].split()[-1])
+        wide = runner.invoke(app, ["list", "-o", "wide"]).stdout.splitlines()
+        assert wide[0].split()[-3:] == ["NODES", "MODE", "CREATED"]
+        assert wide[1].split()[-2] == "local"
+        got = json.loads(runner.invoke(app, ["get", "t2", "-o", "json"]).stdout)
+        assert [r["exit_code"] for r in got["replicas"]] == [0]  # succeeded: 0, not null
+    finally:
+        runner.invoke(app, ["delete", "t1", "t2"])

@@ -13,7 +13,7 @@ def get(
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,
-    output: opt.Output = opt.TABLE,
+    output: opt.WideOutput = opt.TABLE,
 ):
     """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec."""
     status = open_backend(backend, context, namespace).get(name, namespace)
@@ -25,11 +25,13 @@ def list_jobs(
     all_namespaces: opt.AllNamespaces = False,
     context: opt.Context = None,
     backend: opt.Backend = None,
-    output: opt.Output = opt.TABLE,
+    output: opt.WideOutput = opt.TABLE,
 ):
     """List jobs."""
-    statuses = open_backend(backend, context, namespace).list(namespace, all_namespaces)
-    print_status_list(statuses, output)
+    b = open_backend(backend, context, namespace)
+    statuses = b.list(namespace, all_namespaces)
+    print_status_list(statuses, output,
+                      namespace=None if all_namespaces else (namespace or b.namespace))
 
 
 def logs(

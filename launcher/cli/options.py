@@ -19,6 +19,7 @@ from mpijob.jobspec import defaults
 
 # -o/--output: what each kind of command can print.
 Format = Literal["table", "yaml", "json"]
+WideFormat = Literal["table", "wide", "yaml", "json"]  # kubectl's -o wide: more columns
 ObjectFormat = Literal["yaml", "json"]  # Kubernetes objects
 ReportFormat = Literal["table", "json"]
 # What -o prints by default: a table for people; Kubernetes objects as YAML.
@@ -82,6 +83,9 @@ AllNamespaces = Annotated[bool, typer.Option("-A", "--all-namespaces",
 WaitTimeout = Annotated[float | None, typer.Option(
     "--timeout", min=0, help="Seconds to wait for the end; exit 124 when exceeded.", rich_help_panel=PANEL_OUTPUT)]
 Output = Annotated[Format, choice(Format, "-o", "--output", help="Output format.", rich_help_panel=PANEL_OUTPUT)]
+WideOutput = Annotated[WideFormat, choice(WideFormat, "-o", "--output", help="Output format "
+                                          "(wide: more columns).",
+                                          rich_help_panel=PANEL_OUTPUT)]
 ObjectsOutput = Annotated[ObjectFormat, choice(ObjectFormat, "-o", "--output",
                                                help="Output format of the objects.", rich_help_panel=PANEL_OUTPUT)]
 ReportOutput = Annotated[ReportFormat, choice(ReportFormat, "-o", "--output",

@@ -150,6 +150,12 @@ def submit_mpi(
         return
     if wait:
         _follow_and_wait(outcome, timeout)
+        return
+    if _typed(ctx, "output", output) is not None:
+        # kubectl create -o: the created object, for scripts (the notes stay on stderr)
+        from launcher.output import emit_data
+
+        emit_data(outcome.backend.get(outcome.name, outcome.namespace).to_dict(), output)
     else:
         flags = outcome.backend.job_command_flags
         note(f"follow it with: hvdk8s logs -f {outcome.name}"

@@ -577,6 +577,8 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
     """(phase, message, exit code) of one rank. A job fails as a whole, but only the rank
     that failed is Failed: one that exited 0 Succeeded, and one that mpirun stopped
     because of another's failure (or the deadline, or a signal) is Terminated."""
+    if phase == SUCCEEDED:  # mpirun exits 0 only when every rank did
+        return phase, None, 0
     if phase != FAILED:
         return phase, None, None
     failed_rank = record.failed_rank
