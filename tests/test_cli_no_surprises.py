@@ -302,3 +302,24 @@ def test_list_has_age_wide_columns_and_says_when_there_is_nothing(nothing_config
         assert [r["exit_code"] for r in got["replicas"]] == [0]  # succeeded: 0, not null
     finally:
         runner.invoke(app, ["delete", "t1", "t2"])
+
+
+def test_top_with_no_cluster_shows_this_machine_and_its_jobs(nothing_configured):
+    node = runner.invoke(app, ["top", "node", "-o", "json"])
+    assert node.exit_code == 0, node.output
+    (row,) = json.loads(node.stdout)["nodes"]
+    assert row["backend"] == "local" and row["cores"] >= 1 and row["gpus"] >= 0
+    wide = runner.invoke(app, ["top", "node", "-o", "wide"])
+    assert wide.stdout.splitlines()[0].split()[-2:] == ["CPU", "BINDING"]
+    jobs = runner.invoke(app, ["top", "job", "--backend", "local"])
+    assert jobs.exit_code == 0 and jobs.stderr.strip() == "No running jobs found in namespace default."
+
+
+@pytest.mark.parametrize("args", [
+    ["plan", "-w", "4", "-g", "1", "--cluster", "tests/data/clusters/two-dgx1.yaml"],
+    ["top", "node", "--cluster", "tests/data/clusters/two-dgx1.yaml"],
+], ids=["plan", "top node"])
+def test_no_box_characters_when_stdout_is_not_a_terminal(args):
+    result = runner.invoke(app, args)  # CliRunner's stdout is no terminal
+    assert result.exit_code == 0, result.output
+    assert not set("│┃━─┏┗╇┡") & set(result.stdout), result.stdout

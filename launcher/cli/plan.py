@@ -14,7 +14,7 @@ import typer
 from launcher.cli import options as opt
 from launcher.errors import UsageError
 from launcher.formats import calibration_file
-from launcher.output import emit_data
+from launcher.output import emit_data, plain_when_piped
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.plural import plural
@@ -203,7 +203,7 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
                 *(_ms(pred, key) for key in ("step_seconds", "compute_seconds", "allreduce_seconds")),
                 f"{pred['scaling_efficiency']:.0%}" if pred else "-",
             )
-        console.print(table)
+        console.print(plain_when_piped(console, table))
         for result, data in results:
             pred = data["prediction"]
             if pred:
@@ -224,7 +224,7 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     table.add_column("GPUs")
     for a in result.assignments:
         table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-")
-    console.print(table)
+    console.print(plain_when_piped(console, table))
     for line in data["explanation"]:  # the placement's, then the plan's own notes
         console.print(f"  {line}", markup=False)
     pred = data["prediction"]

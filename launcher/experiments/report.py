@@ -20,6 +20,7 @@ from rich.table import Table
 from launcher.errors import UsageError
 from launcher.experiments import aggregate
 from launcher.experiments.results import ResultsStore
+from launcher.output import plain_when_piped
 from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.plural import plural
 
@@ -312,7 +313,7 @@ def print_report(report: Report, console) -> None:
                       f"{r['succeeded']}/{r['runs']}", ips,
                       _fmt(r["predicted_images_per_sec"], ".1f"), ratio, eff,
                       r["last_failure"] or "")
-    console.print(table)
+    console.print(plain_when_piped(console, table))
     if report.comparison:
         policies = sorted({p for c in report.comparison for p in c["images_per_sec_by_placement"]},
                           key=lambda p: (p != "topology", p))
@@ -327,7 +328,7 @@ def print_report(report: Report, console) -> None:
                          c["precision"], *(_fmt(by.get(p), ".1f") for p in policies),
                          *(_fmt(c["topology_speedup"].get(p), ".2f") + "x"
                            if c["topology_speedup"].get(p) else "-" for p in others))
-        console.print(comp)
+        console.print(plain_when_piped(console, comp))
     for p in report.plots:
         console.print(f"wrote {p.path} ({p.why})" if p.path else f"{p.name}: {p.why}",
                       markup=False, highlight=False)
