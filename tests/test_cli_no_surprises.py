@@ -323,3 +323,42 @@ def test_no_box_characters_when_stdout_is_not_a_terminal(args):
     result = runner.invoke(app, args)  # CliRunner's stdout is no terminal
     assert result.exit_code == 0, result.output
     assert not set("│┃━─┏┗╇┡") & set(result.stdout), result.stdout
+
+
+# --- 7. completion, and one-line usage errors everywhere ----------------------------------
+@pytest.mark.parametrize("shell, marker", [("bash", "complete -o default -F _hvdk8s_completion hvdk8s"),
+                                           ("zsh", "#compdef hvdk8s"), ("fish", "complete")])
+def test_completion_scripts_generate(shell, marker):
+    result = runner.invoke(app, ["completion", shell])
+    assert result.exit_code == 0, result.output
+    assert marker in result.stdout and "_HVDK8S_COMPLETE" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+def test_completion_completes_a_job_name_in_bash_and_zsh(nothing_configured):
+    import os
+    import subprocess
+    import sys
+
+    assert runner.invoke(app, ["submit", "mpi", "--name", "comp-me", "--wait", "true"]).exit_code == 0
+    try:
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+
+        def complete(**shell_env) -> str:
+            return subprocess.run([sys.executable, "-m", "launcher.cli.app"], env={**env, **shell_env},
+                                  capture_output=True, text=True, timeout=120).stdout
+
+        assert complete(_HVDK8S_COMPLETE="complete_bash", COMP_WORDS="hvdk8s logs co",
+                        COMP_CWORD="2").split() == ["comp-me"]
+        assert '"comp-me"' in complete(_HVDK8S_COMPLETE="complete_zsh",
+                                       _TYPER_COMPLETE_ARGS="hvdk8s delete ")
+    finally:
+        runner.invoke(app, ["delete", "comp-me"])
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--kubeconfig"], ["bogus"], ["top", "bogus"],
+                                  ["completion", "tcsh"]])
+def test_usage_errors_are_one_line_at_every_level(args):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert _one_line(result).startswith("error: ")

@@ -14,6 +14,7 @@ from launcher.backends.kubernetes.client import set_kubeconfig_flag
 from launcher.cli import (
     agent,
     calibrate,
+    completion,
     doctor,
     experiment,
     globalflags,
@@ -40,6 +41,17 @@ class _OneLineErrors(TyperGroup):
         # command, and kubectl-style help for all of it.
         globalflags.add_everywhere(self)
         polish(self)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        # The root's own options are parsed here, before invoke: a bad one (`hvdk8s --bogus`)
+        # is one line too, not click's usage box.
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except typer.TyperException as exc:
+            if getattr(exc, "exit_code", None) != 2:
+                raise
+            typer.echo(f"error: {_usage_message(exc)}", err=True)
+            raise typer.Exit(2) from None
 
     def invoke(self, ctx):
         try:
@@ -133,6 +145,7 @@ def _register() -> None:
     doctor.register(app)
     simulate.register(app)
     calibrate.register(app)
+    completion.register(app)
     app.add_typer(experiment.app, name="experiment")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
 
@@ -145,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
     # Known before parsing so that errors raised while parsing honour it too.
     _state["debug"] = "--debug" in argv
+    completion.completing()  # the shell asking for candidates: typer's classes answer
     try:
         app(args=argv, prog_name="hvdk8s")
     except SystemExit as exc:

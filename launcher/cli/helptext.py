@@ -117,6 +117,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("To several experiments' runs, into a file of your own",
          "hvdk8s calibrate results/local-cpu results/scaling -o calibration.json"),
     ],
+    "completion": [
+        ("Complete hvdk8s commands, job names, contexts and namespaces in bash",
+         "source <(hvdk8s completion bash)"),
+        ("In zsh, from a file on $fpath", 'hvdk8s completion zsh > "${fpath[1]}/_hvdk8s"'),
+    ],
     "doctor": [
         ("Can jobs be submitted to the cluster of the current context?", "hvdk8s doctor"),
         ("To another context and namespace, as JSON", "hvdk8s doctor --context prod -n team-a -o json"),

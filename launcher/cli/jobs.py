@@ -9,7 +9,7 @@ from launcher.cli.common import exit_for_status, open_backend, print_status, pri
 
 
 def get(
-    name: str = typer.Argument(..., help="Job name."),
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,
@@ -35,7 +35,7 @@ def list_jobs(
 
 
 def logs(
-    name: str = typer.Argument(..., help="Job name."),
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
     follow: bool = typer.Option(False, "-f", "--follow", help="Stream until the job ends."),
     rank: int = typer.Option(None, "--rank", help="One rank's log (local backend)."),
     worker: int = typer.Option(None, "--worker", help="One worker pod's log (Kubernetes)."),
@@ -53,7 +53,7 @@ def logs(
 
 
 def wait(
-    name: str = typer.Argument(..., help="Job name."),
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
     timeout: opt.WaitTimeout = None,
     namespace: opt.Namespace = None,
     context: opt.Context = None,
@@ -67,7 +67,8 @@ def wait(
 
 
 def delete(
-    names: list[str] = typer.Argument(..., help="Job names."),
+    names: list[str] = typer.Argument(..., help="Job names.",
+                                      autocompletion=opt.complete_job_names),
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,

@@ -71,9 +71,29 @@ Kubeconfig = Annotated[str | None, typer.Option(
     "--kubeconfig", callback=_kubeconfig_given,
     help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config). A file given that "
     "cannot be used is an error, never a run on this machine.", rich_help_panel=PANEL_CLUSTER)]
+def _complete_namespaces(ctx: typer.Context, incomplete: str) -> list[str]:
+    from launcher.cli.completion import namespaces  # lazy: only when the shell asks
+
+    return namespaces(ctx, incomplete)
+
+
+def _complete_contexts(incomplete: str) -> list[str]:
+    from launcher.cli.completion import contexts
+
+    return contexts(incomplete)
+
+
+def complete_job_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    from launcher.cli.completion import job_names
+
+    return job_names(ctx, incomplete)
+
+
 Namespace = Annotated[str | None, typer.Option(
-    "-n", "--namespace", help="Namespace (default: the context's, or 'default').", rich_help_panel=PANEL_CLUSTER)]
-Context = Annotated[str | None, typer.Option("--context", help="kubeconfig context.", rich_help_panel=PANEL_CLUSTER)]
+    "-n", "--namespace", help="Namespace (default: the context's, or 'default').",
+    autocompletion=_complete_namespaces, rich_help_panel=PANEL_CLUSTER)]
+Context = Annotated[str | None, typer.Option("--context", help="kubeconfig context.",
+                                             autocompletion=_complete_contexts, rich_help_panel=PANEL_CLUSTER)]
 Backend = Annotated[defaults.BackendName | None, choice(
     defaults.BackendName, "--backend", envvar="HVDK8S_BACKEND",
     help="Where jobs run (default: kubernetes when a kubeconfig context is usable, else "
