@@ -362,3 +362,67 @@ def test_usage_errors_are_one_line_at_every_level(args):
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert _one_line(result).startswith("error: ")
+
+
+# --- 10. smaller edges ------------------------------------------------------------------
+@pytest.mark.parametrize(("command", "base"), [
+    (['python -c "import sys; print(\'hi\')"'], "python"),
+    (["python", "-c", "import sys; print('hi')"], "python"),
+    (["python3 -m pkg.train --lr 0.1"], "train"),
+    (["python train.py --lr 0.1"], "train"),
+])
+def test_a_generated_name_takes_the_programs_name(command, base):
+    from mpijob.jobspec.jobname import base_name
+
+    shell = len(command) == 1
+    assert base_name("resnet50", tuple(command), shell) == base
+
+
+def test_the_result_line_stays_out_of_what_people_read():
+    from launcher.formats.benchmark_result import is_result_line
+
+    assert is_result_line('HVDK8S_RESULT {"world_size": 1}')
+    assert is_result_line('[job-worker-0] HVDK8S_RESULT {"world_size": 1}')
+    assert not is_result_line("total images/sec: 21.76")
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+@pytest.mark.parametrize("rm", [False, True])
+def test_ctrl_c_during_wait_says_the_job_runs_on_or_stops_it_with_rm(rm, nothing_configured,
+                                                                      monkeypatch):
+    from launcher.backends.local.backend import LocalBackend
+
+    def interrupted(self, name, namespace=None, *, timeout=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalBackend, "wait", interrupted)
+    args = ["submit", "mpi", "--name", "nap", "--wait", *(["--rm"] if rm else []), "sleep", "60"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 130
+    try:
+        last = result.stderr.strip().splitlines()[-1]
+        if rm:
+            assert last == "interrupted: job nap deleted (--rm)"
+            assert _jobs_created(nothing_configured) == []
+        else:
+            assert last == ("interrupted: job nap is still running; stop it with: "
+                            "hvdk8s delete nap --backend local")
+            assert _jobs_created(nothing_configured) == ["nap"]
+    finally:
+        runner.invoke(app, ["delete", "nap"])
+
+
+def test_rm_needs_wait(nothing_configured):
+    result = runner.invoke(app, ["submit", "mpi", "--rm", "true"])
+    assert result.exit_code == 2
+    assert _one_line(result) == "error: --rm deletes the job when --wait ends: give --wait too"
+
+
+def test_calibrate_with_an_unwritable_home_fails_before_fitting(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "file" / "home"))
+    result = runner.invoke(app, ["calibrate", "benchmarks/calibration/measured/1rank"])
+    assert result.exit_code == 1
+    assert _one_line(result).startswith(
+        f"error: cannot write the calibration to {tmp_path / 'file' / 'home'}/calibration.json")
+    assert "calibrated on" not in result.stdout  # nothing fitted, nothing printed

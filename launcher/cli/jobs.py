@@ -46,10 +46,13 @@ def logs(
     backend: opt.Backend = None,
 ):
     """Print a job's logs: the launcher's by default."""
+    from launcher.formats.benchmark_result import is_result_line
+
     b = open_backend(backend, context, namespace)
     for line in b.logs(name, namespace, follow=follow, rank=rank, worker=worker,
                        all_replicas=all_replicas, tail=tail):
-        typer.echo(line)
+        if not is_result_line(line):  # `get -o json` has it as `result`
+            typer.echo(line)
 
 
 def wait(

@@ -14,6 +14,7 @@ from typer.core import TyperCommand
 
 from launcher.cli import options as opt
 from launcher.cli.common import exit_for_status, print_status
+from launcher.errors import UsageError
 from launcher.output import emit_objects, note
 from mpijob.jobspec import defaults
 
@@ -51,6 +52,9 @@ DryRun = Annotated[defaults.DryRun | None, opt.choice(
     "server-side dry run.", rich_help_panel=opt.PANEL_OUTPUT)]
 Wait = Annotated[bool, typer.Option("--wait", help="Wait for the end; exit as `wait` does.",
                                     rich_help_panel=opt.PANEL_OUTPUT)]
+Rm = Annotated[bool, typer.Option("--rm", help="With --wait: delete the job once it ends, or "
+                                  "when interrupted (Ctrl-C), as `kubectl run --rm`.",
+                                  rich_help_panel=opt.PANEL_OUTPUT)]
 ScheduleTimeout = Annotated[float, typer.Option(
     "--schedule-timeout", min=1, help="Seconds for all workers to be scheduled before "
     "rollback.", rich_help_panel=opt.PANEL_PLACEMENT)]
@@ -114,12 +118,16 @@ def submit_mpi(
     dry_run: DryRun = None,
     output: opt.ObjectsOutput = opt.YAML,
     wait: Wait = False,
+    rm: Rm = False,
     timeout: opt.WaitTimeout = None,
     schedule_timeout: ScheduleTimeout = defaults.SCHEDULE_TIMEOUT_SECONDS,
 ):
     # lazy: every CLI start imports the command modules; the submit pipeline (pydantic
     # models, ~70 ms) loads only for this one
     from launcher.pipeline.submitting import JobOptions, SubmitRequest, run_submit
+
+    if rm and not wait:
+        raise UsageError("--rm deletes the job when --wait ends: give --wait too")
 
     # The benchmark's size as typed, None where left to the default: on this machine's CPU
     # the default is the quick benchmark (launcher.pipeline.submitting.quick_benchmark).
@@ -149,7 +157,7 @@ def submit_mpi(
         emit_objects(outcome.objects, output)
         return
     if wait:
-        _follow_and_wait(outcome, timeout)
+        _follow_and_wait(outcome, timeout, rm=rm)
         return
     if _typed(ctx, "output", output) is not None:
         # kubectl create -o: the created object, for scripts (the notes stay on stderr)
@@ -157,10 +165,7 @@ def submit_mpi(
 
         emit_data(outcome.backend.get(outcome.name, outcome.namespace).to_dict(), output)
     else:
-        flags = outcome.backend.job_command_flags
-        note(f"follow it with: hvdk8s logs -f {outcome.name}"
-             + (f" -n {outcome.namespace}" if outcome.namespace != defaults.NAMESPACE else "")
-             + (f" {flags}" if flags else ""))
+        note(f"follow it with: hvdk8s logs -f {outcome.name}{_job_flags(outcome)}")
 
 
 def _typed(ctx: typer.Context, name: str, value):
@@ -169,15 +174,43 @@ def _typed(ctx: typer.Context, name: str, value):
     return None if source is not None and source.name in ("DEFAULT", "DEFAULT_MAP") else value
 
 
-def _follow_and_wait(outcome, timeout: float | None) -> None:
-    """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit."""
+def _follow_and_wait(outcome, timeout: float | None, *, rm: bool = False) -> None:
+    """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit;
+    Ctrl-C leaves the job running and says how to stop it, or stops it with --rm."""
+    from launcher.formats.benchmark_result import is_result_line
+
     def stream():
         for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
-            typer.echo(line)
+            if not is_result_line(line):  # `get -o json` has it as `result`
+                typer.echo(line)
 
+    flags = _job_flags(outcome)
     follower = threading.Thread(target=stream, daemon=True)
     follower.start()
-    status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
+    try:
+        status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
+    except KeyboardInterrupt:
+        if rm:
+            outcome.backend.delete(outcome.name, outcome.namespace)
+            note(f"interrupted: job {outcome.name} deleted (--rm)")
+        else:
+            note(f"interrupted: job {outcome.name} is still running; stop it with: "
+                 f"hvdk8s delete {outcome.name}{flags}")
+        raise typer.Exit(130) from None
+    except BaseException:
+        if rm:  # a timeout (124) too: --rm leaves nothing behind
+            outcome.backend.delete(outcome.name, outcome.namespace)
+        raise
     follower.join(timeout=10)  # the last lines, written just before the end
     print_status(status, "table", brief=True)
+    if rm:
+        outcome.backend.delete(outcome.name, outcome.namespace)
+        note(f"job {outcome.name} deleted (--rm)")
     exit_for_status(status)
+
+
+def _job_flags(outcome) -> str:
+    """What `delete`/`logs` need besides the name to find this job."""
+    flags = outcome.backend.job_command_flags
+    return ((f" -n {outcome.namespace}" if outcome.namespace != defaults.NAMESPACE else "")
+            + (f" {flags}" if flags else ""))
