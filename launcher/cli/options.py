@@ -96,8 +96,9 @@ Context = Annotated[str | None, typer.Option("--context", help="kubeconfig conte
                                              autocompletion=_complete_contexts, rich_help_panel=PANEL_CLUSTER)]
 Backend = Annotated[defaults.BackendName | None, choice(
     defaults.BackendName, "--backend", envvar="HVDK8S_BACKEND",
-    help="Where jobs run (default: kubernetes when a kubeconfig context is usable, else "
-    "local).", rich_help_panel=PANEL_CLUSTER)]
+    help="Where jobs run (default: kubernetes when a kubeconfig is configured; local only when "
+    "none is: no --kubeconfig, $KUBECONFIG, ~/.kube/config or pod service account).",
+    rich_help_panel=PANEL_CLUSTER)]
 AllNamespaces = Annotated[bool, typer.Option("-A", "--all-namespaces",
                                              help="Jobs of every namespace.", rich_help_panel=PANEL_CLUSTER)]
 WaitTimeout = Annotated[float | None, typer.Option(

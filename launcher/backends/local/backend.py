@@ -106,7 +106,7 @@ class LocalOptions(SubmitOptions):
 class LocalBackend(BaseBackend):
     name = "local"
     gang_note = "local backend: --gang has no effect (all ranks start together on this machine)"
-    # The job commands pick Kubernetes wherever a kubeconfig context is usable.
+    # The job commands pick Kubernetes wherever a kubeconfig is configured.
     job_command_flags = "--backend local"
 
     def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
