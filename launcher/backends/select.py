@@ -9,8 +9,8 @@ node, an 8-GPU job would land on the shared CPU while its user thinks it is on t
 from __future__ import annotations
 
 from launcher.errors import UsageError, UserError
+from mpijob.jobspec.defaults import BACKENDS
 
-BACKENDS = ("local", "kubernetes")
 # What the local fallback is called in `backend: local (...)` and in hints.
 NOTHING_CONFIGURED = "no kubeconfig configured and not in a pod"
 

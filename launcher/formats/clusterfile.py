@@ -83,8 +83,7 @@ from mpijob.scheduling.topology import (
     parse_topo_matrix,
     too_many_gpus,
 )
-
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+from mpijob.wellknown import GPU_PRODUCT_LABEL
 
 
 class _Problem(Exception):
@@ -268,7 +267,9 @@ def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
-def _expected(model: type[BaseModel]) -> str:
+def _expected(model: type[BaseModel] | None) -> str:
+    if model is None:
+        return "a mapping"
     return getattr(model, "expected", None) or f"a mapping with {', '.join(model.model_fields)}"
 
 
@@ -279,7 +280,9 @@ def _problem(exc: ValidationError, root: type[BaseModel]) -> str:
     error = errors[0]
     # Walk the error's path down the models: `model` is the one the path ends in (None
     # past a plain value), `mapping` whether the error is about such a mapping itself.
-    path, model, field, mapping = [], root, None, True
+    path: list[str] = []
+    model: type[BaseModel] | None = root
+    field, mapping = None, True
     for part in error["loc"]:
         if isinstance(part, int):
             path[-1] += f"[{part}]"
@@ -447,8 +450,8 @@ class _Builder:
             raise UsageError(f"{label}: {exc}") from None
 
     def _node(self, e: NodeEntry) -> Node:
-        gpu_model = e.gpu_model or e.labels.get(PRODUCT_LABEL, "unknown")
-        topology = self._topology(e.topology, e.gpus, e.labels.get(PRODUCT_LABEL) or gpu_model)
+        gpu_model = e.gpu_model or e.labels.get(GPU_PRODUCT_LABEL, "unknown")
+        topology = self._topology(e.topology, e.gpus, e.labels.get(GPU_PRODUCT_LABEL) or gpu_model)
         gpus = topology.gpus if e.gpus is None else e.gpus
         if gpus < topology.gpus:
             topology = topology.subset(gpus)

@@ -175,7 +175,8 @@ OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plug
                       "check applies (the job is deleted unless every worker is scheduled)")
 
 
-def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
+def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
+                  detect: bool) -> defaults.GangScheduler:
     if request.gang_scheduler:
         return request.gang_scheduler
     if not request.gang or backend.gang_note or not detect:
@@ -313,8 +314,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
                                             schedule_timeout=request.schedule_timeout)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
 
-    if (why := refusal(gang, request.mode)) is not None:
-        raise UsageError(why)
+    if (refused := refusal(gang, request.mode)) is not None:
+        raise UsageError(refused)
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options

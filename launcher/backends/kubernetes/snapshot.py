@@ -27,19 +27,17 @@ from launcher.backends.kubernetes.client import (
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 from mpijob.scheduling.dra_slices import inventory
 from mpijob.scheduling.hypernodes import positions as hypernode_positions
 from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, position_from_labels
 from mpijob.scheduling.presets import preset_for
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_annotation
+from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
-GPU_RESOURCE = "nvidia.com/gpu"
-LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
-LABEL_GPU_COUNT = "nvidia.com/gpu.count"
 LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 # Pods in these phases hold nothing: the scheduler frees their requests.
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -179,14 +177,14 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
         except (ValueError, TypeError, KeyError) as exc:
             notes.append(f"{name}: ignoring an unreadable {ANNOTATION_TOPOLOGY} annotation ({exc})")
     try:
-        count = int(labels.get(LABEL_GPU_COUNT, allocatable_gpus))
+        count = int(labels.get(GPU_COUNT_LABEL, allocatable_gpus))
     except ValueError:
         count = allocatable_gpus
     count = max(count, allocatable_gpus)
     if count <= 0:
         return _empty_topology(), None, {}, False
     try:
-        return preset_for(labels.get(LABEL_GPU_PRODUCT), count), None, {}, False
+        return preset_for(labels.get(GPU_PRODUCT_LABEL), count), None, {}, False
     except ValueError as exc:  # e.g. a count past MAX_GPUS_PER_NODE: plan around the node
         notes.append(f"{name}: not planned on ({exc})")
         return _empty_topology(), None, {}, False
@@ -246,7 +244,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
         allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
         allocated = set(allocated) | {i for i in dra.allocated.get(name, ()) if i < topo.gpus}
         usages.extend(pod_usage)
-        requested = defaultdict(Decimal)
+        requested: defaultdict[str, Decimal] = defaultdict(Decimal)
         for p in node_pods:
             for k, v in pod_requests(p).items():
                 requested[k] += v
@@ -258,7 +256,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             pcie_gen = 3
         out_nodes.append(Node(
             name=name, gpus=topo.gpus, topology=topo, allocated=frozenset(allocated),
-            gpu_model=labels.get(LABEL_GPU_PRODUCT) or meta.get("gpu_model") or "unknown",
+            gpu_model=labels.get(GPU_PRODUCT_LABEL) or meta.get("gpu_model") or "unknown",
             network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
             network=network[name], dra_devices=dra_devices,
