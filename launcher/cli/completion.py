@@ -14,8 +14,6 @@ from typing import Annotated, Literal, get_args
 
 import typer
 
-from launcher.cli import options as opt
-
 Shell = Literal["bash", "zsh", "fish"]
 PROG = "hvdk8s"
 COMPLETE_VAR = "_HVDK8S_COMPLETE"
@@ -23,7 +21,7 @@ COMPLETE_VAR = "_HVDK8S_COMPLETE"
 
 def _shell(text: str) -> str:
     if text not in get_args(Shell):
-        raise typer.BadParameter(f"expected {opt.one_of(get_args(Shell))}, got {text!r}")
+        raise typer.BadParameter(f"expected bash, zsh or fish, got {text!r}")
     return text
 
 

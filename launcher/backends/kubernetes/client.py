@@ -34,7 +34,6 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 # Where nothing is configured at all; `plan` can still work from a cluster file.
 NO_KUBECONFIG = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
                  "in a pod")
-PLAN_OFFLINE = "plan against a file with --cluster FILE"
 # (connect, read) seconds for ordinary requests; streams use their own read timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
