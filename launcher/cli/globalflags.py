@@ -16,8 +16,6 @@ import typer
 
 from launcher.cli import options as opt
 
-PASSED_DOWN = ("context", "namespace")
-
 
 def _commands(command, path=()):
     yield path, command
