@@ -39,6 +39,21 @@ CASES = {
                   command=("python", "train.py", "--data", "/data dir"),
                   mpi_implementation="MPICH"),
         mode="pods"),
+    # issue 24: data volumes, a host directory, working dir and service account.
+    "pods-data-volumes": dict(
+        spec=dict(name="data", workers=2, gpus_per_worker=1,
+                  data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
+                  data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
+                  working_dir="/workspace", service_account="trainer",
+                  benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"}),
+        mode="pods"),
+    "operator-data-volumes": dict(
+        spec=dict(name="data", workers=2, gpus_per_worker=1,
+                  data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
+                  data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
+                  working_dir="/workspace", service_account="trainer",
+                  benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"}),
+        mode="operator"),
 }
 
 

@@ -108,6 +108,14 @@ def submit_mpi(
     image_size: opt.ImageSize = None,
     use_fp16: opt.UseFp16 = False,
     xla: opt.Xla = False,
+    # issue 24
+    data: opt.Data = None,
+    data_dir: opt.DataDir = None,
+    working_dir: opt.WorkingDir = None,
+    service_account: opt.ServiceAccount = None,
+    pod_patch: opt.PodPatch = None,
+    data_name: opt.DataName = defaults.DATA_NAME,
+    benchmark_data_dir: opt.BenchmarkDataDir = None,
     dry_run: DryRun = None,
     output: opt.ObjectsOutput = opt.YAML,
     wait: Wait = False,
@@ -130,7 +138,10 @@ def submit_mpi(
         scheduler_name=scheduler_name, placement=opt.placement_policy(placement, gputopology),
         cross_zone=cross_zone, gpu_request=gpu_request, model=model, batch_size=batch_size,
         num_batches=num_batches, num_warmup_batches=num_warmup_batches,
-        image_size=image_size, use_fp16=use_fp16, xla=xla)
+        image_size=image_size, use_fp16=use_fp16, xla=xla,
+        data=data or (), data_dir=data_dir or (), working_dir=working_dir,
+        service_account=service_account, pod_patch=pod_patch or (), data_name=data_name,
+        benchmark_data_dir=benchmark_data_dir)
     request = SubmitRequest(
         options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
         context=context, cluster=cluster, dry_run=dry_run,

@@ -59,6 +59,11 @@ MODEL = "resnet50"
 BATCH_SIZE = 64
 NUM_BATCHES = 100
 NUM_WARMUP_BATCHES = 10
+# The benchmark's input: synthetic images, or ImageNet TFRecords (tf_cnn_benchmarks'
+# --data_name; issue 24).
+DataName = Literal["synthetic", "imagenet"]
+DATA_NAMES = get_args(DataName)
+DATA_NAME: DataName = "synthetic"
 
 # Seconds for every worker to be scheduled before a job without a gang scheduler is
 # rolled back.

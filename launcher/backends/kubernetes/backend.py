@@ -68,6 +68,7 @@ from launcher.backends.kubernetes.snapshot import (
     SnapshotUnreadable,
     take_snapshot,
 )
+from launcher.backends.kubernetes.volumes import check_claims
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.benchmark_program import benchmark_source as read_benchmark
@@ -244,6 +245,8 @@ class KubernetesBackend(BaseBackend):
         notes: list[str] = []
         if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
             placement, notes = self._recheck_capacity(spec, placement)
+        # --data: each claim exists and its access modes allow this placement (issue 24)
+        check_claims(client, spec, placement, mode)
         if hasattr(prediction, "to_json"):
             prediction = prediction.to_json()
         if benchmark_source is None and spec.runs_benchmark:
