@@ -13,6 +13,7 @@ from launcher import __version__
 from launcher.cli import (
     agent,
     calibrate,
+    config,
     doctor,
     experiment,
     install,
@@ -128,6 +129,7 @@ def _register() -> None:
     simulate.register(app)
     calibrate.register(app)
     app.add_typer(experiment.app, name="experiment")
+    app.add_typer(config.app, name="config")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
 
 

@@ -190,6 +190,10 @@ DataName = Annotated[defaults.DataName, choice(
 BenchmarkDataDir = Annotated[str | None, typer.Option(
     "--benchmark-data-dir", metavar="DIR", help="Benchmark: the directory of ImageNet "
     "TFRecords (train-*-of-*) as the ranks see it (with --data-name imagenet).")]
+ConfigFile = Annotated[str | None, typer.Option(
+    "--config", metavar="FILE", help="Defaults file (default: $HVDK8S_CONFIG, else "
+    "$HVDK8S_HOME/config.yaml); a flag beats the environment (HVDK8S_<OPTION>), which "
+    "beats the file.")]
 
 # --- results ------------------------------------------------------------------------------
 Plots = Annotated[bool, typer.Option(

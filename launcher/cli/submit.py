@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperCommand
 
 from launcher.cli import options as opt
+from launcher.cli import userdefaults
 from launcher.cli.common import exit_for_status, print_status
 from launcher.output import emit_objects, note
 from mpijob.jobspec import defaults
@@ -24,11 +25,19 @@ class _OptionalValueDryRun(TyperCommand):
     """kubectl's `--dry-run[=client|server]`: a bare `--dry-run` means client.
 
     Only tokens before the first positional are ours; the user's command is left alone.
+    Defaults come from the environment and the user's config file (userdefaults).
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        userdefaults.give_envvars(self)
 
     def parse_args(self, ctx, args):
         takes_value = {opt for p in self.params if not getattr(p, "is_flag", False)
                        and getattr(p, "opts", None) for opt in p.opts}
+        given = userdefaults.prescan(list(args), takes_value, "--config", "--context")
+        resolved = userdefaults.resolve(ctx, self, given["--config"], given["--context"])
+        ctx.default_map = {**(ctx.default_map or {}), **resolved.default_map}
         args = list(args)
         i = 0
         while i < len(args):
@@ -116,6 +125,7 @@ def submit_mpi(
     pod_patch: opt.PodPatch = None,
     data_name: opt.DataName = defaults.DATA_NAME,
     benchmark_data_dir: opt.BenchmarkDataDir = None,
+    config: opt.ConfigFile = None,
     dry_run: DryRun = None,
     output: opt.ObjectsOutput = opt.YAML,
     wait: Wait = False,

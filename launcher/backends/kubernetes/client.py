@@ -246,6 +246,11 @@ def _context_entry(docs: list[dict], context: str | None) -> tuple[str | None, d
     return context, None
 
 
+def current_context_name(kubeconfig: str | None = None) -> str | None:
+    """The kubeconfig's current-context (no network, no client import)."""
+    return _context_entry(_read_kubeconfigs(kubeconfig), None)[0]
+
+
 def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None) -> bool:
     """Cheap check (no network, no client import): a usable context exists, or we run in a pod."""
     docs = _read_kubeconfigs(kubeconfig)
