@@ -272,6 +272,15 @@ def _free_host_ssh_port(spec, cluster, placement):
     return spec.model_copy(update={"ssh_port": port})
 
 
+def _rendering(step, spec, plan, options):
+    """A backend step that renders before it creates anything: a --pod-patch that breaks
+    what hvdk8s relies on is a usage error (mpijob.k8s.podpatch)."""
+    try:
+        return step(spec, plan, options)
+    except SpecError as err:
+        raise UsageError.naming_option(err) from None
+
+
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
     never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
@@ -331,13 +340,13 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     describe_plan(plan)
 
     if client_dry_run:
-        objects = backend.dry_run(spec, plan, submit_options)
+        objects = _rendering(backend.dry_run, spec, plan, submit_options)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
                  "(its uid is assigned by the API server)")
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
-    result = backend.submit(spec, plan, submit_options)
+    result = _rendering(backend.submit, spec, plan, submit_options)
     note(result.message or f"job {spec.name} submitted ({result.backend}, namespace {spec.namespace})")
     if server_dry_run:
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=result.objects, plan=plan)

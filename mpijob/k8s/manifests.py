@@ -19,6 +19,7 @@ from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_dra import apply_dra
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
+from mpijob.k8s.podpatch import apply_pod_patches
 from mpijob.k8s.render_pods import render_pods
 from mpijob.k8s.render_volumes import apply_volumes
 
@@ -48,4 +49,5 @@ def render(
     objects = apply_network_topology(objects, spec, placement)
     objects = apply_dra(objects, spec, placement)
     objects = apply_volumes(objects, spec)
+    objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
     return with_owner(objects, root_uid) if root_uid else objects
