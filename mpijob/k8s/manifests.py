@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mpijob.jobspec.defaults import MODES
+from mpijob.k8s.podpatch import apply_pod_patches
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_dra import apply_dra
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
-from mpijob.k8s.podpatch import apply_pod_patches
 from mpijob.k8s.render_pods import render_pods
 from mpijob.k8s.render_volumes import apply_volumes
 
