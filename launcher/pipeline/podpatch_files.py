@@ -42,7 +42,8 @@ def read_pod_patch(value: str) -> dict:
     return {"target": target, "patch": patch, "source": str(file)}
 
 
-_PRIMITIVES = {"str": str, "int": int, "bool": bool, "float": (int, float)}
+_PRIMITIVES: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "bool": bool,
+                                                   "float": (int, float)}
 
 
 def schema_problem(patch: dict) -> str | None:
