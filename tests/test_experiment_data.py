@@ -56,6 +56,7 @@ def test_the_report_shows_the_gap_between_synthetic_and_real_input(tmp_path):
     result = CliRunner().invoke(app, ["experiment", "report", str(tmp_path / "res"), "--no-plots"])
     assert result.exit_code == 0, result.output
     assert "Synthetic vs real input" in result.output and "0.70x" in result.output
+    assert "DATA" in result.output  # the main table tells the two rows apart
     data = json.loads(CliRunner().invoke(app, ["experiment", "report", str(tmp_path / "res"),
                                                "-o", "json", "--no-plots"]).stdout)
     (gap,) = data["data_comparison"]

@@ -28,7 +28,7 @@ SCALING_PNG = "scaling.png"
 PREDICTED_PNG = "predicted.png"
 # Keys that tell two series apart in legends, in the order they are shown.
 LABEL_KEYS = ("model", "workers", "gpus", "placement", "batch_size", "precision", "image_size",
-              "num_batches", "num_warmup_batches", "xla", "backend")
+              "num_batches", "num_warmup_batches", "xla", "backend", "data")
 
 
 @dataclass
@@ -294,7 +294,7 @@ def print_report(report: Report, console) -> None:
     if report.skipped_lines:
         console.print(f"note: {plural(report.skipped_lines, 'unreadable line')} in results.jsonl skipped")
     varying = set(_varying(report.rows))
-    optional = [k for k in ("image_size", "num_batches", "xla", "backend") if k in varying]
+    optional = [k for k in ("image_size", "num_batches", "xla", "backend", "data") if k in varying]
     table = Table(title="Throughput per configuration (mean over repetitions)")
     for header in ("MODEL", "WORKERS", "GPUS/W", "PLACEMENT", "BATCH", "PREC",
                    *(k.upper().replace("_", " ") for k in optional), "OK/RUNS", "IMAGES/SEC",
