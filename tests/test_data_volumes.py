@@ -206,3 +206,18 @@ def test_a_missing_claim_is_refused_with_the_namespace(k8s):
     assert result.exit_code == 1
     assert "no PersistentVolumeClaim nope in namespace default" in result.output
     assert _created(srv) == []
+
+
+def test_the_local_backend_refuses_pod_volumes_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+    result = runner.invoke(app, ["submit", "mpi", "--backend", "local", "--workers", "1",
+                                 "--data", "imagenet:/data", "python -c pass"])
+    assert result.exit_code == 2
+    assert "--data applies to Kubernetes pods" in result.output
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.json"))
+
+
+def test_a_host_dir_comes_with_a_note_about_the_scheduler():
+    result = runner.invoke(app, ["submit", "mpi", "--data-dir", "/mnt/x:/x", "--dry-run"])
+    assert result.exit_code == 0
+    assert "hostPath" in result.output and "scheduler does not know" in result.output
