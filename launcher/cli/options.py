@@ -181,8 +181,8 @@ WorkingDir = Annotated[str | None, typer.Option(
 ServiceAccount = Annotated[str | None, typer.Option(
     "--service-account", metavar="NAME", help="ServiceAccount the job's pods run as.")]
 PodPatch = Annotated[list[str] | None, typer.Option(
-    "--pod-patch", metavar="[launcher|worker|all=]FILE", help="Strategic-merge patch (YAML) "
-    "of the launcher's and/or the workers' pod template, for fields without a flag; "
+    "--pod-patch", metavar="[ROLE=]FILE", help="Strategic-merge patch (YAML) of the pod "
+    "templates of ROLE (launcher, worker or all, the default), for fields without a flag; "
     "repeatable, applied in order.")]
 DataName = Annotated[defaults.DataName, choice(
     defaults.DataName, "--data-name", help="Benchmark input: synthetic images, or ImageNet "
