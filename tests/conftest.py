@@ -1,6 +1,9 @@
 """Fixtures shared by the test modules: the in-process Kubernetes API server, and `k8s`,
 which runs the Kubernetes tests against it or against a real cluster (tests/k8s_env.py)."""
 
+import os
+import tempfile
+
 import pytest
 
 from tests.k8s_env import k8s  # noqa: F401
@@ -15,3 +18,10 @@ def _kubeconfig_flag_of_this_test_only():
     from launcher.backends.kubernetes.client import set_kubeconfig_flag
 
     set_kubeconfig_flag(None)
+
+
+# Per-user defaults (launcher/cli/userdefaults.py) must not reach the tests: an empty
+# config file instead of the developer's $HVDK8S_HOME/config.yaml, and no HVDK8S_<OPTION>.
+_EMPTY_CONFIG = os.path.join(tempfile.mkdtemp(prefix="hvdk8s-test-config-"), "config.yaml")
+open(_EMPTY_CONFIG, "w").close()
+os.environ["HVDK8S_CONFIG"] = _EMPTY_CONFIG

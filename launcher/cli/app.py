@@ -15,6 +15,7 @@ from launcher.cli import (
     agent,
     calibrate,
     completion,
+    config,
     doctor,
     experiment,
     globalflags,
@@ -147,6 +148,7 @@ def _register() -> None:
     calibrate.register(app)
     completion.register(app)
     app.add_typer(experiment.app, name="experiment")
+    app.add_typer(config.app, name="config")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
 
 

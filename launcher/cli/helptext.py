@@ -171,6 +171,21 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Only 2 more runs, into another folder",
          "hvdk8s experiment run benchmarks/experiments/scaling.yaml --out results/scaling --limit 2"),
     ],
+    "config": [
+        ("Every submit default that applies, and where it comes from", "hvdk8s config view"),
+        ("Set the image for every submit", "hvdk8s config set image registry.example.com/train:1"),
+    ],
+    "config view": [
+        ("The defaults that apply, and their source (flag > env > config > built-in)",
+         "hvdk8s config view"),
+        ("Every option, for the prod context, as JSON", "hvdk8s config view --all --context prod -o json"),
+    ],
+    "config set": [
+        ("Set the image for every submit", "hvdk8s config set image registry.example.com/train:1"),
+        ("A queue and pull secrets for one kubeconfig context only",
+         "hvdk8s config set queue research --context prod"),
+        ("", "hvdk8s config set image-pull-secret regcred,mirror --context prod"),
+    ],
     "experiment report": [
         ("Tables and plots of the runs so far", "hvdk8s experiment report results/local-cpu"),
         ("As JSON, without plots", "hvdk8s experiment report results/local-cpu -o json --no-plots"),

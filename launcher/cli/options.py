@@ -217,6 +217,34 @@ Precision = Annotated[defaults.Precision, choice(
     defaults.Precision, "--precision", help="Precision the throughput is predicted for.", rich_help_panel=PANEL_BENCHMARK)]
 
 
+# --- the job's data and pod fields (issue 24) ---------------------------------------------
+Data = Annotated[list[str] | None, typer.Option(
+    "--data", metavar="PVC:MOUNT[:ro]", help="Mount a PersistentVolumeClaim in every worker "
+    "(and the launcher when your mpirun line runs there); its access modes must allow the "
+    "job's placement. Repeatable.")]
+DataDir = Annotated[list[str] | None, typer.Option(
+    "--data-dir", metavar="HOSTPATH:MOUNT[:ro]", help="Mount a directory of the node "
+    "(hostPath) in every worker; the scheduler does not know which nodes have it. "
+    "Repeatable.")]
+WorkingDir = Annotated[str | None, typer.Option(
+    "--working-dir", metavar="DIR", help="Working directory of the launcher and the ranks.")]
+ServiceAccount = Annotated[str | None, typer.Option(
+    "--service-account", metavar="NAME", help="ServiceAccount the job's pods run as.")]
+PodPatch = Annotated[list[str] | None, typer.Option(
+    "--pod-patch", metavar="[ROLE=]FILE", help="Strategic-merge patch (YAML) of the pod "
+    "templates of ROLE (launcher, worker or all, the default), for fields without a flag; "
+    "repeatable, applied in order.")]
+DataName = Annotated[defaults.DataName, choice(
+    defaults.DataName, "--data-name", help="Benchmark input: synthetic images, or ImageNet "
+    "TFRecords from --benchmark-data-dir.")]
+BenchmarkDataDir = Annotated[str | None, typer.Option(
+    "--benchmark-data-dir", metavar="DIR", help="Benchmark: the directory of ImageNet "
+    "TFRecords (train-*-of-*) as the ranks see it (with --data-name imagenet).")]
+ConfigFile = Annotated[str | None, typer.Option(
+    "--config", metavar="FILE", help="Defaults file (default: $HVDK8S_CONFIG, else "
+    "$HVDK8S_HOME/config.yaml); a flag beats the environment (HVDK8S_<OPTION>), which "
+    "beats the file.")]
+
 # --- results ------------------------------------------------------------------------------
 Plots = Annotated[bool, typer.Option(
     "--plots/--no-plots", help="Write PNG plots beside the results (with simulate: with --out).", rich_help_panel=PANEL_OUTPUT)]

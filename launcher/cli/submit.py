@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperCommand
 
 from launcher.cli import options as opt
+from launcher.cli import userdefaults
 from launcher.cli.common import exit_for_status, print_status
 from launcher.errors import UsageError
 from launcher.output import emit_objects, note
@@ -25,11 +26,19 @@ class _OptionalValueDryRun(TyperCommand):
     """kubectl's `--dry-run[=client|server]`: a bare `--dry-run` means client.
 
     Only tokens before the first positional are ours; the user's command is left alone.
+    Defaults come from the environment and the user's config file (userdefaults).
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        userdefaults.give_envvars(self)
 
     def parse_args(self, ctx, args):
         takes_value = {opt for p in self.params if not getattr(p, "is_flag", False)
                        and getattr(p, "opts", None) for opt in p.opts}
+        given = userdefaults.prescan(list(args), takes_value, "--config", "--context")
+        resolved = userdefaults.resolve(ctx, self, given["--config"], given["--context"])
+        ctx.default_map = {**(ctx.default_map or {}), **resolved.default_map}
         args = list(args)
         i = 0
         while i < len(args):
@@ -115,6 +124,15 @@ def submit_mpi(
     image_size: opt.ImageSize = None,
     use_fp16: opt.UseFp16 = False,
     xla: opt.Xla = False,
+    # issue 24
+    data: opt.Data = None,
+    data_dir: opt.DataDir = None,
+    working_dir: opt.WorkingDir = None,
+    service_account: opt.ServiceAccount = None,
+    pod_patch: opt.PodPatch = None,
+    data_name: opt.DataName = defaults.DATA_NAME,
+    benchmark_data_dir: opt.BenchmarkDataDir = None,
+    config: opt.ConfigFile = None,
     dry_run: DryRun = None,
     output: opt.ObjectsOutput = opt.YAML,
     wait: Wait = False,
@@ -147,7 +165,10 @@ def submit_mpi(
         scheduler_name=scheduler_name, placement=opt.placement_policy(placement, gputopology),
         cross_zone=cross_zone, gpu_request=gpu_request, model=model, batch_size=batch_size,
         num_batches=num_batches, num_warmup_batches=num_warmup_batches,
-        image_size=image_size, use_fp16=use_fp16, xla=xla)
+        image_size=image_size, use_fp16=use_fp16, xla=xla,
+        data=data or (), data_dir=data_dir or (), working_dir=working_dir,
+        service_account=service_account, pod_patch=pod_patch or (), data_name=data_name,
+        benchmark_data_dir=benchmark_data_dir)
     request = SubmitRequest(
         options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
         context=context, cluster=cluster, dry_run=dry_run,
@@ -169,9 +190,10 @@ def submit_mpi(
 
 
 def _typed(ctx: typer.Context, name: str, value):
-    """The value if the user gave it (flag, environment), None if it is the default."""
+    """The value if the user gave it (flag, environment, their config file: click's
+    DEFAULT_MAP), None if it is the built-in default."""
     source = ctx.get_parameter_source(name)
-    return None if source is not None and source.name in ("DEFAULT", "DEFAULT_MAP") else value
+    return None if source is not None and source.name == "DEFAULT" else value
 
 
 def _follow_and_wait(outcome, timeout: float | None, *, rm: bool = False) -> None:

@@ -5,6 +5,8 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,6 +22,7 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.options import parse_key_value, parse_toleration
 from mpijob.jobspec.spec import build_spec
+from mpijob.jobspec.volumes import parse_data, parse_data_dir
 from mpijob.k8s.gang import refusal
 from mpijob.k8s.hostnet import free_ssh_port
 from mpijob.plural import plural
@@ -71,6 +74,14 @@ class JobOptions:
     image_size: int | None = None
     use_fp16: bool = False
     xla: bool = False
+    # issue 24: data volumes, pod fields, the benchmark's input
+    data: Sequence[str] = ()  # PVC:MOUNT[:ro]
+    data_dir: Sequence[str] = ()  # HOSTPATH:MOUNT[:ro]
+    working_dir: str | None = None
+    service_account: str | None = None
+    pod_patch: Sequence[str] = ()  # [launcher|worker|all=]FILE
+    data_name: defaults.DataName | None = None
+    benchmark_data_dir: str | None = None
 
 
 def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
@@ -117,11 +128,50 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             benchmark=_given(model=o.model, batch_size=o.batch_size,
                              num_batches=o.num_batches,
                              num_warmup_batches=o.num_warmup_batches,
-                             image_size=o.image_size, use_fp16=o.use_fp16, xla=o.xla),
+                             image_size=o.image_size, use_fp16=o.use_fp16, xla=o.xla,
+                             data_name=o.data_name, data_dir=o.benchmark_data_dir),
         )
+        fields.update(_data_fields(o))
         return build_spec(**fields)
     except SpecError as err:
         raise UsageError.naming_option(err) from None
+
+
+def _data_fields(o: JobOptions) -> dict[str, Any]:
+    """issue 24: --data, --data-dir, --working-dir, --service-account, --pod-patch."""
+    from launcher.pipeline.podpatch_files import read_pod_patch
+
+    return _given(data=tuple(parse_data(d) for d in o.data),
+                  data_dirs=tuple(parse_data_dir(d) for d in o.data_dir),
+                  working_dir=o.working_dir, service_account=o.service_account,
+                  pod_patches=tuple(read_pod_patch(p) for p in o.pod_patch))
+
+
+def _check_data_for_backend(spec, backend) -> None:
+    """issue 24: what the pod-only options mean on each backend, said before anything runs."""
+    if backend.name == "local":
+        pod_only = [flag for flag, given in (("--data", spec.data), ("--data-dir", spec.data_dirs),
+                                             ("--service-account", spec.service_account),
+                                             ("--pod-patch", spec.pod_patches)) if given]
+        if pod_only:
+            raise UsageError(f"{pod_only[0]} applies to Kubernetes pods; with --backend local "
+                             "the ranks are processes of this machine and read its files "
+                             "directly (give the path in your command or --benchmark-data-dir)")
+        if spec.working_dir and not os.path.isdir(spec.working_dir):
+            raise UsageError(f"--working-dir {spec.working_dir}: no such directory on this machine")
+        data_dir = spec.benchmark.data_dir
+        if spec.runs_benchmark and data_dir and not glob.glob(os.path.join(data_dir, "train-*-of-*")):
+            raise UsageError(f"--benchmark-data-dir {data_dir}: no ImageNet TFRecords "
+                             "(train-*-of-*) there; make a small set with "
+                             "python scripts/make_imagenet_tfrecords.py DIR")
+    elif spec.data_dirs:
+        note("note: --data-dir mounts a directory of each node (hostPath): the scheduler does "
+             "not know which nodes have it, and a node without it fails the pod at start")
+    if spec.runs_benchmark and spec.benchmark.data_dir and backend.name != "local" \
+            and not any(spec.benchmark.data_dir == m or spec.benchmark.data_dir.startswith(m + "/")
+                        for m in [*(d.mount for d in spec.data), *(h.mount for h in spec.data_dirs)]):
+        note(f"note: --benchmark-data-dir {spec.benchmark.data_dir} is under no --data or "
+             "--data-dir mount: the image itself must hold the records")
 
 
 @dataclass
@@ -307,6 +357,15 @@ def describe_start(spec, plan: Plan, quick: bool) -> str | None:
     return what
 
 
+def _rendering(step, plan, options):
+    """Rendering, before anything is created: a --pod-patch that breaks what hvdk8s relies
+    on is a usage error (mpijob.k8s.podpatch)."""
+    try:
+        return step(plan, options)
+    except SpecError as err:
+        raise UsageError.naming_option(err) from None
+
+
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
     never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
@@ -342,6 +401,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
+    _check_data_for_backend(spec, backend)
     for line in why_this_backend:  # after validation: bad input gets its one line only
         note(line)
     if generated:
@@ -370,7 +430,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         spec = plan.spec
         for line in checked:
             note(f"note: {line}")
-    prepared = backend.prepare(plan, submit_options)
+    prepared = _rendering(backend.prepare, plan, submit_options)
     if client_dry_run:
         objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":

@@ -65,6 +65,11 @@ QUICK_IMAGE_SIZE = 64
 QUICK_BATCH_SIZE = 8
 QUICK_NUM_BATCHES = 10
 QUICK_NUM_WARMUP_BATCHES = 2
+# The benchmark's input: synthetic images, or ImageNet TFRecords (tf_cnn_benchmarks'
+# --data_name; issue 24).
+DataName = Literal["synthetic", "imagenet"]
+DATA_NAMES = get_args(DataName)
+DATA_NAME: DataName = "synthetic"
 
 # Seconds for every worker to be scheduled before a job without a gang scheduler is
 # rolled back.

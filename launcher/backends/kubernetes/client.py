@@ -78,6 +78,7 @@ CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
 EVENT = Kind("v1", "Event", "events")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
+PVC = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
@@ -247,6 +248,11 @@ def _context_entry(docs: list[dict], context: str | None) -> tuple[str | None, d
             if isinstance(entry, dict) and entry.get("name") == context:
                 return context, entry.get("context") or {}
     return context, None
+
+
+def current_context_name(kubeconfig: str | None = None) -> str | None:
+    """The kubeconfig's current-context (no network, no client import)."""
+    return _context_entry(_read_kubeconfigs(kubeconfig), None)[0]
 
 
 def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None) -> bool:

@@ -151,7 +151,7 @@ class LocalBackend(BaseBackend):
         launch = {
             "argv": prepared.launch.argv,
             "env": prepared.launch.env,
-            "cwd": os.getcwd(),
+            "cwd": spec.working_dir or os.getcwd(),
             "deadline_seconds": spec.run_policy.active_deadline_seconds,
         }
         self._create_dir(spec, paths, status, launch, prepared.hostfile)
