@@ -25,6 +25,7 @@ from launcher.cli import (
 )
 from launcher.cli.helptext import polish
 from launcher.errors import UserError
+from launcher.output import set_debug
 
 
 class _OneLineErrors(TyperGroup):
@@ -110,6 +111,7 @@ def _root(
                                    "$KUBECONFIG, then ~/.kube/config)."),
 ):
     _state["debug"] = debug
+    set_debug(debug)
     if kubeconfig:
         if not all(os.path.exists(p) for p in kubeconfig.split(os.pathsep)):
             raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
