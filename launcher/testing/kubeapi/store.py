@@ -71,6 +71,36 @@ class Store:
                 out.extend(objs.values())
             return out
 
+    def items_at(self, key: str, ns: str | None, rv: int) -> list[dict]:
+        """The objects as they were at resourceVersion `rv` (etcd's MVCC read at a revision):
+        today's, with the logged events after `rv` undone; TooOld once the log no longer
+        reaches back that far (etcd compacted the revision)."""
+        with self.lock:
+            if rv < self._trimmed[key]:
+                raise TooOld(self._trimmed[key])
+            by_name = {_nsname(o): o for o in self.items(key, ns)}
+            for _, etype, obj, old in reversed(self.events_after(key, rv)):
+                ref = _nsname(obj)
+                if ns is not None and ref[0] != ns:
+                    continue
+                if etype == "ADDED":
+                    by_name.pop(ref, None)
+                else:  # MODIFIED, DELETED: what it was before
+                    by_name[ref] = old
+            return list(by_name.values())
+
+    def compact(self) -> None:
+        """Forget the history up to now, as etcd's periodic compaction does (the API server
+        asks for one every --etcd-compaction-interval, 5 minutes by default)."""
+        with self.lock:
+            for key, (rvs, evs) in self._log.items():
+                if rvs:
+                    self._trimmed[key] = rvs[-1]
+                    del rvs[:]
+                    del evs[:]
+            for key in list(self._last):
+                self._trimmed[key] = max(self._trimmed[key], self._last[key])
+
     def namespaced_keys(self, ns: str) -> list[str]:
         with self.lock:
             return [k for k, by_ns in self._objs.items() if by_ns.get(ns)]
