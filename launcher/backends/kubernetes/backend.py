@@ -48,6 +48,7 @@ from launcher.backends.kubernetes.client import (
     MPIJOB,
     POD,
     RESOURCE_CLAIM,
+    RESOURCE_SLICE,
     ApiError,
     KubeClient,
     _context_entry,
@@ -66,6 +67,9 @@ from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     Snapshot,
     SnapshotUnreadable,
+    build_snapshot,
+    network_label_keys,
+    planned_nodes_view,
     take_snapshot,
 )
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
@@ -94,12 +98,15 @@ LOG_TAIL_FOR_RESULT = 500
 
 
 def cluster_snapshot(context: str | None = None, namespace: str | None = None,
-                     kubeconfig: str | None = None, *, nodes_optional: bool = False):
-    """The live cluster as placement sees it (two list calls). What RBAC kept it from
-    reading is said in one line each; with `nodes_optional`, a user who may not list nodes
-    gets None (the scheduler places the job) instead of an error."""
+                     kubeconfig: str | None = None, *, nodes_optional: bool = False,
+                     gpu_nodes_only: bool = False):
+    """The live cluster as placement sees it, read from the API server's watch cache (plans
+    tolerate a view a moment old; submit re-checks the planned nodes). What RBAC kept it
+    from reading is said in one line each; with `nodes_optional`, a user who may not list
+    nodes gets None (the scheduler places the job) instead of an error."""
     try:
-        snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot()
+        snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot(
+            cached=True, gpu_nodes_only=gpu_nodes_only)
     except SnapshotUnreadable as exc:
         if not nodes_optional:
             raise
@@ -192,9 +199,10 @@ class KubernetesBackend(BaseBackend):
 
     # -- cluster -----------------------------------------------------------------------------
     @_api_errors
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, cached: bool = False, gpu_nodes_only: bool = False) -> Snapshot:
         # Where RBAC allows no cluster-wide pod list, the context's namespace is read.
-        return take_snapshot(self.client, self.namespace)
+        return take_snapshot(self.client, self.namespace, cached=cached,
+                             gpu_nodes_only=gpu_nodes_only)
 
     @_api_errors
     def detect_gang_scheduler(self) -> str | None:
@@ -206,7 +214,8 @@ class KubernetesBackend(BaseBackend):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
         if not spec.gpus_per_worker:
             return None
-        return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True)
+        return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True,
+                                gpu_nodes_only=True)
 
     # -- submit ------------------------------------------------------------------------------
     def submit_options(self, *, mode: str, server_dry_run: bool,
@@ -359,25 +368,45 @@ class KubernetesBackend(BaseBackend):
             f"delete it first: hvdk8s delete {name} -n {ns}")
 
     def _recheck_capacity(self, spec, placement):
-        """Fresh snapshot right before creating: keep the plan if it still fits, else
-        re-place; refuse with the placer's reason when nothing fits any more."""
+        """Right before creating, the planned nodes read fresh (the plan came from the API
+        server's cache): keep the plan if it still fits, else re-place on a fresh snapshot;
+        refuse with the placer's reason when nothing fits any more."""
         from mpijob.scheduling.placement import PlacementRequest, place
 
-        try:
-            snap = take_snapshot(self.client, spec.namespace)
-        except SnapshotUnreadable:
-            return placement, []  # said at plan time; the scheduler has the last word
-        notes = list(snap.notes)
+        notes: list[str] = []
         if placement is not None and placement.feasible:
-            stale = _plan_conflicts(snap.cluster, placement, spec)
+            stale = self._planned_nodes_conflict(spec, placement)
             if not stale:
                 return placement, notes
             notes.append(f"the plan went stale ({stale}); placed again")
+        try:
+            snap = take_snapshot(self.client, spec.namespace, gpu_nodes_only=True)
+        except SnapshotUnreadable:
+            return placement, []  # said at plan time; the scheduler has the last word
+        notes = [*snap.notes, *notes]
         fresh = place(snap.cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
         if not fresh.feasible:
             raise UserError(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
                             + "".join(f"; {n}" for n in notes))
         return dataclasses.replace(fresh, explanation=(*fresh.explanation, *notes)), notes
+
+    def _planned_nodes_conflict(self, spec, placement) -> str | None:
+        """Why the plan no longer fits its nodes as they are now, or None."""
+        if self.client.serves(RESOURCE_SLICE):
+            # GPUs held through DRA claims are known only from every slice and claim.
+            try:
+                snap = take_snapshot(self.client, spec.namespace, gpu_nodes_only=True)
+            except SnapshotUnreadable:
+                return None
+            return _plan_conflicts(snap.cluster, placement, spec)
+        try:
+            nodes, pods = planned_nodes_view(self.client, [a.node for a in placement.assignments])
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            return None  # said at plan time; the scheduler has the last word
+        return _plan_conflicts(build_snapshot(nodes, pods, label_keys=network_label_keys()).cluster,
+                               placement, spec)
 
     def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
         """Wait for the workers to be scheduled, then release the launcher."""

@@ -81,7 +81,7 @@ class App:
             srv.request_log.append(Request(method, path, query, h.headers.get("Content-Type")))
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
-        fault = srv.faults.take(method, path)
+        fault = srv.faults.take(method, path, query)
         if fault is not None:
             if fault.status is None:
                 if fault.after:

@@ -70,7 +70,7 @@ class Rest:
                 try:
                     items, rv = self.store.items_at(rt.key, ns, at), at
                 except TooOld:
-                    raise _continue_expired() from None
+                    raise errors.continue_expired() from None
         if not ls.empty:
             items = [o for o in items if ls.matches(o["metadata"].get("labels"))]
         if not fs.empty:
@@ -332,17 +332,6 @@ def _decode_continue(token: str) -> tuple[str, int]:
         raise errors.bad_request("continue key is not valid: incorrect encoded start "
                                  "resourceVersion (version meta.k8s.io/v1)")
     return start, rv
-
-
-def _continue_expired() -> errors.ApiError:
-    # etcd3/store.go GetList, on ErrCompacted with a continue token
-    return errors.gone(
-        "The provided continue parameter is too old to display a consistent list result. You "
-        "can start a new list without the continue parameter, or use the continue token in "
-        "this response to retrieve the remainder of the results. Continuing with the provided "
-        "token results in an inconsistent list - objects that were created, modified, or "
-        "deleted between the time the first chunk was returned and now may show up in the "
-        "list.")
 
 
 class SerializationCache:
