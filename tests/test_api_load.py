@@ -99,3 +99,21 @@ def test_a_read_only_user_gets_the_status_and_a_note_instead_of_the_cleanup(k8s,
     assert "note: read-only: skipped recording its images/sec on Job vgg16-launcher and " \
            "removing its pods vgg16-worker-0 (cleanPodPolicy Running)" in err
     assert any("worker" in p["metadata"]["name"] for p in srv.objects("pods", "default"))
+
+
+def test_get_watch_prints_each_change_until_the_job_ends_without_polling(k8s, api_requests):
+    from typer.testing import CliRunner
+
+    from launcher.cli.app import app
+
+    k8s.server()
+    backend = k8s.backend()
+    k8s.script_launcher("vgg16", [(1.5, "total images/sec: 9.0")])
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    api_requests.mark()
+    result = CliRunner().invoke(app, ["get", "vgg16", "-w", *k8s.cli_args()])
+    assert result.exit_code == 0, result.output
+    assert "vgg16  Running" in result.stdout
+    assert "total images/sec: 9.00" in result.stdout  # the final status, in full
+    # one list per watched kind to start, and the final `get`'s pod list: nothing polled
+    assert api_requests.count("list") == 3

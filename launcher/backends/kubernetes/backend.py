@@ -32,6 +32,7 @@ from launcher.backends.base import (
     JobStatus,
     SubmitOptions,
     SubmitResult,
+    status_key,
 )
 from launcher.backends.kubernetes import operator as operator_gang
 from launcher.backends.kubernetes import status as st
@@ -657,6 +658,31 @@ class KubernetesBackend(BaseBackend):
                     raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s{why}")
                 wake = [t for t in (left, settle and settle - now) if t is not None]
                 seen.wait(min(wake) if wake else None)
+
+    @_api_errors_gen
+    def watch_status(self, name: str, namespace: str | None = None, *,
+                     poll: float = 2.0) -> Iterator[JobStatus]:
+        """`get --watch`: the status now and at each change, woken by the same watches as
+        `wait` (no polling while they are healthy); the last one is `get`'s, tidied."""
+        ns = self._ns(namespace)
+        last, seen_once = None, False
+        with self._job_watch(name, ns) as seen:
+            while True:
+                root, mode = _root_of(name, seen)
+                try:
+                    status = self._status_of(name, ns, root, mode, seen.of(POD).items())
+                except NotFound:
+                    if not seen_once:
+                        raise
+                    raise NotFound(f"job {name} was deleted while watching") from None
+                seen_once = True
+                if status.done:
+                    yield self.get(name, ns)
+                    return
+                if status_key(status) != last:
+                    last = status_key(status)
+                    yield status
+                seen.wait(None)
 
     def _job_watch(self, name: str, ns: str) -> JobWatch:
         kinds = [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else [])
