@@ -41,6 +41,9 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 # Objects per list page: kubectl's --chunk-size default.
 PAGE_SIZE = 500
 LIST_RESTARTS = 3  # lists started over after a 410 in the middle
+# Bytes read at a time from a list answer: far more than one object (4-8 KB), so that few
+# objects straddle two reads and are decoded twice, and little against the whole answer.
+LIST_READ = 2 ** 20
 
 
 # --- resource kinds ---------------------------------------------------------------------------
@@ -444,7 +447,7 @@ class KubeClient:
                     resp = self._send("GET", kind.path(ns), query, None, None, REQUEST_TIMEOUT,
                                       what)
                     try:
-                        head, items = parse_list(_chunks(resp), keep or _same)
+                        head, items = parse_list(_chunks(resp, LIST_READ), keep or _same)
                     finally:
                         resp.release_conn()
                     kept.extend(items)
@@ -589,13 +592,13 @@ def _unreachable(host: str, exc: Exception, what: dict) -> ApiError:
     return ApiError(0, "ConnectionError", f"{host}: {getattr(exc, 'reason', None) or exc}", **what)
 
 
-def _chunks(resp) -> Iterator[bytes]:
+def _chunks(resp, size: int = 2 ** 14) -> Iterator[bytes]:
     """Bytes as they arrive: `stream()` would wait to fill its buffer on unchunked bodies."""
     if resp.chunked and resp.supports_chunked_reads():
-        yield from resp.read_chunked(2 ** 14, decode_content=True)
+        yield from resp.read_chunked(size, decode_content=True)
         return
     while True:
-        data = resp.read1(2 ** 14)
+        data = resp.read1(size)
         if not data:
             return
         yield data

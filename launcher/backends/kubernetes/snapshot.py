@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -407,11 +408,12 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
     return replace(snap, skipped=skipped) if skipped else snap
 
 
-def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64) -> tuple[list, list]:
+def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64,
+                       parallel: int = 8) -> tuple[list, list]:
     """(nodes, live pods) of the planned nodes only, read fresh from the API server (not its
     cache), for submit's re-check: two reads a node (a GET, and its pods by the indexed
-    `spec.nodeName` field), or, for plans on more than `full_lists_from` nodes, one paged
-    list of each kind filtered while streaming, whichever costs fewer requests."""
+    `spec.nodeName` field), `parallel` nodes at a time, or, for plans on more than
+    `full_lists_from` nodes, one paged list of each kind filtered while streaming."""
     wanted = set(nodes)
     if len(wanted) > full_lists_from:
         found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"]
@@ -419,15 +421,18 @@ def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64) -> t
         pods = client.items(POD, all_namespaces=True, field_selector=LIVE_PODS,
                             keep=functools.partial(_slim_pod_on, wanted))
         return found, pods
-    found, pods = [], []
-    for name in sorted(wanted):
+
+    def read(name: str) -> tuple[dict | None, list]:
         node = client.get(NODE, name)
         if node is None:
-            continue
-        found.append(slim_node(node))
-        pods += client.items(POD, all_namespaces=True, keep=slim_pod,
-                             field_selector=f"spec.nodeName={name},{LIVE_PODS}")
-    return found, pods
+            return None, []
+        return slim_node(node), client.items(POD, all_namespaces=True, keep=slim_pod,
+                                             field_selector=f"spec.nodeName={name},{LIVE_PODS}")
+
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hvdk8s-recheck") as pool:
+        views = list(pool.map(read, sorted(wanted)))
+    return ([node for node, _ in views if node is not None],
+            [pod for _, pods in views for pod in pods])
 
 
 # --- what placement reads of an object --------------------------------------------------------

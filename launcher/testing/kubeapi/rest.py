@@ -63,8 +63,13 @@ class Rest:
         they were at resourceVersion `at`."""
         ls = LabelSelector.parse(query.get("labelSelector"))
         fs = FieldSelector.parse(query.get("fieldSelector"), rt.fields)
+        node = _node_term(rt, fs)
         with self.store.lock:
-            if at is None:
+            if at is None and node is not None:
+                items, rv = self.store.pods_on(node), self.store.rv
+                if ns is not None:
+                    items = [o for o in items if o["metadata"].get("namespace") == ns]
+            elif at is None:
                 items, rv = self.store.items(rt.key, ns), self.store.rv
             else:
                 try:
@@ -305,6 +310,14 @@ class Rest:
             if finished or self.logbook.closed or not writer.alive():
                 return
             self.logbook.wait(attempt, seen, 0.25)
+
+
+def _node_term(rt, fs) -> str | None:
+    """X of a pod field selector with spec.nodeName=X, which the pod index answers."""
+    if rt.key != "/pods":
+        return None
+    return next((val for key, positive, val in fs.terms
+                 if key == "spec.nodeName" and positive and val), None)
 
 
 def _etcd_key(obj: dict) -> str:

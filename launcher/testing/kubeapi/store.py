@@ -45,6 +45,10 @@ class Store:
         self._log: dict[str, tuple[list[int], list[tuple]]] = defaultdict(lambda: ([], []))
         self._trimmed: dict[str, int] = defaultdict(int)  # highest rv dropped from the log
         self._last: dict[str, int] = defaultdict(int)
+        # Pods by spec.nodeName: the index the API server's watch cache keeps for pods
+        # (pkg/registry/core/pod/storage: Indexers, pod.NodeNameIndexFunc), which serves
+        # the kubelets' and submit's `fieldSelector=spec.nodeName=X` without a scan.
+        self._by_node: dict[str, set[tuple[str, str]]] = defaultdict(set)
 
     # -- reads -------------------------------------------------------------------------------
     @property
@@ -114,7 +118,17 @@ class Store:
         self._rv += 1
         return self._rv
 
+    def pods_on(self, node: str) -> list[dict]:
+        with self.lock:
+            by_ns = self._objs.get("/pods") or {}
+            return [by_ns[ns][name] for ns, name in self._by_node.get(node, ())]
+
     def _index(self, key: str, obj: dict | None, old: dict | None) -> None:
+        if key == "/pods":
+            for o, op in ((old, "discard"), (obj, "add")):
+                node = (o or {}).get("spec", {}).get("nodeName") if o else None
+                if node:
+                    getattr(self._by_node[node], op)(_nsname(o))
         ref = None
         if obj is not None or old is not None:
             ns, name = _nsname(obj if obj is not None else old)
