@@ -11,12 +11,13 @@ volumes, container statuses), and each command runs as a user runs it, in its ow
 - `list -A` over 500 jobs of 8 pods (bench_list.py's jobs),
 
 measuring wall time, requests, response bytes and the command's peak RSS (os.wait4).
---code DIR runs the CLI of another checkout (e.g. the code before a change) against the
-same server, so that before and after are measured alike.
+--code LABEL=DIR (several) runs the CLI of each checkout (e.g. the code before a change)
+against the same cluster, one after the other, so that before and after are measured alike.
 
-    .venv/bin/python benchmarks/cli/bench_api.py --nodes 500 2000 5000 --out after.json
-    .venv/bin/python benchmarks/cli/bench_api.py --code /tmp/before --out before.json
-    .venv/bin/python benchmarks/cli/bench_api.py --plot before.json after.json
+    git archive OLD | tar -x -C /tmp/before      # the code before, to compare
+    .venv/bin/python benchmarks/cli/bench_api.py --code before=/tmp/before after=. \
+        --out benchmarks/cli/api_results.json
+    .venv/bin/python benchmarks/cli/bench_api.py --plot benchmarks/cli/api_results.json
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ for line in sys.stdin:
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "wall": time.perf_counter() - t0,
+                      "cpu": usage.ru_utime + usage.ru_stime,
                       "maxrss_kb": usage.ru_maxrss, "err": err[-2000:].decode("utf-8", "replace")}),
           flush=True)
 """
@@ -203,12 +205,15 @@ def measure_peak(code: Path, env: dict, srv, args, ok=(0,)) -> dict:
     done = json.loads(helper.stdout.readline())
     if done["rc"] not in ok:
         raise RuntimeError(f"{' '.join(args)} exited {done['rc']}: {done['err']}")
-    return {"wall_s": round(done["wall"], 3), "requests": srv.count_requests(),
+    return {"wall_s": round(done["wall"], 3), "cpu_s": round(done["cpu"], 3),
+            "requests": srv.count_requests(),
             "mib": round((srv.bytes_out - before) / 2**20, 1),
             "peak_rss_mib": round(done["maxrss_kb"] / 1024, 1)}
 
 
-def cluster_run(nodes: int, pods_per_node: int, code: Path, wait_seconds: float) -> dict:
+def cluster_run(nodes: int, pods_per_node: int, codes: dict[str, Path],
+                wait_seconds: float) -> dict:
+    """Each command of each checkout in `codes` against one generated cluster."""
     out: dict = {"nodes": nodes}
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -222,58 +227,69 @@ def cluster_run(nodes: int, pods_per_node: int, code: Path, wait_seconds: float)
         env = {**os.environ, "KUBECONFIG": srv.write_kubeconfig(Path(tmp) / "kubeconfig"),
                "COLUMNS": "200"}
         common = ["--context", "test"]
-        out["plan"] = measure_peak(code, env, srv, ["plan", "--workers", "64", "--gpus", "8",
-                                                    *common])
-        out["submit"] = measure_peak(code, env, srv, [
-            "submit", "mpi", "--name", "big", "--workers", "64", "--gpus", "8",
-            "--image", "registry.example.com/horovod:0.28.1", "--backend", "kubernetes",
-            "-n", "default", *common])
         if wait_seconds:
             running_job(srv, "steady")
-            r = measure_peak(code, env, srv, ["wait", "steady", "--timeout", str(wait_seconds),
-                                              "--backend", "kubernetes", "-n", "default",
-                                              *common], ok=(124,))
-            r["requests_per_min"] = round(r["requests"] * 60 / wait_seconds, 1)
-            out["wait"] = r
+        for label, code in codes.items():
+            r = out[label] = {"load": os.getloadavg()[0]}
+            r["plan"] = measure_peak(code, env, srv, ["plan", "--workers", "64", "--gpus", "8",
+                                                      *common])
+            r["submit"] = measure_peak(code, env, srv, [
+                "submit", "mpi", "--name", f"big-{label}", "--workers", "64", "--gpus", "8",
+                "--image", "registry.example.com/horovod:0.28.1", "--backend", "kubernetes",
+                "-n", "default", *common])
+            # give the GPUs back for the next checkout's submit
+            for kind in ("jobs", "pods", "services", "configmaps", "secrets"):
+                for obj in srv.objects(kind, "default"):
+                    if obj["metadata"]["name"].startswith(f"big-{label}"):
+                        srv.store.remove(srv.resource(kind).key, "default",
+                                         obj["metadata"]["name"])
+            if wait_seconds:
+                w = measure_peak(code, env, srv, ["wait", "steady", "--timeout",
+                                                  str(wait_seconds), "--backend", "kubernetes",
+                                                  "-n", "default", *common], ok=(124,))
+                w["requests_per_min"] = round(w["requests"] * 60 / wait_seconds, 1)
+                r["wait"] = w
     return out
 
 
-def list_run(jobs: int, code: Path, repeat: int) -> dict:
+def list_run(jobs: int, codes: dict[str, Path], repeat: int) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks" / "cli"))
     from bench_list import populate as populate_jobs
 
+    out: dict = {"jobs": jobs}
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
         populate_jobs(srv, jobs)
         env = {**os.environ, "KUBECONFIG": srv.write_kubeconfig(Path(tmp) / "kubeconfig"),
                "COLUMNS": "200"}
-        runs = [measure_peak(code, env, srv, ["list", "-A", "--backend", "kubernetes",
-                                              "--context", "test"]) for _ in range(repeat)]
-        best = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
-        return {"jobs": jobs, **best, "walls": [r["wall_s"] for r in runs]}
+        for label, code in codes.items():
+            runs = [measure_peak(code, env, srv, ["list", "-A", "--backend", "kubernetes",
+                                                  "--context", "test"]) for _ in range(repeat)]
+            median = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
+            out[label] = {**median, "walls": [r["wall_s"] for r in runs],
+                          "load": os.getloadavg()[0]}
+    return out
 
 
-def plot(paths: list[str], png: str) -> None:
+def plot(path: str, png: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    doc = json.loads(Path(path).read_text())
+    rows = sorted(doc["clusters"], key=lambda r: r["nodes"])
+    xs = [r["nodes"] for r in rows]
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
-    for path in paths:
-        doc = json.loads(Path(path).read_text())
-        label = doc.get("label") or Path(path).stem
-        rows = sorted(doc["clusters"], key=lambda r: r["nodes"])
-        xs = [r["nodes"] for r in rows]
+    for label in doc["labels"]:
         for cmd, style in (("submit", "-o"), ("plan", "--s")):
-            ax_t.plot(xs, [r[cmd]["wall_s"] for r in rows], style, label=f"{cmd} ({label})")
-            ax_m.plot(xs, [r[cmd]["peak_rss_mib"] for r in rows], style,
-                      label=f"{cmd} ({label})")
+            ax_t.plot(xs, [r[label][cmd]["wall_s"] for r in rows], style, label=f"{cmd}, {label}")
+            ax_m.plot(xs, [r[label][cmd]["peak_rss_mib"] for r in rows], style,
+                      label=f"{cmd}, {label}")
     ax_t.axhline(2.0, color="grey", lw=0.8, ls=":")
     ax_m.axhline(150, color="grey", lw=0.8, ls=":")
-    ax_t.set(xlabel="nodes (10 pods of 4-8 KB each)", ylabel="wall time (s)",
-             title="64 x 8-GPU job: time")
-    ax_m.set(xlabel="nodes (10 pods of 4-8 KB each)", ylabel="peak RSS (MiB)",
-             title="64 x 8-GPU job: memory")
+    what = f"nodes ({doc['pods_per_node']} pods of 4-8 KB a node)"
+    ax_t.set(xlabel=what, ylabel="wall time (s)", title="64 x 8-GPU job: wall time")
+    ax_m.set(xlabel=what, ylabel="peak RSS (MiB)", title="64 x 8-GPU job: peak RSS")
     for ax in (ax_t, ax_m):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -285,29 +301,31 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="*", default=[500, 2000, 5000])
     parser.add_argument("--pods-per-node", type=int, default=PODS_PER_NODE)
-    parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose CLI to run")
-    parser.add_argument("--label", default=None)
+    parser.add_argument("--code", nargs="*", default=[f"after={ROOT}"],
+                        help="LABEL=CHECKOUT whose CLI to run (several: each on the same cluster)")
     parser.add_argument("--wait-seconds", type=float, default=60.0)
     parser.add_argument("--wait-at", type=int, default=2000, help="cluster size to time wait on")
     parser.add_argument("--list-jobs", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3, help="list -A runs (median)")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
-    parser.add_argument("--plot", nargs="*", default=None, help="results JSON files to plot")
+    parser.add_argument("--plot", default=None, help="a results JSON file to draw")
     parser.add_argument("--png", default=str(ROOT / "benchmarks" / "cli" / "api_scaling.png"))
     args = parser.parse_args()
     if args.plot:
         plot(args.plot, args.png)
         return 0
     start_helper()  # while this process is still small
-    doc = {"label": args.label or ("this tree" if args.code == ROOT else str(args.code)),
-           "load_before": os.getloadavg(), "clusters": []}
+    codes = {label: Path(path).resolve() for label, _, path in
+             (c.partition("=") for c in args.code)}
+    doc = {"labels": list(codes), "pods_per_node": args.pods_per_node,
+           "cpus": os.cpu_count(), "load_before": os.getloadavg(), "clusters": []}
     for n in args.nodes:
-        r = cluster_run(n, args.pods_per_node, args.code.resolve(),
+        r = cluster_run(n, args.pods_per_node, codes,
                         args.wait_seconds if n == args.wait_at else 0)
         doc["clusters"].append(r)
         print(json.dumps(r), flush=True)
     if args.list_jobs:
-        doc["list"] = list_run(args.list_jobs, args.code.resolve(), args.repeat)
+        doc["list"] = list_run(args.list_jobs, codes, args.repeat)
         print(json.dumps(doc["list"]), flush=True)
     doc["load_after"] = os.getloadavg()
     if args.out:
