@@ -17,12 +17,14 @@ the submission annotation. 401/403 become one-line errors naming the refused ver
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from launcher.backends.kubernetes.liststream import parse_list
@@ -315,6 +317,7 @@ def connect(context: str | None = None, namespace: str | None = None,
     from kubernetes.config.config_exception import ConfigException
 
     configuration = k8s.Configuration()
+    context_name: str | None
     try:
         if _use_in_cluster(context, kubeconfig):
             k8s_config.load_incluster_config(client_configuration=configuration)
@@ -342,7 +345,7 @@ def connect(context: str | None = None, namespace: str | None = None,
 # --- the client -------------------------------------------------------------------------------
 @dataclass
 class KubeClient:
-    api: object  # kubernetes.client.ApiClient
+    api: Any  # kubernetes.client.ApiClient (the client is imported lazily: ~300 ms)
     namespace: str = "default"
     context: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
@@ -437,7 +440,7 @@ class KubeClient:
         ns = None if all_namespaces else self._ns(kind, namespace)
         what = {"verb": "list", "resource": kind.resource, "namespace": ns, "name": None}
         for attempt in range(LIST_RESTARTS + 1):
-            kept: list = []
+            kept: builtins.list[Any] = []
             cont = None
             try:
                 while True:
@@ -461,7 +464,7 @@ class KubeClient:
                     raise
         raise AssertionError("unreachable")
 
-    def items(self, kind: Kind, namespace: str | None = None, **kw) -> list:
+    def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[Any]:
         return self.list(kind, namespace, **kw)["items"]
 
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
@@ -496,7 +499,7 @@ class KubeClient:
                propagation: str | None = None, grace_seconds: int | None = None) -> bool:
         """False when it did not exist."""
         ns = self._ns(kind, namespace)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if propagation:
             body["propagationPolicy"] = propagation
         if grace_seconds is not None:
@@ -513,7 +516,8 @@ class KubeClient:
     def delete_collection(self, kind: Kind, namespace: str | None, label_selector: str, *,
                           grace_seconds: int | None = None) -> None:
         ns = self._ns(kind, namespace)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                      "propagationPolicy": "Background"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         try:

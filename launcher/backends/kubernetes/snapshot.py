@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -248,7 +249,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
         allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
         allocated = set(allocated) | {i for i in dra.allocated.get(name, ()) if i < topo.gpus}
         usages.extend(pod_usage)
-        requested = defaultdict(Decimal)
+        requested: defaultdict[str, Decimal] = defaultdict(Decimal)
         for p in node_pods:
             for k, v in pod_requests(p).items():
                 requested[k] += v
@@ -399,10 +400,9 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
         slices = _optional_items(client, RESOURCE_SLICE)
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
-    keep = slim_pod
+    keep: Callable[[dict], dict | None] = slim_pod
     if gpu_nodes_only:
-        wanted = gpu_nodes(nodes, slices)
-        keep = functools.partial(_slim_pod_on, wanted)
+        keep = functools.partial(_slim_pod_on, gpu_nodes(nodes, slices))
     pods, skipped = _readable_pods(client, POD, namespace, keep=keep, cached=cached)
     snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims)
     return replace(snap, skipped=skipped) if skipped else snap
@@ -464,7 +464,7 @@ def slim_pod(pod: dict) -> dict:
     spec = pod.get("spec") or {}
 
     def container(c: dict) -> dict:
-        out = {}
+        out: dict = {}
         if c.get("resources"):
             out["resources"] = _pick(c["resources"], ("requests", "limits"))
         ports = [_pick(p, ("hostPort", "containerPort")) for p in c.get("ports") or []]
@@ -492,10 +492,10 @@ def _slim_pod_on(nodes: set[str], pod: dict) -> dict | None:
     return slim_pod(pod)
 
 
-def gpu_nodes(nodes: list[dict], resource_slices: list[dict] = ()) -> set[str]:
+def gpu_nodes(nodes: list[dict], resource_slices: Iterable[dict] = ()) -> set[str]:
     """Nodes a GPU worker could run on: GPUs allocatable, labelled, measured by the agent,
     or published by a DRA driver."""
-    out = {s_node for s in resource_slices or ()
+    out = {s_node for s in resource_slices
            if (s_node := (s.get("spec") or {}).get("nodeName"))}
     for node in nodes:
         m = node.get("metadata") or {}

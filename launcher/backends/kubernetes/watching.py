@@ -75,14 +75,15 @@ class KindWatch:
 
     def _apply(self, etype: str, obj: dict) -> None:
         meta = obj.get("metadata") or {}
+        name = meta.get("name") or ""
         with self.lock:
             self.rv = meta.get("resourceVersion") or self.rv
             if etype == "BOOKMARK":
                 return
             if etype == "DELETED":
-                self.objects.pop(meta.get("name"), None)
+                self.objects.pop(name, None)
             else:
-                self.objects[meta.get("name")] = obj
+                self.objects[name] = obj
         self.changed.set()
 
     def _watch_once(self) -> bool:
