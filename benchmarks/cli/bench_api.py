@@ -279,18 +279,22 @@ def plot(path: str, png: str) -> None:
     doc = json.loads(Path(path).read_text())
     rows = sorted(doc["clusters"], key=lambda r: r["nodes"])
     xs = [r["nodes"] for r in rows]
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_t, ax_c, ax_m) = plt.subplots(1, 3, figsize=(14, 4))
     for label in doc["labels"]:
         for cmd, style in (("submit", "-o"), ("plan", "--s")):
             ax_t.plot(xs, [r[label][cmd]["wall_s"] for r in rows], style, label=f"{cmd}, {label}")
+            ax_c.plot(xs, [r[label][cmd]["cpu_s"] for r in rows], style, label=f"{cmd}, {label}")
             ax_m.plot(xs, [r[label][cmd]["peak_rss_mib"] for r in rows], style,
                       label=f"{cmd}, {label}")
     ax_t.axhline(2.0, color="grey", lw=0.8, ls=":")
     ax_m.axhline(150, color="grey", lw=0.8, ls=":")
     what = f"nodes ({doc['pods_per_node']} pods of 4-8 KB a node)"
-    ax_t.set(xlabel=what, ylabel="wall time (s)", title="64 x 8-GPU job: wall time")
-    ax_m.set(xlabel=what, ylabel="peak RSS (MiB)", title="64 x 8-GPU job: peak RSS")
-    for ax in (ax_t, ax_m):
+    load = max(doc["load_before"][0], doc["load_after"][0])
+    ax_t.set(xlabel=what, ylabel="wall time (s)",
+             title=f"wall time (load ~{load:.0f} on {doc['cpus']} cores)")
+    ax_c.set(xlabel=what, ylabel="CPU seconds of the command", title="the command's CPU time")
+    ax_m.set(xlabel=what, ylabel="peak RSS (MiB)", title="the command's peak RSS")
+    for ax in (ax_t, ax_c, ax_m):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
