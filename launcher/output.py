@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import typer
@@ -69,3 +70,16 @@ def plain_when_piped(console, table):
     if not console.is_terminal:
         table.box, table.show_edge = None, False
     return table
+
+
+_debug = {"on": False}
+
+
+def set_debug(on: bool) -> None:
+    _debug["on"] = on
+
+
+def debug(message: str) -> None:
+    """What the tool does behind the scenes (watch fallbacks, retries), with --debug only."""
+    if _debug["on"] or os.environ.get("HVDK8S_DEBUG") == "1":
+        typer.echo(f"debug: {message}", err=True)

@@ -7,7 +7,7 @@ import tempfile
 import pytest
 
 from tests.k8s_env import k8s  # noqa: F401
-from tests.kubeapi_fixtures import kube_server, kubeconfig  # noqa: F401
+from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

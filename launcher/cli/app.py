@@ -30,6 +30,7 @@ from launcher.cli import (
 from launcher.cli import options as opt
 from launcher.cli.helptext import polish
 from launcher.errors import UserError
+from launcher.output import set_debug
 
 
 class _OneLineErrors(TyperGroup):
@@ -130,6 +131,7 @@ def _root(
     namespace: opt.Namespace = None,
 ):
     _state["debug"] = debug
+    set_debug(debug)
     set_kubeconfig_flag(kubeconfig)  # this command's, not an earlier one's in this process
     # kubectl's global flags, before the subcommand: they become the defaults of every
     # subcommand's own (which take them after it too: launcher.cli.globalflags).

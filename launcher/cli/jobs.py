@@ -14,10 +14,20 @@ def get(
     context: opt.Context = None,
     backend: opt.Backend = None,
     output: opt.WideOutput = opt.TABLE,
+    watch: bool = typer.Option(False, "--watch", "-w", help="Print the status again at each "
+                               "change until the job ends (on Kubernetes, from watches)."),
 ):
     """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec."""
-    status = open_backend(backend, context, namespace).get(name, namespace)
-    print_status(status, output)
+    b = open_backend(backend, context, namespace)
+    if not watch:
+        print_status(b.get(name, namespace), output)
+        return
+    for status in b.watch_status(name, namespace):
+        if output == opt.TABLE and not status.done:
+            detail = ": ".join(x for x in (status.reason, status.message) if x)
+            typer.echo(f"{status.name}  {status.phase}{'  ' + detail if detail else ''}")
+        else:
+            print_status(status, output)
 
 
 def list_jobs(
