@@ -147,6 +147,16 @@ LauncherCpu = Annotated[str, typer.Option(
     "GPU).")]
 LauncherMemory = Annotated[str, typer.Option("--launcher-memory",
                                              help="Memory for the launcher pod.")]
+RunAsUser = Annotated[int | None, typer.Option(
+    "--run-as-user", metavar="UID", help="Run every pod as this non-root uid, restricted "
+    "Pod Security compliant (runAsNonRoot, no privilege escalation, no capabilities, "
+    "seccomp RuntimeDefault); the image must serve it (sshd, a writable home).")]
+RunAsGroup = Annotated[int | None, typer.Option(
+    "--run-as-group", metavar="GID", help="Primary group for --run-as-user.")]
+StartTimeout = Annotated[int, typer.Option(
+    "--start-timeout", metavar="SECONDS", min=0, help="Fail the job, naming the pod and why "
+    "(image pull, config error, crash loop), when its pods are not all running this long "
+    "after creation; 0: never.")]
 SchedulerName = Annotated[str | None, typer.Option(
     "--scheduler-name", help="Scheduler for the workers (default: the gang scheduler's, else "
     "the cluster default).")]

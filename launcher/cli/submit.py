@@ -101,6 +101,9 @@ def submit_mpi(
     launcher_cpu: opt.LauncherCpu = defaults.LAUNCHER_CPU,
     launcher_memory: opt.LauncherMemory = defaults.LAUNCHER_MEMORY,
     scheduler_name: opt.SchedulerName = None,
+    run_as_user: opt.RunAsUser = None,
+    run_as_group: opt.RunAsGroup = None,
+    start_timeout: opt.StartTimeout = defaults.START_TIMEOUT_SECONDS,
     model: opt.Model = defaults.MODEL,
     batch_size: opt.BatchSize = defaults.BATCH_SIZE,
     num_batches: opt.NumBatches = defaults.NUM_BATCHES,
@@ -130,7 +133,8 @@ def submit_mpi(
         scheduler_name=scheduler_name, placement=opt.placement_policy(placement, gputopology),
         cross_zone=cross_zone, gpu_request=gpu_request, model=model, batch_size=batch_size,
         num_batches=num_batches, num_warmup_batches=num_warmup_batches,
-        image_size=image_size, use_fp16=use_fp16, xla=xla)
+        image_size=image_size, use_fp16=use_fp16, xla=xla, run_as_user=run_as_user,
+        run_as_group=run_as_group, start_timeout=start_timeout)
     request = SubmitRequest(
         options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
         context=context, cluster=cluster, dry_run=dry_run,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -137,8 +138,24 @@ class ApiError(Exception):
     def where(self) -> str:
         return f" in namespace {self.namespace}" if self.namespace else " (cluster scope)"
 
+    def admission_refusal(self) -> str | None:
+        """A 403 from an admission plugin (not RBAC), in the server's own words: Pod
+        Security ("violates PodSecurity"), ResourceQuota ("exceeded quota", "failed
+        quota") or LimitRange ("usage per Container"). None for anything else."""
+        text = self.message
+        for marker, who in (("violates PodSecurity", "Pod Security admission"),
+                            ("exceeded quota", "ResourceQuota"),
+                            ("failed quota", "ResourceQuota"),
+                            ("usage per Container", "LimitRange")):
+            if marker in text:
+                said = text.split("is forbidden: ", 1)[-1]
+                return (f"{self.resource} refused by {who}{self.where()}: {said}")
+        return None
+
     def user_error(self) -> UserError:
         what = f"{self.resource}/{self.name}" if self.name else self.resource
+        if self.status == 403 and (admission := self.admission_refusal()):
+            return UserError(admission)
         if self.status == 403:
             return UserError(
                 f"forbidden: cannot {self.verb} {self.resource}{self.where()} (RBAC); ask your "
@@ -153,6 +170,11 @@ class ApiError(Exception):
             return UserError(f"cannot reach the Kubernetes API server: {self.message}")
         return UserError(f"cannot {self.verb} {what}{self.where()}: {self.message} "
                          f"(HTTP {self.status} {self.reason})")
+
+
+def _warnings(header: str) -> list[str]:
+    """The texts of a `Warning: 299 - "a", 299 - "b"` header (RFC 7234 warn-text)."""
+    return [m.replace('\\"', '"') for m in re.findall(r'299 - "((?:[^"\\]|\\.)*)"', header)]
 
 
 def _verb(method: str, name: str | None, query: dict) -> str:
@@ -414,12 +436,28 @@ class KubeClient:
     def items(self, kind: Kind, namespace: str | None = None, **kw) -> list[dict]:
         return self.list(kind, namespace, **kw).get("items") or []
 
-    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+    def create(self, obj: dict, *, dry_run: bool = False,
+               field_validation: str | None = None) -> dict:
+        """POST; `field_validation` "Strict" makes an unknown or duplicate field an error
+        instead of a silent drop (kube-apiserver >= 1.25; older servers ignore it)."""
         kind = kind_of(obj)
         ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
-        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None},
+        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None,
+                                                          "fieldValidation": field_validation},
                             body=obj, resource=kind.resource, namespace=ns,
                             name=obj["metadata"].get("name"))
+
+    def create_with_warnings(self, obj: dict, *, dry_run: bool = False) -> tuple[dict, list[str]]:
+        """create() and the `Warning` headers of the answer (Pod Security warn mode, ...)."""
+        kind = kind_of(obj)
+        ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
+        what = {"verb": "create", "resource": kind.resource, "namespace": ns,
+                "name": obj["metadata"].get("name")}
+        resp = self._send("POST", kind.path(ns), {"dryRun": "All" if dry_run else None}, obj,
+                          None, REQUEST_TIMEOUT, what)
+        headers = getattr(resp, "headers", None) or {}
+        raw = headers.get("Warning") or ""
+        return json.loads(resp.data), _warnings(raw)
 
     def apply(self, obj: dict, *, field_manager: str = "hvdk8s") -> bool:
         """Server-side apply (create or update, taking over fields others set, as

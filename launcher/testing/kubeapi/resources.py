@@ -106,6 +106,8 @@ BUILTIN: list[ResourceType] = [
     _core("secrets", "Secret"),
     _core("events", "Event", True, ("ev",)),
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
+    _core("resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
+    _core("limitranges", "LimitRange", True, ("limits",)),
     ResourceType("batch", "v1", "jobs", "Job", subresources=("status",)),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", subresources=("status",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),

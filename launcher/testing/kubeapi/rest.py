@@ -119,7 +119,10 @@ class Rest:
     def create(self, rt, ns, body: bytes, query) -> Response:
         data = _decode(body)
         obj = self.objects.create(rt, data, ns, dry_run=_dry_run(query))
-        return Response(201, obj)
+        warnings = self.objects.admission.take_warnings()
+        # One `Warning: 299 - "text"` header per warning (apiserver's warning.AddWarning).
+        return Response(201, obj, {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)}
+                        if warnings else {})
 
     def update(self, rt, ns, name, sub, body: bytes, query) -> Response:
         obj = self.objects.update(rt, ns or "", name, _decode(body), sub, _dry_run(query))
