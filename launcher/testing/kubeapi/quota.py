@@ -109,7 +109,7 @@ def admit_quota(rt, obj: dict, store) -> None:
         over = sorted(k for k in hard if k in requested
                       and used.get(k, Decimal(0)) + requested[k] > parse_quantity(hard[k]))
         if over:
-            def show(values):
+            def show(values, over=over):
                 return ",".join(f"{k}={_fmt(values.get(k, Decimal(0)))}" for k in over)
             raise errors.forbidden("", "pods", name, (
                 f"exceeded quota: {q['metadata']['name']}, requested: {show(requested)}, "
