@@ -35,6 +35,7 @@ from launcher.backends.base import (
 )
 from launcher.backends.kubernetes import operator as operator_gang
 from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
     create,
     delete_job_objects,
@@ -249,6 +250,8 @@ class KubernetesBackend(BaseBackend):
         if benchmark_source is None and spec.runs_benchmark:
             benchmark_source = read_benchmark()
         objects = self._render(spec, mode, placement, benchmark_source, prediction)
+        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
+        check_admission(client, spec, objects, mode)
         submission = new_submission_id()
         if dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]

@@ -312,6 +312,18 @@ class KubeAPIServer:
         return self.kubelet.add_script(PodScript(match, selector, namespace, container, runs,
                                                  ready_after))
 
+    def set_pod_security(self, namespace: str, **levels: str) -> dict:
+        """Label a namespace pod-security.kubernetes.io/<mode>=<level> (enforce, warn,
+        audit; None removes the label), as `kubectl label ns` would."""
+        def edit(ns):
+            labels = ns["metadata"].setdefault("labels", {})
+            for mode, level in levels.items():
+                if level is None:
+                    labels.pop(f"pod-security.kubernetes.io/{mode}", None)
+                else:
+                    labels[f"pod-security.kubernetes.io/{mode}"] = level
+        return self.store.mutate("/namespaces", "", namespace, edit)
+
     def unpullable_image(self, image: str, message: str | None = None) -> None:
         """Make `image` a reference no registry serves: its pods go ErrImagePull, then
         ImagePullBackOff (kubelet.py), with containerd's not-found text by default."""
