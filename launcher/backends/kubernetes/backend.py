@@ -34,6 +34,7 @@ from launcher.backends.base import (
     SubmitResult,
 )
 from launcher.backends.kubernetes import operator as operator_gang
+from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
@@ -461,6 +462,9 @@ class KubernetesBackend(BaseBackend):
         pods = self._pods(name, ns)
         if root is None and not pods:
             raise NotFound(f"job {name} not found in namespace {ns}")
+        if start_guard.enforce(self.client, root, mode, pods):  # --start-timeout passed
+            root, mode = self._root(name, ns)
+            pods = self._pods(name, ns)
         events: list[dict] = []
         launcher_log: list[str] = []
         if detail:
@@ -486,6 +490,8 @@ class KubernetesBackend(BaseBackend):
                          else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
                 status.log_tail = lines[-st.FAILED_TAIL_LINES:]
         queued(self.client, status, root, mode)
+        if detail and mode == "operator" and not status.done:
+            _add_operator_warning(self.client, status, name, ns)
         if detail and status.done:
             self._record_images_per_sec(root, mode, status)
         if status.done and mode == "pods":
@@ -703,6 +709,20 @@ class KubernetesBackend(BaseBackend):
 
 
 # --- helpers ----------------------------------------------------------------------------------
+def _add_operator_warning(client, status: JobStatus, name: str, ns: str) -> None:
+    """The MPI Operator's latest Warning event on the MPIJob (a worker pod refused by
+    admission, a validation error): the operator retries forever, so only it says why."""
+    try:
+        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind=MPIJob,"
+                              f"involvedObject.name={name},type=Warning")
+    except ApiError:
+        return
+    if events:
+        last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        said = f"operator: {last.get('reason')}: {last.get('message')}"
+        status.message = f"{status.message}; {said}" if status.message else said
+
+
 @contextlib.contextmanager
 def _gc_paused():
     """Parsing thousands of pods allocates millions of containers, and every few thousand
