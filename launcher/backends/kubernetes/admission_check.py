@@ -94,9 +94,9 @@ def _refusal(spec, pod: dict, exc: ApiError) -> str:
                     f"sshd and ssh) (nothing was created; server said for {name}: {said})")
         return (f"pod {name} refused by Pod Security \"{level}\" in namespace {ns} (nothing "
                 f"was created): {said}")
-    return (f"pod {name} refused by admission in namespace {ns} (nothing was created): {said};"
-            " ask for less (--cpu, --memory, --gpus, --workers) or ask the namespace's admin "
-            "for more")
+    return (f"pod {name} refused by {exc.admission_plugin()}{exc.where()} "
+            f"(nothing was created): {said}; ask for less (--cpu, --memory, --gpus, "
+            "--workers) or ask the namespace's admin for more")
 
 
 def pod_usage(pod: dict) -> dict[str, Decimal]:

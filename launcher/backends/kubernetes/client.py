@@ -138,19 +138,25 @@ class ApiError(Exception):
     def where(self) -> str:
         return f" in namespace {self.namespace}" if self.namespace else " (cluster scope)"
 
-    def admission_refusal(self) -> str | None:
-        """A 403 from an admission plugin (not RBAC), in the server's own words: Pod
-        Security ("violates PodSecurity"), ResourceQuota ("exceeded quota", "failed
-        quota") or LimitRange ("usage per Container"). None for anything else."""
-        text = self.message
+    def admission_plugin(self) -> str | None:
+        """Which admission plugin gave this 403, from its message: Pod Security
+        ("violates PodSecurity"), ResourceQuota ("exceeded quota", "failed quota") or
+        LimitRange ("usage per Container"); None for anything else (RBAC)."""
         for marker, who in (("violates PodSecurity", "Pod Security admission"),
                             ("exceeded quota", "ResourceQuota"),
                             ("failed quota", "ResourceQuota"),
                             ("usage per Container", "LimitRange")):
-            if marker in text:
-                said = text.split("is forbidden: ", 1)[-1]
-                return (f"{self.resource} refused by {who}{self.where()}: {said}")
+            if self.status == 403 and marker in self.message:
+                return who
         return None
+
+    def admission_refusal(self) -> str | None:
+        """A 403 from an admission plugin (not RBAC), in the server's own words."""
+        who = self.admission_plugin()
+        if who is None:
+            return None
+        said = self.message.split("is forbidden: ", 1)[-1]
+        return f"{self.resource} refused by {who}{self.where()}: {said}"
 
     def user_error(self) -> UserError:
         what = f"{self.resource}/{self.name}" if self.name else self.resource

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 from launcher.backends.base import FAILED, PENDING, SUCCEEDED
 from launcher.backends.kubernetes import status as st
-from launcher.backends.kubernetes.client import JOB, MPIJOB, POD, ApiError
+from launcher.backends.kubernetes.client import EVENT, JOB, MPIJOB, POD, ApiError
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
 
@@ -72,13 +72,15 @@ def _not_running(pod: dict) -> str | None:
     return None
 
 
-def overdue(root: dict | None, pods: list[dict], now: datetime | None = None) -> str | None:
-    """The failure reason when a pod of the job missed the start timeout, else None."""
+def overdue(root: dict | None, pods: list[dict], now: datetime | None = None
+            ) -> tuple[dict, str] | None:
+    """(pod, why) when a pod of the job missed the start timeout, else None."""
     timeout = start_timeout(root)
     if not timeout or root is None or recorded_failure(root):
         return None
     now = now or utc_now()
-    for pod in sorted(pods, key=lambda p: (st.pod_role(p) != names.ROLE_LAUNCHER, st.pod_index(p))):
+    # Workers first: they hold the GPUs, and the launcher of a job waits on them.
+    for pod in sorted(pods, key=lambda p: (st.pod_role(p) == names.ROLE_LAUNCHER, st.pod_index(p))):
         if st.meta(pod).get("deletionTimestamp"):
             continue
         since = _scheduled_at(pod)
@@ -86,8 +88,23 @@ def overdue(root: dict | None, pods: list[dict], now: datetime | None = None) ->
             continue
         why = _not_running(pod)
         if why:
-            return f"not running {timeout}s after it was scheduled: {why}"
+            return pod, f"not running {timeout}s after it was scheduled: {why}"
     return None
+
+
+def _pull_error(client, pod: dict) -> str | None:
+    """ImagePullBackOff says only `Back-off pulling image "x"`; the kubelet's latest
+    `Failed` event on the pod has the registry's answer (kubelet/images/image_manager.go)."""
+    m = st.meta(pod)
+    try:
+        events = client.items(EVENT, m.get("namespace"), field_selector=(
+            f"involvedObject.kind=Pod,involvedObject.name={m.get('name')},reason=Failed"))
+    except ApiError:
+        return None
+    if not events:
+        return None
+    last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return last.get("message")
 
 
 def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> None:
@@ -117,9 +134,14 @@ def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> None:
 def enforce(client, root: dict | None, mode: str, pods: list[dict],
             now: datetime | None = None) -> bool:
     """Fail the job if it missed its start timeout; True when it did just now."""
-    reason = overdue(root, pods, now)
-    if reason is None:
+    found = overdue(root, pods, now)
+    if found is None:
         return False
+    pod, reason = found
+    if st.replica(pod).reason in ("ImagePullBackOff", "ErrImagePull"):
+        pulled = _pull_error(client, pod)
+        if pulled and pulled not in reason:
+            reason = f"{reason} ({pulled})"
     fail(client, root, mode, pods, reason)
     return True
 

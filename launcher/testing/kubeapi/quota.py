@@ -151,6 +151,7 @@ def apply_limit_ranges(rt, obj: dict, store) -> None:
                 if k not in (res.get("requests") or {}):
                     res.setdefault("requests", {})[k] = canonical(v)
                     set_req.append(k)
+        set_req, set_lim = sorted(set(set_req)), sorted(set(set_lim))
         if set_req:
             said.append(f"{', '.join(set_req)} request for container {c['name']}")
         if set_lim:
