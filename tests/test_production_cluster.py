@@ -296,3 +296,22 @@ def test_start_timeout_zero_never_fails_a_job():
     assert start_guard.start_timeout(root) == 0
     assert start_guard.overdue(root, [{"metadata": {"name": "x"}, "spec": {"nodeName": "n"},
                                        "status": {"phase": "Pending"}}]) is None
+
+
+def test_doctor_reports_pod_security_quota_headroom_and_unattended_cleanup(kube_server,
+                                                                           kubeconfig):
+    import json
+
+    kube_server.set_pod_security("default", enforce="restricted", warn="restricted")
+    kube_server.create({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gq"},
+                        "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}, "default")
+    kube_server.wait_for(lambda: kube_server.get("resourcequotas", "gq").get("status"))
+    result = runner.invoke(app, ["--kubeconfig", kubeconfig, "doctor", "-o", "json",
+                                 "-n", "default"])
+    found = {f["check"]: f for f in json.loads(result.stdout)["findings"]}
+    assert found["pod security"]["finding"] == "enforce=restricted, warn=restricted, audit=-"
+    assert "--run-as-user" in found["pod security"]["effect"]
+    assert found["quota"]["finding"] == ("ResourceQuota gq: requests.nvidia.com/gpu 0/4 "
+                                         "(used/hard)")
+    assert found["unattended cleanup"]["status"] == "warn"
+    assert "hvdk8s install agent" in found["unattended cleanup"]["fix"]

@@ -15,13 +15,12 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from launcher.backends.kubernetes.client import ApiError, Kind
+from launcher.backends.kubernetes.client import RESOURCE_QUOTA, ApiError
 from launcher.errors import UsageError
 from launcher.output import note
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 
-RESOURCE_QUOTA = Kind("v1", "ResourceQuota", "resourcequotas")
 _STANDARD = ("cpu", "memory")
 _LEVEL = re.compile(r'violates PodSecurity "(\w+):')
 
@@ -162,15 +161,3 @@ def _check_quotas(client, spec, admitted: list[tuple[dict, int]]) -> None:
                 f"namespace {spec.namespace} ({'; '.join(gaps)}); ask for less (--workers, "
                 "--gpus, --cpu, --memory) or wait for the namespace's other jobs to finish "
                 "(nothing was created)")
-
-
-def quota_headroom(client, namespace: str) -> list[str]:
-    """doctor: one line per ResourceQuota, each tracked resource as used/hard."""
-    out = []
-    for q in sorted(client.items(RESOURCE_QUOTA, namespace), key=lambda q: q["metadata"]["name"]):
-        status = q.get("status") or {}
-        hard = status.get("hard") or (q.get("spec") or {}).get("hard") or {}
-        used = status.get("used") or {}
-        parts = [f"{k} {used.get(k, '0')}/{v}" for k, v in sorted(hard.items())]
-        out.append(f"ResourceQuota {q['metadata']['name']}: {', '.join(parts)}")
-    return out
