@@ -315,3 +315,22 @@ def test_doctor_reports_pod_security_quota_headroom_and_unattended_cleanup(kube_
                                          "(used/hard)")
     assert found["unattended cleanup"]["status"] == "warn"
     assert "hvdk8s install agent" in found["unattended cleanup"]["fix"]
+
+
+def test_get_shows_the_operators_warning_when_admission_refuses_its_worker_pods(k8s):
+    """The MPI Operator retries a refused worker pod for ever (a Warning event each time);
+    before, `get` said WaitingForOperator with no reason."""
+    srv = k8s.server()
+    srv.install_mpi_operator()
+    spec = build_spec(name="opw", workers=1, gpus_per_worker=1, host_network=True,
+                      command=("python", "t.py"))
+    (mpijob,) = render(spec, mode="operator")
+    srv.create(mpijob, "default")  # as if admitted before the namespace became baseline
+    srv.wait_for(lambda: [e for e in srv.objects("events", "default")
+                          if e["reason"] == "MPIJobFailed"])
+    import json
+
+    got = hvdk8s(k8s, "get", "opw", "-o", "json")
+    message = json.loads(got.stdout)["message"]
+    assert "operator: MPIJobFailed: worker pod created failed" in message, message
+    assert 'violates PodSecurity "baseline:latest"' in message
