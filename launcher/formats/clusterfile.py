@@ -268,7 +268,9 @@ def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
-def _expected(model: type[BaseModel]) -> str:
+def _expected(model: type[BaseModel] | None) -> str:
+    if model is None:
+        return "a mapping"
     return getattr(model, "expected", None) or f"a mapping with {', '.join(model.model_fields)}"
 
 
@@ -279,7 +281,9 @@ def _problem(exc: ValidationError, root: type[BaseModel]) -> str:
     error = errors[0]
     # Walk the error's path down the models: `model` is the one the path ends in (None
     # past a plain value), `mapping` whether the error is about such a mapping itself.
-    path, model, field, mapping = [], root, None, True
+    path: list[str] = []
+    model: type[BaseModel] | None = root
+    field, mapping = None, True
     for part in error["loc"]:
         if isinstance(part, int):
             path[-1] += f"[{part}]"

@@ -180,7 +180,8 @@ OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plug
                       "check applies (the job is deleted unless every worker is scheduled)")
 
 
-def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
+def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
+                  detect: bool) -> defaults.GangScheduler:
     if request.gang_scheduler:
         return request.gang_scheduler
     if not request.gang or backend.gang_note or not detect:
@@ -245,8 +246,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
                                             schedule_timeout=request.schedule_timeout)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
 
-    if (why := refusal(gang, request.mode)) is not None:
-        raise UsageError(why)
+    if (refused := refusal(gang, request.mode)) is not None:
+        raise UsageError(refused)
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options
@@ -284,14 +285,20 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
 
+    if not client_dry_run:
+        plan, checked = backend.preflight(plan, submit_options)
+        spec = plan.spec
+        for line in checked:
+            note(f"note: {line}")
+    prepared = backend.prepare(plan, submit_options)
     if client_dry_run:
-        objects = backend.dry_run(spec, plan, submit_options)
+        objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
                  "(its uid is assigned by the API server)")
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
-    result = backend.submit(spec, plan, submit_options)
+    result = backend.submit(prepared, submit_options)
     note(result.message or f"job {spec.name} submitted ({result.backend}, namespace {spec.namespace})")
     if server_dry_run:
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=result.objects, plan=plan)

@@ -8,21 +8,30 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from launcher.errors import UserError
+
+if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.perf.perfmodel import Assumptions, Prediction
+    from mpijob.scheduling.cluster import Cluster
+    from mpijob.scheduling.placement import Placement
 
 
 @dataclass
 class Plan:
-    spec: Any
-    placement: Any = None
-    prediction: Any = None
+    """Where a job runs and how fast: the placement (None: the scheduler places it) and the
+    prediction (None: nothing to predict from), with what planning could not check."""
+
+    spec: JobSpec
+    placement: Placement | None = None
+    prediction: Prediction | None = None
     notes: list[str] = field(default_factory=list)
 
 
 
-def fits_when_idle(cluster, spec) -> bool:
+def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
     """Would the job fit once the pods running now are gone (taints, labels, sizes kept)?"""
     # lazy: placement and the perf model (~25 ms) only when there is a cluster to plan on
     from mpijob.scheduling.placement import PlacementRequest, place
@@ -33,7 +42,8 @@ def fits_when_idle(cluster, spec) -> bool:
     return place(idle, PlacementRequest.from_spec(spec), policy=spec.placement_policy).feasible
 
 
-def plan_job(spec, cluster, assumptions=None) -> Plan:
+def plan_job(spec: JobSpec, cluster: Cluster | None,
+             assumptions: Assumptions | None = None) -> Plan:
     """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
     plan = Plan(spec)
     if cluster is None:
@@ -65,7 +75,7 @@ def plan_job(spec, cluster, assumptions=None) -> Plan:
     return plan
 
 
-def plan_local_cpu(spec, assumptions) -> Plan:
+def plan_local_cpu(spec: JobSpec, assumptions: Assumptions | None) -> Plan:
     """A CPU job on this machine: predicted only from a calibration (ranks share one host)."""
     plan = Plan(spec)
     if assumptions is None or spec.gpus_per_worker:

@@ -9,8 +9,9 @@ what keeps all of them valid 63-character labels.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -333,12 +334,12 @@ def _check_label_key(key: str) -> None:
         raise ValueError(f"{key!r} is not a valid label/annotation key (e.g. team or example.com/team)")
 
 
-def _field_of(error: dict) -> str:
+def _field_of(error: Mapping[str, Any]) -> str:
     loc = [str(p) for p in error.get("loc", ()) if not isinstance(p, int)]
     return ".".join(loc) if loc else "spec"
 
 
-def _friendly(err: dict) -> str:
+def _friendly(err: Mapping[str, Any]) -> str:
     """Pydantic's wording, turned into what to change."""
     ctx, got = err.get("ctx", {}), err.get("input")
     kind = err.get("type", "")
@@ -375,12 +376,12 @@ def build_spec(**fields) -> JobSpec:
         err.set_by(option_of(err.field))
         raise
     except ValidationError as exc:
-        err = exc.errors()[0]
-        ctx_error = err.get("ctx", {}).get("error")
+        first = exc.errors()[0]
+        ctx_error = first.get("ctx", {}).get("error")
         if isinstance(ctx_error, SpecError):
             raise ctx_error.set_by(option_of(ctx_error.field)) from None
-        message = str(ctx_error) if ctx_error is not None else _friendly(err)
+        message = str(ctx_error) if ctx_error is not None else _friendly(first)
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
-        field = _field_of(err)
+        field = _field_of(first)
         raise SpecError(field, message, option=option_of(field)) from None

@@ -200,13 +200,15 @@ def _single_gpu(gpu_product: str, model: str, precision: str, batch_size: int) -
         if same:
             notes.append(f"{gpu}: no published figures; used the {same}'s (same compute silicon)")
         lookup = same or gpu
-        fig = perfdata.figure(lookup, model, precision)
-        if fig is None:
+        published = perfdata.figure(lookup, model, precision)
+        if published is None:
             fig = perfdata.flops_estimate(lookup, model, precision)
             notes.append(f"no published {model} {precision} figure for the {lookup}: "
                          f"FLOPs estimate ({fig.derived})")
-        elif fig.derived:
-            notes.append(f"{lookup} {model} {precision}: {fig.derived}")
+        else:
+            fig = published
+            if fig.derived:
+                notes.append(f"{lookup} {model} {precision}: {fig.derived}")
     ratio = next((r for (g, tag), r in perfdata.FORM_FACTOR_RATIO.items()
                   if g == gpu and tag in gpu_product.upper()), None)
     if ratio is not None:
@@ -605,10 +607,11 @@ def allreduce_candidates(pods: Sequence[tuple[Node, tuple[int, ...]]],
 
 def _calibration_note(assumptions: Assumptions, compute_used: bool) -> str:
     cal = assumptions.calibration
-    used = ["compute rate" if compute_used else None,
-            "link bandwidths" if cal.links else None,
-            "multi-rank overhead" if cal.multi_rank_overhead_s else None]
-    used = [u for u in used if u]
+    assert cal is not None  # only said of calibrated predictions
+    used = [what for what, applies in (("compute rate", compute_used),
+                                       ("link bandwidths", bool(cal.links)),
+                                       ("multi-rank overhead", bool(cal.multi_rank_overhead_s)))
+            if applies]
     src = f" {assumptions.calibration_source}" if assumptions.calibration_source else ""
     return (f"calibration{src} used ({', '.join(used) if used else 'nothing in it applies'}; "
             f"{cal.runs} measured runs)")
@@ -631,6 +634,7 @@ def predict_cpu(*, model: str, batch_size: int, precision: str, ranks: int, host
         raise PredictionError(
             f"no CPU figures for {model_key} {prec}: CPU jobs are predicted only from a "
             "calibration (hvdk8s calibrate RESULTS_DIR, then --calibration FILE)")
+    assert cal is not None  # a rate comes only from a calibration
     link = "host" if hosts <= 1 else "net"
     compute_s = rate.step_seconds(batch_size)
     step = calib.step_seconds(cal, device="cpu", model=model_key, precision=prec,

@@ -202,7 +202,7 @@ def parse_jobs_csv(text: str) -> list[SimJob]:
     if missing:
         raise TraceError(f"missing column(s) {', '.join(missing)}; expected a header with "
                          f"{','.join(CSV_COLUMNS)}", 1)
-    jobs = []
+    jobs: list[SimJob] = []
     for row in reader:
         line = reader.line_num
         try:

@@ -42,7 +42,7 @@ from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 from mpijob.scheduling.network import domain_of
 from mpijob.scheduling.placement_network import min_nodes, narrow
-from mpijob.scheduling.placement_sets import indices_of, mask_of, set_index
+from mpijob.scheduling.placement_sets import SetIndex, indices_of, mask_of, set_index
 from mpijob.scheduling.presets import preset_for
 
 POLICIES = PLACEMENT_POLICIES
@@ -137,7 +137,7 @@ class _Candidate:
     cap: int  # workers it can hold by GPUs, cpu and memory
     idle: bool
     soft_penalty: int  # untolerated PreferNoSchedule taints
-    index: object = None  # SetIndex for GPU jobs
+    index: SetIndex = None  # type: ignore[assignment]  # set for GPU jobs only
     profile: tuple = ()
 
     @property
@@ -224,7 +224,7 @@ def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool)
         if verdict.blocked == "selector":
             screen.selector_miss += 1
             continue
-        if verdict.blocked == "taint":
+        if verdict.blocked == "taint" and verdict.taint is not None:
             key = taint_text(verdict.taint)
             screen.tainted[key] = screen.tainted.get(key, 0) + 1
             continue
@@ -299,7 +299,7 @@ def _why_not(screen: _Screen, request: PlacementRequest) -> str:
         parts.append(f"{plural(screen.no_gpus, 'node')} without GPUs")
     if screen.no_room_cpu:
         parts.append(f"{plural(screen.no_room_cpu, 'node')} without {request.cpu_per_worker:g} free cpu")
-    if screen.no_room_memory:
+    if screen.no_room_memory and request.memory_per_worker is not None:
         parts.append(f"{plural(screen.no_room_memory, 'node')} without "
                      f"{_bytes(request.memory_per_worker)} free memory")
     cands = screen.candidates
@@ -495,7 +495,9 @@ def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str)
 
     mask = mask_of(gpus)
     weak, total = c.index.quality(mask)
-    a, b = c.index.weakest_pair(mask)
+    pair = c.index.weakest_pair(mask)
+    assert pair is not None  # two GPUs or more
+    a, b = pair
     pairs = len(gpus) * (len(gpus) - 1) // 2
     text += (f"; weakest link {c.index.topology.links[a][b]} ({weak / 1000:g} GB/s, GPU{a}-GPU{b}), "
              f"{total / 1000:g} GB/s over {plural(pairs, 'pair')}")

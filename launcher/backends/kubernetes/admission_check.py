@@ -13,6 +13,7 @@ defaults the dry run filled in) is then summed against each ResourceQuota's head
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 
 from launcher.backends.kubernetes.client import RESOURCE_QUOTA, ApiError
@@ -25,7 +26,7 @@ _STANDARD = ("cpu", "memory")
 _LEVEL = re.compile(r'violates PodSecurity "(\w+):')
 
 
-def job_pods(objects: list[dict], mode: str) -> list[tuple[dict, int]]:
+def job_pods(objects: Sequence[dict], mode: str) -> list[tuple[dict, int]]:
     """The pods the job will have, each with how many alike it stands for."""
     if mode == "operator":
         mpijob = objects[0]
@@ -55,7 +56,7 @@ def _pod(name: str, ns: str, tmpl: dict, spec: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def check_admission(client, spec, objects: list[dict], mode: str) -> None:
+def check_admission(client, spec, objects: Sequence[dict], mode: str) -> None:
     """Refuse (exit 2, one line, nothing created) what admission would refuse."""
     admitted = []
     for pod, count in job_pods(objects, mode):
@@ -79,9 +80,9 @@ def check_admission(client, spec, objects: list[dict], mode: str) -> None:
 def _refusal(spec, pod: dict, exc: ApiError) -> str:
     said = exc.message.split("is forbidden: ", 1)[-1]
     ns, name = spec.namespace, pod["metadata"]["name"]
-    level = _LEVEL.search(said)
-    if level:
-        level = level.group(1)
+    found = _LEVEL.search(said)
+    if found:
+        level = found.group(1)
         if spec.host_network and "host namespaces" in said:
             return (f"--host-network: namespace {ns} enforces Pod Security \"{level}\", which "
                     "forbids hostNetwork; drop --host-network, or use a namespace labelled "

@@ -12,6 +12,7 @@ Where arena and the MPI Operator disappoint, this backend is strict:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from launcher.backends.base import (
     FAILED,
@@ -30,6 +31,7 @@ from launcher.backends.base import (
     TERMINAL,
     BaseBackend,
     JobStatus,
+    Prepared,
     SubmitOptions,
     SubmitResult,
 )
@@ -72,9 +74,14 @@ from launcher.backends.kubernetes.snapshot import (
 )
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
-from launcher.preparing.benchmark_program import benchmark_source as read_benchmark
+from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
+
+if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.perf.perfmodel import Prediction
+    from mpijob.scheduling.placement import Placement
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
@@ -154,6 +161,8 @@ class KubernetesOptions(SubmitOptions):
 
     server_dry_run: bool = False  # --dry-run=server: the API server validates, creates nothing
     schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
+    # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
+    delete_on_timeout: bool | None = None
 
 
 class KubernetesBackend(BaseBackend):
@@ -209,57 +218,53 @@ class KubernetesBackend(BaseBackend):
         return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True)
 
     # -- submit ------------------------------------------------------------------------------
-    def submit_options(self, *, mode: str, server_dry_run: bool,
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> KubernetesOptions:
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
                                  schedule_timeout=schedule_timeout)
 
-    def submit(self, spec, plan, options: KubernetesOptions) -> SubmitResult:
-        return self.create_job(spec, plan.placement, mode=options.mode,
-                               dry_run=options.server_dry_run,
-                               schedule_timeout=options.schedule_timeout,
-                               prediction=plan.prediction)
-
     @_api_errors
-    def create_job(self, spec, placement=None, *, mode: defaults.Mode = defaults.MODE,
-                   dry_run: bool = False,
-                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT, prediction=None,
-                   benchmark_source: str | None = None,
-                   delete_on_timeout: bool | None = None) -> SubmitResult:
-        """Create the job, all or nothing (module docstring). With a gang scheduler the job
-        is left queued on timeout unless `delete_on_timeout`; without one it is deleted."""
-        client, ns = self.client, spec.namespace
-        if mode == "operator" and not client.serves(MPIJOB):
+    def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
+        """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
+        misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
+        fresh snapshot: keep the plan if it still fits, else place again."""
+        spec, client = plan.spec, self.client
+        if options.mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
-        gang = spec.gang if spec.gang != "none" else None
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
 
-        if (why := refusal(spec.gang, mode)) is not None:
+        if (why := refusal(spec.gang, options.mode)) is not None:
             raise UsageError(why)
+        gang = spec.gang if spec.gang != "none" else None
         if gang:
             self._require_gang(gang, spec)
-            if mode == "operator" and gang in ("volcano", "scheduler-plugins"):
+            if options.mode == "operator" and gang in ("volcano", "scheduler-plugins"):
                 operator_gang.precheck(client, gang)
-        self._refuse_existing(spec.name, ns)
-        notes: list[str] = []
-        if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
-            placement, notes = self._recheck_capacity(spec, placement)
-        if hasattr(prediction, "to_json"):
-            prediction = prediction.to_json()
-        if benchmark_source is None and spec.runs_benchmark:
-            benchmark_source = read_benchmark()
-        objects = self._render(spec, mode, placement, benchmark_source, prediction)
+        self._refuse_existing(spec.name, spec.namespace)
+        if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
+            return plan, []
+        placement, notes = self._recheck_capacity(spec, plan.placement)
+        return dataclasses.replace(plan, placement=placement), notes
+
+    @_api_errors
+    def submit(self, prepared: Prepared, options: KubernetesOptions) -> SubmitResult:
+        """Create exactly the prepared objects, all or nothing (module docstring). With a gang
+        scheduler the job is left queued on timeout unless `options.delete_on_timeout`;
+        without one it is deleted."""
+        spec, objects, client = prepared.spec, prepared.objects, self.client
+        ns, mode = spec.namespace, options.mode
+        gang = spec.gang if spec.gang != "none" else None
         # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
         check_admission(client, spec, objects, mode)
         submission = new_submission_id()
-        if dry_run:
+        if options.server_dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]
             return SubmitResult(spec.name, ns, self.name, made,
                                 f"server dry run: {len(made)} object(s) accepted by the API "
                                 "server, nothing created")
-        created: list[dict] = []
+        created: builtins.list[dict] = []
         try:
             from mpijob.k8s.render import with_owner
 
@@ -267,15 +272,17 @@ class KubernetesBackend(BaseBackend):
             # owned by it, so the garbage collector follows the root wherever it goes.
             root = create(client, objects[0], submission)
             created.append(root)
-            for obj in with_owner(objects, root["metadata"]["uid"])[1:]:
+            for obj in with_owner(list(objects), root["metadata"]["uid"])[1:]:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
-                outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
+                created_line = f"MPIJob {spec.name} created; the MPI operator creates its pods"
                 if gang in ("volcano", "scheduler-plugins"):
                     seen = operator_gang.confirm(client, gang, spec.name, ns,
-                                                 min(schedule_timeout or 30.0, 30.0), self.poll)
-                    outcome += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
-                                " (no PodGroup or worker seen yet: is the operator running?)")
+                                                 min(options.schedule_timeout or 30.0, 30.0),
+                                                 self.poll)
+                    created_line += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
+                                     " (no PodGroup or worker seen yet: is the operator running?)")
+                outcome: str | UserError = created_line
                 if gang == "kueue":
                     if not ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
                         # Kueue's job webhook suspends every MPIJob naming a queue
@@ -286,8 +293,8 @@ class KubernetesBackend(BaseBackend):
                                f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
                                "it waits)")
             else:
-                outcome = self._release_when_scheduled(spec, gang, schedule_timeout,
-                                                       delete_on_timeout)
+                outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
+                                                       options.delete_on_timeout)
         except ApiError as exc:
             self._rollback(spec.name, ns, created)
             if exc.already_exists and not created:  # a concurrent submit won the name
@@ -303,22 +310,22 @@ class KubernetesBackend(BaseBackend):
             raise
         if isinstance(outcome, UserError):
             raise outcome
-        return SubmitResult(spec.name, ns, self.name, created, self._message(spec, outcome, notes))
+        return SubmitResult(spec.name, ns, self.name, created, f"job {spec.name}: {outcome}")
 
-    @staticmethod
-    def _message(spec, outcome: str, notes: list[str]) -> str:
-        return "\n".join([f"job {spec.name}: {outcome}", *(f"note: {n}" for n in notes)])
-
-    def _render(self, spec, mode, placement, benchmark_source, prediction) -> list[dict]:
-        from mpijob.k8s.manifests import render
-
-        ssh = None
-        if mode == "pods":
-            from launcher.preparing.sshkeys import generate_ssh_keys
-
-            ssh = generate_ssh_keys(comment=f"hvdk8s-{spec.name}")
-        return render(spec, mode=mode, placement=placement, ssh=ssh,
-                      benchmark_source=benchmark_source, prediction=prediction)
+    def create_job(self, spec: JobSpec, placement: Placement | None = None, *,
+                   mode: defaults.Mode = defaults.MODE, dry_run: bool = False,
+                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
+                   prediction: Prediction | None = None,
+                   delete_on_timeout: bool | None = None) -> SubmitResult:
+        """preflight, prepare and submit in one call, for callers that plan by themselves."""
+        options = KubernetesOptions(mode=mode, server_dry_run=dry_run,
+                                    schedule_timeout=schedule_timeout,
+                                    delete_on_timeout=delete_on_timeout)
+        plan, notes = self.preflight(Plan(spec, placement, prediction), options)
+        result = self.submit(self.prepare(plan, options), options)
+        if notes and result.message:
+            result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
+        return result
 
     def _require_gang(self, gang: str, spec) -> None:
         group = dict(GANG_GROUPS)[gang]
@@ -411,7 +418,7 @@ class KubernetesBackend(BaseBackend):
                                                      if r.gpus else ""))
         return f" ({'; '.join(parts)})" if parts else ""
 
-    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> list[dict]:
+    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> builtins.list[dict]:
         """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
         selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
         deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
@@ -424,7 +431,7 @@ class KubernetesBackend(BaseBackend):
                 return waiting or pods
             time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
 
-    def _unscheduled_reasons(self, ns: str, pods: list[dict]) -> str:
+    def _unscheduled_reasons(self, ns: str, pods: builtins.list[dict]) -> str:
         events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
                                    "reason=FailedScheduling")
         parts = []
@@ -433,7 +440,7 @@ class KubernetesBackend(BaseBackend):
                          f"{st.unscheduled_reason(p, events) or 'no scheduler decision yet'}")
         return "; ".join(parts) or "no worker pods were created"
 
-    def _rollback(self, name: str, ns: str, created: list[dict]) -> None:
+    def _rollback(self, name: str, ns: str, created: builtins.list[dict]) -> None:
         if not created:
             return
         try:
@@ -454,7 +461,7 @@ class KubernetesBackend(BaseBackend):
                 return mpijob, "operator"
         return None, "pods"
 
-    def _pods(self, name: str, ns: str) -> list[dict]:
+    def _pods(self, name: str, ns: str) -> builtins.list[dict]:
         return self.client.items(POD, ns, label_selector=names.job_selector(name))
 
     def _status(self, name: str, ns: str, *, detail: bool = False) -> JobStatus:
@@ -465,8 +472,8 @@ class KubernetesBackend(BaseBackend):
         if start_guard.enforce(self.client, root, mode, pods):  # --start-timeout passed
             root, mode = self._root(name, ns)
             pods = self._pods(name, ns)
-        events: list[dict] = []
-        launcher_log: list[str] = []
+        events: builtins.list[dict] = []
+        launcher_log: builtins.list[str] = []
         if detail:
             if any(not st.is_scheduled(p) for p in pods):
                 events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
@@ -513,7 +520,7 @@ class KubernetesBackend(BaseBackend):
         except ApiError:  # reporting status must not fail on it: `get` still shows the rate
             pass
 
-    def _clean_pods(self, root: dict | None, pods: list[dict], status: JobStatus) -> None:
+    def _clean_pods(self, root: dict | None, pods: builtins.list[dict], status: JobStatus) -> None:
         """Belt and braces for the in-pod release: once the launcher is done, no worker may
         keep its GPUs (cleanPodPolicy Running), or no pod stays at all (All)."""
         policy = st.clean_pod_policy(root)
@@ -555,12 +562,12 @@ class KubernetesBackend(BaseBackend):
         return self._status(name, self._ns(namespace), detail=True)
 
     @_api_errors
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
         """Every hvdk8s job: one list call per kind (pods, Jobs, MPIJobs), none per job."""
         with _gc_paused():
             return self._list(self._ns(namespace), all_namespaces)
 
-    def _list(self, ns: str, all_namespaces: bool) -> list[JobStatus]:
+    def _list(self, ns: str, all_namespaces: bool) -> builtins.list[JobStatus]:
         client = self.client
         selector = names.job_selector()
         pods = client.items(POD, ns, all_namespaces=all_namespaces, label_selector=selector)
@@ -627,7 +634,7 @@ class KubernetesBackend(BaseBackend):
             chosen = [p for p in workers if st.pod_index(p) == worker]
             if not chosen:
                 self._no_such_worker(name, ns, worker, workers)
-            targets = [("worker", chosen[0])]
+            targets: builtins.list[tuple[str, dict | None]] = [("worker", chosen[0])]
         else:
             targets = [("launcher", None)] + ([("worker", p) for p in workers]
                                               if all_replicas else [])
@@ -643,7 +650,7 @@ class KubernetesBackend(BaseBackend):
         finally:
             stop.set()
 
-    def _no_such_worker(self, name: str, ns: str, worker: int, pods: list[dict]) -> NoReturn:
+    def _no_such_worker(self, name: str, ns: str, worker: int, pods: builtins.list[dict]) -> NoReturn:
         """An index outside the job is a bad option value (exit 2, as the local backend's
         --rank); one inside it whose pod is gone (cleaned up, evicted) is not."""
         root, _ = self._root(name, ns)
@@ -761,7 +768,7 @@ def _plan_conflicts(cluster, placement, spec) -> str | None:
             return f"node {a.node} is not Ready"
         if verdict.blocked == "selector":
             return f"node {a.node} no longer matches --selector"
-        if verdict.blocked == "taint":
+        if verdict.blocked == "taint" and verdict.taint is not None:
             key = verdict.taint.key
             what = "cordoned" if key == UNSCHEDULABLE_TAINT else f"tainted {key}"
             return f"node {a.node} is {what}"

@@ -17,6 +17,7 @@ the submission annotation. 401/403 become one-line errors naming the refused ver
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
@@ -24,6 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from launcher.errors import UserError
@@ -330,6 +332,7 @@ def connect(context: str | None = None, namespace: str | None = None,
     from kubernetes.config.config_exception import ConfigException
 
     configuration = k8s.Configuration()
+    context_name: str | None
     try:
         if _use_in_cluster(context, kubeconfig):
             k8s_config.load_incluster_config(client_configuration=configuration)
@@ -355,7 +358,7 @@ def connect(context: str | None = None, namespace: str | None = None,
 # --- the client -------------------------------------------------------------------------------
 @dataclass
 class KubeClient:
-    api: object  # kubernetes.client.ApiClient
+    api: Any  # kubernetes.client.ApiClient (the client is imported lazily: ~300 ms)
     namespace: str = "default"
     context: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
@@ -440,7 +443,7 @@ class KubeClient:
         return self.request("GET", kind.path(ns), query=query, resource=kind.resource,
                             namespace=ns) or {"items": []}
 
-    def items(self, kind: Kind, namespace: str | None = None, **kw) -> list[dict]:
+    def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[dict]:
         return self.list(kind, namespace, **kw).get("items") or []
 
     def create(self, obj: dict, *, dry_run: bool = False,
@@ -454,7 +457,8 @@ class KubeClient:
                             body=obj, resource=kind.resource, namespace=ns,
                             name=obj["metadata"].get("name"))
 
-    def create_with_warnings(self, obj: dict, *, dry_run: bool = False) -> tuple[dict, list[str]]:
+    def create_with_warnings(self, obj: dict, *, dry_run: bool = False
+                             ) -> tuple[dict, builtins.list[str]]:
         """create() and the `Warning` headers of the answer (Pod Security warn mode, ...)."""
         kind = kind_of(obj)
         ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
@@ -491,7 +495,7 @@ class KubeClient:
                propagation: str | None = None, grace_seconds: int | None = None) -> bool:
         """False when it did not exist."""
         ns = self._ns(kind, namespace)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if propagation:
             body["propagationPolicy"] = propagation
         if grace_seconds is not None:
@@ -508,7 +512,8 @@ class KubeClient:
     def delete_collection(self, kind: Kind, namespace: str | None, label_selector: str, *,
                           grace_seconds: int | None = None) -> None:
         ns = self._ns(kind, namespace)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                      "propagationPolicy": "Background"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         try:

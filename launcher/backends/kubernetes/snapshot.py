@@ -246,7 +246,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
         allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
         allocated = set(allocated) | {i for i in dra.allocated.get(name, ()) if i < topo.gpus}
         usages.extend(pod_usage)
-        requested = defaultdict(Decimal)
+        requested: defaultdict[str, Decimal] = defaultdict(Decimal)
         for p in node_pods:
             for k, v in pod_requests(p).items():
                 requested[k] += v

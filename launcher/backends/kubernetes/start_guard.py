@@ -43,7 +43,7 @@ def start_timeout(root: dict | None) -> int:
 
 
 def recorded_failure(root: dict | None) -> str | None:
-    return st.annotations(root).get(ANNOTATION_FAILED)
+    return st.annotations_of(root).get(ANNOTATION_FAILED)
 
 
 def _scheduled_at(pod: dict) -> datetime | None:
@@ -135,7 +135,7 @@ def enforce(client, root: dict | None, mode: str, pods: list[dict],
             now: datetime | None = None) -> bool:
     """Fail the job if it missed its start timeout; True when it did just now."""
     found = overdue(root, pods, now)
-    if found is None:
+    if found is None or root is None:
         return False
     pod, reason = found
     if st.replica(pod).reason in ("ImagePullBackOff", "ErrImagePull"):
@@ -155,11 +155,10 @@ def sweep_node(client, node: str, now: datetime | None = None) -> list[str]:
     failed = []
     seen = set()
     for pod in pods:
-        key = (st.meta(pod).get("namespace"), st.job_name_of(pod))
-        if key in seen or not key[1]:
+        ns, name = st.meta(pod).get("namespace") or "", st.job_name_of(pod) or ""
+        if (ns, name) in seen or not name:
             continue
-        seen.add(key)
-        ns, name = key
+        seen.add((ns, name))
         root, mode = _root(client, name, ns)
         if root is None:
             continue

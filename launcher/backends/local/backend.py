@@ -9,6 +9,7 @@ and after it ended, as they do on Kubernetes.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import shutil
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher.backends.base import (
     FAILED,
@@ -30,6 +32,7 @@ from launcher.backends.base import (
     TERMINAL,
     BaseBackend,
     JobStatus,
+    Prepared,
     ReplicaStatus,
     SubmitOptions,
     SubmitResult,
@@ -58,13 +61,19 @@ from launcher.backends.local.state import (
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.preparing.planning import plan_local_cpu
+from launcher.preparing.planning import Plan, plan_local_cpu
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec, RunPolicy, option_of
 from mpijob.k8s.command import hostfile_text, shell_join
+from mpijob.perf.perfmodel import Assumptions
 from mpijob.phases import JobPhase
 from mpijob.plural import plural
+
+if TYPE_CHECKING:  # types only: the perf model loads when a job is planned
+    from mpijob.perf.perfmodel import Assumptions
+    from mpijob.scheduling.cluster import Cluster
+from mpijob.scheduling.cluster import Cluster
 
 POLL_SECONDS = 0.2
 # How long `submit` waits for the supervisor to record itself (Python start-up and imports).
@@ -85,7 +94,7 @@ UNKNOWN = JobPhase.UNKNOWN.value
 class _Prepared:
     paths: JobPaths
     launch: Launch
-    gpus: list[int]
+    gpus: builtins.list[int]
     host: str
     hostfile: str
 
@@ -103,26 +112,31 @@ class LocalBackend(BaseBackend):
 
     def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
                  stop_grace_seconds: float = STOP_GRACE_SECONDS):
-        self.namespace = namespace or DEFAULT_NAMESPACE
+        self._namespace = namespace or DEFAULT_NAMESPACE
         self.poll_seconds = poll_seconds
         self.stop_grace_seconds = stop_grace_seconds
 
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
     # ------------------------------------------------------------------ submit
-    def submit_options(self, *, mode: str, server_dry_run: bool,
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> LocalOptions:
         if server_dry_run:
             raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
                              "what the local backend would run")
         return LocalOptions(mode=mode)
 
-    def plan(self, spec: JobSpec, cluster, assumptions):
+    def plan(self, spec: JobSpec, cluster: Cluster | None,
+             assumptions: Assumptions | None) -> Plan:
         return plan_local_cpu(spec, assumptions)
 
-    def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
-        return [self.describe(spec, plan.placement)]
+    def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
+        return Prepared(plan.spec, plan, (self.describe(plan.spec, plan.placement),))
 
-    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult:
-        return self.start(spec, plan.placement, mode=options.mode)
+    def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
+        return self.start(prepared.spec, prepared.plan.placement, mode=options.mode)
 
     def start(self, spec: JobSpec, placement=None, *,
               mode: defaults.Mode = defaults.MODE) -> SubmitResult:
@@ -242,7 +256,7 @@ class LocalBackend(BaseBackend):
             raise _not_found(name, paths.namespace)
         return status
 
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
         """Every job; one whose state cannot be read is listed as Unknown with the reason."""
         found = []
         try:
@@ -269,7 +283,7 @@ class LocalBackend(BaseBackend):
         return self._read_logs(paths, sources, follow=follow, tail=tail)
 
     def _log_sources(self, paths: JobPaths, rank: int | None, worker: int | None,
-                     all_replicas: bool) -> list[tuple[str, int | None]]:
+                     all_replicas: bool) -> builtins.list[tuple[str, int | None]]:
         """(line prefix, rank) per file to read; rank None is the combined log."""
         if rank is None and worker is None and not all_replicas:
             return [("", None)]  # the combined log needs no state: it works for a broken job
@@ -465,7 +479,7 @@ class _Follower:
         self.partial = ""
         self.skip_to_tail = tail
 
-    def read_new(self) -> list[str]:
+    def read_new(self) -> builtins.list[str]:
         try:
             with open(self.path_of(), "rb") as f:
                 f.seek(self.offset)
@@ -481,7 +495,7 @@ class _Follower:
             self.skip_to_tail = None
         return [self.prefix + line for line in lines]
 
-    def flush(self) -> list[str]:
+    def flush(self) -> builtins.list[str]:
         rest = self.read_new()
         if self.partial:
             rest.append(self.prefix + self.partial)

@@ -108,7 +108,7 @@ def all_job_paths(namespace: str | None) -> list[JobPaths]:
         namespaces = [root / namespace]
     else:
         namespaces = sorted(p for p in _subdirs(root))
-    found = []
+    found: list[JobPaths] = []
     for ns_dir in namespaces:
         found.extend(JobPaths(d) for d in sorted(_subdirs(ns_dir)))
     return found
