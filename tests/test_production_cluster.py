@@ -334,3 +334,19 @@ def test_get_shows_the_operators_warning_when_admission_refuses_its_worker_pods(
     message = json.loads(got.stdout)["message"]
     assert "operator: MPIJobFailed: worker pod created failed" in message, message
     assert 'violates PodSecurity "baseline:latest"' in message
+
+
+def test_the_admission_dry_run_sends_one_pod_per_shape(k8s):
+    """Worker pods that differ only in name and node get one dry run, counted for all."""
+    from launcher.backends.kubernetes.admission_check import job_pods
+
+    spec = build_spec(name="a", workers=4, gpus_per_worker=1, command=("python", "t.py"))
+    sent = [(p["metadata"]["name"], n) for p, n in job_pods(render(spec, ssh=KEYS), "pods")]
+    assert sent == [("a-launcher", 1), ("a-worker-0", 4)]
+    srv = k8s.server()
+    srv.script_pod(r"dr-.*", exit_code=None)
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "dr", "--workers", "2", "--gpus", "8",
+                    "--image", "img:1", "python", "t.py")
+    assert result.exit_code == 0, result.output
+    dry = [r for r in srv.request_log if r.method == "POST" and r.query.get("dryRun")]
+    assert [r.path.rsplit("/", 1)[-1] for r in dry] == ["pods", "pods"]

@@ -12,6 +12,7 @@ defaults the dry run filled in) is then summed against each ResourceQuota's head
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from decimal import Decimal
@@ -40,14 +41,22 @@ def job_pods(objects: Sequence[dict], mode: str) -> list[tuple[dict, int]]:
             out.append((_pod(name, mpijob["metadata"]["namespace"], tmpl, pod_spec),
                         int(spec.get("replicas") or 1)))
         return out
-    out = []
+    out: list[tuple[dict, int]] = []
+    alike: dict[str, int] = {}  # worker pods that differ only in name and node: one dry run
     for obj in objects:
         if obj.get("kind") == "Job":
             tmpl = obj["spec"]["template"]
             out.append((_pod(names.launcher(obj["metadata"]["labels"][names.LABEL_JOB]),
                              obj["metadata"]["namespace"], tmpl, tmpl["spec"]), 1))
         elif obj.get("kind") == "Pod":
-            out.append((obj, 1))
+            key = json.dumps({k: v for k, v in obj["spec"].items()
+                              if k not in ("hostname", "affinity")}, sort_keys=True)
+            if key in alike:
+                pod, count = out[alike[key]]
+                out[alike[key]] = (pod, count + 1)
+            else:
+                alike[key] = len(out)
+                out.append((obj, 1))
     return out
 
 
