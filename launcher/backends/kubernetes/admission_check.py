@@ -29,9 +29,9 @@ _LEVEL = re.compile(r'violates PodSecurity "(\w+):')
 
 def job_pods(objects: Sequence[dict], mode: str) -> list[tuple[dict, int]]:
     """The pods the job will have, each with how many alike it stands for."""
+    out: list[tuple[dict, int]] = []
     if mode == "operator":
         mpijob = objects[0]
-        out = []
         for role, spec in (mpijob["spec"].get("mpiReplicaSpecs") or {}).items():
             tmpl = spec.get("template") or {}
             name = (names.worker(mpijob["metadata"]["name"], 0) if role == "Worker"
@@ -41,7 +41,6 @@ def job_pods(objects: Sequence[dict], mode: str) -> list[tuple[dict, int]]:
             out.append((_pod(name, mpijob["metadata"]["namespace"], tmpl, pod_spec),
                         int(spec.get("replicas") or 1)))
         return out
-    out: list[tuple[dict, int]] = []
     alike: dict[str, int] = {}  # worker pods that differ only in name and node: one dry run
     for obj in objects:
         if obj.get("kind") == "Job":
