@@ -158,6 +158,10 @@ def describe_plan(plan: Plan) -> None:
     for line in plan.notes:
         note(f"note: {line}")
     if plan.placement is not None:
+        if plan.placement.compute_domain:
+            note(f"nvlink: the workers span {plural(plan.placement.nodes_used, 'node')} of NVLink "
+                 f"partition {plan.placement.nvlink_domain}: a ComputeDomain gives them its "
+                 "IMEX channel")
         for a in plan.placement.assignments:
             gpus = ",".join(map(str, a.gpus)) or "-"
             note(f"placement: {a.node} GPUs [{gpus}] ({plural(a.workers, 'worker')} in one pod)")

@@ -42,6 +42,9 @@ class Node:
     dra_devices: tuple = ()
     # Node ports live pods hold (hostPort, or containerPort on the host network).
     host_ports: frozenset[int] = frozenset()
+    # The NVLink partition the node's GPUs share with other nodes (an NVL72 rack's
+    # `<cluster UUID>.<clique id>`, mpijob.scheduling.nvlink); None: NVLink ends at the node.
+    nvlink_domain: str | None = None
 
     @property
     def free_gpus(self) -> tuple[int, ...]:
@@ -51,6 +54,9 @@ class Node:
 @dataclass(frozen=True)
 class Cluster:
     nodes: tuple[Node, ...]
+    # The API serves NVIDIA's ComputeDomain (resource.nvidia.com): a job across nodes of one
+    # NVLink partition can get the IMEX channel cross-node NVLink needs (mpijob.k8s.computedomain).
+    compute_domains: bool = False
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

@@ -92,12 +92,15 @@ HYPERNODE = Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", name
 RESOURCE_SLICE = Kind("resource.k8s.io/v1", "ResourceSlice", "resourceslices", namespaced=False)
 RESOURCE_CLAIM = Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims")
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates")
+# NVIDIA's DRA driver (mpijob.k8s.computedomain).
+COMPUTE_DOMAIN = Kind("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains")
 KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", namespaced=False),
                     Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
 
 _KNOWN = {(k.api_version, k.kind): k for k in (
     POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, VOLCANO_PODGROUP,
     SCHED_PLUGINS_PODGROUP, KUEUE_WORKLOAD, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
+    COMPUTE_DOMAIN,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
     NAMESPACE,

@@ -35,9 +35,10 @@ from launcher.errors import UserError
 from launcher.formats.home import home
 from launcher.formats.records import Timestamp
 from launcher.timestamps import utc_now
+from mpijob.jobspec import defaults
 from mpijob.phases import JobPhase
 
-DEFAULT_NAMESPACE = "default"
+DEFAULT_NAMESPACE = defaults.NAMESPACE  # as on a cluster: -n default is left out of hints
 
 
 
