@@ -61,3 +61,11 @@ def emit_data(data: Any, fmt: str) -> bool:
 def note(message: str) -> None:
     """Information for people, on stderr so stdout stays machine-readable."""
     typer.echo(message, err=True)
+
+
+def plain_when_piped(console, table):
+    """A rich table as kubectl prints when stdout is no terminal: plain columns, no box
+    characters (a script or `grep` reads them; people at a terminal get the box)."""
+    if not console.is_terminal:
+        table.box, table.show_edge = None, False
+    return table

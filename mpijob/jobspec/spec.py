@@ -35,6 +35,7 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
 )
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts
 from mpijob.k8s.command import is_launcher_line
 from mpijob.k8s.hostnet import derived_ssh_port
 
@@ -99,6 +100,26 @@ class BenchmarkSpec(BaseModel):
     image_size: Annotated[int | None, Flag("--image-size")] = Field(None, ge=32, le=1024)
     use_fp16: Annotated[bool, Flag("--use-fp16")] = False
     xla: Annotated[bool, Flag("--xla")] = False
+    # issue 24: real input (left out of the dump at their defaults, as recorded specs were)
+    data_name: Annotated[defaults.DataName, Flag("--data-name")] = defaults.DATA_NAME
+    data_dir: Annotated[str | None, Flag("--benchmark-data-dir")] = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        data = handler(self)
+        for key, default in (("data_name", defaults.DATA_NAME), ("data_dir", None)):
+            if data.get(key, default) == default:
+                data.pop(key, None)
+        return data
+
+    @model_validator(mode="after")
+    def _data(self) -> BenchmarkSpec:
+        if self.data_name == "imagenet" and not self.data_dir:
+            raise SpecError("benchmark.data_dir", "--data-name imagenet needs the TFRecords' "
+                            "directory (--benchmark-data-dir DIR)")
+        if self.data_dir and self.data_name == "synthetic":
+            raise SpecError("benchmark.data_dir", "only applies with --data-name imagenet")
+        return self
 
     @field_validator("model")
     @classmethod
@@ -124,7 +145,20 @@ class RunPolicy(BaseModel):
 
 _OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
                     "run_as_user": None, "run_as_group": None,
-                    "start_timeout": defaults.START_TIMEOUT_SECONDS}
+                    "start_timeout": defaults.START_TIMEOUT_SECONDS,
+                    # issue 24: data volumes and pod fields
+                    "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
+                    "pod_patches": ()}
+
+
+class PodPatch(BaseModel):
+    """`--pod-patch [launcher|worker|all=]FILE`: a strategic-merge patch of pod templates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: Literal["launcher", "worker", "all"] = "all"
+    patch: dict
+    source: str  # the file, for messages
 
 
 class JobSpec(BaseModel):
@@ -172,6 +206,12 @@ class JobSpec(BaseModel):
     # Seconds for every pod of the job to be running; 0: no limit (mpijob.k8s.start_timeout).
     start_timeout: Annotated[int, Flag("--start-timeout")] = Field(
         defaults.START_TIMEOUT_SECONDS, ge=0)
+    # --- issue 24: the job's data and pod fields without a flag of their own ----------
+    data: Annotated[tuple[DataVolume, ...], Flag("--data")] = ()
+    data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir")] = ()
+    working_dir: Annotated[str | None, Flag("--working-dir")] = None
+    service_account: Annotated[str | None, Flag("--service-account")] = None
+    pod_patches: Annotated[tuple[PodPatch, ...], Flag("--pod-patch")] = ()
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
@@ -179,7 +219,7 @@ class JobSpec(BaseModel):
         # (annotations, golden files) stay as they were for jobs that do not use them.
         data = handler(self)
         for key, default in _OMIT_AT_DEFAULT.items():
-            if key in data and data[key] == default:
+            if key in data and (data[key] == default or (default == () and not data[key])):
                 del data[key]
         return data
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
@@ -255,6 +295,20 @@ class JobSpec(BaseModel):
                              "'-' and '.', e.g. high-priority)")
         return v
 
+    @field_validator("working_dir")
+    @classmethod
+    def _working_dir(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"{v!r} is not an absolute path (e.g. /workspace)")
+        return v
+
+    @field_validator("service_account")
+    @classmethod
+    def _service_account(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not DNS1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a ServiceAccount name (e.g. trainer)")
+        return v
+
     @field_validator("image_pull_secrets")
     @classmethod
     def _secrets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -292,6 +346,10 @@ class JobSpec(BaseModel):
                             "have one interface)")
         if self.run_as_group is not None and self.run_as_user is None:
             raise SpecError("run_as_group", "needs --run-as-user (the group of that user)")
+        try:
+            check_mounts([*(d.mount for d in self.data), *(d.mount for d in self.data_dirs)])
+        except ValueError as exc:
+            raise SpecError("data", str(exc)) from None
         if self.queue and self.gang not in ("volcano", "kueue"):
             raise SpecError("queue", "a queue needs a Volcano or Kueue gang scheduler "
                             "(--gang with one installed, or --gang-scheduler volcano|kueue)")

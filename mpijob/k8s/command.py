@@ -53,6 +53,8 @@ def benchmark_argv(spec: JobSpec, *, python: str = "python", script: str = BENCH
         argv.append("--use_fp16")
     if b.xla:
         argv.append("--xla")
+    if b.data_name != "synthetic" and b.data_dir:  # the spec requires both together
+        argv += ["--data_name", b.data_name, "--data_dir", b.data_dir]
     return argv
 
 

@@ -41,7 +41,7 @@ def secure_pod(spec: JobSpec, pod_spec: dict) -> dict:
     container's, the run-as home, and no service account token unless one is asked for
     (CIS Kubernetes Benchmark 5.1.6: the training program needs no API access)."""
     out = {**pod_spec}
-    if not getattr(spec, "service_account", None):
+    if not spec.service_account:
         out["automountServiceAccountToken"] = False
     pod_ctx = pod_security_context(spec)
     if pod_ctx is None:

@@ -72,6 +72,7 @@ from launcher.backends.kubernetes.snapshot import (
     SnapshotUnreadable,
     take_snapshot,
 )
+from launcher.backends.kubernetes.volumes import check_claims
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.planning import Plan
@@ -244,8 +245,11 @@ class KubernetesBackend(BaseBackend):
                 operator_gang.precheck(client, gang)
         self._refuse_existing(spec.name, spec.namespace)
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
+            check_claims(client, spec, plan.placement, options.mode)
             return plan, []
         placement, notes = self._recheck_capacity(spec, plan.placement)
+        # --data: each claim exists and its access modes allow the final placement (issue 24)
+        check_claims(client, spec, placement, options.mode)
         return dataclasses.replace(plan, placement=placement), notes
 
     @_api_errors

@@ -34,8 +34,7 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # Where nothing is configured at all; `plan` can still work from a cluster file.
 NO_KUBECONFIG = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
-                 "in a pod; pass --kubeconfig/--context")
-PLAN_OFFLINE = "plan against a file with --cluster FILE"
+                 "in a pod")
 # (connect, read) seconds for ordinary requests; streams use their own read timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -80,6 +79,7 @@ CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
 EVENT = Kind("v1", "Event", "events")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
+PVC = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 RESOURCE_QUOTA = Kind("v1", "ResourceQuota", "resourcequotas")
 JOB = Kind("batch/v1", "Job", "jobs")
@@ -242,7 +242,7 @@ class RetryPolicy:
 # --- configuration ----------------------------------------------------------------------------
 def kubeconfig_paths(kubeconfig: str | None = None) -> list[str]:
     """The files kubectl would read, in order (existing or not)."""
-    value = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    value = kubeconfig or _flag["kubeconfig"] or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
     return [os.path.expanduser(p) for p in value.split(os.pathsep) if p]
 
 
@@ -279,6 +279,11 @@ def _context_entry(docs: list[dict], context: str | None) -> tuple[str | None, d
     return context, None
 
 
+def current_context_name(kubeconfig: str | None = None) -> str | None:
+    """The kubeconfig's current-context (no network, no client import)."""
+    return _context_entry(_read_kubeconfigs(kubeconfig), None)[0]
+
+
 def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None) -> bool:
     """Cheap check (no network, no client import): a usable context exists, or we run in a pod."""
     docs = _read_kubeconfigs(kubeconfig)
@@ -286,35 +291,75 @@ def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None)
         _, entry = _context_entry(docs, context)
         if entry is not None:
             return True
-    return context is None and kubeconfig is None and in_cluster()
+    return _use_in_cluster(context, kubeconfig)
+
+
+# `--kubeconfig FILE` (kubectl's global flag, taken by every command): it comes before
+# $KUBECONFIG wherever a kubeconfig is read, and errors name it as the user typed it.
+_flag: dict[str, str | None] = {"kubeconfig": None}
+
+
+def set_kubeconfig_flag(path: str | None) -> None:
+    """Set by the command line (the root resets it at each start: one process may run
+    several commands, as the tests do)."""
+    _flag["kubeconfig"] = path
+
+
+def kubeconfig_source(kubeconfig: str | None = None) -> str | None:
+    """How Kubernetes was configured, in the user's words ("--kubeconfig FILE",
+    "$KUBECONFIG=...", "~/.kube/config", "the pod's service account"), or None when nothing
+    is configured at all: only then may a command fall back to this machine."""
+    env = os.environ.get("KUBECONFIG")
+    if kubeconfig or _flag["kubeconfig"]:
+        return f"--kubeconfig {kubeconfig or _flag['kubeconfig']}"
+    if env:  # kubectl treats an empty $KUBECONFIG as unset
+        return f"$KUBECONFIG={env}"
+    if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
+        return DEFAULT_KUBECONFIG
+    if in_cluster():
+        return "the pod's service account"
+    return None
 
 
 def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
-                   offline: str | None = PLAN_OFFLINE) -> str:
-    """Why no context can be used, in words that say what to do (kubeconfig_usable is False);
-    `offline` names what works without a cluster, suggested when none is configured."""
+                   offline: str | None = None) -> str:
+    """Why no context can be used, in words that name what the user gave and say what to do
+    (kubeconfig_usable is False); `offline` names what works without a cluster, suggested
+    when none is configured."""
     paths = kubeconfig_paths(kubeconfig)
     docs = _read_kubeconfigs(kubeconfig)
+    source = kubeconfig_source(kubeconfig)
+    if source is None:
+        if context:  # the context was named, so the file that has it is what is missing
+            return (f"--context {context}: {NO_KUBECONFIG}; pass --kubeconfig FILE (the "
+                    "kubeconfig that has this context) or set $KUBECONFIG")
+        return (f"{NO_KUBECONFIG}; pass --kubeconfig FILE or set $KUBECONFIG"
+                + (f", or {offline}" if offline else ""))
     files = os.pathsep.join(p for p in paths if os.path.exists(p))
     if not docs:
-        if files:
-            return (f"no usable kubeconfig: {files} cannot be read or is not a kubeconfig; "
-                    "fix it, or pass --kubeconfig/--context")
-        if in_cluster():  # in a pod, but --context/--kubeconfig/$KUBECONFIG asked for a file
+        if in_cluster() and not files:  # in a pod, but a kubeconfig was asked for
+            looked = (source if source.startswith(("--", "$")) else
+                      "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config)")
             return ((f"context {context!r} not found: " if context else "")
-                    + "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config); in a "
-                    "pod, leave out --context/--kubeconfig and unset KUBECONFIG to use its "
-                    "service account")
-        return NO_KUBECONFIG + (f", or {offline}" if offline else "")
+                    + f"{looked}{': no such file' if looked == source else ''}; in a pod, "
+                    "leave out --context/--kubeconfig and unset KUBECONFIG to use its service "
+                    "account")
+        if files:
+            return (f"{source}: not a usable kubeconfig ({files} cannot be read or is not "
+                    "a kubeconfig); fix it or point --kubeconfig/$KUBECONFIG at another")
+        return f"{source}: no such file; point --kubeconfig/$KUBECONFIG at a kubeconfig"
     context_name, _ = _context_entry(docs, context)
     if context_name is None:
-        return (f"no Kubernetes context: {files} sets no current-context; pass --context NAME "
+        return (f"no Kubernetes context: {source} sets no current-context; pass --context NAME "
                 "(kubectl config get-contexts lists them)")
-    return f"context {context_name!r} not found in {files} (kubectl config get-contexts lists them)"
+    given = "--context " if context else "current-context "
+    return (f"{given}{context_name!r} not found in {source} "
+            "(kubectl config get-contexts lists them)")
 
 
 def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
-    if context is not None or kubeconfig is not None or os.environ.get("KUBECONFIG"):
+    if (context is not None or kubeconfig is not None or _flag["kubeconfig"]
+            or os.environ.get("KUBECONFIG")):
         return False
     return in_cluster() and not any(os.path.exists(p) for p in kubeconfig_paths())
 

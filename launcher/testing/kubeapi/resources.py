@@ -105,6 +105,9 @@ BUILTIN: list[ResourceType] = [
     _core("configmaps", "ConfigMap", True, ("cm",)),
     _core("secrets", "Secret"),
     _core("events", "Event", True, ("ev",)),
+    # Stored only, bound as the test sets them up (server.add_pvc): what --data reads and
+    # the attach/detach model (attachdetach.py) goes by.
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
     _core("resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
     _core("limitranges", "LimitRange", True, ("limits",)),

@@ -498,6 +498,25 @@ class KubeAPIServer:
         obj = self.store.get(rt.key, namespace if rt.namespaced else "", name)
         return deepcopy(obj) if obj is not None else None
 
+    def add_pvc(self, name: str, access_modes: list[str], namespace: str = "default",
+                storage: str = "100Gi", bound: bool = True) -> dict:
+        """A claim as the PV controller leaves it once bound: Bound, its volume's access
+        modes in status, the volume `pvc-<uid>` (the name external provisioners give)."""
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "spec": {"accessModes": list(access_modes),
+                          "resources": {"requests": {"storage": storage}}},
+                 "status": {"phase": "Pending"}}
+        made = self.create(claim)
+        if not bound:
+            return made
+
+        def bind(c):
+            c["spec"]["volumeName"] = f"pvc-{c['metadata']['uid']}"
+            c["status"] = {"phase": "Bound", "accessModes": list(access_modes),
+                           "capacity": {"storage": storage}}
+        return deepcopy(self.store.mutate("/persistentvolumeclaims", namespace, name, bind))
+
     def create(self, obj: dict, namespace: str | None = None) -> dict:
         """Create through admission but without HTTP/auth/faults (test setup)."""
         rt = self._rt_for(obj)
