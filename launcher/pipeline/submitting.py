@@ -73,6 +73,9 @@ class JobOptions:
     image_size: int | None = None
     use_fp16: bool = False
     xla: bool = False
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    start_timeout: int | None = None
     # issue 24: data volumes, pod fields, the benchmark's input
     data: Sequence[str] = ()  # PVC:MOUNT[:ro]
     data_dir: Sequence[str] = ()  # HOSTPATH:MOUNT[:ro]
@@ -110,7 +113,9 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             mpi_implementation=o.mpi, queue=o.queue, priority_class=o.priority,
             image_pull_policy=o.image_pull_policy, network_interface=o.network_interface,
             launcher_cpu=o.launcher_cpu, launcher_memory=o.launcher_memory,
-            scheduler_name=o.scheduler_name, placement_policy=o.placement)
+            scheduler_name=o.scheduler_name, placement_policy=o.placement,
+            run_as_user=o.run_as_user, run_as_group=o.run_as_group,
+            start_timeout=o.start_timeout)
         fields.update(
             command=command, shell=shell, gang=gang,
             env=_pairs(o.env, "-e/--env"),

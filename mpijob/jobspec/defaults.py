@@ -77,3 +77,7 @@ DATA_NAME: DataName = "synthetic"
 # Seconds for every worker to be scheduled before a job without a gang scheduler is
 # rolled back.
 SCHEDULE_TIMEOUT_SECONDS = 120.0
+
+# --start-timeout: a job whose pods are not all running this long after creation fails,
+# naming the pod and why (image pull, config error, crash loop, unschedulable).
+START_TIMEOUT_SECONDS = 600

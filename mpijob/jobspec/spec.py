@@ -144,6 +144,8 @@ class RunPolicy(BaseModel):
 
 
 _OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+                    "run_as_user": None, "run_as_group": None,
+                    "start_timeout": defaults.START_TIMEOUT_SECONDS,
                     # issue 24: data volumes and pod fields
                     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
                     "pod_patches": ()}
@@ -197,6 +199,13 @@ class JobSpec(BaseModel):
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
     # naming the planned devices (mpijob.k8s.dra).
     gpu_request: Annotated[GpuRequest, Flag("--gpu-request")] = defaults.GPU_REQUEST
+    # Non-root, restricted-compliant pods (mpijob.k8s.security); the uid must be one the
+    # image serves (sshd, a writable $HOME).
+    run_as_user: Annotated[int | None, Flag("--run-as-user")] = Field(None, ge=1, le=2**31 - 1)
+    run_as_group: Annotated[int | None, Flag("--run-as-group")] = Field(None, ge=0, le=2**31 - 1)
+    # Seconds for every pod of the job to be running; 0: no limit (mpijob.k8s.start_timeout).
+    start_timeout: Annotated[int, Flag("--start-timeout")] = Field(
+        defaults.START_TIMEOUT_SECONDS, ge=0)
     # --- issue 24: the job's data and pod fields without a flag of their own ----------
     data: Annotated[tuple[DataVolume, ...], Flag("--data")] = ()
     data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir")] = ()
@@ -336,6 +345,8 @@ class JobSpec(BaseModel):
         if self.network_interface is not None and not self.host_network:
             raise SpecError("network_interface", "only applies with --host-network (pod networks "
                             "have one interface)")
+        if self.run_as_group is not None and self.run_as_user is None:
+            raise SpecError("run_as_group", "needs --run-as-user (the group of that user)")
         try:
             check_mounts([*(d.mount for d in self.data), *(d.mount for d in self.data_dirs)])
         except ValueError as exc:

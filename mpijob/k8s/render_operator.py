@@ -28,6 +28,7 @@ from mpijob.k8s.render import (
     shm_volume,
     worker_resources,
 )
+from mpijob.k8s.security import secure_pod, ssh_auth_mount_path
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
@@ -93,7 +94,7 @@ def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
         body.pop("schedulerName", None)
     if affinity:
         body["affinity"] = affinity
-    return {"metadata": meta, "spec": body}
+    return {"metadata": meta, "spec": secure_pod(spec, body)}
 
 
 def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
@@ -187,6 +188,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             "slotsPerWorker": shape.slots,
             "mpiImplementation": spec.mpi_implementation,
             "launcherCreationPolicy": "WaitForWorkersReady",
+            **({"sshAuthMountPath": path} if (path := ssh_auth_mount_path(spec)) else {}),
             "runPolicy": run_policy,
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",

@@ -63,6 +63,8 @@ class Facts:
     served: set[str] = field(default_factory=set)  # "<apiVersion>/<plural>" of gang detect kinds
     dra_versions: tuple[str, ...] = ()
     dra_gpu_slices: int | None = None  # ResourceSlices of the NVIDIA GPU DRA driver
+    namespace_labels: dict | None = None  # the job namespace's labels (None: not readable)
+    quotas: list[dict] | None = None  # its ResourceQuotas (None: not readable)
 
 
 def _gpus(node: dict) -> int:
@@ -173,6 +175,67 @@ def _gpu_nodes(f: Facts) -> list[Finding]:
                            "assumes PCIe-only links and throughput is not predicted",
                            "install GPU Feature Discovery (part of the NVIDIA GPU Operator)"))
     out += _agent(f, gpu_nodes)
+    out += _unattended(gpu_nodes)
+    return out
+
+
+def _unattended(gpu_nodes: list[dict]) -> list[Finding]:
+    """The agent's start-timeout sweep is what fails a job whose pods never start while no
+    hvdk8s command runs (docs/cleanup.md); a node without the agent has none."""
+    without = [n for n in gpu_nodes
+               if not ((n.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TOPOLOGY)]
+    if not without:
+        return [Finding("unattended cleanup", OK, "the agent on every GPU node fails jobs "
+                        "whose pods miss --start-timeout, with no hvdk8s command running")]
+    return [Finding("unattended cleanup", WARN, f"not available on {_names(without)} (no agent)",
+                    "a job whose pods never start there (image pull, config error) keeps its "
+                    "GPUs until someone runs hvdk8s get, wait or delete",
+                    "hvdk8s install agent")]
+
+
+PSA_PREFIX = "pod-security.kubernetes.io/"
+PSA_NEEDS = {
+    "privileged": "no restriction: every option works",
+    "baseline": "--host-network is refused (hostNetwork, hostPort); everything else works",
+    "restricted": "pods must run as non-root: submit with --run-as-user UID (a uid the image "
+                  "serves); --host-network is refused",
+}
+
+
+def _admission(f: Facts) -> list[Finding]:
+    """The namespace's Pod Security levels and each ResourceQuota's headroom."""
+    out = []
+    if f.namespace_labels is None:
+        out.append(Finding("pod security", INFO, f"namespace {f.namespace} cannot be read",
+                           "Pod Security levels unknown: submit dry-runs the pods first "
+                           "and names any refusal"))
+    else:
+        levels = {m: f.namespace_labels.get(PSA_PREFIX + m) for m in ("enforce", "warn", "audit")}
+        shown = ", ".join(f"{m}={v or '-'}" for m, v in levels.items())
+        enforce = levels["enforce"]
+        if enforce is None:
+            out.append(Finding("pod security", INFO, f"{shown} (no enforce label: the cluster's "
+                               "default level applies, privileged unless its admin set one)",
+                               "submit dry-runs the pods first and names any refusal"))
+        else:
+            out.append(Finding("pod security", INFO if enforce != "privileged" else OK,
+                               shown, PSA_NEEDS.get(enforce, PSA_NEEDS["restricted"])))
+    if f.quotas is None:
+        out.append(Finding("quota", INFO, f"ResourceQuotas of {f.namespace} cannot be listed",
+                           "a job is checked against them pod by pod only"))
+    for q in f.quotas or []:
+        status = q.get("status") or {}
+        hard = status.get("hard") or (q.get("spec") or {}).get("hard") or {}
+        used = status.get("used") or {}
+        parts = ", ".join(f"{k} {used.get(k, '0')}/{v}" for k, v in sorted(hard.items()))
+        needs = [k for k in hard if k.startswith(("requests.cpu", "requests.memory", "limits.",
+                                                  "cpu", "memory"))]
+        out.append(Finding("quota", INFO, f"ResourceQuota {q['metadata']['name']}: {parts} "
+                           "(used/hard)",
+                           "jobs that need more than the headroom are refused before "
+                           "anything is created" + (
+                               "; every container must state " + ", ".join(sorted(needs))
+                               + " (hvdk8s sets them: --cpu, --memory)" if needs else "")))
     return out
 
 
@@ -305,7 +368,7 @@ def assess(facts: Facts) -> list[Finding]:
     if facts.version is None:
         return findings
     return [*findings, *_permissions(facts), *_gpu_nodes(facts), *_operator(facts),
-            *_gang(facts), *_dra(facts)]
+            *_gang(facts), *_dra(facts), *_admission(facts)]
 
 
 def can_submit(findings: list[Finding]) -> bool:

@@ -37,7 +37,9 @@ from launcher.backends.base import (
     status_key,
 )
 from launcher.backends.kubernetes import gang as gang_control
+from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
     create,
     delete_job_objects,
@@ -255,6 +257,8 @@ class KubernetesBackend(BaseBackend):
         spec, objects, client = prepared.spec, prepared.objects, self.client
         ns, mode = spec.namespace, options.mode
         gang = gang_control.control(spec.gang)
+        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
+        check_admission(client, spec, objects, mode)
         submission = new_submission_id()
         if options.server_dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]
@@ -483,7 +487,23 @@ class KubernetesBackend(BaseBackend):
                          else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
                 status.log_tail = lines[-st.FAILED_TAIL_LINES:]
         queued(self.client, status, root, mode)
+        if detail and mode == "operator" and not status.done:
+            _add_operator_warning(self.client, status, name, ns)
         return status
+
+    def fail_overdue(self, root: dict | None, mode: str, pods: builtins.list[dict]) -> bool:
+        """The explicit step `get` and `wait` take before reading a status: a job with a pod
+        not running --start-timeout after it was scheduled is failed and its GPUs released
+        (start_guard). True when it was failed just now. A read-only user gets a note."""
+        try:
+            return start_guard.enforce(self.client, root, mode, pods)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            name = (root or {}).get("metadata", {}).get("name", "?")
+            note(f"note: read-only: job {name} missed its start timeout, but failing it is "
+                 "not allowed to you (RBAC); ask someone allowed to run hvdk8s delete")
+            return False
 
     def tidy(self, root: dict | None, mode: str, pods: list[dict], status: JobStatus) -> None:
         """The writes reading a finished job's status calls for, as one explicit step: its
@@ -565,6 +585,9 @@ class KubernetesBackend(BaseBackend):
         ns = self._ns(namespace)
         root, mode = self._root(name, ns)
         pods = self._pods(name, ns)
+        if self.fail_overdue(root, mode, pods):  # read again what failing it changed
+            root, mode = self._root(name, ns)
+            pods = self._pods(name, ns)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
         self.tidy(root, mode, pods, status)
         return status
@@ -603,8 +626,11 @@ class KubernetesBackend(BaseBackend):
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
+                pods = seen.of(POD).items()
+                if self.fail_overdue(root, mode, pods):
+                    return self.get(name, ns)  # failed just now: read it fresh, then tidy
                 try:
-                    status = self._status_of(name, ns, root, mode, seen.of(POD).items())
+                    status = self._status_of(name, ns, root, mode, pods)
                 except NotFound:
                     if status is None:
                         raise
@@ -620,7 +646,12 @@ class KubernetesBackend(BaseBackend):
                 if left is not None and left <= 0:
                     why = f" ({status.reason}: {status.message})" if status.message else ""
                     raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s{why}")
-                wake = [t for t in (left, settle and settle - now) if t is not None]
+                # Nothing may change while a pod sits in ImagePullBackOff: look again at its
+                # start deadline too.
+                start = start_guard.seconds_left(root, pods)
+                wake = [t for t in (left, settle and settle - now,
+                                    None if start is None else start + 0.5)
+                        if t is not None]
                 seen.wait(min(wake) if wake else None)
 
     @_api_errors_gen
@@ -753,6 +784,20 @@ class KubernetesBackend(BaseBackend):
 
 
 # --- helpers ----------------------------------------------------------------------------------
+def _add_operator_warning(client, status: JobStatus, name: str, ns: str) -> None:
+    """The MPI Operator's latest Warning event on the MPIJob (a worker pod refused by
+    admission, a validation error): the operator retries forever, so only it says why."""
+    try:
+        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind=MPIJob,"
+                              f"involvedObject.name={name},type=Warning")
+    except ApiError:
+        return
+    if events:
+        last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        said = f"operator: {last.get('reason')}: {last.get('message')}"
+        status.message = f"{status.message}; {said}" if status.message else said
+
+
 @contextlib.contextmanager
 def _gc_paused():
     """Parsing thousands of pods allocates millions of containers, and every few thousand

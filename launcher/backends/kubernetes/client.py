@@ -21,6 +21,7 @@ import builtins
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ EVENT = Kind("v1", "Event", "events")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
 PVC = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
+RESOURCE_QUOTA = Kind("v1", "ResourceQuota", "resourcequotas")
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
 # What hvdk8s creates for a gang scheduler in built-in mode (a PodGroup): mpijob.gang.
@@ -155,8 +157,30 @@ class ApiError(Exception):
     def where(self) -> str:
         return f" in namespace {self.namespace}" if self.namespace else " (cluster scope)"
 
+    def admission_plugin(self) -> str | None:
+        """Which admission plugin gave this 403, from its message: Pod Security
+        ("violates PodSecurity"), ResourceQuota ("exceeded quota", "failed quota") or
+        LimitRange ("usage per Container"); None for anything else (RBAC)."""
+        for marker, who in (("violates PodSecurity", "Pod Security admission"),
+                            ("exceeded quota", "ResourceQuota"),
+                            ("failed quota", "ResourceQuota"),
+                            ("usage per Container", "LimitRange")):
+            if self.status == 403 and marker in self.message:
+                return who
+        return None
+
+    def admission_refusal(self) -> str | None:
+        """A 403 from an admission plugin (not RBAC), in the server's own words."""
+        who = self.admission_plugin()
+        if who is None:
+            return None
+        said = self.message.split("is forbidden: ", 1)[-1]
+        return f"{self.resource} refused by {who}{self.where()}: {said}"
+
     def user_error(self) -> UserError:
         what = f"{self.resource}/{self.name}" if self.name else self.resource
+        if self.status == 403 and (admission := self.admission_refusal()):
+            return UserError(admission)
         if self.status == 403:
             return UserError(
                 f"forbidden: cannot {self.verb} {self.resource}{self.where()} (RBAC); ask your "
@@ -171,6 +195,11 @@ class ApiError(Exception):
             return UserError(f"cannot reach the Kubernetes API server: {self.message}")
         return UserError(f"cannot {self.verb} {what}{self.where()}: {self.message} "
                          f"(HTTP {self.status} {self.reason})")
+
+
+def _warnings(header: str) -> list[str]:
+    """The texts of a `Warning: 299 - "a", 299 - "b"` header (RFC 7234 warn-text)."""
+    return [m.replace('\\"', '"') for m in re.findall(r'299 - "((?:[^"\\]|\\.)*)"', header)]
 
 
 def _verb(method: str, name: str | None, query: dict) -> str:
@@ -520,12 +549,29 @@ class KubeClient:
     def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[Any]:
         return self.list(kind, namespace, **kw)["items"]
 
-    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+    def create(self, obj: dict, *, dry_run: bool = False,
+               field_validation: str | None = None) -> dict:
+        """POST; `field_validation` "Strict" makes an unknown or duplicate field an error
+        instead of a silent drop (kube-apiserver >= 1.25; older servers ignore it)."""
         kind = kind_of(obj)
         ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
-        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None},
+        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None,
+                                                          "fieldValidation": field_validation},
                             body=obj, resource=kind.resource, namespace=ns,
                             name=obj["metadata"].get("name"))
+
+    def create_with_warnings(self, obj: dict, *, dry_run: bool = False
+                             ) -> tuple[dict, builtins.list[str]]:
+        """create() and the `Warning` headers of the answer (Pod Security warn mode, ...)."""
+        kind = kind_of(obj)
+        ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
+        what = {"verb": "create", "resource": kind.resource, "namespace": ns,
+                "name": obj["metadata"].get("name")}
+        resp = self._send("POST", kind.path(ns), {"dryRun": "All" if dry_run else None}, obj,
+                          None, REQUEST_TIMEOUT, what)
+        headers = getattr(resp, "headers", None) or {}
+        raw = headers.get("Warning") or ""
+        return json.loads(resp.data), _warnings(raw)
 
     def apply(self, obj: dict, *, field_manager: str = "hvdk8s") -> bool:
         """Server-side apply (create or update, taking over fields others set, as

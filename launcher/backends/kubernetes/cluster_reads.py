@@ -10,8 +10,10 @@ from __future__ import annotations
 import yaml
 
 from launcher.backends.kubernetes.client import (
+    NAMESPACE,
     NODE,
     POD,
+    RESOURCE_QUOTA,
     RESOURCE_SLICE,
     ApiError,
     Kind,
@@ -70,6 +72,10 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         facts.permissions[(verb, res, group, sub)] = can_i(
             client, verb, res, group, sub, None if res == "nodes" else namespace)
     facts.nodes = _optional(lambda: client.items(NODE))
+    ns_obj = _optional(lambda: client.get(NAMESPACE, namespace))
+    facts.namespace_labels = ((ns_obj or {}).get("metadata") or {}).get("labels") or {} \
+        if ns_obj is not None else None
+    facts.quotas = _optional(lambda: client.items(RESOURCE_QUOTA, namespace))
     facts.pods = _optional(lambda: client.items(POD, all_namespaces=True))
     if "kubeflow.org" in facts.groups:
         facts.mpijob_versions = tuple(v for v in ("v2beta1", "v1")

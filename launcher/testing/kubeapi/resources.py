@@ -109,6 +109,8 @@ BUILTIN: list[ResourceType] = [
     # the attach/detach model (attachdetach.py) goes by.
     _core("persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
+    _core("resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
+    _core("limitranges", "LimitRange", True, ("limits",)),
     ResourceType("batch", "v1", "jobs", "Job", subresources=("status",)),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", subresources=("status",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),

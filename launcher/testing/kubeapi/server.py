@@ -21,6 +21,7 @@ from .lifecycle import Objects
 from .logs import LogBook
 from .mpi_operator import MPIOperator
 from .podutil import set_condition
+from .quota import QuotaController
 from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceType
 from .rest import Rest
 from .scheduler import Scheduler
@@ -54,11 +55,13 @@ class KubeAPIServer:
     def __init__(self, *, token: str | None = None, user: str = "kubernetes-admin",
                  controllers: bool = True, tick: float = 0.02, start_delay: float = 0.05,
                  readiness_delay: float = 0.0, restart_delay: float = 0.05,
-                 version: str = "v1.31.0"):
+                 version: str = "v1.31.0", pod_security: dict | None = None):
         self.version = version
         self.store = Store()
         self.registry = Registry()
         self.admission = Admission(self.store, self.registry)
+        if pod_security is not None:  # e.g. {"enforce": "privileged"}: a kind cluster
+            self.admission.pod_security.defaults = dict(pod_security)
         self.objects_api = Objects(self.store, self.registry, self.admission)
         self.logbook = LogBook()
         self.rest = Rest(self.store, self.registry, self.objects_api, self.logbook)
@@ -72,6 +75,7 @@ class KubeAPIServer:
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
                                restart_delay)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
+        self.quotas = QuotaController(self.store, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
         self.dra = None  # launcher.testing.kubeapi.dra.install_dra() serves resource.k8s.io/v1
@@ -135,7 +139,7 @@ class KubeAPIServer:
     def loops(self):
         extra = tuple(c for c in (self.kueue, self.kai, self.mpi_operator) if c is not None)
         dra = tuple(c for c in (self.compute_domains, self.dra) if c is not None)
-        return (*dra, self.scheduler, *extra, self.jobs, self.kubelet)
+        return (*dra, self.scheduler, *extra, self.jobs, self.kubelet, self.quotas)
 
     @property
     def port(self) -> int:
@@ -164,6 +168,7 @@ class KubeAPIServer:
             self.jobs.step()
             self.kubelet.step()
             self.jobs.step()
+            self.quotas.step()
 
     def wait_for(self, predicate, timeout: float = 10.0, interval: float = 0.02):
         """Poll predicate() until truthy (stepping the loops when they are not threaded)."""
@@ -314,6 +319,25 @@ class KubeAPIServer:
         runs = [r if isinstance(r, Run) else Run(**r) for r in runs]
         return self.kubelet.add_script(PodScript(match, selector, namespace, container, runs,
                                                  ready_after))
+
+    def set_pod_security(self, namespace: str, **levels: str) -> dict:
+        """Label a namespace pod-security.kubernetes.io/<mode>=<level> (enforce, warn,
+        audit; None removes the label), as `kubectl label ns` would."""
+        def edit(ns):
+            labels = ns["metadata"].setdefault("labels", {})
+            for mode, level in levels.items():
+                if level is None:
+                    labels.pop(f"pod-security.kubernetes.io/{mode}", None)
+                else:
+                    labels[f"pod-security.kubernetes.io/{mode}"] = level
+        return self.store.mutate("/namespaces", "", namespace, edit)
+
+    def unpullable_image(self, image: str, message: str | None = None) -> None:
+        """Make `image` a reference no registry serves: its pods go ErrImagePull, then
+        ImagePullBackOff (kubelet.py), with containerd's not-found text by default."""
+        self.kubelet.unpullable[image] = message or (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
+            f'failed to resolve reference "{image}": {image}: not found')
 
     # -- optional API groups -----------------------------------------------------------------------
     @staticmethod
