@@ -38,8 +38,9 @@ ELSEWHERE = {
 REAL_RUNS = ("--backend local --workers 2 --gpus 0 --wait", "local-cpu")
 # The results folders examples name, and the example that writes each.
 RESULTS = {"results/local-cpu": "hvdk8s experiment run benchmarks/experiments/local-cpu.yaml",
+           # all of it: calibrate needs two one-rank runs of a model (--limit 2 makes one)
            "results/scaling": "hvdk8s experiment run benchmarks/experiments/scaling.yaml "
-                              "--out results/scaling --limit 2"}
+                              "--out results/scaling"}
 LOCAL_JOB = "try"  # the local job the examples name
 CLUSTER_JOBS = {"vgg16": ("default", "team-a"), "resnet50-x7k2p": ("team-a",)}
 # What an example exits with when it succeeds, where that is not 0.
