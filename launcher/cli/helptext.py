@@ -114,8 +114,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "calibrate": [
         ("Fit the performance model to the runs of an experiment",
          "hvdk8s calibrate results/local-cpu"),
-        ("To several experiments' runs, into a file of your own",
-         "hvdk8s calibrate results/local-cpu results/scaling -o calibration.json"),
+        ("To several experiments' runs (here the ones measured for this project), into a "
+         "file of your own",
+         "hvdk8s calibrate benchmarks/calibration/measured/1rank "
+         "benchmarks/calibration/measured/2rank -o calibration.json"),
     ],
     "completion": [
         ("Complete hvdk8s commands, job names, contexts and namespaces in bash",
