@@ -80,6 +80,8 @@ def submit_mpi(
     calibration: opt.Calibration = None,
     cross_zone: opt.CrossZone = False,
     gpu_request: opt.GpuRequest = defaults.GPU_REQUEST_CHOICE,
+    rdma: opt.Rdma = defaults.RDMA,
+    extra_resource: opt.ExtraResource = None,
     env: opt.Env = None,
     cpu: opt.Cpu = None,
     memory: opt.Memory = None,
@@ -128,7 +130,8 @@ def submit_mpi(
         shm_size=shm_size, host_network=host_network, network_interface=network_interface,
         launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
         scheduler_name=scheduler_name, placement=opt.placement_policy(placement, gputopology),
-        cross_zone=cross_zone, gpu_request=gpu_request, model=model, batch_size=batch_size,
+        cross_zone=cross_zone, gpu_request=gpu_request, rdma=rdma,
+        extra_resource=extra_resource or (), model=model, batch_size=batch_size,
         num_batches=num_batches, num_warmup_batches=num_warmup_batches,
         image_size=image_size, use_fp16=use_fp16, xla=xla)
     request = SubmitRequest(

@@ -20,6 +20,7 @@ from mpijob.k8s.render_dra import apply_dra
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
+from mpijob.k8s.render_rdma import apply_rdma
 
 if TYPE_CHECKING:  # only types here
     from mpijob.jobspec.spec import JobSpec
@@ -46,4 +47,5 @@ def render(
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     objects = apply_network_topology(objects, spec, placement)
     objects = apply_dra(objects, spec, placement)
+    objects = apply_rdma(objects, spec)
     return with_owner(objects, root_uid) if root_uid else objects

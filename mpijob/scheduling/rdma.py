@@ -36,8 +36,6 @@ VF_PREFIXES = ("nvidia.com/", "openshift.io/", "intel.com/")
 NOT_POOLS = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/vgpu", "nvidia.com/pgpu")
 Kind = Literal["shared", "vf"]
 Link = Literal["infiniband", "roce"]
-RdmaChoice = Literal["auto", "on", "off"]
-RDMA_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 # NCCL's RoCE v2 GID: index 3 on a ConnectX port with its default IPv4 GIDs (0/1: RoCE v1/v2
 # of the link-local IPv6, 2/3: v1/v2 of the IPv4 address); NCCL's docs, NCCL_IB_GID_INDEX.
 ROCE_V2_GID_INDEX = "3"
@@ -151,3 +149,16 @@ def decide(choice: str, pods: Sequence[tuple[object, int]]) -> RdmaDecision:
         return RdmaDecision(False, res, "the job runs on one node (no traffic between nodes)",
                             True)
     return RdmaDecision(True, res, f"every planned node offers {res.name}", True)
+
+
+def nccl_env(link: str | None, hcas: Sequence[str], *, pod_network: bool) -> dict[str, str]:
+    """NCCL's settings for the RDMA devices a pod gets (NCCL's docs, "Environment Variables"):
+    NCCL_IB_HCA the devices (a prefix list: "mlx5" is every mlx5_* device); on RoCE the RoCE
+    v2 GID (NCCL_IB_GID_INDEX) and the bootstrap sockets on the pod's own interface
+    (NCCL_SOCKET_IFNAME), which has the route to the other pods."""
+    env = {"NCCL_IB_HCA": ",".join(hcas) if hcas else DEFAULT_HCA_PREFIX}
+    if link == "roce":
+        env["NCCL_IB_GID_INDEX"] = ROCE_V2_GID_INDEX
+        if pod_network:
+            env["NCCL_SOCKET_IFNAME"] = POD_INTERFACE
+    return env

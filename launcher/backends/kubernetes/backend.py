@@ -46,6 +46,7 @@ from launcher.backends.kubernetes.client import (
     JOB,
     KUEUE_LOCALQUEUE,
     MPIJOB,
+    NAMESPACE,
     POD,
     RESOURCE_CLAIM,
     ApiError,
@@ -73,6 +74,10 @@ from launcher.output import note
 from launcher.preparing.benchmark_program import benchmark_source as read_benchmark
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
+
+# The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
+# api/constants.go: EnforceLevelLabel).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
@@ -199,6 +204,23 @@ class KubernetesBackend(BaseBackend):
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
         groups = self.client.api_groups()
         return next((gang for gang, group in GANG_GROUPS if group in groups), None)
+
+    def plan(self, spec, cluster, assumptions):
+        from launcher.preparing.planning import plan_job
+
+        wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
+        return plan_job(spec, cluster, assumptions,
+                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None)
+
+    def pod_security(self, namespace: str) -> str | None:
+        """The Pod Security level the namespace enforces (its label, which the built-in
+        PodSecurity admission plugin reads), or None where unset or unreadable."""
+        try:
+            ns = self.client.get(NAMESPACE, namespace)
+        except ApiError:  # no get on namespaces (RBAC): the API server will say at create
+            return None
+        labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+        return labels.get(POD_SECURITY_ENFORCE)
 
     def cluster_for(self, spec, *, context: str | None):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.

@@ -27,6 +27,7 @@ from launcher.backends.kubernetes.client import (
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 from mpijob.scheduling.dra_slices import inventory
 from mpijob.scheduling.hypernodes import positions as hypernode_positions
@@ -38,6 +39,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT = "nvidia.com/gpu.count"
 LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
+# Fraction of line rate NCCL's sockets reach on this node, where an admin measured it.
+LABEL_TCP_EFFICIENCY = "hvdk8s.io/tcp-efficiency"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 # Pods in these phases hold nothing: the scheduler frees their requests.
@@ -263,8 +266,19 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
             network=network[name], dra_devices=dra_devices,
             host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
+            rdma=rdma.from_allocatable(alloc, {k: int(v) for k, v in requested.items()}),
+            tcp_efficiency=_tcp_efficiency(labels),
         ))
     return Snapshot(Cluster(tuple(out_nodes)), tuple(usages), tuple(notes), measured)
+
+
+def _tcp_efficiency(labels: dict) -> float | None:
+    """The socket efficiency an admin measured on this node (label LABEL_TCP_EFFICIENCY)."""
+    try:
+        value = float(labels.get(LABEL_TCP_EFFICIENCY, ""))
+    except ValueError:
+        return None
+    return value if 0 < value <= 1 else None
 
 
 def _allocate(node: str, topo_gpus: int, allocatable: int, pods: list[dict],

@@ -116,6 +116,10 @@ class LocalBackend(BaseBackend):
         return LocalOptions(mode=mode)
 
     def plan(self, spec: JobSpec, cluster, assumptions):
+        if spec.rdma == "on" or spec.extra_resources:
+            raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
+                             "device resources are Kubernetes's; the local backend runs the "
+                             "ranks on this machine (use --backend kubernetes)")
         return plan_local_cpu(spec, assumptions)
 
     def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
