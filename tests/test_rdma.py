@@ -153,8 +153,10 @@ def test_restricted_pod_security_refuses_on_and_keeps_auto_on_tcp():
     auto = plan_job(build_spec(name="j", workers=16, gpus_per_worker=1), cluster,
                     pod_security="restricted")
     assert auto.spec.rdma_request is None
-    assert "Pod Security" in auto.network.warning and "baseline" in auto.network.warning
-    assert plan_job(on, cluster, pod_security="baseline").spec.rdma_request is not None
+    assert "Pod Security" in auto.network.warning and "(privileged)" in auto.network.warning
+    with pytest.raises(UsageError, match="Pod Security 'baseline'"):  # baseline forbids it too
+        plan_job(on, cluster, pod_security="baseline")
+    assert plan_job(on, cluster, pod_security="privileged").spec.rdma_request is not None
 
 
 # --- SR-IOV: one VF per GPU; RoCE ----------------------------------------------------------

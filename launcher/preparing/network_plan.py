@@ -15,7 +15,11 @@ from mpijob.perf import perfmodel
 from mpijob.scheduling import rdma
 from mpijob.scheduling.rdma import RdmaDecision
 
-RESTRICTED = "restricted"
+# Pod Security levels under which a container may not add IPC_LOCK: baseline allows only
+# the container runtime's default capabilities (AUDIT_WRITE, CHOWN, ... SYS_CHROOT), restricted
+# only NET_BIND_SERVICE (kubernetes.io/docs/concepts/security/pod-security-standards,
+# "Capabilities"; k8s.io/pod-security-admission policy/check_capabilities_baseline.go).
+FORBID_IPC_LOCK = ("baseline", "restricted")
 
 
 @dataclass
@@ -41,12 +45,12 @@ def decide(choice: str, placement, cluster, *, pod_security: str | None = None) 
     by_name = {n.name: n for n in cluster.nodes}
     pods = [(by_name[a.node], len(a.gpus)) for a in placement.assignments if a.node in by_name]
     decision = rdma.decide(choice, pods)
-    if decision.use and pod_security == RESTRICTED:
-        why = (f"the namespace enforces Pod Security '{RESTRICTED}', which forbids the IPC_LOCK "
-               "capability NCCL needs to pin RDMA buffers")
+    if decision.use and pod_security in FORBID_IPC_LOCK:
+        why = (f"the namespace enforces Pod Security '{pod_security}', which forbids adding the "
+               "IPC_LOCK capability NCCL needs to pin RDMA buffers")
         if choice == "on":
-            raise ValueError(f"--rdma on: {why}; use a namespace at 'baseline' or 'privileged', "
-                             "or --rdma off")
+            raise ValueError(f"--rdma on: {why}; use a namespace at 'privileged' (or without "
+                             "an enforce label), or --rdma off")
         return RdmaDecision(False, decision.resource, why, True)
     return decision
 
@@ -82,7 +86,7 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
         plan.alternative = on("rdma")
         now, then = plan.prediction.images_per_sec, plan.alternative.images_per_sec
         fix = ("use --rdma auto or on" if choice == "off" else
-               "run it in a namespace whose Pod Security level allows IPC_LOCK (baseline)"
+               "run it in a namespace whose Pod Security level allows IPC_LOCK (privileged)"
                if "Pod Security" in decision.reason else "use --rdma on")
         gain = (f"with RDMA {then:,.0f} ({then / now - 1:+.0%})" if then > now * 1.005
                 else f"with RDMA {then:,.0f} (no difference for this job)")

@@ -11,7 +11,7 @@ import base64
 import itertools
 import json
 
-from . import errors
+from . import errors, podsecurity
 from .podutil import overcommit_allowed, qos_class
 from .quantity import canonical, is_quantity, parse_quantity
 from .selectors import LabelSelector
@@ -71,6 +71,7 @@ class Admission:
         for hook in list(self.webhooks):
             hook(rt, obj, self.store)
         if rt.key == "/pods":
+            podsecurity.admit_pod(obj, self.store)
             ns, sa = obj["metadata"]["namespace"], obj["spec"]["serviceAccountName"]
             if self.store.get("/serviceaccounts", ns, sa) is None:
                 raise errors.forbidden("", "pods", obj["metadata"].get("name"),
