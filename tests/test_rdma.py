@@ -260,3 +260,32 @@ def test_prediction_changes_with_the_transport_and_tcp_efficiency_is_a_cluster_p
     slower = network_plan.plan_network("off", **{**kw, "cluster": measured})
     assert slower.prediction.images_per_sec < off.prediction.images_per_sec
     assert "(0.75 GB/s effective)" in off.prediction.bottleneck  # 10 Gb/s x 0.6
+
+
+# --- doctor and top node ------------------------------------------------------------------
+def test_doctor_lists_rdma_resources_per_node_and_the_network_operators():
+    from mpijob.scheduling.doctor import Facts, assess
+
+    def node(name, **alloc):
+        return {"metadata": {"name": name}, "status": {"allocatable": {"nvidia.com/gpu": "8", **alloc}}}
+
+    def rdma_finding(**kw):
+        findings = assess(Facts(server="s", namespace="default", version="v1.34.0", **kw))
+        return next(f for f in findings if f.check == "rdma")
+
+    none = rdma_finding(nodes=[node("a")])
+    assert none.status == "info" and "TCP over the pod network" in none.effect and none.fix
+    ok = rdma_finding(nodes=[node("a", **{SHARED: "63"}), node("b")],
+                      groups={"mellanox.com", "k8s.cni.cncf.io"})
+    assert ok.status == "ok"
+    assert "a: rdma/rdma_shared_device_a 63" in ok.finding
+    assert "NVIDIA Network Operator" in ok.finding and "Multus" in ok.finding
+
+
+def test_top_node_shows_free_rdma_devices(tmp_path):
+    result = invoke("top", "node", "--cluster", write(tmp_path, two_nodes()), "-o", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["nodes"]
+    assert rows[0]["rdma"] == [{"resource": SHARED, "kind": "shared", "allocatable": 63, "free": 63}]
+    table = invoke("top", "node", "--cluster", write(tmp_path, two_nodes()))
+    assert "FREE RDMA" in table.stdout and f"{SHARED} 63/63" in table.stdout

@@ -76,11 +76,17 @@ def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool 
             "topology_source": ("file" if measured is None else
                                 "agent" if measured.get(n.name) else "preset"),
             "zone": n.network.zone, "block": n.network.block, "rack": n.network.rack,
+            "rdma": [{"resource": r.name, "kind": r.kind, "allocatable": r.allocatable,
+                      "free": r.free} for r in n.rdma],
         }
         if detail:
             row["links"] = [list(r) for r in n.topology.links]
         rows.append(row)
     return rows
+
+
+def _rdma_text(resources: list[dict]) -> str:
+    return " ".join(f"{r['resource']} {r['free']}/{r['allocatable']}" for r in resources) or "-"
 
 
 def job_rows(pods, namespace: str | None) -> list[dict]:
@@ -150,7 +156,7 @@ def top_node(
     context: opt.Context = None,
     output: opt.Output = opt.TABLE,
 ):
-    """GPUs per node: total, allocated, free, and the free NVLink groups."""
+    """GPUs per node: total, allocated, free, the free NVLink groups, and free RDMA devices."""
     if cluster:
         from launcher.formats.clusterfile import load_cluster
 
@@ -167,8 +173,10 @@ def top_node(
     from rich.table import Table
 
     console = _console()
+    rdma = any(r["rdma"] for r in rows)  # the column only where some node offers RDMA
     table = Table(_name_column(console, "NODE"), _name_column(console, "MODEL"), "GPUS",
-                  "ALLOCATED", "FREE", "FREE NVLINK GROUPS", "STATUS", "TOPOLOGY")
+                  "ALLOCATED", "FREE", "FREE NVLINK GROUPS", *(["FREE RDMA"] if rdma else []),
+                  "STATUS", "TOPOLOGY")
     for r in rows:
         status = "Ready" if r["ready"] else "NotReady"
         if r["cordoned"]:
@@ -176,8 +184,8 @@ def top_node(
         groups = " ".join("{" + _ranges(g) + "}" for g in r["free_nvlink_groups"]) or "-"
         table.add_row(r["node"], r["gpu_model"], str(r["gpus"]),
                       f"{len(r['allocated'])} ({_ranges(r['allocated'])})",
-                      f"{len(r['free'])} ({_ranges(r['free'])})", groups, status,
-                      r["topology_source"])
+                      f"{len(r['free'])} ({_ranges(r['free'])})", groups,
+                      *([_rdma_text(r["rdma"])] if rdma else []), status, r["topology_source"])
     _print_table(console, table)
     print_groups(console, groups_by_network, _print_table)
     if detail:
