@@ -3,12 +3,13 @@ whatever backend it holds, and never asks which one it is; no backend imports th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 
 import pytest
 
 from launcher.backends import select
-from launcher.backends.base import BaseBackend, SubmitOptions, SubmitResult
+from launcher.backends.base import BaseBackend, Prepared, SubmitOptions, SubmitResult
 from launcher.errors import UsageError
 from launcher.pipeline import submitting
 from launcher.preparing.planning import Plan
@@ -39,12 +40,21 @@ class QueueBackend(BaseBackend):
         self.calls.append(("plan", spec.name, cluster))
         return Plan(spec, notes=["queued by the queue backend"])
 
-    def dry_run(self, spec, plan, options):
-        self.calls.append(("dry_run", spec.name, options))
-        return [{"kind": "QueueEntry", "name": spec.name, "priority": options.priority}]
+    def preflight(self, plan, options):
+        self.calls.append(("preflight", plan.spec.name))
+        return replace(plan, notes=[*plan.notes, "checked"]), ["queue has room"]
 
-    def submit(self, spec, plan, options):
-        self.calls.append(("submit", spec.name, spec.workers, plan.notes, options))
+    def prepare(self, plan, options):
+        # A fresh token per call, as SSH keys are: a second render would differ.
+        entry = {"kind": "QueueEntry", "name": plan.spec.name, "priority": options.priority,
+                 "token": uuid.uuid4().hex}
+        self.calls.append(("prepare", plan.spec.name, options, entry))
+        return Prepared(plan.spec, plan, (entry,))
+
+    def submit(self, prepared, options):
+        spec = prepared.spec
+        self.calls.append(("submit", spec.name, spec.workers, prepared.plan.notes, options,
+                           prepared.objects))
         return SubmitResult(spec.name, spec.namespace, self.name, message="queued")
 
 
@@ -63,17 +73,32 @@ def _request(**kw):
 
 def test_submit_hands_spec_plan_and_the_backends_own_options(queue_backend):
     outcome = submitting.run_submit(_request(mode="operator"))
-    (plan_call, submit_call) = queue_backend.calls
+    (plan_call, preflight_call, prepare_call, submit_call) = queue_backend.calls
     assert plan_call == ("plan", "j", None)
-    assert submit_call == ("submit", "j", 3, ["queued by the queue backend"],
-                           QueueOptions(mode="operator", priority=7))
+    assert preflight_call == ("preflight", "j")
+    assert prepare_call[:3] == ("prepare", "j", QueueOptions(mode="operator", priority=7))
+    assert submit_call[:5] == ("submit", "j", 3, ["queued by the queue backend", "checked"],
+                               QueueOptions(mode="operator", priority=7))
+    (entry,) = submit_call[5]
+    assert entry["kind"] == "QueueEntry" and len(entry["token"]) == 32
     assert outcome.namespace == "team-a"  # the backend's namespace when the user gave none
 
 
 def test_dry_run_is_the_backends_and_sends_nothing(queue_backend):
     outcome = submitting.run_submit(_request(dry_run="client"))
-    assert outcome.objects == [{"kind": "QueueEntry", "name": "j", "priority": 7}]
-    assert [c[0] for c in queue_backend.calls] == ["plan", "dry_run"]
+    (entry,) = outcome.objects
+    assert {k: v for k, v in entry.items() if k != "token"} == {
+        "kind": "QueueEntry", "name": "j", "priority": 7}
+    # A client dry run asks nothing of where the job would run, and sends nothing.
+    assert [c[0] for c in queue_backend.calls] == ["plan", "prepare"]
+
+
+def test_what_is_sent_is_what_was_prepared_once(queue_backend):
+    submitting.run_submit(_request())
+    prepares = [c for c in queue_backend.calls if c[0] == "prepare"]
+    (submit_call,) = [c for c in queue_backend.calls if c[0] == "submit"]
+    assert len(prepares) == 1
+    assert submit_call[5] == (prepares[0][3],)  # the one prepared entry, not a second render
 
 
 def test_a_backend_refuses_options_it_cannot_honour(queue_backend):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.backends.local import backend as local_module
 from launcher.backends.local import gpus as local_gpus
 from launcher.backends.local import procs as local_procs
 from launcher.backends.local import rank as local_rank
@@ -24,7 +25,6 @@ from launcher.backends.local.backend import (
     ignored_options,
     ignored_options_note,
 )
-from launcher.backends.local import backend as local_module
 from launcher.backends.local.mpi import (
     INTRA_OP_ENV,
     THREADS_ENV,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends.local import procs as local_procs
 from launcher.backends.local import backend as local_module
+from launcher.backends.local import procs as local_procs
 from launcher.backends.local.state import job_paths
 from launcher.cli.app import app
 

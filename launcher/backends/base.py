@@ -11,7 +11,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
+    from launcher.preparing.planning import Plan
     from mpijob.jobspec.spec import JobSpec
+    from mpijob.perf.perfmodel import Assumptions
+    from mpijob.scheduling.cluster import Cluster
 
 from mpijob.jobspec import defaults
 from mpijob.phases import JobPhase
@@ -89,10 +92,25 @@ class SubmitOptions:
     mode: defaults.Mode = defaults.MODE
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A job ready to send. `objects` is exactly what `submit` sends and what a client dry
+    run prints (TorchX's `submit = schedule(submit_dryrun(...))`): rendered once, so the two
+    cannot differ. Kubernetes objects get their ownerReference to the root at creation,
+    when the root's uid exists."""
+
+    spec: JobSpec
+    plan: Plan
+    objects: tuple[dict, ...]
+
+
 class BaseBackend:
     """The contract `launcher.pipeline.submitting.run_submit` uses, with neutral defaults: as used
     offline (a client dry run without a cluster), it plans without a snapshot and renders
-    the Kubernetes objects. Backends override what they do differently."""
+    the Kubernetes objects. Backends override what they do differently.
+
+    The pipeline calls, in order: `plan`, then (not for a client dry run) `preflight`, then
+    `prepare`, then (not for a client dry run) `submit` with what `prepare` returned."""
 
     name = "offline"
     namespace: str | None = None  # where a job goes when the user names no namespace
@@ -102,7 +120,7 @@ class BaseBackend:
     # would not pick by themselves (`submit` prints it in its hint).
     job_command_flags: str = ""
 
-    def submit_options(self, *, mode: str, server_dry_run: bool,
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> SubmitOptions:
         return SubmitOptions(mode=mode)
 
@@ -110,37 +128,47 @@ class BaseBackend:
         """The gang scheduler installed where jobs run, if any."""
         return None
 
-    def cluster_for(self, spec: JobSpec, *, context: str | None):
+    def cluster_for(self, spec: JobSpec, *, context: str | None) -> Cluster | None:
         """The cluster snapshot to plan on when the user gave no --cluster file (or None)."""
         return None
 
-    def plan(self, spec: JobSpec, cluster, assumptions):
+    def plan(self, spec: JobSpec, cluster: Cluster | None,
+             assumptions: Assumptions | None) -> Plan:
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render
         from launcher.preparing.planning import plan_job
 
         return plan_job(spec, cluster, assumptions)
 
-    def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
-        """What `submit` would send, computed here without a call to anything."""
+    def preflight(self, plan: Plan, options: SubmitOptions) -> tuple[Plan, list[str]]:
+        """Checks against where the job will run, right before it is prepared for real:
+        refuse what cannot be created, refresh a plan gone stale. Returns the plan to
+        prepare and notes for the user. Nothing is created."""
+        return plan, []
+
+    def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
+        """Render the job's objects, once; computed here without a call to anything."""
         from launcher.preparing.benchmark_program import benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys
         from mpijob.k8s.manifests import render
 
-        return render(
+        spec = plan.spec
+        objects = render(
             spec, mode=options.mode, placement=plan.placement,
-            ssh=generate_ssh_keys() if options.mode == "pods" else None,
+            ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None)
+        return Prepared(spec, plan, tuple(objects))
 
-    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult:
+    def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
+        """Send exactly `prepared.objects` (or start exactly what they describe)."""
         raise NotImplementedError(f"the {self.name} backend cannot submit")
 
 
 class Backend(Protocol):
     name: str
 
-    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult: ...
+    def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult: ...
 
     def get(self, name: str, namespace: str | None = None) -> JobStatus: ...
 

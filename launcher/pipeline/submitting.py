@@ -299,14 +299,20 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
 
+    if not client_dry_run:
+        plan, checked = backend.preflight(plan, submit_options)
+        spec = plan.spec
+        for line in checked:
+            note(f"note: {line}")
+    prepared = backend.prepare(plan, submit_options)
     if client_dry_run:
-        objects = backend.dry_run(spec, plan, submit_options)
+        objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
                  "(its uid is assigned by the API server)")
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
-    result = backend.submit(spec, plan, submit_options)
+    result = backend.submit(prepared, submit_options)
     note(result.message or f"job {spec.name} submitted ({result.backend}, namespace {spec.namespace})")
     if server_dry_run:
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=result.objects, plan=plan)

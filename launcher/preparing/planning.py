@@ -8,23 +8,32 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from launcher.errors import UsageError, UserError
+
+if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
+    from launcher.preparing.network_plan import NetworkPlan
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.perf.perfmodel import Assumptions, Prediction
+    from mpijob.scheduling.cluster import Cluster
+    from mpijob.scheduling.placement import Placement
 
 
 @dataclass
 class Plan:
-    spec: Any
-    placement: Any = None
-    prediction: Any = None
+    """Where a job runs and how fast: the placement (None: the scheduler places it) and the
+    prediction (None: nothing to predict from), with what planning could not check."""
+
+    spec: JobSpec
+    placement: Placement | None = None
+    prediction: Prediction | None = None
     notes: list[str] = field(default_factory=list)
     # RDMA or TCP between nodes, and what to say (launcher.preparing.network_plan).
-    network: Any = None
+    network: NetworkPlan | None = None
 
 
-
-def fits_when_idle(cluster, spec) -> bool:
+def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
     """Would the job fit once the pods running now are gone (taints, labels, sizes kept)?"""
     # lazy: placement and the perf model (~25 ms) only when there is a cluster to plan on
     from mpijob.scheduling.placement import PlacementRequest, place
@@ -35,7 +44,8 @@ def fits_when_idle(cluster, spec) -> bool:
     return place(idle, PlacementRequest.from_spec(spec), policy=spec.placement_policy).feasible
 
 
-def plan_job(spec, cluster, assumptions=None, pod_security: str | None = None) -> Plan:
+def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
+             pod_security: str | None = None) -> Plan:
     """Place the job on the snapshot, decide its network (--rdma) and predict its
     throughput on that network; refuse what cannot fit. `pod_security`: the namespace's
     enforced Pod Security level, where known."""
@@ -98,7 +108,7 @@ def _predict_cpu_workers(plan: Plan, spec, placement, cluster, assumptions) -> N
         plan.notes.append(f"no prediction: {exc}")
 
 
-def plan_local_cpu(spec, assumptions) -> Plan:
+def plan_local_cpu(spec: JobSpec, assumptions: Assumptions | None) -> Plan:
     """A CPU job on this machine: predicted only from a calibration (ranks share one host)."""
     plan = Plan(spec)
     if assumptions is None or spec.gpus_per_worker:

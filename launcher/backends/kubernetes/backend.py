@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from launcher.backends.base import (
     FAILED,
@@ -30,6 +30,7 @@ from launcher.backends.base import (
     TERMINAL,
     BaseBackend,
     JobStatus,
+    Prepared,
     SubmitOptions,
     SubmitResult,
 )
@@ -71,9 +72,14 @@ from launcher.backends.kubernetes.snapshot import (
 )
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
-from launcher.preparing.benchmark_program import benchmark_source as read_benchmark
+from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
+
+if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.perf.perfmodel import Prediction
+    from mpijob.scheduling.placement import Placement
 
 # The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
 # api/constants.go: EnforceLevelLabel).
@@ -157,6 +163,8 @@ class KubernetesOptions(SubmitOptions):
 
     server_dry_run: bool = False  # --dry-run=server: the API server validates, creates nothing
     schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
+    # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
+    delete_on_timeout: bool | None = None
 
 
 class KubernetesBackend(BaseBackend):
@@ -205,7 +213,7 @@ class KubernetesBackend(BaseBackend):
         groups = self.client.api_groups()
         return next((gang for gang, group in GANG_GROUPS if group in groups), None)
 
-    def plan(self, spec, cluster, assumptions):
+    def plan(self, spec: JobSpec, cluster, assumptions) -> Plan:
         from launcher.preparing.planning import plan_job
 
         wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
@@ -234,45 +242,41 @@ class KubernetesBackend(BaseBackend):
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
                                  schedule_timeout=schedule_timeout)
 
-    def submit(self, spec, plan, options: KubernetesOptions) -> SubmitResult:
-        return self.create_job(spec, plan.placement, mode=options.mode,
-                               dry_run=options.server_dry_run,
-                               schedule_timeout=options.schedule_timeout,
-                               prediction=plan.prediction)
-
     @_api_errors
-    def create_job(self, spec, placement=None, *, mode: defaults.Mode = defaults.MODE,
-                   dry_run: bool = False,
-                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT, prediction=None,
-                   benchmark_source: str | None = None,
-                   delete_on_timeout: bool | None = None) -> SubmitResult:
-        """Create the job, all or nothing (module docstring). With a gang scheduler the job
-        is left queued on timeout unless `delete_on_timeout`; without one it is deleted."""
-        client, ns = self.client, spec.namespace
-        if mode == "operator" and not client.serves(MPIJOB):
+    def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, list[str]]:
+        """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
+        misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
+        fresh snapshot: keep the plan if it still fits, else place again."""
+        spec, client = plan.spec, self.client
+        if options.mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
-        gang = spec.gang if spec.gang != "none" else None
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
 
-        if (why := refusal(spec.gang, mode)) is not None:
+        if (why := refusal(spec.gang, options.mode)) is not None:
             raise UsageError(why)
+        gang = spec.gang if spec.gang != "none" else None
         if gang:
             self._require_gang(gang, spec)
-            if mode == "operator" and gang in ("volcano", "scheduler-plugins"):
+            if options.mode == "operator" and gang in ("volcano", "scheduler-plugins"):
                 operator_gang.precheck(client, gang)
-        self._refuse_existing(spec.name, ns)
-        notes: list[str] = []
-        if not dry_run and not gang and (placement is not None or spec.gpus_per_worker):
-            placement, notes = self._recheck_capacity(spec, placement)
-        if hasattr(prediction, "to_json"):
-            prediction = prediction.to_json()
-        if benchmark_source is None and spec.runs_benchmark:
-            benchmark_source = read_benchmark()
-        objects = self._render(spec, mode, placement, benchmark_source, prediction)
+        self._refuse_existing(spec.name, spec.namespace)
+        if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
+            return plan, []
+        placement, notes = self._recheck_capacity(spec, plan.placement)
+        return dataclasses.replace(plan, placement=placement), notes
+
+    @_api_errors
+    def submit(self, prepared: Prepared, options: KubernetesOptions) -> SubmitResult:
+        """Create exactly the prepared objects, all or nothing (module docstring). With a gang
+        scheduler the job is left queued on timeout unless `options.delete_on_timeout`;
+        without one it is deleted."""
+        spec, objects, client = prepared.spec, prepared.objects, self.client
+        ns, mode = spec.namespace, options.mode
+        gang = spec.gang if spec.gang != "none" else None
         submission = new_submission_id()
-        if dry_run:
+        if options.server_dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]
             return SubmitResult(spec.name, ns, self.name, made,
                                 f"server dry run: {len(made)} object(s) accepted by the API "
@@ -285,13 +289,14 @@ class KubernetesBackend(BaseBackend):
             # owned by it, so the garbage collector follows the root wherever it goes.
             root = create(client, objects[0], submission)
             created.append(root)
-            for obj in with_owner(objects, root["metadata"]["uid"])[1:]:
+            for obj in with_owner(list(objects), root["metadata"]["uid"])[1:]:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
                 outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
                 if gang in ("volcano", "scheduler-plugins"):
                     seen = operator_gang.confirm(client, gang, spec.name, ns,
-                                                 min(schedule_timeout or 30.0, 30.0), self.poll)
+                                                 min(options.schedule_timeout or 30.0, 30.0),
+                                                 self.poll)
                     outcome += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
                                 " (no PodGroup or worker seen yet: is the operator running?)")
                 if gang == "kueue":
@@ -304,8 +309,8 @@ class KubernetesBackend(BaseBackend):
                                f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
                                "it waits)")
             else:
-                outcome = self._release_when_scheduled(spec, gang, schedule_timeout,
-                                                       delete_on_timeout)
+                outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
+                                                       options.delete_on_timeout)
         except ApiError as exc:
             self._rollback(spec.name, ns, created)
             if exc.already_exists and not created:  # a concurrent submit won the name
@@ -321,22 +326,22 @@ class KubernetesBackend(BaseBackend):
             raise
         if isinstance(outcome, UserError):
             raise outcome
-        return SubmitResult(spec.name, ns, self.name, created, self._message(spec, outcome, notes))
+        return SubmitResult(spec.name, ns, self.name, created, f"job {spec.name}: {outcome}")
 
-    @staticmethod
-    def _message(spec, outcome: str, notes: list[str]) -> str:
-        return "\n".join([f"job {spec.name}: {outcome}", *(f"note: {n}" for n in notes)])
-
-    def _render(self, spec, mode, placement, benchmark_source, prediction) -> list[dict]:
-        from mpijob.k8s.manifests import render
-
-        ssh = None
-        if mode == "pods":
-            from launcher.preparing.sshkeys import generate_ssh_keys
-
-            ssh = generate_ssh_keys(comment=f"hvdk8s-{spec.name}")
-        return render(spec, mode=mode, placement=placement, ssh=ssh,
-                      benchmark_source=benchmark_source, prediction=prediction)
+    def create_job(self, spec: JobSpec, placement: Placement | None = None, *,
+                   mode: defaults.Mode = defaults.MODE, dry_run: bool = False,
+                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
+                   prediction: Prediction | None = None,
+                   delete_on_timeout: bool | None = None) -> SubmitResult:
+        """preflight, prepare and submit in one call, for callers that plan by themselves."""
+        options = KubernetesOptions(mode=mode, server_dry_run=dry_run,
+                                    schedule_timeout=schedule_timeout,
+                                    delete_on_timeout=delete_on_timeout)
+        plan, notes = self.preflight(Plan(spec, placement, prediction), options)
+        result = self.submit(self.prepare(plan, options), options)
+        if notes and result.message:
+            result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
+        return result
 
     def _require_gang(self, gang: str, spec) -> None:
         group = dict(GANG_GROUPS)[gang]

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher.backends.base import (
     FAILED,
@@ -30,6 +31,7 @@ from launcher.backends.base import (
     TERMINAL,
     BaseBackend,
     JobStatus,
+    Prepared,
     ReplicaStatus,
     SubmitOptions,
     SubmitResult,
@@ -58,13 +60,19 @@ from launcher.backends.local.state import (
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.preparing.planning import plan_local_cpu
+from launcher.preparing.planning import Plan, plan_local_cpu
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec, RunPolicy, option_of
 from mpijob.k8s.command import hostfile_text, shell_join
+from mpijob.perf.perfmodel import Assumptions
 from mpijob.phases import JobPhase
 from mpijob.plural import plural
+
+if TYPE_CHECKING:  # types only: the perf model loads when a job is planned
+    from mpijob.perf.perfmodel import Assumptions
+    from mpijob.scheduling.cluster import Cluster
+from mpijob.scheduling.cluster import Cluster
 
 POLL_SECONDS = 0.2
 # How long `submit` waits for the supervisor to record itself (Python start-up and imports).
@@ -115,18 +123,19 @@ class LocalBackend(BaseBackend):
                              "what the local backend would run")
         return LocalOptions(mode=mode)
 
-    def plan(self, spec: JobSpec, cluster, assumptions):
+    def plan(self, spec: JobSpec, cluster: Cluster | None,
+             assumptions: Assumptions | None) -> Plan:
         if spec.rdma == "on" or spec.extra_resources:
             raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
                              "device resources are Kubernetes's; the local backend runs the "
                              "ranks on this machine (use --backend kubernetes)")
         return plan_local_cpu(spec, assumptions)
 
-    def dry_run(self, spec: JobSpec, plan, options: SubmitOptions) -> list[dict]:
-        return [self.describe(spec, plan.placement)]
+    def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
+        return Prepared(plan.spec, plan, (self.describe(plan.spec, plan.placement),))
 
-    def submit(self, spec: JobSpec, plan, options: SubmitOptions) -> SubmitResult:
-        return self.start(spec, plan.placement, mode=options.mode)
+    def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
+        return self.start(prepared.spec, prepared.plan.placement, mode=options.mode)
 
     def start(self, spec: JobSpec, placement=None, *,
               mode: defaults.Mode = defaults.MODE) -> SubmitResult:
