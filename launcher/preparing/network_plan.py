@@ -30,15 +30,6 @@ class NetworkPlan:
     lines: tuple[str, ...] = ()  # what applies, for plan and submit
     warning: str | None = None
 
-    @property
-    def request(self) -> dict | None:
-        """The spec's rdma_request (mpijob.jobspec.spec.RdmaRequest) when RDMA is used."""
-        res = self.decision.resource
-        if not self.decision.use or res is None:
-            return None
-        return {"resource": res.name, "per_gpu": res.kind == "vf", "link": res.link,
-                "hcas": res.hcas}
-
 
 def decide(choice: str, placement, cluster, *, pod_security: str | None = None) -> RdmaDecision:
     """--rdma on the planned pods; ValueError (the reason) when `on` cannot be honoured."""
