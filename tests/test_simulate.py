@@ -43,7 +43,7 @@ def test_generated_stream_is_seeded_mostly_small_and_well_formed():
     assert sum(s > 8 for s in sizes) / len(sizes) < 0.15
     assert all(j.gpus % j.gpus_per_worker == 0 for j in a)
     assert [j.submit_s for j in a] == sorted(j.submit_s for j in a)
-    products = {dict(j.node_selector)[simworkload.PRODUCT_LABEL] for j in a}
+    products = {dict(j.node_selector)[simworkload.GPU_PRODUCT_LABEL] for j in a}
     assert products == set(simworkload.gpu_pools(cluster))
 
 

@@ -23,12 +23,12 @@ from launcher.agent.podresources import PodResources, gpu_allocations
 from launcher.backends.kubernetes.client import NODE, RetryPolicy, connect
 from launcher.errors import UserError
 from launcher.timestamps import format_utc
-from mpijob.k8s.agent_manifests import DEFAULT_INTERVAL_SECONDS
+from mpijob.k8s.agent_manifests import AGENT_NAME, DEFAULT_INTERVAL_SECONDS
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
 
 log = logging.getLogger("hvdk8s.agent")
 
-FIELD_MANAGER = "hvdk8s-agent"
+FIELD_MANAGER = AGENT_NAME  # the agent owns the annotation fields under its own name
 DEFAULT_INTERVAL = DEFAULT_INTERVAL_SECONDS
 DEFAULT_RESYNC_EVERY = 10
 BACKOFF_FIRST_SECONDS = 1.0

@@ -217,9 +217,10 @@ def cpulist(cpus: Iterable[int]) -> str:
     """Linux cpulist form of a CPU set: [0, 1, 2, 5] -> "0-2,5"."""
     ordered = sorted(set(cpus))
     ranges: list[str] = []
-    start = prev = None
-    for cpu in ordered + [None]:
-        if start is not None and cpu == prev + 1:
+    start: int | None = None
+    prev: int | None = None
+    for cpu in [*ordered, None]:
+        if start is not None and prev is not None and cpu == prev + 1:
             prev = cpu
             continue
         if start is not None:

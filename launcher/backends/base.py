@@ -113,18 +113,22 @@ class BaseBackend:
     `prepare`, then (not for a client dry run) `submit` with what `prepare` returned."""
 
     name = "offline"
-    namespace: str | None = None  # where a job goes when the user names no namespace
     # Why --gang asks nothing of a scheduler here (None: the cluster's scheduler decides).
     gang_note: str | None = None
     # What `logs`, `get`, `wait` and `delete` need to find this backend's jobs, which they
     # would not pick by themselves (`submit` prints it in its hint).
     job_command_flags: str = ""
 
+    @property
+    def namespace(self) -> str | None:
+        """Where a job goes when the user names no namespace (None: the spec's default)."""
+        return None
+
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> SubmitOptions:
         return SubmitOptions(mode=mode)
 
-    def detect_gang_scheduler(self) -> str | None:
+    def detect_gang_scheduler(self) -> defaults.GangScheduler | None:
         """The gang scheduler installed where jobs run, if any."""
         return None
 

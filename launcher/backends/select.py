@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from launcher.errors import UsageError
-
-BACKENDS = ("local", "kubernetes")
+from mpijob.jobspec.defaults import BACKENDS
 
 
 def resolve_backend_name(requested: str | None, context: str | None = None) -> tuple[str, str]:

@@ -73,6 +73,9 @@ def plan(
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
         results.append((result, data))
+    if compare:
+        results.extend(_split_what_if(results, snapshot, model, batch_size, precision,
+                                      calibration_file.assumptions(cal, cal_source), rdma))
 
     if compare:
         payload = {"compare": [d for _, d in results]}
@@ -84,6 +87,24 @@ def plan(
         emit_data(payload, output)
     if not any(r.feasible for r, _ in results):
         raise typer.Exit(1)
+
+
+def _split_what_if(results, snapshot, model, batch_size, precision, assumptions,
+                   rdma=defaults.RDMA) -> list:
+    """The topology placement inside one NVLink partition, against the same pods over two
+    (mpijob.scheduling.placement_nvlink.split_in_two): what the partition is worth."""
+    from mpijob.scheduling.placement_nvlink import split_in_two
+
+    for result, _ in results:
+        alt = split_in_two(snapshot, result) if result.policy == "topology" else None
+        if alt is not None:
+            data = alt.to_json()
+            data["prediction"], why_not, _ = _predict(model, batch_size, precision, alt,
+                                                      snapshot, assumptions, rdma)
+            if why_not:
+                data["explanation"].append(f"no prediction: {why_not}")
+            return [(alt, data)]
+    return []
 
 
 def _check_job(workers, gpus, placement, model, batch_size, precision) -> tuple[str, str]:
@@ -244,6 +265,11 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     console.print(table)
     for line in data["explanation"]:  # the placement's, then the plan's own notes
         console.print(f"  {line}", markup=False)
+    if result.nvlink_domain and result.nodes_used > 1:
+        console.print(f"  NVLink partition {result.nvlink_domain}: "
+                      + ("a ComputeDomain gives the workers its IMEX channel" if result.compute_domain
+                         else "the cluster serves no ComputeDomain, so no cross-node NVLink"),
+                      markup=False)
     pred = data["prediction"]
     if pred:
         ips = pred["images_per_sec"]
@@ -259,7 +285,7 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
             f"ms after the backward pass; {pred.get('algorithm', '')}"
         )
         for line in pred.get("notes", []):
-            if line.startswith("calibration"):
+            if line.startswith(("calibration", "NVLink", "the job's nodes")):
                 console.print(f"  {line}", markup=False)
 
 

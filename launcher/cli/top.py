@@ -78,6 +78,7 @@ def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool 
             "zone": n.network.zone, "block": n.network.block, "rack": n.network.rack,
             "rdma": [{"resource": r.name, "kind": r.kind, "allocatable": r.allocatable,
                       "free": r.free} for r in n.rdma],
+            "nvlink_domain": n.nvlink_domain,
         }
         if detail:
             row["links"] = [list(r) for r in n.topology.links]
@@ -164,11 +165,14 @@ def top_node(
     else:
         snap = _snapshot(context, None, offline="read a cluster file with --cluster FILE")
         nodes, measured, notes = snap.cluster, snap.measured, snap.notes
-    from launcher.cli.top_network import group_rows, print_groups
+    from launcher.cli.top_network import group_rows, partition_rows, print_groups, print_partitions
 
     rows = node_rows(nodes, measured, detail=detail)
     groups_by_network = group_rows(nodes)
-    if emit_data({"nodes": rows, "network_groups": groups_by_network, "notes": list(notes)}, output):
+    partitions = partition_rows(nodes)
+    if emit_data({"nodes": rows, "network_groups": groups_by_network,
+                  **({"nvlink_partitions": partitions} if partitions else {}),
+                  "notes": list(notes)}, output):
         return
     from rich.table import Table
 
@@ -187,6 +191,7 @@ def top_node(
                       f"{len(r['free'])} ({_ranges(r['free'])})", groups,
                       *([_rdma_text(r["rdma"])] if rdma else []), status, r["topology_source"])
     _print_table(console, table)
+    print_partitions(console, partitions, _print_table)
     print_groups(console, groups_by_network, _print_table)
     if detail:
         for r in rows:

@@ -1,4 +1,5 @@
-"""`hvdk8s top node`: nodes grouped by rack and block, with the free GPUs of each group.
+"""`hvdk8s top node`: nodes grouped by NVLink partition, rack and block, with the free GPUs
+of each group.
 
 A multi-node job runs best under one rack's switch (mpijob.scheduling.network), so the question a
 user asks before submitting one is which rack still has whole nodes free.
@@ -49,4 +50,31 @@ def print_groups(console, rows: list[dict], print_table) -> None:
                       "(all racks)" if r["rack"] == "*" else r["rack"], str(r["nodes"]),
                       str(r["gpus"]), str(r["free_gpus"]), str(r["idle_nodes"]),
                       str(r["largest_free"]))
+    print_table(console, table)
+
+
+def partition_rows(cluster) -> list[dict]:
+    """One row per multi-node NVLink partition (mpijob.scheduling.nvlink): a job that fits
+    one runs at NVLink speed across its nodes."""
+    parts: dict[str, dict] = {}
+    for n in cluster.nodes:
+        if not n.nvlink_domain:
+            continue
+        row = parts.setdefault(n.nvlink_domain, {"nvlink_domain": n.nvlink_domain, "nodes": 0,
+                                                 "gpus": 0, "free_gpus": 0, "idle_nodes": 0})
+        row["nodes"] += 1
+        row["gpus"] += n.gpus
+        row["free_gpus"] += len(n.free_gpus) if n.ready else 0
+        row["idle_nodes"] += 1 if n.ready and n.gpus and not n.allocated else 0
+    return [parts[k] for k in sorted(parts)]
+
+
+def print_partitions(console, rows: list[dict], print_table) -> None:
+    if not rows:
+        return
+    table = Table("NVLINK PARTITION", "NODES", "GPUS", "FREE GPUS", "IDLE NODES",
+                  title="by NVLink partition")
+    for r in rows:
+        table.add_row(r["nvlink_domain"], str(r["nodes"]), str(r["gpus"]), str(r["free_gpus"]),
+                      str(r["idle_nodes"]))
     print_table(console, table)

@@ -26,9 +26,14 @@
         rdma_link: roce              # infiniband | roce: RoCE sets NCCL_IB_GID_INDEX
         rdma_hcas: [mlx5_0]          # verbs devices the RDMA resource gives (NCCL_IB_HCA)
         tcp_efficiency: 0.6          # fraction of line rate NCCL's sockets reach (measured)
+        nvlinkDomain: 8f2c...e1.0    # the NVLink partition it shares with other nodes (an
+                                     # NVL72 rack: <cluster UUID>.<clique id>); default: the
+                                     # nvidia.com/gpu.clique label (mpijob.scheduling.nvlink)
         dra:                         # GPUs published by a DRA driver (mpijob.k8s.dra):
           uuids: [GPU-0a..., GPU-1b...]   # by index; or devices: [{index, uuid, name,
                                           # pcie_root}]; driver: gpu.nvidia.com
+    computeDomains: true # optional: the cluster serves NVIDIA's ComputeDomain (DRA driver):
+                         # a job across nodes of one NVLink partition gets one
     network_labels: {rack: example.com/tor}   # optional: label keys per level (zone, block,
                                               # rack); the Kueue/Topograph conventions by default
     generate:            # optional: synthetic nodes for large clusters (one block or a list)
@@ -82,6 +87,7 @@ from mpijob.scheduling.network import (
     NetworkPosition,
     position_from_labels,
 )
+from mpijob.scheduling.nvlink import CLIQUE_LABEL, clique_from_labels, parse_clique
 from mpijob.scheduling.presets import preset, preset_for
 from mpijob.scheduling.topology import (
     MAX_GPUS_PER_NODE,
@@ -90,8 +96,7 @@ from mpijob.scheduling.topology import (
     parse_topo_matrix,
     too_many_gpus,
 )
-
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+from mpijob.wellknown import GPU_PRODUCT_LABEL
 
 
 class _Problem(Exception):
@@ -231,6 +236,8 @@ class NodeEntry(_Entry):
     pcie_gen: int = Field(3, ge=1, le=6, description="1 to 6")
     ready: bool = Field(True, description="true or false")
     network: NetworkEntry | None = None
+    nvlinkDomain: Annotated[str, BeforeValidator(_name)] | None = Field(  # noqa: N815 - the file's key
+        None, description="<cluster UUID>.<clique id> (nvidia.com/gpu.clique)")
     dra: DraEntry | None = None
     resources: dict[Annotated[str, Field(pattern=r"^[^/\s]+/[^/\s]+$")],
                     Annotated[int, Field(ge=0)]] = Field(
@@ -269,6 +276,7 @@ class ClusterFile(_Entry):
     defaults: dict | None = Field(None, description="a mapping of node keys")
     generate: Any = None  # a GenerateEntry or a list of them
     network_labels: NetworkLabels | None = None
+    computeDomains: bool = Field(False, description="true or false")  # noqa: N815 - the file's key
 
 
 # --- one line per problem -----------------------------------------------------------------------
@@ -283,7 +291,9 @@ def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
-def _expected(model: type[BaseModel]) -> str:
+def _expected(model: type[BaseModel] | None) -> str:
+    if model is None:
+        return "a mapping"
     return getattr(model, "expected", None) or f"a mapping with {', '.join(model.model_fields)}"
 
 
@@ -294,7 +304,9 @@ def _problem(exc: ValidationError, root: type[BaseModel]) -> str:
     error = errors[0]
     # Walk the error's path down the models: `model` is the one the path ends in (None
     # past a plain value), `mapping` whether the error is about such a mapping itself.
-    path, model, field, mapping = [], root, None, True
+    path: list[str] = []
+    model: type[BaseModel] | None = root
+    field, mapping = None, True
     for part in error["loc"]:
         if isinstance(part, int):
             path[-1] += f"[{part}]"
@@ -397,7 +409,7 @@ def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
         if n.name in seen:
             raise UsageError(f"{source}: node name {n.name!r} appears twice (entries {seen[n.name]} and {i})")
         seen[n.name] = i
-    return Cluster(tuple(nodes))
+    return Cluster(tuple(nodes), compute_domains=top.computeDomains)
 
 
 def _merged(defaults: dict, raw: Any) -> Any:
@@ -462,8 +474,8 @@ class _Builder:
             raise UsageError(f"{label}: {exc}") from None
 
     def _node(self, e: NodeEntry) -> Node:
-        gpu_model = e.gpu_model or e.labels.get(PRODUCT_LABEL, "unknown")
-        topology = self._topology(e.topology, e.gpus, e.labels.get(PRODUCT_LABEL) or gpu_model)
+        gpu_model = e.gpu_model or e.labels.get(GPU_PRODUCT_LABEL, "unknown")
+        topology = self._topology(e.topology, e.gpus, e.labels.get(GPU_PRODUCT_LABEL) or gpu_model)
         gpus = topology.gpus if e.gpus is None else e.gpus
         if gpus < topology.gpus:
             topology = topology.subset(gpus)
@@ -483,6 +495,7 @@ class _Builder:
             free_cpu=e.cpu, free_memory=e.memory, ready=e.ready, pcie_gen=e.pcie_gen,
             network=self._network(e.network, e.labels), dra_devices=_dra(e.dra, gpus),
             rdma=_rdma(e), tcp_efficiency=e.tcp_efficiency,
+            nvlink_domain=_nvlink_domain(e),
         )
 
     def _network(self, entry: NetworkEntry | None, labels: dict) -> NetworkPosition:
@@ -539,6 +552,16 @@ def _rdma(e: NodeEntry) -> tuple:
         raise _Problem("rdma_link/rdma_hcas: the node lists no RDMA resource under resources "
                        "(rdma/..., or an SR-IOV pool such as nvidia.com/...)")
     return tuple(replace(r, link=e.rdma_link, hcas=tuple(e.rdma_hcas)) for r in found)
+
+
+def _nvlink_domain(e: NodeEntry) -> str | None:
+    try:
+        if e.nvlinkDomain is not None:
+            return parse_clique(e.nvlinkDomain)
+        return clique_from_labels(e.labels)
+    except ValueError as exc:
+        key = "nvlinkDomain" if e.nvlinkDomain is not None else f"labels: {CLIQUE_LABEL}"
+        raise _Problem(f"{key}: {exc}") from None
 
 
 def _dra(entry: DraEntry | None, gpus: int) -> tuple:

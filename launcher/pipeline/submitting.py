@@ -166,6 +166,10 @@ def describe_plan(plan: Plan) -> None:
     for line in plan.notes:
         note(f"note: {line}")
     if plan.placement is not None:
+        if plan.placement.compute_domain:
+            note(f"nvlink: the workers span {plural(plan.placement.nodes_used, 'node')} of NVLink "
+                 f"partition {plan.placement.nvlink_domain}: a ComputeDomain gives them its "
+                 "IMEX channel")
         for a in plan.placement.assignments:
             gpus = ",".join(map(str, a.gpus)) or "-"
             note(f"placement: {a.node} GPUs [{gpus}] ({plural(a.workers, 'worker')} in one pod)")
@@ -194,7 +198,8 @@ OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plug
                       "check applies (the job is deleted unless every worker is scheduled)")
 
 
-def _resolve_gang(request: SubmitRequest, backend, *, detect: bool) -> str:
+def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
+                  detect: bool) -> defaults.GangScheduler:
     if request.gang_scheduler:
         return request.gang_scheduler
     if not request.gang or backend.gang_note or not detect:
@@ -259,8 +264,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
                                             schedule_timeout=request.schedule_timeout)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
 
-    if (why := refusal(gang, request.mode)) is not None:
-        raise UsageError(why)
+    if (refused := refusal(gang, request.mode)) is not None:
+        raise UsageError(refused)
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options

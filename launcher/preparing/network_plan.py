@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mpijob.perf import perfmodel
 from mpijob.scheduling import rdma
 from mpijob.scheduling.rdma import RdmaDecision
+
+if TYPE_CHECKING:
+    from mpijob.perf.perfmodel import Prediction
 
 # Pod Security levels under which a container may not add IPC_LOCK: baseline allows only
 # the container runtime's default capabilities (AUDIT_WRITE, CHOWN, ... SYS_CHROOT), restricted
@@ -25,8 +29,8 @@ FORBID_IPC_LOCK = ("baseline", "restricted")
 @dataclass
 class NetworkPlan:
     decision: RdmaDecision
-    prediction: object = None  # perfmodel.Prediction on the network the job gets
-    alternative: object = None  # on RDMA, where the nodes offer it and the job does not use it
+    prediction: Prediction | None = None  # on the network the job gets
+    alternative: Prediction | None = None  # on RDMA, where the nodes offer it and the job does not use it
     lines: tuple[str, ...] = ()  # what applies, for plan and submit
     warning: str | None = None
 
@@ -56,14 +60,15 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
     base = assumptions or perfmodel.DEFAULT_ASSUMPTIONS
     spans = len({a.node for a in placement.assignments}) > 1
 
-    def on(transport: str):
+    def on(transport: str) -> Prediction:
         return perfmodel.predict(model=model, batch_size=batch_size, precision=precision,
                                  placement=placement, cluster=cluster,
                                  assumptions=dataclasses.replace(base, transport=transport))
 
-    plan = NetworkPlan(decision, prediction=on(decision.transport))
+    now = on(decision.transport)
+    plan = NetworkPlan(decision, prediction=now)
     res = decision.resource
-    if decision.use:
+    if decision.use and res is not None:
         each = "one VF per GPU" if res.kind == "vf" else "one shared HCA per worker pod"
         link = {"roce": "RoCE", "infiniband": "InfiniBand"}.get(res.link or "", "RDMA")
         plan.lines = (f"network: {link} for NCCL between nodes: {res.name}, {each} "
@@ -73,14 +78,14 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
     else:
         plan.lines = (f"network: TCP over the pod network between nodes (NCCL sockets, "
                       f"{base.tcp_efficiency:g} of line rate): {decision.reason}",)
-    if decision.offered and not decision.use and spans:
-        plan.alternative = on("rdma")
-        now, then = plan.prediction.images_per_sec, plan.alternative.images_per_sec
+    if decision.offered and not decision.use and spans and res is not None:
+        plan.alternative = alt = on("rdma")
+        now_ips, then = now.images_per_sec, alt.images_per_sec
         fix = ("use --rdma auto or on" if choice == "off" else
                "run it in a namespace whose Pod Security level allows IPC_LOCK (privileged)"
                if "Pod Security" in decision.reason else "use --rdma on")
-        gain = (f"with RDMA {then:,.0f} ({then / now - 1:+.0%})" if then > now * 1.005
+        gain = (f"with RDMA {then:,.0f} ({then / now_ips - 1:+.0%})" if then > now_ips * 1.005
                 else f"with RDMA {then:,.0f} (no difference for this job)")
         plan.warning = (f"the nodes offer RDMA ({res.name}) but this job will use TCP: "
-                        f"predicted {now:,.0f} images/sec, {gain}; {fix}")
+                        f"predicted {now_ips:,.0f} images/sec, {gain}; {fix}")
     return plan

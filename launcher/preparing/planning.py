@@ -80,10 +80,10 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
         decision = network_plan.decide(spec.rdma, placement, cluster, pod_security=pod_security)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if decision.use:
+    res = decision.resource
+    if decision.use and res is not None:
         plan.spec = spec = spec.model_copy(update={"rdma_request": RdmaRequest(
-            resource=decision.resource.name, per_gpu=decision.resource.kind == "vf",
-            link=decision.resource.link, hcas=decision.resource.hcas)})
+            resource=res.name, per_gpu=res.kind == "vf", link=res.link, hcas=res.hcas)})
     try:
         plan.network = network_plan.plan_network(
             spec.rdma, model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,

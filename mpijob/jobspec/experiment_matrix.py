@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -306,7 +307,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return list(Matrix.model_fields if loc[:1] == ("matrix",) else Experiment.model_fields)
 
 
-def _problem(error: dict) -> tuple[str, str]:
+def _problem(error: Mapping[str, Any]) -> tuple[str, str]:
     loc = tuple(p for p in error["loc"] if p not in ("function-after[_unique(), list[...]]",))
     kind = error["type"]
     value = error.get("input")

@@ -9,8 +9,9 @@ what keeps all of them valid 63-character labels.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -38,6 +39,7 @@ from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.k8s.command import is_launcher_line
 from mpijob.k8s.hostnet import derived_ssh_port
 from mpijob.scheduling.rdma import nccl_env
+from mpijob.wellknown import GPU_RESOURCE
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -134,7 +136,7 @@ class RunPolicy(BaseModel):
     active_deadline_seconds: Annotated[int | None, Flag("--active-deadline")] = Field(None, ge=1)
 
 
-_OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+_OMIT_AT_DEFAULT: dict[str, object] = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
                     "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -250,8 +252,8 @@ class JobSpec(BaseModel):
             if not EXTENDED_RESOURCE.match(name) or name.startswith("kubernetes.io/"):
                 raise ValueError(f"{name!r} is not an extended resource name (domain/name, "
                                  "e.g. example.com/fpga)")
-            if name == "nvidia.com/gpu":
-                raise ValueError("nvidia.com/gpu is what --gpus sets")
+            if name == GPU_RESOURCE:
+                raise ValueError(f"{GPU_RESOURCE} is what --gpus sets")
             if count < 1:
                 raise ValueError(f"{name}: expected a count of at least 1, got {count}")
         return v
@@ -360,12 +362,12 @@ def _check_label_key(key: str) -> None:
         raise ValueError(f"{key!r} is not a valid label/annotation key (e.g. team or example.com/team)")
 
 
-def _field_of(error: dict) -> str:
+def _field_of(error: Mapping[str, Any]) -> str:
     loc = [str(p) for p in error.get("loc", ()) if not isinstance(p, int)]
     return ".".join(loc) if loc else "spec"
 
 
-def _friendly(err: dict) -> str:
+def _friendly(err: Mapping[str, Any]) -> str:
     """Pydantic's wording, turned into what to change."""
     ctx, got = err.get("ctx", {}), err.get("input")
     kind = err.get("type", "")
@@ -402,12 +404,12 @@ def build_spec(**fields) -> JobSpec:
         err.set_by(option_of(err.field))
         raise
     except ValidationError as exc:
-        err = exc.errors()[0]
-        ctx_error = err.get("ctx", {}).get("error")
+        first = exc.errors()[0]
+        ctx_error = first.get("ctx", {}).get("error")
         if isinstance(ctx_error, SpecError):
             raise ctx_error.set_by(option_of(ctx_error.field)) from None
-        message = str(ctx_error) if ctx_error is not None else _friendly(err)
+        message = str(ctx_error) if ctx_error is not None else _friendly(first)
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
-        field = _field_of(err)
+        field = _field_of(first)
         raise SpecError(field, message, option=option_of(field)) from None

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 
 DRIVER = "gpu.nvidia.com"
-DEVICE_CLASS = "gpu.nvidia.com"
+DEVICE_CLASS = DRIVER  # the DeviceClass NVIDIA's chart installs is named after its driver
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 REQUEST = "gpus"  # the request's name inside the claim, and the pod's claim name
 API_VERSION = "resource.k8s.io/v1"

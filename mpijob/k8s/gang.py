@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s.render import GPU_RESOURCE, WorkerPod, metadata
+from mpijob.k8s.render import WorkerPod, metadata
+from mpijob.wellknown import GPU_RESOURCE
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"

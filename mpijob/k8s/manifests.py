@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from mpijob.jobspec.defaults import MODES
 from mpijob.k8s.render import SSHKeys, with_owner
+from mpijob.k8s.render_computedomain import apply_compute_domain
 from mpijob.k8s.render_dra import apply_dra
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
@@ -47,5 +48,6 @@ def render(
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     objects = apply_network_topology(objects, spec, placement)
     objects = apply_dra(objects, spec, placement)
+    objects = apply_compute_domain(objects, spec, placement)
     objects = apply_rdma(objects, spec)
     return with_owner(objects, root_uid) if root_uid else objects

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
+from mpijob.wellknown import GPU_RESOURCE
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
 
 CONFIG_DIR = "/etc/hvdk8s"
 SSH_DIR = "/etc/hvdk8s-ssh"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import copy
 
 from mpijob.jobspec import names
 from mpijob.k8s.dra import REQUEST, claim_template
-from mpijob.k8s.render import GPU_RESOURCE
+from mpijob.wellknown import GPU_RESOURCE
 
 
 def _strip_gpu_and_claim(pod_spec: dict) -> int:

@@ -69,10 +69,10 @@ def operator_shape(spec: JobSpec, placement: Placement | None) -> OperatorShape:
 
 def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
                benchmark: bool, extra_env: dict | None = None) -> dict:
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if benchmark:
         mounts.append({"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True})
-    c = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
+    c: dict = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
          "command": command, "env": env_list(spec, extra_env), "volumeMounts": mounts}
     if resources:
         c["resources"] = resources

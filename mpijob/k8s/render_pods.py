@@ -37,13 +37,13 @@ def worker_host(spec: JobSpec, pod: WorkerPod) -> str:
 
 
 def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
-    volumes = [
+    volumes: list[dict] = [
         {"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name), "defaultMode": 0o755}},
         # Readable by any uid so non-root images work; the scripts copy the key to a 0600 file.
         {"name": "hvdk8s-ssh", "secret": {"secretName": names.ssh_secret(spec.name), "defaultMode": 0o444}},
         shm_volume(spec),
     ]
-    mounts = [
+    mounts: list[dict] = [
         {"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "hvdk8s-ssh", "mountPath": SSH_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},

@@ -19,9 +19,9 @@ from __future__ import annotations
 import copy
 
 from mpijob.jobspec import names
+from mpijob.wellknown import GPU_RESOURCE
 
 IPC_LOCK = "IPC_LOCK"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def _is_worker_pod(obj: dict) -> bool:

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from mpijob.perf import perfdata
 from mpijob.phases import JobPhase
 
-VERSION = 1
+VERSION: Literal[1] = 1
 LINK_KINDS = ("host", "shm", "pcie", "nvlink", "net")
 # Before any multi-rank run is seen. "shm": GPU pods of one host exchange gradients through
 # host memory, priced like the model's pod-to-pod path (a cross-socket PCIe path,

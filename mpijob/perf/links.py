@@ -5,7 +5,12 @@ which is what ring allreduce time depends on:
 - NVLink: 20 GB/s per link per direction for NVLink 1 (P100), 25 GB/s for NVLink 2-4
   (V100, A100, H100): NVIDIA's NVLink/NVSwitch product pages and the P100/V100/A100/H100
   architecture whitepapers (V100: 6 links = 150 GB/s/dir; A100: 12 = 300; H100: 18 = 450).
-  `NV#` is # bonded links, so its bandwidth is # x the per-link figure.
+  `NV#` is # bonded links, so its bandwidth is # x the per-link figure. NVLink 5
+  (Blackwell: B200, GB200, B300, GB300) doubles it to 50 GB/s per link per direction: 18
+  links = 1.8 TB/s per GPU both directions together (NVIDIA GB200 NVL72 product page,
+  https://www.nvidia.com/en-us/data-center/gb200-nvl72/: "NVLink bandwidth 130 TB/s" for
+  72 GPUs; NVIDIA NVLink page, https://www.nvidia.com/en-us/data-center/nvlink/: fifth
+  generation, 1.8 TB/s per GPU, 18 links).
 - PCIe x16: 15.75 GB/s raw for Gen3, 31.5 Gen4, 63 Gen5 (PCI-SIG); NCCL's measured
   busbw through one PCIe switch (PIX) is about 80% of raw: ~12 GB/s on Gen3 (nccl-tests
   results published by NVIDIA and vendors such as Lambda and Microway).
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 
 NVLINK_GBS_PER_LINK_DEFAULT = 25.0
-NVLINK_GBS_PER_LINK = {"P100": 20.0}
+NVLINK_GBS_PER_LINK = {"P100": 20.0, "B200": 50.0, "B300": 50.0}  # GB200/GB300 match too
 PCIE_X16_EFFECTIVE_GBS = {3: 12.6, 4: 25.2, 5: 50.4}
 PCIE_PATH_FACTOR = {"PIX": 1.0, "PXB": 0.9, "PHB": 0.75, "NODE": 0.7, "SYS": 0.5}
 # Old drivers print SOC for what newer ones call SYS.

@@ -68,6 +68,7 @@ def schedule(*, forward_s: float, backward_s: float,
         end = max(end, ready + cycle_s / 2 + ops * per_op + remaining_bytes * seconds_per_byte)
         remaining_bytes -= params * bytes_per_param
         remaining_tensors -= tensors
+    assert first_ops is not None  # the profile is not empty
     total_bytes = sum(params for _, params, _ in profile) * bytes_per_param
     busy = first_ops * per_op + total_bytes * seconds_per_byte
     exposed = max(0.0, end - backward_end, busy - backward_s)

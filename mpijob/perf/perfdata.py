@@ -50,6 +50,18 @@ trains) and forward multiply-accumulates per image from the torchvision model do
 GPU peak rates (dense TFLOPS; FP32 without Tensor Cores, FP16 with them where present)
 from NVIDIA's data sheets; used only by the FLOPs fallback for GPUs without figures.
 NVLink links per GPU from the P100/V100/A100/H100 architecture whitepapers.
+Blackwell (no published TensorFlow CNN training table, so the FLOPs fallback prices them;
+the sparse Tensor Core figures NVIDIA lists are halved to dense):
+- B200: HGX B200 (8 GPUs), https://www.nvidia.com/en-us/data-center/hgx/: FP32 600 TFLOPS,
+  FP16/BF16 Tensor Core 36 PFLOPS sparse -> 75 and 2,250 per GPU.
+- GB200: GB200 NVL72 (72 GPUs), https://www.nvidia.com/en-us/data-center/gb200-nvl72/:
+  FP32 6,480 TFLOPS, FP16/BF16 Tensor Core 360 PFLOPS sparse -> 90 and 2,500 per GPU.
+- GB300: GB300 NVL72 per-GPU dense figures (Verda, "NVIDIA GB300 NVL72: GPU Architecture
+  & Performance", https://verda.com/blog/gb300-nvl72-architecture, from NVIDIA's
+  Blackwell Ultra data): FP32 80 TFLOPS, FP16/BF16 2.5 PFLOPS.
+- H200: the H100 SXM's silicon at the same clocks (GPU_SAME_AS), 18 NVLinks (H200 page,
+  https://www.nvidia.com/en-us/data-center/h200/: NVLink 900 GB/s).
+All Blackwell GPUs have 18 NVLink 5 links (mpijob.perf.links).
 """
 
 from __future__ import annotations
@@ -179,6 +191,9 @@ GPU_PEAK_TFLOPS: dict[str, tuple[float, float | None]] = {
     "L4": (30.3, 121.0),
     "L40S": (91.6, 362.0),
     "H100": (67.0, 989.0),
+    "B200": (75.0, 2250.0),
+    "GB200": (90.0, 2500.0),
+    "GB300": (80.0, 2500.0),
 }
 # Same silicon as a GPU with figures: use that GPU's figures (and say so).
 GPU_SAME_AS = {"H200": "H100", "H800": "H100", "A800": "A100"}
@@ -189,7 +204,8 @@ FALLBACK_UTILIZATION = {"fp32": 0.65, "fp16": 0.25}
 # A GPU string we cannot recognise is assumed to be this class (and the notes say so).
 DEFAULT_GPU = "V100"
 
-NVLINKS_PER_GPU = {"P100": 4, "V100": 6, "A100": 12, "H100": 18, "H200": 18, "H800": 8, "A800": 8}
+NVLINKS_PER_GPU = {"P100": 4, "V100": 6, "A100": 12, "H100": 18, "H200": 18, "H800": 8, "A800": 8,
+                   "B200": 18, "GB200": 18, "GB300": 18}
 
 _GPU_TOKENS = sorted(set(GPU_PEAK_TFLOPS) | set(GPU_SAME_AS), key=len, reverse=True)
 _TOKEN_SPLIT = re.compile(r"[^A-Z0-9]+")

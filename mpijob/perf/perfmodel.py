@@ -81,13 +81,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 from mpijob.errors import SpecError
 from mpijob.jobspec.defaults import PRECISIONS
 from mpijob.perf import calibration as calib
-from mpijob.perf import links, overlap, perfdata
+from mpijob.perf import links, nvlink_domain, overlap, perfdata
 from mpijob.perf.calibration import Calibration
 from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.network import span
@@ -126,6 +126,9 @@ class Assumptions:
     calibration: Calibration | None = None
     calibration_source: str = ""  # the file it came from, for the notes
     fp16_allreduce: bool = False  # hvd.Compression.fp16
+    # The job's pods hold a ComputeDomain IMEX channel: nodes of one NVLink partition talk
+    # over NVLink (mpijob.perf.nvlink_domain); set by `predict` from the placement.
+    nvlink_channel: bool = False
 
 
 DEFAULT_ASSUMPTIONS = Assumptions()
@@ -214,13 +217,15 @@ def _single_gpu(gpu_product: str, model: str, precision: str, batch_size: int) -
         if same:
             notes.append(f"{gpu}: no published figures; used the {same}'s (same compute silicon)")
         lookup = same or gpu
-        fig = perfdata.figure(lookup, model, precision)
-        if fig is None:
+        published = perfdata.figure(lookup, model, precision)
+        if published is None:
             fig = perfdata.flops_estimate(lookup, model, precision)
             notes.append(f"no published {model} {precision} figure for the {lookup}: "
                          f"FLOPs estimate ({fig.derived})")
-        elif fig.derived:
-            notes.append(f"{lookup} {model} {precision}: {fig.derived}")
+        else:
+            fig = published
+            if fig.derived:
+                notes.append(f"{lookup} {model} {precision}: {fig.derived}")
     ratio = next((r for (g, tag), r in perfdata.FORM_FACTOR_RATIO.items()
                   if g == gpu and tag in gpu_product.upper()), None)
     if ratio is not None:
@@ -419,6 +424,8 @@ def predict(*, model: str, batch_size: int, precision: str, placement, cluster: 
     if not placement.assignments:
         raise PredictionError("the placement assigns no pods")
     by_name = {n.name: n for n in cluster.nodes}
+    if getattr(placement, "compute_domain", False) and not assumptions.nvlink_channel:
+        assumptions = replace(assumptions, nvlink_channel=True)
     if all(not a.gpus for a in placement.assignments):
         return predict_cpu(model=model, batch_size=batch_size, precision=precision,
                            ranks=sum(max(1, a.workers) for a in placement.assignments),
@@ -576,14 +583,19 @@ def allreduce_candidates(pods: Sequence[tuple[Node, tuple[int, ...]]],
     in_pods = [(len(gpus), _pod_link(node, gpus, notes))
                for group in groups for node, gpus in group if len(gpus) > 1]
     between = [_shm_link(group[0][0]) for group in groups if len(group) > 1]
-    if multi_node:
+    fabric = nvlink_domain.fabric_link(nodes, assumptions.nvlink_channel, notes) \
+        if multi_node else None
+    if fabric is not None:
+        between.append(_Link(fabric[0], fabric[1], "nvlink"))
+    elif multi_node:
         transport = _transport(nodes, assumptions)
         between.extend(_nic_link(node, transport, assumptions) for node in nodes)
         between.extend(_uplink_links(nodes, transport, assumptions, notes))
     cal = assumptions.calibration
     if cal is not None and cal.links:
         in_pods = [(g, _calibrated(link, link.kind, cal)) for g, link in in_pods]
-        between = [_calibrated(link, "shm" if link.what.startswith("pod-to-pod") else "net", cal)
+        between = [link if link.kind == "nvlink" else  # the NVLink fabric: not the network
+                   _calibrated(link, "shm" if link.what.startswith("pod-to-pod") else "net", cal)
                    for link in between]
     if any(len(group) > 1 and any(len(g) == 1 for _, g in group) for group in groups):
         notes.append("pods of this job share a node: they cannot use NVLink/P2P with each other "
@@ -622,10 +634,11 @@ def allreduce_candidates(pods: Sequence[tuple[Node, tuple[int, ...]]],
 
 def _calibration_note(assumptions: Assumptions, compute_used: bool) -> str:
     cal = assumptions.calibration
-    used = ["compute rate" if compute_used else None,
-            "link bandwidths" if cal.links else None,
-            "multi-rank overhead" if cal.multi_rank_overhead_s else None]
-    used = [u for u in used if u]
+    assert cal is not None  # only said of calibrated predictions
+    used = [what for what, applies in (("compute rate", compute_used),
+                                       ("link bandwidths", bool(cal.links)),
+                                       ("multi-rank overhead", bool(cal.multi_rank_overhead_s)))
+            if applies]
     src = f" {assumptions.calibration_source}" if assumptions.calibration_source else ""
     return (f"calibration{src} used ({', '.join(used) if used else 'nothing in it applies'}; "
             f"{cal.runs} measured runs)")
@@ -648,6 +661,7 @@ def predict_cpu(*, model: str, batch_size: int, precision: str, ranks: int, host
         raise PredictionError(
             f"no CPU figures for {model_key} {prec}: CPU jobs are predicted only from a "
             "calibration (hvdk8s calibrate RESULTS_DIR, then --calibration FILE)")
+    assert cal is not None  # a rate comes only from a calibration
     link = "host" if hosts <= 1 else "net"
     compute_s = rate.step_seconds(batch_size)
     step = calib.step_seconds(cal, device="cpu", model=model_key, precision=prec,

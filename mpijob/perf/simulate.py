@@ -64,12 +64,22 @@ class JobOutcome:
     dropped: str | None = None  # why the job could never be placed
 
     @property
+    def started_s(self) -> float:
+        assert self.start_s is not None, "asked of a job that never started"
+        return self.start_s
+
+    @property
+    def ended_s(self) -> float:
+        assert self.end_s is not None, "asked of a job that never ended"
+        return self.end_s
+
+    @property
     def jct_s(self) -> float:
-        return self.end_s - self.job.submit_s
+        return self.ended_s - self.job.submit_s
 
     @property
     def queue_s(self) -> float:
-        return self.start_s - self.job.submit_s
+        return self.started_s - self.job.submit_s
 
 
 @dataclass(frozen=True)
@@ -120,14 +130,15 @@ def summarize(policy: str, outcomes: Sequence[JobOutcome], total_gpus: int,
         nan = math.nan
         return PolicySummary(policy, nan, nan, nan, nan, nan, nan, 0, dropped, 0.0, place_calls, nan)
     first = min(o.job.submit_s for o in done)
-    makespan = max(o.end_s for o in done) - first
+    makespan = max(o.ended_s for o in done) - first
     # Utilisation over the arrival window: the drain after the last submission is one long
     # job finishing alone and would say more about the tail than about the policy.
     w_end = max(o.job.submit_s for o in done)
     if w_end <= first:
         w_end = first + makespan
     window = w_end - first
-    busy = sum(o.job.gpus * max(0.0, min(o.end_s, w_end) - max(o.start_s, first)) for o in done)
+    busy = sum(o.job.gpus * max(0.0, min(o.ended_s, w_end) - max(o.started_s, first))
+               for o in done)
     jcts = [o.jct_s for o in done]
     multi = [o.scaling_efficiency for o in done if o.job.gpus > 1]
     return PolicySummary(
@@ -432,6 +443,7 @@ class _Simulation:
                 continue
             ok = not self.overlaps(k, queue[0])
             if not ok:
+                assert head_res is not None  # set when the head was blocked
                 shadow_t, extra = head_res
                 end = self.now + jobs[k].work_images / pred.images_per_sec
                 if end <= shadow_t:

@@ -45,9 +45,8 @@ from dataclasses import dataclass, field
 from mpijob.perf import perfdata
 from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.presets import preset
+from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-COUNT_LABEL = "nvidia.com/gpu.count"
 RDMA_LABEL = "feature.node.kubernetes.io/rdma.available"
 
 SIZE_WEIGHTS = ((1, 0.55), (2, 0.12), (4, 0.15), (8, 0.10), (16, 0.04), (32, 0.025), (64, 0.015))
@@ -109,7 +108,7 @@ def default_cluster(nodes: int = 500, kinds: Sequence[NodeKind] = DEFAULT_KINDS)
     out: list[Node] = []
     for kind, count in zip(kinds, counts, strict=True):
         topo = preset(kind.preset)
-        labels = {PRODUCT_LABEL: kind.product, COUNT_LABEL: str(topo.gpus)}
+        labels = {GPU_PRODUCT_LABEL: kind.product, GPU_COUNT_LABEL: str(topo.gpus)}
         if kind.rdma:
             labels[RDMA_LABEL] = "true"
         for i in range(count):
@@ -123,7 +122,7 @@ def gpu_pools(cluster: Cluster) -> dict[str, int]:
     """GPUs per nvidia.com/gpu.product value (nodes without the label are left out)."""
     pools: dict[str, int] = {}
     for n in cluster.nodes:
-        product = n.labels.get(PRODUCT_LABEL)
+        product = n.labels.get(GPU_PRODUCT_LABEL)
         if product:
             pools[product] = pools.get(product, 0) + n.gpus
     return pools
@@ -172,7 +171,7 @@ def generate_jobs(count: int, *, seed: int, cluster: Cluster, load: float = 0.7,
     t = 0.0
     for i, (gpus, gpw, model, batch, work, product, _) in enumerate(drafts):
         t += rng.expovariate(rate)
-        selector = ((PRODUCT_LABEL, product),) if product else ()
+        selector = ((GPU_PRODUCT_LABEL, product),) if product else ()
         jobs.append(SimJob(i, t, gpus, gpw, model, batch, work, selector))
     return jobs
 
@@ -202,7 +201,7 @@ def parse_jobs_csv(text: str) -> list[SimJob]:
     if missing:
         raise TraceError(f"missing column(s) {', '.join(missing)}; expected a header with "
                          f"{','.join(CSV_COLUMNS)}", 1)
-    jobs = []
+    jobs: list[SimJob] = []
     for row in reader:
         line = reader.line_num
         try:
@@ -224,7 +223,7 @@ def parse_jobs_csv(text: str) -> list[SimJob]:
         if batch < 1 or work <= 0 or submit < 0 or not math.isfinite(submit + work):
             raise TraceError("batch_size and work_images must be > 0 and submit_s >= 0", line)
         product = (row.get("gpu_product") or "").strip()
-        selector = ((PRODUCT_LABEL, product),) if product else ()
+        selector = ((GPU_PRODUCT_LABEL, product),) if product else ()
         jobs.append(SimJob(len(jobs), submit, gpus, gpw, model, batch, work, selector))
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return jobs
@@ -236,7 +235,7 @@ def jobs_csv(jobs: Sequence[SimJob]) -> str:
     w = csv.writer(out, lineterminator="\n")
     w.writerow((*CSV_COLUMNS, "gpu_product"))
     for j in jobs:
-        product = dict(j.node_selector).get(PRODUCT_LABEL, "")
+        product = dict(j.node_selector).get(GPU_PRODUCT_LABEL, "")
         w.writerow((f"{j.submit_s:.3f}", j.gpus, j.gpus_per_worker, j.model, j.batch_size,
                     f"{j.work_images:.0f}", product))
     return out.getvalue()

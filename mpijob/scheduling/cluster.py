@@ -48,6 +48,9 @@ class Node:
     # Fraction of line rate NCCL's socket transport reaches here (measured, cluster file);
     # None: the published default (mpijob.perf.perfmodel.TCP_EFFICIENCY).
     tcp_efficiency: float | None = None
+    # The NVLink partition the node's GPUs share with other nodes (an NVL72 rack's
+    # `<cluster UUID>.<clique id>`, mpijob.scheduling.nvlink); None: NVLink ends at the node.
+    nvlink_domain: str | None = None
 
     @property
     def free_gpus(self) -> tuple[int, ...]:
@@ -57,6 +60,9 @@ class Node:
 @dataclass(frozen=True)
 class Cluster:
     nodes: tuple[Node, ...]
+    # The API serves NVIDIA's ComputeDomain (resource.nvidia.com): a job across nodes of one
+    # NVLink partition can get the IMEX channel cross-node NVLink needs (mpijob.k8s.computedomain).
+    compute_domains: bool = False
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

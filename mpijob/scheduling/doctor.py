@@ -12,10 +12,9 @@ from dataclasses import asdict, dataclass, field
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
 from mpijob.scheduling import rdma
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
+from mpijob.wellknown import GPU_PRODUCT_LABEL, GPU_RESOURCE
 
 OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
-GPU_RESOURCE = "nvidia.com/gpu"
-GFD_PRODUCT = "nvidia.com/gpu.product"  # GPU Feature Discovery's model label
 OPERATOR_INSTALL = ("kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/"
                     "mpi-operator/master/deploy/v2beta1/mpi-operator.yaml")
 
@@ -176,7 +175,7 @@ def _gpu_nodes(f: Facts) -> list[Finding]:
     models: dict[str, int] = {}
     unlabeled = []
     for n in gpu_nodes:
-        product = _labels(n).get(GFD_PRODUCT)
+        product = _labels(n).get(GPU_PRODUCT_LABEL)
         if product:
             models[product] = models.get(product, 0) + 1
         else:
@@ -186,7 +185,7 @@ def _gpu_nodes(f: Facts) -> list[Finding]:
                                                        for m, c in sorted(models.items()))
                            + " (GPU Feature Discovery labels)"))
     if unlabeled:
-        out.append(Finding("gpu models", WARN, f"no {GFD_PRODUCT} label on {_names(unlabeled)}",
+        out.append(Finding("gpu models", WARN, f"no {GPU_PRODUCT_LABEL} label on {_names(unlabeled)}",
                            "GPU model unknown there: without the topology agent placement "
                            "assumes PCIe-only links and throughput is not predicted",
                            "install GPU Feature Discovery (part of the NVIDIA GPU Operator)"))

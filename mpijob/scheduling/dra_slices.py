@@ -73,3 +73,17 @@ def inventory(slices: list[dict], claims: list[dict], driver: str = DRIVER) -> D
             if ref.get("resource") == "pods" and ref.get("name"):
                 inv.owners[f"{m.get('namespace', '')}/{ref['name']}"] = key
     return inv
+
+
+def slice_cliques(slices: list[dict], attribute: str) -> dict[str, str]:
+    """node -> the `attribute` string of its published devices (mpijob.scheduling.nvlink):
+    the NVLink clique where a driver publishes one."""
+    out: dict[str, str] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        node = spec.get("nodeName")
+        for d in spec.get("devices") or []:
+            value = _attr(d, attribute)
+            if node and isinstance(value, str) and value:
+                out.setdefault(node, value)
+    return out

@@ -30,7 +30,8 @@ class PodGpus:
 
     @property
     def differs(self) -> bool:
-        return self.known and bool(self.planned) and sorted(self.allocated) != sorted(self.planned)
+        return (self.known and self.allocated is not None and bool(self.planned)
+                and sorted(self.allocated) != sorted(self.planned))
 
     @property
     def held(self) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ HyperNode holding it as the block. Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 
 def _matches(selector: Mapping, name: str, labels: Mapping[str, str]) -> bool:
@@ -39,12 +39,12 @@ def _members(hn: Mapping, kind: str) -> list[Mapping]:
 
 def _tier(hn: Mapping) -> int | None:
     try:
-        return int((hn.get("spec") or {}).get("tier"))
+        return int((hn.get("spec") or {}).get("tier"))  # type: ignore[arg-type]  # None: TypeError below
     except (TypeError, ValueError):
         return None
 
 
-def positions(hypernodes: list[Mapping], nodes: Mapping[str, Mapping[str, str]]) -> dict[str, dict]:
+def positions(hypernodes: Sequence[Mapping], nodes: Mapping[str, Mapping[str, str]]) -> dict[str, dict]:
     """{node name: {"rack": tier-1 HyperNode, "block": tier-2 HyperNode}} for the nodes
     (name -> labels) that some tier-1 HyperNode holds."""
     by_name = {(h.get("metadata") or {}).get("name"): h for h in hypernodes}

@@ -42,7 +42,8 @@ from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 from mpijob.scheduling.network import domain_of
 from mpijob.scheduling.placement_network import min_nodes, narrow
-from mpijob.scheduling.placement_sets import indices_of, mask_of, set_index
+from mpijob.scheduling.placement_nvlink import narrow_partitions
+from mpijob.scheduling.placement_sets import SetIndex, indices_of, mask_of, set_index
 from mpijob.scheduling.presets import preset_for
 
 POLICIES = PLACEMENT_POLICIES
@@ -96,6 +97,11 @@ class Placement:
     explanation: tuple[str, ...] = ()
     # The one rack or block holding every node, for gang schedulers (mpijob.scheduling.network).
     network_domain: object = None
+    # The one multi-node NVLink partition holding every node (mpijob.scheduling.nvlink).
+    nvlink_domain: str | None = None
+    # The job spans nodes of that partition and the cluster serves ComputeDomains: it gets
+    # the IMEX channel cross-node NVLink needs (mpijob.k8s.computedomain).
+    compute_domain: bool = False
 
     @property
     def nodes_used(self) -> int:
@@ -111,6 +117,8 @@ class Placement:
             "nodes_used": self.nodes_used,
             "reason": self.reason,
             "explanation": list(self.explanation),
+            **({"nvlink_domain": self.nvlink_domain, "compute_domain": self.compute_domain}
+               if self.nvlink_domain else {}),
         }
 
 
@@ -137,7 +145,7 @@ class _Candidate:
     cap: int  # workers it can hold by GPUs, cpu and memory
     idle: bool
     soft_penalty: int  # untolerated PreferNoSchedule taints
-    index: object = None  # SetIndex for GPU jobs
+    index: SetIndex = None  # type: ignore[assignment]  # set for GPU jobs only
     profile: tuple = ()
 
     @property
@@ -224,7 +232,7 @@ def _screen(cluster: Cluster, request: PlacementRequest, *, with_profiles: bool)
         if verdict.blocked == "selector":
             screen.selector_miss += 1
             continue
-        if verdict.blocked == "taint":
+        if verdict.blocked == "taint" and verdict.taint is not None:
             key = taint_text(verdict.taint)
             screen.tainted[key] = screen.tainted.get(key, 0) + 1
             continue
@@ -299,7 +307,7 @@ def _why_not(screen: _Screen, request: PlacementRequest) -> str:
         parts.append(f"{plural(screen.no_gpus, 'node')} without GPUs")
     if screen.no_room_cpu:
         parts.append(f"{plural(screen.no_room_cpu, 'node')} without {request.cpu_per_worker:g} free cpu")
-    if screen.no_room_memory:
+    if screen.no_room_memory and request.memory_per_worker is not None:
         parts.append(f"{plural(screen.no_room_memory, 'node')} without "
                      f"{_bytes(request.memory_per_worker)} free memory")
     cands = screen.candidates
@@ -415,9 +423,12 @@ def _neg(q) -> tuple:
 def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Placement:
     w, g = request.workers, request.gpus_per_worker
     eligible = len(screen.candidates)
-    # The fewest nodes, in one zone, under the fewest racks: the candidates left are the
-    # network domain the rules below choose in.
-    narrowed = narrow(screen.candidates, w, cross_zone=request.cross_zone)
+    # One NVLink partition when one holds the job, else the fewest; then the fewest nodes,
+    # in one zone, under the fewest racks: the candidates left are the domain the rules
+    # below choose in.
+    parts = narrow_partitions(screen.candidates, w, cross_zone=request.cross_zone)
+    pool = parts.candidates if parts is not None else screen.candidates
+    narrowed = narrow(pool, w, cross_zone=request.cross_zone)
     cands = narrowed.candidates
     m = narrowed.nodes
     if m is None:
@@ -466,7 +477,7 @@ def _place_packed(screen: _Screen, request: PlacementRequest, policy: str) -> Pl
     idle_left = sum(1 for c in screen.candidates if c.idle) - sum(1 for c, _ in picks if c.idle)
     head = [_policy_line(policy, g),
             f"{_eligible(eligible, screen.total)}; fewest nodes that hold "
-            f"{plural(w, 'worker')}: {m}", *narrowed.notes]
+            f"{plural(w, 'worker')}: {m}", *(parts.notes if parts else ()), *narrowed.notes]
     if g and idle_left and any(not c.idle for c, _ in picks):
         head.append(f"{plural(idle_left, 'idle node')} left whole for larger jobs")
 
@@ -495,7 +506,9 @@ def _describe(c: _Candidate, gpus: tuple[int, ...], k: int, g: int, policy: str)
 
     mask = mask_of(gpus)
     weak, total = c.index.quality(mask)
-    a, b = c.index.weakest_pair(mask)
+    pair = c.index.weakest_pair(mask)
+    assert pair is not None  # two GPUs or more
+    a, b = pair
     pairs = len(gpus) * (len(gpus) - 1) // 2
     text += (f"; weakest link {c.index.topology.links[a][b]} ({weak / 1000:g} GB/s, GPU{a}-GPU{b}), "
              f"{total / 1000:g} GB/s over {plural(pairs, 'pair')}")
@@ -551,8 +564,22 @@ def place(cluster: Cluster, request: PlacementRequest, policy: str = "topology")
     policy = _validate(request, policy)
     screen = _screen(cluster, request, with_profiles=(policy == "topology"))
     if policy == "spread":
-        return _with_devices(_place_spread(screen, request), cluster)
-    return _with_devices(_place_packed(screen, request, policy), cluster)
+        placement = _place_spread(screen, request)
+    else:
+        placement = _place_packed(screen, request, policy)
+    return _with_devices(_with_compute_domain(placement, cluster), cluster)
+
+
+def _with_compute_domain(placement: Placement, cluster: Cluster) -> Placement:
+    """Name the one NVLink partition a placement's nodes share (any policy), and whether
+    the job gets a ComputeDomain there: several nodes, and a cluster that serves them."""
+    if not placement.feasible:
+        return placement
+    domains = {cluster.node(a.node).nvlink_domain for a in placement.assignments}
+    domain = domains.pop() if len(domains) == 1 else None
+    multi = placement.nodes_used > 1
+    return replace(placement, nvlink_domain=domain,
+                   compute_domain=bool(domain and multi and cluster.compute_domains))
 
 
 def _with_devices(placement: Placement, cluster: Cluster) -> Placement:

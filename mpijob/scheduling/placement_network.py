@@ -36,6 +36,9 @@ class Narrowed:
     nodes: int | None = None  # the fewest nodes that hold the job (None: does not fit)
     reason: str | None = None  # why it does not fit when only a zone split would
     notes: list[str] = field(default_factory=list)
+    # Racks and blocks of the chosen domain (0 where the network is unknown or one node does).
+    racks: int = 0
+    blocks: int = 0
 
 
 def min_nodes(caps: list[int], need: int) -> int | None:
@@ -210,7 +213,7 @@ def narrow(cands: list, need: int, *, cross_zone: bool = False) -> Narrowed:
     note = _zone_note(members, len(zones), cross_zone)
     if note:
         notes.append(note)
-    return Narrowed(members, m, notes=notes)
+    return Narrowed(members, m, notes=notes, racks=r, blocks=blocks)
 
 
 def _zone_note(members: list, zones: int, cross_zone: bool) -> str | None:

@@ -105,7 +105,7 @@ class SetIndex:
         self._weak, self._total = weak, total
 
     def quality(self, mask: int) -> Quality:
-        if self._weak is not None:
+        if self._weak is not None and self._total is not None:
             return self._weak[mask], self._total[mask]
         idx = indices_of(mask)
         w, t = SINGLE, 0
@@ -125,7 +125,7 @@ class SetIndex:
             return cached
         count = free.bit_count()
         best: list[Quality] = [(SINGLE, 0)] + [(-1, -1)] * self.n
-        if self._weak is not None:
+        if self._weak is not None and self._total is not None:
             weak, total = self._weak, self._total
             sub = free
             while sub:

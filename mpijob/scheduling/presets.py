@@ -8,6 +8,15 @@ Matrices as `nvidia-smi topo -m` prints them on the real systems:
 - dgx2: DGX-2 / HGX-2, 16 V100 on NVSwitch: every pair NV6.
 - dgx-a100: DGX / HGX A100 8-GPU, NVSwitch: every pair NV12.
 - dgx-h100: DGX / HGX H100 8-GPU, NVSwitch: every pair NV18.
+- hgx-h200: HGX H200 8-GPU, NVSwitch: every pair NV18 (the H100 board with H200 GPUs;
+  NVIDIA H200 page: NVLink 900 GB/s = 18 x 50 GB/s both ways).
+- hgx-b200: DGX / HGX B200 8-GPU, NVLink 5 switches on the board: every pair NV18 (18
+  links per GPU, 1.8 TB/s; NVIDIA DGX B200 data sheet: 14.4 TB/s NVLink for 8 GPUs).
+- gb200-nvl72-tray, gb300-nvl72-tray: one compute tray of a GB200 / GB300 NVL72 (two Grace
+  superchips, 4 GPUs), the node Kubernetes sees: every pair NV18 through the rack's NVLink
+  switch trays (18 trays x 4 GPUs = 72 per NVLink domain; NVIDIA GB200 NVL72 and GB300
+  NVL72 pages). The other 17 trays are other nodes of the same NVLink partition
+  (mpijob.scheduling.nvlink), not part of this matrix.
 - pcie-8gpu-dual-socket: 8 PCIe GPUs, two per PCIe switch (PIX), four per socket (PHB
   between switches), SYS across sockets, as on the 8-GPU PCIe servers in public topo dumps.
 - pcie-4gpu-nvlink-pairs: 4 PCIe GPUs on one socket with NVLink bridges joining 0-1 and
@@ -95,6 +104,10 @@ PRESETS: dict[str, Topology] = {
     "dgx2": uniform(16, "NV6", "dgx2"),
     "dgx-a100": uniform(8, "NV12", "dgx-a100"),
     "dgx-h100": uniform(8, "NV18", "dgx-h100"),
+    "hgx-h200": uniform(8, "NV18", "hgx-h200"),
+    "hgx-b200": uniform(8, "NV18", "hgx-b200"),
+    "gb200-nvl72-tray": uniform(4, "NV18", "gb200-nvl72-tray", numa_halves=False),
+    "gb300-nvl72-tray": uniform(4, "NV18", "gb300-nvl72-tray", numa_halves=False),
     "pcie-8gpu-dual-socket": _pcie_8gpu_dual_socket(),
     "pcie-4gpu-nvlink-pairs": _pcie_4gpu_nvlink_pairs(),
 }
@@ -104,6 +117,10 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
     "dgx2": "DGX-2 / HGX-2, 16 V100 on NVSwitch (all pairs NV6)",
     "dgx-a100": "DGX / HGX A100, 8 GPUs on NVSwitch (all pairs NV12)",
     "dgx-h100": "DGX / HGX H100, 8 GPUs on NVSwitch (all pairs NV18)",
+    "hgx-h200": "HGX H200, 8 GPUs on NVSwitch (all pairs NV18)",
+    "hgx-b200": "DGX / HGX B200, 8 GPUs, NVLink 5 switches (all pairs NV18, 1.8 TB/s per GPU)",
+    "gb200-nvl72-tray": "one GB200 NVL72 compute tray: 4 GPUs, NV18 into the rack's NVLink domain",
+    "gb300-nvl72-tray": "one GB300 NVL72 compute tray: 4 GPUs, NV18 into the rack's NVLink domain",
     "pcie-8gpu-dual-socket": "8 PCIe GPUs, 2 per switch (PIX), 4 per socket (PHB), SYS across",
     "pcie-4gpu-nvlink-pairs": "4 PCIe GPUs, NVLink bridges 0-1 and 2-3 (NV4), PHB otherwise",
 }
@@ -160,7 +177,10 @@ _PRODUCT_RULES = (
     ("A100-SXM", 8, "dgx-a100"),
     ("H100-SXM", 8, "dgx-h100"),
     ("H100-80GB-HBM3", 8, "dgx-h100"),
-    ("H200", 8, "dgx-h100"),
+    ("H200", 8, "hgx-h200"),
+    ("GB200", 4, "gb200-nvl72-tray"),  # before B200, which it contains
+    ("GB300", 4, "gb300-nvl72-tray"),
+    ("B200", 8, "hgx-b200"),
 )
 # 4-GPU HGX A100 boards join every pair directly with 4 NVLinks.
 _HGX_A100_4GPU = "uniform-4-NV4"

@@ -28,12 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from mpijob.wellknown import GPU_RESOURCE
+
+if TYPE_CHECKING:  # a type only: cluster.py imports this module
+    from mpijob.scheduling.cluster import Node
 
 SHARED_PREFIXES = ("rdma/",)
 VF_PREFIXES = ("nvidia.com/", "openshift.io/", "intel.com/")
 # nvidia.com resources of the GPU device plugin (and its MIG / time-slicing / vGPU names).
-NOT_POOLS = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/vgpu", "nvidia.com/pgpu")
+NOT_POOLS = (GPU_RESOURCE, "nvidia.com/mig-", "nvidia.com/vgpu", "nvidia.com/pgpu")
 Kind = Literal["shared", "vf"]
 Link = Literal["infiniband", "roce"]
 # NCCL's RoCE v2 GID: index 3 on a ConnectX port with its default IPv4 GIDs (0/1: RoCE v1/v2
@@ -106,7 +111,7 @@ class RdmaDecision:
         return "rdma" if self.use else "tcp"
 
 
-def common_resource(pods: Sequence[tuple[object, int]]) -> tuple[RdmaResource | None, str]:
+def common_resource(pods: Sequence[tuple[Node, int]]) -> tuple[RdmaResource | None, str]:
     """The RDMA resource every pod's node offers, enough of it free for the pod, preferring a
     shared HCA (it takes one slot per pod); or None and why not. pods: (Node, GPUs)."""
     if not pods:
@@ -133,7 +138,7 @@ def common_resource(pods: Sequence[tuple[object, int]]) -> tuple[RdmaResource | 
     return None, problem or "no RDMA resource is common to the planned nodes"
 
 
-def decide(choice: str, pods: Sequence[tuple[object, int]]) -> RdmaDecision:
+def decide(choice: str, pods: Sequence[tuple[Node, int]]) -> RdmaDecision:
     """--rdma: on requests RDMA or raises ValueError with the reason; auto requests it when
     the job spans several nodes and every planned node offers it; off never."""
     res, why_not = common_resource(pods)

@@ -75,7 +75,7 @@ def create(client: KubeClient, obj: dict, submission: str, *, dry_run: bool = Fa
         kind, meta = kind_of(obj), obj["metadata"]
         existing = client.get(kind, meta["name"], meta.get("namespace"))
         mine = ((existing or {}).get("metadata") or {}).get("annotations") or {}
-        if mine.get(SUBMISSION_ANNOTATION) == submission:
+        if existing is not None and mine.get(SUBMISSION_ANNOTATION) == submission:
             return existing
         raise
 

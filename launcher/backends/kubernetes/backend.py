@@ -12,6 +12,7 @@ Where arena and the MPI Operator disappoint, this backend is strict:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -237,13 +238,13 @@ class KubernetesBackend(BaseBackend):
         return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True)
 
     # -- submit ------------------------------------------------------------------------------
-    def submit_options(self, *, mode: str, server_dry_run: bool,
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> KubernetesOptions:
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
                                  schedule_timeout=schedule_timeout)
 
     @_api_errors
-    def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, list[str]]:
+    def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
         """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
         fresh snapshot: keep the plan if it still fits, else place again."""
@@ -281,7 +282,7 @@ class KubernetesBackend(BaseBackend):
             return SubmitResult(spec.name, ns, self.name, made,
                                 f"server dry run: {len(made)} object(s) accepted by the API "
                                 "server, nothing created")
-        created: list[dict] = []
+        created: builtins.list[dict] = []
         try:
             from mpijob.k8s.render import with_owner
 
@@ -292,13 +293,14 @@ class KubernetesBackend(BaseBackend):
             for obj in with_owner(list(objects), root["metadata"]["uid"])[1:]:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
-                outcome = f"MPIJob {spec.name} created; the MPI operator creates its pods"
+                created_line = f"MPIJob {spec.name} created; the MPI operator creates its pods"
                 if gang in ("volcano", "scheduler-plugins"):
                     seen = operator_gang.confirm(client, gang, spec.name, ns,
                                                  min(options.schedule_timeout or 30.0, 30.0),
                                                  self.poll)
-                    outcome += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
-                                " (no PodGroup or worker seen yet: is the operator running?)")
+                    created_line += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
+                                     " (no PodGroup or worker seen yet: is the operator running?)")
+                outcome: str | UserError = created_line
                 if gang == "kueue":
                     if not ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
                         # Kueue's job webhook suspends every MPIJob naming a queue
@@ -434,7 +436,7 @@ class KubernetesBackend(BaseBackend):
                                                      if r.gpus else ""))
         return f" ({'; '.join(parts)})" if parts else ""
 
-    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> list[dict]:
+    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> builtins.list[dict]:
         """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
         selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
         deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
@@ -447,7 +449,7 @@ class KubernetesBackend(BaseBackend):
                 return waiting or pods
             time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
 
-    def _unscheduled_reasons(self, ns: str, pods: list[dict]) -> str:
+    def _unscheduled_reasons(self, ns: str, pods: builtins.list[dict]) -> str:
         events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
                                    "reason=FailedScheduling")
         parts = []
@@ -456,7 +458,7 @@ class KubernetesBackend(BaseBackend):
                          f"{st.unscheduled_reason(p, events) or 'no scheduler decision yet'}")
         return "; ".join(parts) or "no worker pods were created"
 
-    def _rollback(self, name: str, ns: str, created: list[dict]) -> None:
+    def _rollback(self, name: str, ns: str, created: builtins.list[dict]) -> None:
         if not created:
             return
         try:
@@ -477,7 +479,7 @@ class KubernetesBackend(BaseBackend):
                 return mpijob, "operator"
         return None, "pods"
 
-    def _pods(self, name: str, ns: str) -> list[dict]:
+    def _pods(self, name: str, ns: str) -> builtins.list[dict]:
         return self.client.items(POD, ns, label_selector=names.job_selector(name))
 
     def _status(self, name: str, ns: str, *, detail: bool = False) -> JobStatus:
@@ -485,8 +487,8 @@ class KubernetesBackend(BaseBackend):
         pods = self._pods(name, ns)
         if root is None and not pods:
             raise NotFound(f"job {name} not found in namespace {ns}")
-        events: list[dict] = []
-        launcher_log: list[str] = []
+        events: builtins.list[dict] = []
+        launcher_log: builtins.list[str] = []
         if detail:
             if any(not st.is_scheduled(p) for p in pods):
                 events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
@@ -531,7 +533,7 @@ class KubernetesBackend(BaseBackend):
         except ApiError:  # reporting status must not fail on it: `get` still shows the rate
             pass
 
-    def _clean_pods(self, root: dict | None, pods: list[dict], status: JobStatus) -> None:
+    def _clean_pods(self, root: dict | None, pods: builtins.list[dict], status: JobStatus) -> None:
         """Belt and braces for the in-pod release: once the launcher is done, no worker may
         keep its GPUs (cleanPodPolicy Running), or no pod stays at all (All)."""
         policy = st.clean_pod_policy(root)
@@ -573,12 +575,12 @@ class KubernetesBackend(BaseBackend):
         return self._status(name, self._ns(namespace), detail=True)
 
     @_api_errors
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
         """Every hvdk8s job: one list call per kind (pods, Jobs, MPIJobs), none per job."""
         with _gc_paused():
             return self._list(self._ns(namespace), all_namespaces)
 
-    def _list(self, ns: str, all_namespaces: bool) -> list[JobStatus]:
+    def _list(self, ns: str, all_namespaces: bool) -> builtins.list[JobStatus]:
         client = self.client
         selector = names.job_selector()
         pods = client.items(POD, ns, all_namespaces=all_namespaces, label_selector=selector)
@@ -645,7 +647,7 @@ class KubernetesBackend(BaseBackend):
             chosen = [p for p in workers if st.pod_index(p) == worker]
             if not chosen:
                 self._no_such_worker(name, ns, worker, workers)
-            targets = [("worker", chosen[0])]
+            targets: builtins.list[tuple[str, dict | None]] = [("worker", chosen[0])]
         else:
             targets = [("launcher", None)] + ([("worker", p) for p in workers]
                                               if all_replicas else [])
@@ -661,7 +663,7 @@ class KubernetesBackend(BaseBackend):
         finally:
             stop.set()
 
-    def _no_such_worker(self, name: str, ns: str, worker: int, pods: list[dict]) -> NoReturn:
+    def _no_such_worker(self, name: str, ns: str, worker: int, pods: builtins.list[dict]) -> NoReturn:
         """An index outside the job is a bad option value (exit 2, as the local backend's
         --rank); one inside it whose pod is gone (cleaned up, evicted) is not."""
         root, _ = self._root(name, ns)
@@ -765,7 +767,7 @@ def _plan_conflicts(cluster, placement, spec) -> str | None:
             return f"node {a.node} is not Ready"
         if verdict.blocked == "selector":
             return f"node {a.node} no longer matches --selector"
-        if verdict.blocked == "taint":
+        if verdict.blocked == "taint" and verdict.taint is not None:
             key = verdict.taint.key
             what = "cordoned" if key == UNSCHEDULABLE_TAINT else f"tainted {key}"
             return f"node {a.node} is {what}"

@@ -17,12 +17,14 @@ the submission annotation. 401/403 become one-line errors naming the refused ver
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from launcher.errors import UserError
@@ -88,12 +90,15 @@ HYPERNODE = Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", name
 RESOURCE_SLICE = Kind("resource.k8s.io/v1", "ResourceSlice", "resourceslices", namespaced=False)
 RESOURCE_CLAIM = Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims")
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates")
+# NVIDIA's DRA driver (mpijob.k8s.computedomain).
+COMPUTE_DOMAIN = Kind("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains")
 KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", namespaced=False),
                     Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
 
 _KNOWN = {(k.api_version, k.kind): k for k in (
     POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, VOLCANO_PODGROUP,
     SCHED_PLUGINS_PODGROUP, KUEUE_WORKLOAD, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
+    COMPUTE_DOMAIN,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
     NAMESPACE,
@@ -301,6 +306,7 @@ def connect(context: str | None = None, namespace: str | None = None,
     from kubernetes.config.config_exception import ConfigException
 
     configuration = k8s.Configuration()
+    context_name: str | None
     try:
         if _use_in_cluster(context, kubeconfig):
             k8s_config.load_incluster_config(client_configuration=configuration)
@@ -326,7 +332,7 @@ def connect(context: str | None = None, namespace: str | None = None,
 # --- the client -------------------------------------------------------------------------------
 @dataclass
 class KubeClient:
-    api: object  # kubernetes.client.ApiClient
+    api: Any  # kubernetes.client.ApiClient (the client is imported lazily: ~300 ms)
     namespace: str = "default"
     context: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
@@ -411,7 +417,7 @@ class KubeClient:
         return self.request("GET", kind.path(ns), query=query, resource=kind.resource,
                             namespace=ns) or {"items": []}
 
-    def items(self, kind: Kind, namespace: str | None = None, **kw) -> list[dict]:
+    def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[dict]:
         return self.list(kind, namespace, **kw).get("items") or []
 
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
@@ -446,7 +452,7 @@ class KubeClient:
                propagation: str | None = None, grace_seconds: int | None = None) -> bool:
         """False when it did not exist."""
         ns = self._ns(kind, namespace)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if propagation:
             body["propagationPolicy"] = propagation
         if grace_seconds is not None:
@@ -463,7 +469,8 @@ class KubeClient:
     def delete_collection(self, kind: Kind, namespace: str | None, label_selector: str, *,
                           grace_seconds: int | None = None) -> None:
         ns = self._ns(kind, namespace)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body: dict[str, str | int] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                      "propagationPolicy": "Background"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         try:

@@ -17,6 +17,7 @@ from launcher.backends.kubernetes.client import (
     Kind,
     KubeClient,
 )
+from launcher.backends.kubernetes.operator import OPERATOR_SELECTOR
 from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
@@ -27,7 +28,6 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 KUEUE_NAMESPACE, KUEUE_CONFIG, KUEUE_CONFIG_KEY = ("kueue-system", "kueue-manager-config",
                                                    "controller_manager_config.yaml")
 # The MPI Operator's Deployment: manifests/base/deployment.yaml (label app=mpi-operator).
-OPERATOR_SELECTOR = "app=mpi-operator"
 
 
 def can_i(client: KubeClient, verb: str, resource: str, group: str = "", subresource: str = "",

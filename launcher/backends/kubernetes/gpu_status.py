@@ -20,7 +20,7 @@ def agent_allocations(client, nodes) -> dict[str, dict]:
             if exc.status in (401, 403):
                 continue
             raise
-        text = st.annotations(node).get(ANNOTATION_TOPOLOGY)
+        text = st.annotations_of(node).get(ANNOTATION_TOPOLOGY)
         if not text:
             continue
         try:

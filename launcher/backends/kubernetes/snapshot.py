@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from launcher.backends.kubernetes.client import (
+    COMPUTE_DOMAIN,
     HYPERNODE,
     KUEUE_TOPOLOGIES,
     NODE,
@@ -27,22 +28,21 @@ from launcher.backends.kubernetes.client import (
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
 from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
-from mpijob.scheduling.dra_slices import inventory
+from mpijob.scheduling.dra_slices import inventory, slice_cliques
 from mpijob.scheduling.hypernodes import positions as hypernode_positions
 from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, position_from_labels
+from mpijob.scheduling.nvlink import CLIQUE_ATTRIBUTE, clique_from_labels, parse_clique
 from mpijob.scheduling.presets import preset_for
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_annotation
+from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
-GPU_RESOURCE = "nvidia.com/gpu"
-LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
-LABEL_GPU_COUNT = "nvidia.com/gpu.count"
 LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
 # Fraction of line rate NCCL's sockets reach on this node, where an admin measured it.
 LABEL_TCP_EFFICIENCY = "hvdk8s.io/tcp-efficiency"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 # Pods in these phases hold nothing: the scheduler frees their requests.
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -182,14 +182,14 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
         except (ValueError, TypeError, KeyError) as exc:
             notes.append(f"{name}: ignoring an unreadable {ANNOTATION_TOPOLOGY} annotation ({exc})")
     try:
-        count = int(labels.get(LABEL_GPU_COUNT, allocatable_gpus))
+        count = int(labels.get(GPU_COUNT_LABEL, allocatable_gpus))
     except ValueError:
         count = allocatable_gpus
     count = max(count, allocatable_gpus)
     if count <= 0:
         return _empty_topology(), None, {}, False
     try:
-        return preset_for(labels.get(LABEL_GPU_PRODUCT), count), None, {}, False
+        return preset_for(labels.get(GPU_PRODUCT_LABEL), count), None, {}, False
     except ValueError as exc:  # e.g. a count past MAX_GPUS_PER_NODE: plan around the node
         notes.append(f"{name}: not planned on ({exc})")
         return _empty_topology(), None, {}, False
@@ -217,7 +217,8 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
 def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] | None = None,
                    label_keys=None, kueue_topologies: list[dict] | None = None,
                    resource_slices: list[dict] | None = None,
-                   resource_claims: list[dict] | None = None) -> Snapshot:
+                   resource_claims: list[dict] | None = None,
+                   compute_domains: bool = False) -> Snapshot:
     """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
     network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
@@ -225,6 +226,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
     # Devices published by the GPU DRA driver, and those its claims hold: really free
     # GPUs with their UUIDs, without the topology agent.
     dra = inventory(resource_slices or [], resource_claims or [])
+    slice_clique = slice_cliques(resource_slices or [], CLIQUE_ATTRIBUTE)
     usage_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
@@ -249,7 +251,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
         allocated, pod_usage = _allocate(name, topo.gpus, gpus, node_pods, agent_alloc, meta, notes)
         allocated = set(allocated) | {i for i in dra.allocated.get(name, ()) if i < topo.gpus}
         usages.extend(pod_usage)
-        requested = defaultdict(Decimal)
+        requested: defaultdict[str, Decimal] = defaultdict(Decimal)
         for p in node_pods:
             for k, v in pod_requests(p).items():
                 requested[k] += v
@@ -261,15 +263,29 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             pcie_gen = 3
         out_nodes.append(Node(
             name=name, gpus=topo.gpus, topology=topo, allocated=frozenset(allocated),
-            gpu_model=labels.get(LABEL_GPU_PRODUCT) or meta.get("gpu_model") or "unknown",
+            gpu_model=labels.get(GPU_PRODUCT_LABEL) or meta.get("gpu_model") or "unknown",
             network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
             network=network[name], dra_devices=dra_devices,
             host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
             rdma=rdma.from_allocatable(alloc, {k: int(v) for k, v in requested.items()}),
             tcp_efficiency=_tcp_efficiency(labels),
+            nvlink_domain=_nvlink_domain(name, labels, slice_clique.get(name), notes),
         ))
-    return Snapshot(Cluster(tuple(out_nodes)), tuple(usages), tuple(notes), measured)
+    cluster = Cluster(tuple(out_nodes), compute_domains=compute_domains)
+    return Snapshot(cluster, tuple(usages), tuple(notes), measured)
+
+
+def _nvlink_domain(node: str, labels: dict, from_slices: str | None, notes: list[str]) -> str | None:
+    """The node's NVLink partition: GFD's clique label, else a ResourceSlice attribute
+    (mpijob.scheduling.nvlink). A value that is no clique is said, and NVLink taken to end
+    at the node."""
+    try:
+        found = clique_from_labels(labels)
+        return found if found else (parse_clique(from_slices) if from_slices else None)
+    except ValueError as exc:
+        notes.append(f"node {node}: {exc}; planned as if NVLink ended at the node")
+        return None
 
 
 def _tcp_efficiency(labels: dict) -> float | None:
@@ -405,7 +421,9 @@ def take_snapshot(client, namespace: str | None = None) -> Snapshot:
         slices = _optional_items(client, RESOURCE_SLICE)
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
-    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims)
+    # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
+    domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
+    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims, domains)
     return replace(snap, skipped=skipped) if skipped else snap
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 from launcher.backends.base import (
     FAILED,
@@ -45,7 +46,7 @@ def labels(obj: dict | None) -> dict:
     return meta(obj).get("labels") or {}
 
 
-def annotations(obj: dict | None) -> dict:
+def annotations_of(obj: dict | None) -> dict:
     return meta(obj).get("annotations") or {}
 
 
@@ -68,7 +69,7 @@ def pod_index(pod: dict) -> int:
 
 
 def _json_annotation(obj: dict | None, key: str):
-    text = annotations(obj).get(key)
+    text = annotations_of(obj).get(key)
     if not text:
         return None
     try:
@@ -116,7 +117,7 @@ def is_scheduled(pod: dict) -> bool:
     return False
 
 
-def unscheduled_reason(pod: dict, events: list[dict] = ()) -> str | None:
+def unscheduled_reason(pod: dict, events: Sequence[dict] = ()) -> str | None:
     """The scheduler's own words: the newest FailedScheduling event, else the condition."""
     name = meta(pod).get("name")
     mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name
@@ -137,13 +138,13 @@ def _containers(pod: dict) -> list[dict]:
     return (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
 
 
-def replica(pod: dict, events: list[dict] = ()) -> ReplicaStatus:
+def replica(pod: dict, events: Sequence[dict] = ()) -> ReplicaStatus:
     m = meta(pod)
     status = pod.get("status") or {}
     phase = status.get("phase") or PENDING
     r = ReplicaStatus(name=m.get("name", "?"), role=pod_role(pod), phase=phase,
                       node=(pod.get("spec") or {}).get("nodeName"),
-                      gpus=list(parse_index_list(annotations(pod).get(names.ANNOTATION_GPUS))))
+                      gpus=list(parse_index_list(annotations_of(pod).get(names.ANNOTATION_GPUS))))
     r.restarts = sum(int(c.get("restartCount") or 0) for c in _containers(pod))
     for c in _containers(pod):
         state = c.get("state") or {}
@@ -193,7 +194,7 @@ def _finished_at(root: dict | None, ctype: str) -> str | None:
     return status.get("completionTime") or (cond or {}).get("lastTransitionTime")
 
 
-def decide_phase(root: dict | None, mode: str, pods: list[dict], events: list[dict] = ()
+def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequence[dict] = ()
                  ) -> tuple[str, str | None, str | None]:
     """(phase, reason, message)."""
     done_type, fail_type = ("Succeeded", "Failed") if mode == "operator" else ("Complete", "Failed")
@@ -251,7 +252,7 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: list[di
 
 
 def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict],
-               mode: str = "pods", events: list[dict] = (), launcher_log: list[str] = (),
+               mode: str = "pods", events: Sequence[dict] = (), launcher_log: list[str] | None = None,
                failed_logs: dict[str, list[str]] | None = None) -> JobStatus:
     """root: the launcher Job (pods mode) or the MPIJob (operator mode)."""
     spec = job_spec_of(root)
@@ -288,14 +289,15 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
         out.images_per_sec = recorded_images_per_sec(root)
     if phase == FAILED and failed_logs:
         pod = failing_pod(pods)
-        if pod and failed_logs.get(meta(pod).get("name")):
-            out.log_tail = failed_logs[meta(pod)["name"]][-FAILED_TAIL_LINES:]
+        pod_name = meta(pod).get("name") if pod else None
+        if pod_name and failed_logs.get(pod_name):
+            out.log_tail = failed_logs[pod_name][-FAILED_TAIL_LINES:]
     return out
 
 
 def recorded_images_per_sec(root: dict | None) -> float | None:
     """The rate `get`/`wait` recorded on the root (ANNOTATION_IMAGES_PER_SEC), if any."""
-    text = annotations(root).get(ANNOTATION_IMAGES_PER_SEC)
+    text = annotations_of(root).get(ANNOTATION_IMAGES_PER_SEC)
     try:
         value = float(text) if text else None
     except ValueError:

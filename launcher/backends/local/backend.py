@@ -9,6 +9,7 @@ and after it ended, as they do on Kubernetes.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import shutil
@@ -93,7 +94,7 @@ UNKNOWN = JobPhase.UNKNOWN.value
 class _Prepared:
     paths: JobPaths
     launch: Launch
-    gpus: list[int]
+    gpus: builtins.list[int]
     host: str
     hostfile: str
 
@@ -111,12 +112,16 @@ class LocalBackend(BaseBackend):
 
     def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
                  stop_grace_seconds: float = STOP_GRACE_SECONDS):
-        self.namespace = namespace or DEFAULT_NAMESPACE
+        self._namespace = namespace or DEFAULT_NAMESPACE
         self.poll_seconds = poll_seconds
         self.stop_grace_seconds = stop_grace_seconds
 
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
     # ------------------------------------------------------------------ submit
-    def submit_options(self, *, mode: str, server_dry_run: bool,
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> LocalOptions:
         if server_dry_run:
             raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
@@ -255,7 +260,7 @@ class LocalBackend(BaseBackend):
             raise _not_found(name, paths.namespace)
         return status
 
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]:
+    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
         """Every job; one whose state cannot be read is listed as Unknown with the reason."""
         found = []
         try:
@@ -282,7 +287,7 @@ class LocalBackend(BaseBackend):
         return self._read_logs(paths, sources, follow=follow, tail=tail)
 
     def _log_sources(self, paths: JobPaths, rank: int | None, worker: int | None,
-                     all_replicas: bool) -> list[tuple[str, int | None]]:
+                     all_replicas: bool) -> builtins.list[tuple[str, int | None]]:
         """(line prefix, rank) per file to read; rank None is the combined log."""
         if rank is None and worker is None and not all_replicas:
             return [("", None)]  # the combined log needs no state: it works for a broken job
@@ -478,7 +483,7 @@ class _Follower:
         self.partial = ""
         self.skip_to_tail = tail
 
-    def read_new(self) -> list[str]:
+    def read_new(self) -> builtins.list[str]:
         try:
             with open(self.path_of(), "rb") as f:
                 f.seek(self.offset)
@@ -494,7 +499,7 @@ class _Follower:
             self.skip_to_tail = None
         return [self.prefix + line for line in lines]
 
-    def flush(self) -> list[str]:
+    def flush(self) -> builtins.list[str]:
         rest = self.read_new()
         if self.partial:
             rest.append(self.prefix + self.partial)

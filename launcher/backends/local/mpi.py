@@ -232,10 +232,10 @@ def rank_failure(lines: list[str]) -> RankFailure | None:
     text = "\n".join(lines)
     match = _PROCESS_NAME.search(text)
     if match:
-        code = _EXIT_CODE.search(text, match.end())
+        exit_match = _EXIT_CODE.search(text, match.end())
         rank = int(match.group(1))
-        if code:
-            exit_code = int(code.group(1))
+        if exit_match:
+            exit_code = int(exit_match.group(1))
             return RankFailure(rank, f"rank {rank} exited with code {exit_code}", exit_code=exit_code)
     match = _SIGNAL.search(text)
     if match:

@@ -54,7 +54,7 @@ def is_alive(pid: int) -> bool:
 
 def is_job_process(pid: int | None, uid: str | None) -> bool:
     """`pid` is a live process of the job `uid` (not a stranger that reused the pid)."""
-    return bool(pid) and bool(uid) and is_alive(pid) and _has_marker(pid, uid)
+    return pid is not None and bool(pid) and bool(uid) and is_alive(pid) and _has_marker(pid, uid)
 
 
 def job_pids(uid: str | None, sid: int | None, job_dir: str | None = None) -> list[int]:

@@ -50,12 +50,12 @@ def main(argv: list[str]) -> int:
         print("usage: python -S local_rank.py EXITDIR PROGRAM [ARG...]", file=sys.stderr)
         return 2
     exit_dir, program = argv[0], argv[1:]
-    for signum in _OUTLIVE:
-        signal.signal(signum, _noop)
+    for outlived in _OUTLIVE:
+        signal.signal(outlived, _noop)
     pid = os.fork()
     if pid == 0:
-        for signum in _PYTHON_IGNORES:
-            signal.signal(signum, signal.SIG_DFL)
+        for ignored in _PYTHON_IGNORES:
+            signal.signal(ignored, signal.SIG_DFL)
         try:
             os.execvp(program[0], program)
         except OSError as exc:

@@ -35,9 +35,10 @@ from launcher.errors import UserError
 from launcher.formats.home import home
 from launcher.formats.records import Timestamp
 from launcher.timestamps import utc_now
+from mpijob.jobspec import defaults
 from mpijob.phases import JobPhase
 
-DEFAULT_NAMESPACE = "default"
+DEFAULT_NAMESPACE = defaults.NAMESPACE  # as on a cluster: -n default is left out of hints
 
 
 
@@ -108,7 +109,7 @@ def all_job_paths(namespace: str | None) -> list[JobPaths]:
         namespaces = [root / namespace]
     else:
         namespaces = sorted(p for p in _subdirs(root))
-    found = []
+    found: list[JobPaths] = []
     for ns_dir in namespaces:
         found.extend(JobPaths(d) for d in sorted(_subdirs(ns_dir)))
     return found

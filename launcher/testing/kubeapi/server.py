@@ -74,6 +74,8 @@ class KubeAPIServer:
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
         self.dra = None  # launcher.testing.kubeapi.dra.install_dra() serves resource.k8s.io/v1
+        # compute_domain.install_compute_domains() serves resource.nvidia.com ComputeDomains
+        self.compute_domains = None
         self.kueue: Kueue | None = None  # install_kueue() deploys it
         # Volcano's pod webhook (volcano.py); set .version to "v1.5.0" for the older check.
         self.volcano_webhook = VolcanoWebhook()
@@ -130,7 +132,7 @@ class KubeAPIServer:
     @property
     def loops(self):
         extra = tuple(c for c in (self.kueue, self.mpi_operator) if c is not None)
-        dra = (self.dra,) if self.dra is not None else ()
+        dra = tuple(c for c in (self.compute_domains, self.dra) if c is not None)
         return (*dra, self.scheduler, *extra, self.jobs, self.kubelet)
 
     @property
@@ -146,6 +148,8 @@ class KubeAPIServer:
     def step(self, times: int = 1) -> None:
         """One deterministic pass of scheduler -> job controller -> kubelet -> job controller."""
         for _ in range(times):
+            if self.compute_domains is not None:
+                self.compute_domains.step()
             if self.dra is not None:
                 self.dra.step()
             self.scheduler.step()

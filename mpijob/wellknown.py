@@ -1,0 +1,12 @@
+"""Names other components define, which hvdk8s reads and writes: one name each.
+
+- `GPU_RESOURCE`: the extended resource NVIDIA's device plugin advertises and pods request
+  (k8s-device-plugin, `nvidia.com/gpu`).
+- `GPU_PRODUCT_LABEL`: GPU Feature Discovery's node label for the GPU model
+  (gpu-feature-discovery, `nvidia.com/gpu.product`, e.g. `Tesla-V100-SXM2-16GB`).
+- `GPU_COUNT_LABEL`: GPU Feature Discovery's node label for the number of GPUs.
+"""
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
