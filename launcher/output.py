@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import typer
@@ -61,3 +62,24 @@ def emit_data(data: Any, fmt: str) -> bool:
 def note(message: str) -> None:
     """Information for people, on stderr so stdout stays machine-readable."""
     typer.echo(message, err=True)
+
+
+def plain_when_piped(console, table):
+    """A rich table as kubectl prints when stdout is no terminal: plain columns, no box
+    characters (a script or `grep` reads them; people at a terminal get the box)."""
+    if not console.is_terminal:
+        table.box, table.show_edge = None, False
+    return table
+
+
+_debug = {"on": False}
+
+
+def set_debug(on: bool) -> None:
+    _debug["on"] = on
+
+
+def debug(message: str) -> None:
+    """What the tool does behind the scenes (watch fallbacks, retries), with --debug only."""
+    if _debug["on"] or os.environ.get("HVDK8S_DEBUG") == "1":
+        typer.echo(f"debug: {message}", err=True)

@@ -10,6 +10,13 @@ FIXED_KEYS = SSHKeys(
 )
 STUB_BENCHMARK = "print('benchmark')\n"
 
+# --pod-patch worker=FILE: a sidecar, a securityContext and an env var for the worker.
+POD_PATCH = {"target": "worker", "source": "worker-patch.yaml", "patch": {"spec": {
+    "securityContext": {"fsGroup": 1000},
+    "containers": [{"name": "worker", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]},
+                   {"name": "log-shipper", "image": "busybox:1.36",
+                    "command": ["sh", "-c", "sleep infinity"]}]}}}
+
 CASES = {
     "pods-benchmark-4x1": dict(
         spec=dict(name="demo", workers=4, gpus_per_worker=1, image="horovod/horovod:0.28.1"),
@@ -39,6 +46,23 @@ CASES = {
                   command=("python", "train.py", "--data", "/data dir"),
                   mpi_implementation="MPICH"),
         mode="pods"),
+    # issue 24: data volumes, a host directory, working dir and service account.
+    "pods-data-volumes": dict(
+        spec=dict(name="data", workers=2, gpus_per_worker=1,
+                  data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
+                  data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
+                  working_dir="/workspace", service_account="trainer",
+                  benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"},
+                  pod_patches=(POD_PATCH,)),
+        mode="pods"),
+    "operator-data-volumes": dict(
+        spec=dict(name="data", workers=2, gpus_per_worker=1,
+                  data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
+                  data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
+                  working_dir="/workspace", service_account="trainer",
+                  benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"},
+                  pod_patches=(POD_PATCH,)),
+        mode="operator"),
 }
 
 

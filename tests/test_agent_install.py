@@ -207,4 +207,4 @@ def test_cli_context_picks_the_kubeconfig_context(apiserver, tmp_path, monkeypat
 
     missing = runner.invoke(app, ["install", "agent", "--context", "nope"])
     assert missing.exit_code == 2
-    assert missing.stderr.startswith("error: --context: ")
+    assert missing.stderr.startswith("error: --context 'nope' not found in ")

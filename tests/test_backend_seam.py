@@ -61,7 +61,7 @@ class QueueBackend(BaseBackend):
 @pytest.fixture
 def queue_backend(monkeypatch):
     backend = QueueBackend()
-    monkeypatch.setattr(select, "resolve_backend_name", lambda name, context: (name, "asked"))
+    monkeypatch.setattr(select, "resolve_backend_name", lambda name, context, **_: (name, "asked"))
     monkeypatch.setattr(select, "make_backend", lambda name, **kw: backend)
     return backend
 

@@ -147,7 +147,8 @@ def test_base_images_are_pinned_to_explicit_tags(dockerfile):
 
 
 def test_train_base_matches_tensorflow_2_15_tested_cuda_and_cudnn():
-    (image,) = [rest.split()[0] for word, rest in instructions(TRAIN) if word == "FROM"]
+    (image,) = [substitute(rest.split()[0], arg_defaults(TRAIN))
+                for word, rest in instructions(TRAIN) if word == "FROM"]
     # tensorflow.org's tested configurations: TF 2.15 <-> CUDA 12.2, cuDNN 8.9.
     assert image.startswith("nvidia/cuda:12.2.")
     assert "-cudnn8-" in image and "-devel-" in image  # devel: nvcc, ptxas for XLA
@@ -210,12 +211,23 @@ def test_train_image_builds_horovod_with_nccl_mpi_and_gloo():
     runs = " ".join(rest for word, rest in instructions(TRAIN) if word == "RUN")
     for setting in ("HOROVOD_GPU_OPERATIONS=NCCL", "HOROVOD_WITH_TENSORFLOW=1",
                     "HOROVOD_WITH_MPI=1", "HOROVOD_WITH_GLOO=1", "--no-build-isolation",
-                    'horovod==${HOROVOD_VERSION}', "tensorflow==${TENSORFLOW_VERSION}",
+                    'horovod==${HOROVOD_VERSION}', "${tf}==${TENSORFLOW_VERSION}",
                     "mpi4py==${MPI4PY_VERSION}", "openmpi-bin", "openssh-server",
                     "python-is-python3"):
         assert setting in runs, setting
     for check in ("TensorFlow", "NCCL", "MPI", "Gloo"):
         assert f"'\\[X\\] {check}'" in runs, f"the build must verify {check}"
+
+
+def test_train_flavours_differ_only_by_build_arguments():
+    """One Dockerfile: the GPU flavour by default (its tensorflow and NCCL), the CPU one
+    (tensorflow-cpu, no NCCL check) from FLAVOUR=cpu; images/build.sh passes both."""
+    assert arg_defaults(TRAIN)["FLAVOUR"] == "gpu"
+    runs = " ".join(rest for word, rest in instructions(TRAIN) if word == "RUN")
+    assert 'tf=tensorflow; [ "${FLAVOUR}" = gpu ] || tf=tensorflow-cpu' in runs
+    assert "{ [ \"${FLAVOUR}\" != gpu ] || grep -Eq '\\[X\\] NCCL'" in runs
+    build = (IMAGES / "build.sh").read_text()
+    assert '--build-arg "FLAVOUR=$flavour"' in build and '"BASE_IMAGE=$base"' in build
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)

@@ -57,7 +57,8 @@ def _choice_options():
         for name, sub in (getattr(command, "commands", None) or {}).items():
             yield from walk(sub, (*path, name))
         for param in command.params:
-            if "|" in (param.metavar or "") and param.opts[0].startswith("-"):
+            # help lists a long choice's values in the text (launcher.cli.helptext)
+            if getattr(param, "choice_values", None) and param.opts[0].startswith("-"):
                 yield path, param
 
     return list(walk(root, ()))
@@ -82,13 +83,14 @@ def test_a_value_outside_a_choice_exits_2_before_the_command_runs(path, param):
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     hint = "/".join(sorted(param.opts, key=len))
-    choices = tuple(param.metavar.split("|"))
+    choices = param.choice_values
     assert result.stderr == f"error: {hint}: expected {options.one_of(choices)}, got 'bogus'\n"
 
 
 def test_options_submit_and_plan_share_are_one_declaration():
-    submit = {p.name: p for p in _command("submit", "mpi").params}
-    plan = {p.name: p for p in _command("plan").params}
+    # (not kubectl's global flags, which commands that read no cluster take and ignore)
+    submit = {p.name: p for p in _command("submit", "mpi").params if p.expose_value}
+    plan = {p.name: p for p in _command("plan").params if p.expose_value}
     shared = submit.keys() & plan.keys()
     assert {"workers", "gpus", "placement", "selector", "model", "batch_size", "cluster",
             "calibration", "context"} <= shared
@@ -125,8 +127,10 @@ def test_workers_reach_the_rendered_np(workers, gpus, ranks):
     # --workers -> JobOptions.workers -> JobSpec.workers -> spec.ranks -> mpirun -np.
     import json
 
+    # A cluster file: the objects for a cluster, wherever the test runs (without one, a CPU
+    # job's dry run shows this machine's mpirun line when no kubeconfig is configured).
     result = _run("submit", "mpi", "--name", "np", "-w", str(workers), "-g", str(gpus),
-                  "--dry-run", "-o", "json")
+                  "--cluster", "tests/data/clusters/two-dgx1.yaml", "--dry-run", "-o", "json")
     assert result.exit_code == 0, result.stderr
     launcher = json.loads(result.stdout)["items"][0]["spec"]["template"]["spec"]["containers"][0]
     command = launcher["command"]

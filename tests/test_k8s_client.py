@@ -51,16 +51,21 @@ def test_no_kubeconfig_at_all_says_where_it_looked_and_what_to_pass(tmp_path, mo
     _no_in_cluster(monkeypatch)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube
-    expected = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
-                "in a pod; pass --kubeconfig/--context, or plan against a file with --cluster FILE")
-    for context in (None, "prod"):
-        with pytest.raises(UserError) as err:
-            connect(context=context)
-        assert str(err.value) == expected
+    nothing = "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running in a pod"
+    with pytest.raises(UserError) as err:
+        connect()
+    assert str(err.value) == f"{nothing}; pass --kubeconfig FILE or set $KUBECONFIG"
+    # A named context: the file that has it is what is missing (not "pass --context").
+    with pytest.raises(UserError) as err:
+        connect(context="prod")
+    assert str(err.value) == (f"--context prod: {nothing}; pass --kubeconfig FILE (the "
+                              "kubeconfig that has this context) or set $KUBECONFIG")
+    # A file that was named is named back.
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone"))
     with pytest.raises(UserError) as err:
         connect()
-    assert str(err.value) == expected
+    assert str(err.value) == (f"$KUBECONFIG={tmp_path / 'gone'}: no such file; point "
+                              "--kubeconfig/$KUBECONFIG at a kubeconfig")
 
 
 def test_a_kubeconfig_without_a_current_context_is_named(tmp_path, monkeypatch):
@@ -68,12 +73,12 @@ def test_a_kubeconfig_without_a_current_context_is_named(tmp_path, monkeypatch):
     empty = tmp_path / "config"
     empty.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "contexts": []}))
     monkeypatch.setenv("KUBECONFIG", str(empty))
-    with pytest.raises(UserError, match=f"^no Kubernetes context: {empty} sets no "
-                                        "current-context; pass --context NAME"):
+    with pytest.raises(UserError, match=rf"^no Kubernetes context: \$KUBECONFIG={empty} sets "
+                                        "no current-context; pass --context NAME"):
         connect()
     empty.write_text("- not\n- a kubeconfig\n")
-    with pytest.raises(UserError, match=f"^no usable kubeconfig: {empty} cannot be read or is "
-                                        "not a kubeconfig"):
+    with pytest.raises(UserError, match=rf"^\$KUBECONFIG={empty}: not a usable kubeconfig "
+                                        rf"\({empty} cannot be read or is not a kubeconfig\)"):
         connect()
 
 

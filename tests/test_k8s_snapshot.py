@@ -126,9 +126,10 @@ def test_live_snapshot_is_two_list_calls_and_one_discovery(k8s):
                     {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
     srv.clear_requests()
     snap = k8s.backend().snapshot()
-    # /apis tells whether optional add-ons (Volcano HyperNodes) are there to list.
-    assert [r.path for r in srv.request_log] == ["/api/v1/nodes", "/api/v1/pods", "/apis"]
-    assert srv.request_log[1].query["fieldSelector"] == ("status.phase!=Succeeded,"
+    # /apis tells whether optional add-ons (Volcano HyperNodes, DRA slices) are there to
+    # list; they are read before the pods, which are filtered by the nodes they tell of.
+    assert [r.path for r in srv.request_log] == ["/api/v1/nodes", "/apis", "/api/v1/pods"]
+    assert srv.request_log[2].query["fieldSelector"] == ("status.phase!=Succeeded,"
                                                          "status.phase!=Failed")
     assert snap.cluster.node("gpu-node-1").free_gpus == ()
     assert len(snap.cluster.node("gpu-node-0").free_gpus) == 8

@@ -3,6 +3,7 @@ logs, wait, delete, how each rank of a failed job is shown, and what the backend
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -126,10 +127,15 @@ def test_a_named_context_never_falls_back_to_local_jobs(home, monkeypatch, tmp_p
 
 
 def _rank_rows(table: str, job: str) -> dict[str, list[str]]:
-    """POD/RANK -> the other cells of `get`'s replica table."""
+    """POD/RANK -> the other cells of `get`'s replica table (plain columns when piped, as
+    here: cut at the header's column starts)."""
+    assert not set("│┃━─") & set(table), table  # no box characters when not a terminal
+    lines = table.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("POD/RANK"))
+    starts = [m.start() for m in re.finditer(r"(?<!\S)\S+(?: \S+)*", header)]
     rows = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
+    for line in lines:
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
         if cells and cells[0].startswith(f"{job}-rank-"):
             rows[cells[0]] = cells[1:]
     return rows
@@ -145,6 +151,11 @@ def test_get_shows_only_the_failing_rank_as_failed():
     # ROLE, PHASE, NODE, GPUS, RESTARTS, DETAIL: rank 0 exited 0 and has nothing to explain.
     assert rows["bad-rank-0"][1] == "Succeeded" and rows["bad-rank-0"][-1] == ""
     assert rows["bad-rank-1"][1] == "Failed" and rows["bad-rank-1"][-1] == "exit 3 rank 1 exited with code 3"
+    # -o wide: the exit code in its own column; `local`, not a pod mode.
+    wide = invoke("get", "bad", *LOCAL, "-o", "wide")
+    rows = _rank_rows(wide.stdout, "bad")
+    assert rows["bad-rank-0"][5] == "0" and rows["bad-rank-1"][5] == "3"
+    assert "backend local (processes on this machine)" in wide.stdout and "mode" not in wide.stdout
 
 
 def test_kubernetes_only_options_are_reported_as_ignored():

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""tf_cnn_benchmarks-compatible synthetic ImageNet training benchmark, TensorFlow 2 style.
+"""tf_cnn_benchmarks-compatible ImageNet training benchmark, TensorFlow 2 style.
 
 Trains a `tf.keras.applications` model (weights=None) on synthetic ImageNet-shaped data
-generated once on the device, all-reducing gradients with Horovod
+generated once on the device, or (--data_name=imagenet --data_dir DIR) on ImageNet
+TFRecords through tf_cnn_benchmarks' input pipeline, each rank reading its own shard;
+all-reducing gradients with Horovod
 (hvd.DistributedGradientTape: NCCL on GPU when Horovod has it, MPI or Gloo on CPU), and
 prints what tf_cnn_benchmarks prints (header, `<step>\\timages/sec: X +/- Y (jitter = Z)
 \\t<loss>` lines, `total images/sec: N`), then one machine-readable line:
@@ -225,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TF inter-op threads per rank (env HVDK8S_INTER_OP_THREADS); unset "
                    "or 0: TensorFlow's default")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--data_name", default="synthetic", choices=["synthetic", "imagenet"],
+                   help="synthetic: one batch made on the device; imagenet: TFRecords from "
+                   "--data_dir through tf_cnn_benchmarks' input pipeline")
+    p.add_argument("--data_dir", default=None,
+                   help="directory of ImageNet TFRecords (train-*-of-*), with --data_name imagenet")
+    p.add_argument("--datasets_num_parallel_calls", type=int, default=0,
+                   help="parallel decode/preprocess calls per rank; 0: tf.data AUTOTUNE")
     return p
 
 
@@ -243,6 +252,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.batch_size = default_batch
     if args.image_size == 0:
         args.image_size = native_size
+    if args.data_name == "imagenet" and not args.data_dir:
+        parser.error("--data_name=imagenet needs --data_dir (the directory of train-*-of-*)")
+    if args.data_dir and args.data_name == "synthetic":
+        parser.error("--data_dir needs --data_name=imagenet")
     min_size = MIN_IMAGE_SIZE.get(args.model, DEFAULT_MIN_IMAGE_SIZE)
     for ok, message in (
         (args.batch_size >= 1, "--batch_size must be >= 1"),
@@ -435,6 +448,103 @@ def make_train_step(tf, hvd, model, opt, args: argparse.Namespace):
     return _function(tf, train_step)
 
 
+# ------------------------------------------------------------------------------ input
+# ImageNet TFRecords as tf_cnn_benchmarks reads them (tensorflow/benchmarks
+# scripts/tf_cnn_benchmarks/preprocessing.py: parse_example_proto, train_image,
+# RecordInputImagePreprocessor; datasets.py: the train-*-of-* file pattern): the
+# records written by inception's build_imagenet_data.py, labels 1..1000 (0 is background).
+TRAIN_PATTERN = "train-*-of-*"
+SHUFFLE_BUFFER = 10000  # tf_cnn_benchmarks' --datasets_shuffle_buffer_size
+INTERLEAVE_CYCLE = 10  # its parallel_interleave cycle_length
+# Distorted crop: tf_cnn_benchmarks' _random_crop / inception's distorted_bounding_box_crop.
+MIN_OBJECT_COVERED, ASPECT_RATIOS, AREAS, MAX_ATTEMPTS = 0.1, (0.75, 1.33), (0.05, 1.0), 100
+
+
+def train_files(data_dir: str) -> list[str]:
+    import glob
+
+    return sorted(glob.glob(os.path.join(data_dir, TRAIN_PATTERN)))
+
+
+def shard_of(files: Sequence[str], rank: int, world_size: int) -> list[str]:
+    """This rank's files: every world_size-th, from its rank (tf.data's shard order), so
+    no two ranks read one file. Fewer files than ranks: the caller shards by record."""
+    return list(files[rank::world_size])
+
+
+def parse_example(tf, serialized):
+    """(JPEG bytes, 0-based label, bboxes [1, n, 4] ymin/xmin/ymax/xmax) of one record."""
+    var_float = tf.io.VarLenFeature(dtype=tf.float32)
+    features = tf.io.parse_single_example(serialized, {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
+        "image/object/bbox/xmin": var_float, "image/object/bbox/ymin": var_float,
+        "image/object/bbox/xmax": var_float, "image/object/bbox/ymax": var_float,
+    })
+    coords = [tf.expand_dims(features[f"image/object/bbox/{k}"].values, 0)
+              for k in ("ymin", "xmin", "ymax", "xmax")]
+    bbox = tf.transpose(tf.expand_dims(tf.concat(coords, 0), 0), [0, 2, 1])
+    label = tf.cast(features["image/class/label"], tf.int32) - 1  # 1..1000 -> 0..999
+    return features["image/encoded"], label, bbox
+
+
+def train_image(tf, jpeg, bbox, image_size: int, seed: int):
+    """tf_cnn_benchmarks' train_image without color distortion (its default): a random
+    crop covering part of a box, decoded fused with the crop, resized bilinearly, flipped
+    left-right half the time, scaled to [-1, 1] (its normalized_image)."""
+    shape = tf.image.extract_jpeg_shape(jpeg)
+    bbox = tf.cond(tf.shape(bbox)[1] > 0, lambda: bbox,
+                   lambda: tf.constant([[[0.0, 0.0, 1.0, 1.0]]]))  # no box: the whole image
+    begin, size, _ = tf.image.sample_distorted_bounding_box(
+        shape, bounding_boxes=bbox, min_object_covered=MIN_OBJECT_COVERED,
+        aspect_ratio_range=ASPECT_RATIOS, area_range=AREAS, max_attempts=MAX_ATTEMPTS,
+        use_image_if_no_bounding_boxes=True, seed=seed)
+    offset_y, offset_x, _ = tf.unstack(begin)
+    height, width, _ = tf.unstack(size)
+    image = tf.image.decode_and_crop_jpeg(
+        jpeg, tf.stack([offset_y, offset_x, height, width]), channels=3)
+    image = tf.image.resize(image, [image_size, image_size], method="bilinear")
+    image = tf.image.random_flip_left_right(image, seed=seed)
+    return image * (2.0 / 255.0) - 1.0
+
+
+def imagenet_dataset(tf, args, rank: int, world_size: int):
+    """Each rank reads its own shard: parallel interleaved reads of its files, shuffle,
+    parallel parse and preprocessing, batches, prefetch (tf_cnn_benchmarks' pipeline).
+    Returns (dataset, this rank's files)."""
+    files = train_files(args.data_dir)
+    if not files:
+        raise BenchmarkError(f"no ImageNet TFRecords ({TRAIN_PATTERN}) in {args.data_dir}")
+    auto = tf.data.experimental.AUTOTUNE
+    calls = args.datasets_num_parallel_calls or auto
+    by_file = len(files) >= world_size
+    mine = shard_of(files, rank, world_size) if by_file else files
+    ds = tf.data.Dataset.from_tensor_slices(mine)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(INTERLEAVE_CYCLE, len(mine)),
+                       num_parallel_calls=auto, deterministic=False)
+    if not by_file:
+        ds = ds.shard(world_size, rank)  # fewer files than ranks: every world_size-th record
+    # The same seed on every rank: the shards, not the seeds, make the ranks' data differ.
+    ds = ds.shuffle(SHUFFLE_BUFFER, seed=args.seed).repeat()
+
+    def preprocess(serialized):
+        jpeg, label, bbox = parse_example(tf, serialized)
+        image = train_image(tf, jpeg, bbox, args.image_size, args.seed)
+        if args.data_format == "NCHW":
+            image = tf.transpose(image, [2, 0, 1])
+        return image, label
+
+    ds = ds.map(preprocess, num_parallel_calls=calls)
+    ds = ds.batch(args.batch_size, drop_remainder=True).prefetch(auto)
+    return ds, [os.path.basename(f) for f in mine]
+
+
+def input_wait_share(wait_seconds: Sequence[float], step_seconds: Sequence[float]) -> float:
+    """The share of the timed steps' wall time spent waiting for the next batch."""
+    total = math.fsum(step_seconds)
+    return math.fsum(wait_seconds) / total if total > 0 else 0.0
+
+
 # -------------------------------------------------------------------------------- run
 def header_lines(args, world_size: int, intra: int, inter: int, tf_version: str) -> list[str]:
     global_batch = args.batch_size * world_size
@@ -447,7 +557,7 @@ def header_lines(args, world_size: int, intra: int, inter: int, tf_version: str)
     return [
         f"TensorFlow:  {major_minor}",
         f"Model:       {args.model}",
-        "Dataset:     imagenet (synthetic)",
+        f"Dataset:     imagenet ({'synthetic' if args.data_name == 'synthetic' else 'real'})",
         "Mode:        training",
         "SingleSess:  False",
         f"Batch size:  {global_batch} global",
@@ -522,14 +632,25 @@ def run(args: argparse.Namespace) -> dict:
     opt = build_optimizer(tf, args)
     train_step = make_train_step(tf, hvd, model, opt, args)
 
-    with tf.device("/GPU:0" if args.device == "gpu" else "/CPU:0"):
-        # Made once, on the device: no input pipeline and no host copies in the loop.
-        if args.data_format == "NCHW":
-            shape = (args.batch_size, 3, args.image_size, args.image_size)
-        else:
-            shape = (args.batch_size, args.image_size, args.image_size, 3)
-        images = tf.random.truncated_normal(shape, dtype=tf.float32)
-        labels = tf.random.uniform((args.batch_size,), 0, NUM_CLASSES, dtype=tf.int32)
+    files: list[str] = []
+    if args.data_name == "synthetic":
+        with tf.device("/GPU:0" if args.device == "gpu" else "/CPU:0"):
+            # Made once, on the device: no input pipeline and no host copies in the loop.
+            if args.data_format == "NCHW":
+                shape = (args.batch_size, 3, args.image_size, args.image_size)
+            else:
+                shape = (args.batch_size, args.image_size, args.image_size, 3)
+            images = tf.random.truncated_normal(shape, dtype=tf.float32)
+            labels = tf.random.uniform((args.batch_size,), 0, NUM_CLASSES, dtype=tf.int32)
+
+        def next_batch():
+            return images, labels
+    else:
+        dataset, files = imagenet_dataset(tf, args, rank, world_size)
+        batches = iter(dataset)
+
+        def next_batch():
+            return next(batches)
 
     def say(line: str) -> None:
         if rank == 0:
@@ -539,10 +660,18 @@ def run(args: argparse.Namespace) -> dict:
         say(line)
     say("Running warm up")
 
-    def one_step() -> float:
-        # .numpy() is the one host sync per step: per-step times need it (as
-        # tf_cnn_benchmarks' sess.run fetching the loss does); on CPU it costs nothing.
-        return float(train_step(images, labels).numpy())
+    clock = time.perf_counter
+    first_labels: list[int] = []
+
+    def one_step() -> tuple[float, float]:
+        """(loss, seconds waited for the batch). .numpy() is the one host sync per step:
+        per-step times need it (as tf_cnn_benchmarks' sess.run fetching the loss does)."""
+        t0 = clock()
+        batch_images, batch_labels = next_batch()
+        waited = clock() - t0
+        if not first_labels:
+            first_labels.extend(int(x) for x in batch_labels.numpy())
+        return float(train_step(batch_images, batch_labels).numpy()), waited
 
     broadcast_done = hvd is None
     for _ in range(args.num_warmup_batches):
@@ -554,16 +683,17 @@ def run(args: argparse.Namespace) -> dict:
     say("Step\tImg/sec\ttotal_loss")
 
     step_times: list[float] = []
+    wait_times: list[float] = []
     loss = 0.0
-    clock = time.perf_counter
     # No garbage-collector pauses inside timed steps; the loop allocates next to nothing.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     loop_start = clock()
     for step in range(args.num_batches):
         t0 = clock()
-        loss = one_step()
+        loss, waited = one_step()
         step_times.append(clock() - t0)
+        wait_times.append(waited)
         if not broadcast_done:  # no warm-up: rank 0's weights win after the first step
             _broadcast(hvd, model, opt)
             broadcast_done = True
@@ -575,9 +705,18 @@ def run(args: argparse.Namespace) -> dict:
 
     rate = rank_images_per_sec(args.batch_size, args.num_batches, loop_seconds)
     total = total_images_per_sec(args.batch_size, args.num_batches, loop_seconds, world_size)
-    per_rank = [float(r) for r in hvd.allgather_object(rate)] if hvd is not None else [rate]
+    wait_share = input_wait_share(wait_times, step_times)
+    gathered = (hvd.allgather_object((rate, wait_share, files, first_labels)) if hvd is not None
+                else [(rate, wait_share, files, first_labels)])
+    per_rank = [float(g[0]) for g in gathered]
+    per_rank_wait = [float(g[1]) for g in gathered]
     for line in format_total(total):
         say(line)
+    # Not in tf_cnn_benchmarks' output: whether the input was real, and how long the ranks
+    # waited for it (the mean over ranks of each one's share of its step time).
+    mean_wait = math.fsum(per_rank_wait) / len(per_rank_wait)
+    say(f"input: {'synthetic' if args.data_name == 'synthetic' else 'real (' + args.data_dir + ')'}"
+        f", input wait: {mean_wait * 100:.1f}% of step time")
     timing = perf_timing(args.batch_size, step_times)
     result = {
         "model": args.model,
@@ -609,7 +748,16 @@ def run(args: argparse.Namespace) -> dict:
         "tensorflow_version": tf.__version__,
         "horovod_version": _horovod_version() if hvd is not None else None,
         "hostname": socket.gethostname(),
+        "data_name": args.data_name,
+        "input": "synthetic" if args.data_name == "synthetic" else "real",
+        "input_wait_share": mean_wait,
+        "per_rank_input_wait_share": per_rank_wait,
     }
+    if args.data_name != "synthetic":
+        result["data_dir"] = args.data_dir
+        # What each rank read: its files and the labels of its first batch.
+        result["per_rank_input_files"] = [list(g[2]) for g in gathered]
+        result["per_rank_first_labels"] = [list(g[3]) for g in gathered]
     say(result_line(result))
     return result
 

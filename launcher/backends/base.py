@@ -6,6 +6,7 @@ interface, so a job behaves the same on this machine and on a cluster.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -167,6 +168,26 @@ class BaseBackend:
     def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
         """Send exactly `prepared.objects` (or start exactly what they describe)."""
         raise NotImplementedError(f"the {self.name} backend cannot submit")
+
+    def watch_status(self, name: str, namespace: str | None = None, *,
+                     poll: float = 2.0) -> Iterator[JobStatus]:
+        """`get --watch`: the status now, then each time it changes, until the job ends.
+        Polls `get`; a backend with change notifications overrides it."""
+        last = None
+        while True:
+            status = self.get(name, namespace)  # type: ignore[attr-defined]
+            if status_key(status) != last:
+                last = status_key(status)
+                yield status
+            if status.done:
+                return
+            time.sleep(poll)
+
+
+def status_key(status: JobStatus) -> tuple:
+    """What `get --watch` shows a change of: the phase, its reason, each pod's phase."""
+    return (status.phase, status.reason, status.message,
+            tuple((r.name, r.phase, r.reason) for r in status.replicas))
 
 
 class Backend(Protocol):

@@ -1,13 +1,32 @@
-"""Which backend runs a job: asked for, or Kubernetes when a kubeconfig context is usable."""
+"""Which backend runs a job: asked for, or Kubernetes wherever Kubernetes is configured.
+
+This machine is the fallback only when nothing names a cluster: no --kubeconfig, no
+$KUBECONFIG, no ~/.kube/config, no pod service account. A kubeconfig, context or namespace
+that was given but cannot be used is an error naming it, never a quiet run here (on a login
+node, an 8-GPU job would land on the shared CPU while its user thinks it is on the cluster).
+"""
 
 from __future__ import annotations
 
-from launcher.errors import UsageError
+from launcher.errors import UsageError, UserError
 from mpijob.jobspec.defaults import BACKENDS
 
+# What the local fallback is called in `backend: local (...)` and in hints.
+NOTHING_CONFIGURED = "no kubeconfig configured and not in a pod"
 
-def resolve_backend_name(requested: str | None, context: str | None = None) -> tuple[str, str]:
-    """The backend name and why it was chosen."""
+
+def kubernetes_configured() -> bool:
+    """Whether anything names a cluster (usable or not): only when not does a command fall
+    back to this machine."""
+    from launcher.backends.kubernetes.client import kubeconfig_source
+
+    return kubeconfig_source() is not None
+
+
+def resolve_backend_name(requested: str | None, context: str | None = None, *,
+                         hint: str | None = None) -> tuple[str, str]:
+    """The backend name and why it was chosen; `hint` is the way on that the command offers
+    when nothing is configured (e.g. `--backend local`)."""
     if requested:
         if requested not in BACKENDS:
             raise UsageError(f"--backend: expected one of {', '.join(BACKENDS)}, got {requested!r}")
@@ -15,15 +34,27 @@ def resolve_backend_name(requested: str | None, context: str | None = None) -> t
             raise UsageError("--context names a Kubernetes context: it does not go with "
                              "--backend local")
         return requested, "asked for"
-    if context:
-        # A context was named: never fall back to this machine (a typo must not hit local jobs).
-        return "kubernetes", f"--context {context}"
     # lazy: only the backend in use is imported (local: pydantic models, ~70 ms; Kubernetes: ~12 ms)
-    from launcher.backends.kubernetes.backend import kubeconfig_usable
+    from launcher.backends.kubernetes.client import (
+        config_problem,
+        kubeconfig_source,
+        kubeconfig_usable,
+    )
 
-    if kubeconfig_usable():
-        return "kubernetes", "a kubeconfig context is usable"
-    return "local", "no usable kubeconfig context or in-cluster config"
+    source = kubeconfig_source()
+    if context is None and source is None:
+        return "local", NOTHING_CONFIGURED
+    if not kubeconfig_usable(context):
+        # Given but unusable (a typo, a file gone): say which, run nothing.
+        raise UserError(config_problem(context, offline=hint))
+    return "kubernetes", f"--context {context}" if context else f"from {source}"
+
+
+def local_gpu_count() -> int:
+    """The GPUs this machine shows to the local backend (0 without NVML or a driver)."""
+    from launcher.backends.local.gpus import gpu_count
+
+    return gpu_count()
 
 
 def make_backend(name: str, *, context: str | None = None, namespace: str | None = None):

@@ -14,7 +14,7 @@ from mpijob.k8s.agent_manifests import DEFAULT_INTERVAL_SECONDS, KUBELET_SOCKET
 
 def register(app: typer.Typer) -> None:
     app.command(
-        "agent",
+        "agent", hidden=True,  # what the DaemonSet runs, not a command for users
         help="Report this node's GPU topology and GPU allocations as a Node annotation "
         "(runs in the hvdk8s-agent DaemonSet; install it with `hvdk8s install agent`).",
     )(agent)

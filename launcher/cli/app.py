@@ -10,11 +10,15 @@ import typer
 from typer.core import TyperGroup
 
 from launcher import __version__
+from launcher.backends.kubernetes.client import set_kubeconfig_flag
 from launcher.cli import (
     agent,
     calibrate,
+    completion,
+    config,
     doctor,
     experiment,
+    globalflags,
     install,
     jobs,
     plan,
@@ -23,8 +27,10 @@ from launcher.cli import (
     top,
     topology,
 )
+from launcher.cli import options as opt
 from launcher.cli.helptext import polish
 from launcher.errors import UserError
+from launcher.output import set_debug
 
 
 class _OneLineErrors(TyperGroup):
@@ -33,8 +39,21 @@ class _OneLineErrors(TyperGroup):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # typer has built the whole click tree by now: give all of it kubectl-style help.
+        # typer has built the whole click tree by now: kubectl's global flags on every
+        # command, and kubectl-style help for all of it.
+        globalflags.add_everywhere(self)
         polish(self)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        # The root's own options are parsed here, before invoke: a bad one (`hvdk8s --bogus`)
+        # is one line too, not click's usage box.
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except typer.TyperException as exc:
+            if getattr(exc, "exit_code", None) != 2:
+                raise
+            typer.echo(f"error: {_usage_message(exc)}", err=True)
+            raise typer.Exit(2) from None
 
     def invoke(self, ctx):
         try:
@@ -102,19 +121,21 @@ def _version(value: bool):
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
-    kubeconfig: str = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: "
-                                   "$KUBECONFIG, then ~/.kube/config)."),
+    kubeconfig: opt.Kubeconfig = None,
+    context: opt.Context = None,
+    namespace: opt.Namespace = None,
 ):
     _state["debug"] = debug
-    if kubeconfig:
-        if not all(os.path.exists(p) for p in kubeconfig.split(os.pathsep)):
-            raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
-        # The kubernetes client is imported lazily, after this, and reads KUBECONFIG then.
-        os.environ["KUBECONFIG"] = kubeconfig
+    set_debug(debug)
+    set_kubeconfig_flag(kubeconfig)  # this command's, not an earlier one's in this process
+    # kubectl's global flags, before the subcommand: they become the defaults of every
+    # subcommand's own (which take them after it too: launcher.cli.globalflags).
+    globalflags.pass_down(ctx, context=context, namespace=namespace)
 
 
 def _register() -> None:
@@ -127,7 +148,9 @@ def _register() -> None:
     doctor.register(app)
     simulate.register(app)
     calibrate.register(app)
+    completion.register(app)
     app.add_typer(experiment.app, name="experiment")
+    app.add_typer(config.app, name="config")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
 
 
@@ -139,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
     # Known before parsing so that errors raised while parsing honour it too.
     _state["debug"] = "--debug" in argv
+    completion.completing()  # the shell asking for candidates: typer's classes answer
     try:
         app(args=argv, prog_name="hvdk8s")
     except SystemExit as exc:

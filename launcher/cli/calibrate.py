@@ -30,6 +30,8 @@ def calibrate(
         run_from_record,
     )
 
+    target = Path(out) if out else calibration_file.default_path()
+    calibration_file.check_writable(target, "-o/--output")  # before the work, not after
     runs, skipped = [], 0
     for d in dirs:
         root = Path(d)
@@ -50,7 +52,6 @@ def calibrate(
                   created=utc_now())
     except CalibrationError as exc:
         raise UsageError(f"cannot calibrate: {exc}") from None
-    target = Path(out) if out else calibration_file.default_path()
     print(f"calibrated on {len(runs)} runs ({skipped} not usable: failed or without images/sec)")
     for c in cal.compute:
         size = f" {c.image_size}px" if c.image_size else ""

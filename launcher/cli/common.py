@@ -5,16 +5,37 @@ from __future__ import annotations
 import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
+from launcher.errors import UserError
 from launcher.output import emit_data
+from launcher.timestamps import age
 from mpijob.phases import JobPhase
 
+# What a command can do without a cluster, said when Kubernetes is asked for and nothing is
+# configured: each command offers only what it has (`list` has no --cluster).
+JOBS_HINT = "see this machine's jobs with --backend local"
+PLAN_HINT = "plan against a file with --cluster FILE"
+TOP_NODE_HINT = "read a cluster file with --cluster FILE"
+INSTALL_HINT = "print the manifests with --dry-run"
 
-def open_backend(backend: str | None, context: str | None, namespace: str | None):
+
+def require_kubernetes(context: str | None, hint: str | None) -> None:
+    """A usable kubeconfig context (or pod service account), or one line saying what the user
+    gave that cannot be used, and the way on `hint` names."""
+    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
+
+    if not kubeconfig_usable(context):
+        raise UserError(config_problem(context, offline=hint))
+
+
+def open_backend(backend: str | None, context: str | None, namespace: str | None, *,
+                 hint: str | None = JOBS_HINT):
     # lazy: every CLI start imports this module; the backends and rich's Console and Table
     # (~12 ms each) load when a command uses them
     from launcher.backends.select import make_backend, resolve_backend_name
 
-    name, _ = resolve_backend_name(backend, context)
+    name, _ = resolve_backend_name(backend, context, hint=hint)
+    if name == "kubernetes":
+        require_kubernetes(context, hint)
     return make_backend(name, context=context, namespace=namespace)
 
 
@@ -33,11 +54,13 @@ def _gpus(gpus: list[int]) -> str:
 def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
     if emit_data(status.to_dict(), fmt):
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = Console(stderr=brief, highlight=False)
-    if not console.is_terminal:  # piped: never cut pod names to fit 80 columns
+    piped = not console.is_terminal
+    if piped:  # never cut pod names to fit 80 columns
         console.width = 200
     line = f"[bold]{status.name}[/bold]  {status.phase}"
     if status.reason or status.message:
@@ -49,16 +72,26 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
         console.print(f"total images/sec: {status.images_per_sec:.2f}{predicted}")
     if brief:
         return
-    console.print(f"backend {status.backend}  namespace {status.namespace}  mode {status.mode or '-'}"
+    where = ("backend local (processes on this machine)" if status.backend == "local" else
+             f"backend {status.backend}  mode {status.mode or '-'}")
+    console.print(f"{where}  namespace {status.namespace}  age {age(status.created)}"
                   f"  workers {status.workers} x {status.gpus_per_worker} GPU")
-    table = Table("POD/RANK", "ROLE", "PHASE", "NODE", "GPUS", "RESTARTS", "DETAIL")
+    wide = fmt == "wide"
+    columns = ["POD/RANK", "ROLE", "PHASE", "NODE", "GPUS", "RESTARTS", "DETAIL"]
+    if wide:
+        columns.insert(6, "EXIT CODE")
+    # Piped: plain columns as `list` prints them (box characters are for people).
+    table = Table(*columns, box=None if piped else box.HEAVY_HEAD, show_edge=not piped)
     for column in table.columns[:5]:
         column.no_wrap, column.overflow = True, "fold"
     for r in status.replicas:
         detail = " ".join(x for x in (r.reason, r.message) if x) or ""
-        if r.exit_code not in (None, 0):
+        if r.exit_code not in (None, 0) and not wide:
             detail = f"exit {r.exit_code} {detail}".strip()
-        table.add_row(r.name, r.role, r.phase, r.node or "-", _gpus(r.gpus), str(r.restarts), detail)
+        row = [r.name, r.role, r.phase, r.node or "-", _gpus(r.gpus), str(r.restarts), detail]
+        if wide:
+            row.insert(6, "-" if r.exit_code is None else str(r.exit_code))
+        table.add_row(*row)
     console.print(table)
     for row in status.gpu_allocation:  # the topology agent: what the pods got vs the plan
         if row.get("note"):
@@ -73,18 +106,28 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
             console.print(text, markup=False)
 
 
-def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
-    """kubectl-style plain columns: fast for hundreds of jobs, and easy to grep."""
+def print_status_list(statuses: list[JobStatus], fmt: str, *, namespace: str | None) -> None:
+    """kubectl-style plain columns: fast for hundreds of jobs, and easy to grep; `wide` adds
+    columns as `kubectl get -o wide` does. `namespace` is None for every namespace."""
     if emit_data([s.to_dict() for s in statuses], fmt):
         return
-    header = ("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "NODES", "IMAGES/SEC",
-              "CREATED")
+    if not statuses:  # as kubectl says it, on stderr: stdout stays empty for scripts
+        typer.echo("No jobs found." if namespace is None else
+                   f"No jobs found in namespace {namespace}.", err=True)
+        return
+    wide = fmt == "wide"
+    header = ("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "IMAGES/SEC", "AGE")
+    if wide:
+        header += ("NODES", "MODE", "CREATED")
     rows = [header]
     for s in statuses:
-        nodes = ",".join(sorted({p["node"] for p in s.placement if p.get("node")})) or "-"
         ips = f"{s.images_per_sec:.1f}" if s.images_per_sec is not None else "-"
-        rows.append((s.name, s.namespace, s.backend, s.phase, str(s.workers),
-                     str(s.workers * s.gpus_per_worker), nodes, ips, s.created or "-"))
+        row = (s.name, s.namespace, s.backend, s.phase, str(s.workers),
+               str(s.workers * s.gpus_per_worker), ips, age(s.created))
+        if wide:
+            nodes = ",".join(sorted({p["node"] for p in s.placement if p.get("node")})) or "-"
+            row += (nodes, _mode(s), s.created or "-")
+        rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
              for r in rows]
@@ -94,3 +137,8 @@ def print_status_list(statuses: list[JobStatus], fmt: str) -> None:
         if s.phase == JobPhase.UNKNOWN.value and s.message:
             typer.echo(f"warning: {s.message}", err=True)
 
+
+def _mode(status: JobStatus) -> str:
+    """How the job runs: `local` for this machine's processes (a pod mode means nothing
+    there), else pods or operator."""
+    return "local" if status.backend == "local" else (status.mode or "-")

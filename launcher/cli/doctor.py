@@ -18,7 +18,14 @@ def doctor(
 ):
     """Check the cluster: API version, your permissions, GPU nodes and labels, the topology
     agent, the MPI Operator, gang schedulers (Volcano, scheduler-plugins, Kueue) and DRA.
-    Exit 0 when a job can be submitted, 1 otherwise."""
+    With no cluster configured, this machine for the local backend: cores, memory, GPUs, MPI,
+    Horovod and TensorFlow. Exit 0 when a job can be submitted, 1 otherwise."""
+    from launcher.backends.select import kubernetes_configured
+    from launcher.cli.common import require_kubernetes
+
+    if context is None and not kubernetes_configured():
+        _local(output)
+    require_kubernetes(context, None)
     # lazy: every CLI start imports the command modules; the Kubernetes backend and rich's tables
     # load only for this one
     from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -38,6 +45,45 @@ def doctor(
         _table(findings)
         typer.echo(f"\n{'a job can be submitted' if ok else 'a job cannot be submitted'} "
                    f"(namespace {ns})")
+    raise typer.Exit(0 if ok else 1)
+
+
+def _local(output: str) -> None:
+    """The local backend's doctor: what this machine offers a job."""
+    from launcher.backends.local.machine import this_machine
+    from mpijob.scheduling.doctor import Finding
+
+    m = this_machine()
+    gib = f"{m.memory_bytes / 2**30:.1f} GiB" if m.memory_bytes else "unknown"
+    findings = [
+        Finding("backend", "info", "local: no kubeconfig configured and not in a pod",
+                "jobs run on this machine", "configure a kubectl context (or --kubeconfig FILE) "
+                "for a cluster"),
+        Finding("cpu", "ok", f"{m.cores} cores, {m.usable_cores} usable by this process",
+                m.cpu_binding),
+        Finding("memory", "ok" if m.memory_bytes else "info", gib),
+        Finding("gpus", "ok" if m.gpus else "info", f"{m.gpus} NVIDIA GPUs" if m.gpus else
+                "none visible (no NVML or no driver)", "--gpus N>0 needs GPUs here"
+                if not m.gpus else "--gpus N jobs are placed on them by NVLink topology"),
+        Finding("mpi", "ok" if m.mpirun else "fail", m.mpi or "mpirun is not on PATH",
+                "" if m.mpirun else "no job can start here", "" if m.mpirun else
+                "apt-get install openmpi-bin libopenmpi-dev"),
+        Finding("horovod", "ok" if m.horovod else "warn", m.horovod or "not installed",
+                "" if m.horovod else "the built-in benchmark needs it", "" if m.horovod else
+                "bash scripts/setup.sh"),
+        Finding("tensorflow", "ok" if m.tensorflow else "warn", m.tensorflow or "not installed",
+                "" if m.tensorflow else "the built-in benchmark needs it", "" if m.tensorflow
+                else "bash scripts/setup.sh"),
+    ]
+    ok = m.mpirun is not None
+    if output == "json":
+        typer.echo(json.dumps({"backend": "local", "node": m.node, "machine": m.to_dict(),
+                               "can_submit": ok, "findings": [f.to_dict() for f in findings]},
+                              indent=2))
+    else:
+        _table(findings)
+        typer.echo(f"\n{'a job can be submitted' if ok else 'a job cannot be submitted'} "
+                   f"(local backend, {m.node})")
     raise typer.Exit(0 if ok else 1)
 
 

@@ -103,8 +103,10 @@ def _print_plan(runner, store) -> None:
     table = Table(title=f"{runner.experiment.name}: {plural(len(runner.runs()), 'run')} "
                         f"({runner.backend_name} backend), {len(todo)} to run now")
     predicted = _predictions(runner)
+    data = len({r.data for r in runner.runs()}) > 1  # the input column only when it varies
     for header in ("RUN ID", "MODEL", "WORKERS", "GPUS/W", "PLACEMENT", "BATCH", "PREC",
-                   "IMAGE SIZE", "REP", *(["PREDICTED IMG/S"] if predicted else []),
+                   "IMAGE SIZE", *(["DATA"] if data else []), "REP",
+                   *(["PREDICTED IMG/S"] if predicted else []),
                    "RECORDED", "NOW"):
         table.add_column(header)
     for r in runner.runs():
@@ -112,7 +114,7 @@ def _print_plan(runner, store) -> None:
         guess = [predicted.get(r.config_hash, "-")] if predicted else []
         table.add_row(r.run_id, r.model, str(r.workers), str(r.gpus), r.placement,
                       str(r.batch_size), r.precision, str(r.image_size or "-"),
-                      str(r.repetition), *guess, recorded,
+                      *([r.data] if data else []), str(r.repetition), *guess, recorded,
                       "run" if r.run_id in todo_ids else "skip")
     wide_console().print(table)
 

@@ -8,8 +8,13 @@ pass over the click commands typer builds, and every command's help ends with ex
 
 from __future__ import annotations
 
+import shlex
+import textwrap
+
 import typer
 from rich.markup import escape
+from rich.text import Text
+from typer import rich_utils
 from typer.core import TyperArgument
 
 # Long option -> the value it takes. A choice shows its values (`pods|operator`, from its
@@ -34,6 +39,14 @@ METAVARS = {
     "--out": "DIR", "--backfill-depth": "N", "--limit": "N", "--priority-class": "NAME",
     "--runtime-class": "NAME", "--supplemental-group": "GID",
 }
+# A choice whose values would not fit the value column at 80 columns (it would split one
+# mid-word): a name here, and the values in the help text.
+LONG_CHOICE = 18
+CHOICE_METAVARS = {"--gang-scheduler": "SCHEDULER", "--image-pull-policy": "POLICY",
+                   "--placement": "POLICY", "--gpu-request": "HOW"}
+# Examples are printed at most this wide (80 columns less the indent and a margin), so each
+# is whole on its lines at 80 columns: longer commands continue with a backslash.
+EXAMPLE_WIDTH = 74
 # Where one command's option takes another kind of value than the same option elsewhere.
 COMMAND_METAVARS = {("calibrate", "--output"): "FILE"}
 ARGUMENT_METAVARS = {"names": "NAME", "results_dir": "DIR"}
@@ -59,8 +72,9 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "hvdk8s submit mpi --workers 4 --gpus 1 --gang --gputopology --model vgg16"),
         ("Print the objects for your own program instead of creating them",
          'hvdk8s submit mpi --name train --workers 2 --gpus 1 --image IMG --dry-run "python train.py --lr 0.1"'),
-        ("Two ranks on this machine's CPU, small and quick; wait for the images/sec",
-         "hvdk8s submit mpi --backend local --workers 2 --gpus 0 --image-size 64 --num-batches 10 --wait"),
+        ("Two ranks on this machine's CPU, the quick benchmark (64 px, batch 8); wait for the "
+         "images/sec",
+         "hvdk8s submit mpi --backend local --workers 2 --gpus 0 --wait"),
     ],
     "get": [
         ("A job's pods, placement, GPUs and images/sec", "hvdk8s get vgg16"),
@@ -102,6 +116,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "hvdk8s calibrate results/local-cpu"),
         ("To several experiments' runs, into a file of your own",
          "hvdk8s calibrate results/local-cpu results/scaling -o calibration.json"),
+    ],
+    "completion": [
+        ("Complete hvdk8s commands, job names, contexts and namespaces in bash",
+         "source <(hvdk8s completion bash)"),
+        ("In zsh, from a file on $fpath", 'hvdk8s completion zsh > "${fpath[1]}/_hvdk8s"'),
     ],
     "doctor": [
         ("Can jobs be submitted to the cluster of the current context?", "hvdk8s doctor"),
@@ -152,6 +171,21 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Only 2 more runs, into another folder",
          "hvdk8s experiment run benchmarks/experiments/scaling.yaml --out results/scaling --limit 2"),
     ],
+    "config": [
+        ("Every submit default that applies, and where it comes from", "hvdk8s config view"),
+        ("Set the image for every submit", "hvdk8s config set image registry.example.com/train:1"),
+    ],
+    "config view": [
+        ("The defaults that apply, and their source (flag > env > config > built-in)",
+         "hvdk8s config view"),
+        ("Every option, for the prod context, as JSON", "hvdk8s config view --all --context prod -o json"),
+    ],
+    "config set": [
+        ("Set the image for every submit", "hvdk8s config set image registry.example.com/train:1"),
+        ("A queue and pull secrets for one kubeconfig context only",
+         "hvdk8s config set queue research --context prod"),
+        ("", "hvdk8s config set image-pull-secret regcred,mirror --context prod"),
+    ],
     "experiment report": [
         ("Tables and plots of the runs so far", "hvdk8s experiment report results/local-cpu"),
         ("As JSON, without plots", "hvdk8s experiment report results/local-cpu -o json --no-plots"),
@@ -176,12 +210,34 @@ def examples_text(path: str) -> str | None:
     lines = ["Examples:"]
     for comment, line in examples:
         if comment:
-            lines.append(f"  # {comment}")
-        lines.append(f"  {line}")
+            lines.extend(f"  # {part}" for part in textwrap.wrap(comment, EXAMPLE_WIDTH - 2))
+        lines.extend(f"  {part}" for part in _command_lines(line))
     # Rich markup would eat `[...]`; one paragraph keeps the line breaks; typer's
     # inspect.cleandoc keeps the indent when a line after the first has none (the leading
     # empty line makes "Examples:" that line).
     return escape("\n" + "\n".join(lines))
+
+
+def _command_lines(line: str) -> list[str]:
+    """A command split between words into lines of EXAMPLE_WIDTH, each but the last ending
+    in ` \\` as a shell continues it; a quoted argument is never split."""
+    tokens = shlex.split(line, posix=False)
+    words = []  # an option stays on one line with its value
+    for token in tokens:
+        if words and words[-1].startswith("-") and " " not in words[-1] \
+                and not token.startswith("-") and not words[-1].startswith("--dry-run"):
+            words[-1] += " " + token
+        else:
+            words.append(token)
+    out, current = [], ""
+    for word in words:
+        if current and len(current) + 1 + len(word) > EXAMPLE_WIDTH - 2:
+            out.append(current + " \\")
+            current = "    " + word
+        else:
+            current = f"{current} {word}" if current else word
+    out.append(current)
+    return out
 
 
 def _metavar(param, ctx, path: str) -> str:
@@ -194,8 +250,30 @@ def _metavar(param, ctx, path: str) -> str:
             return METAVARS[opt]
     shown = param.display_type(ctx).strip("<>").split()[0]
     if "|" in shown:  # a choice (launcher.cli.options.choice)
+        param.choice_values = tuple(shown.split("|"))  # what the value column would list
+        if len(shown) > LONG_CHOICE:
+            long_opt = max(param.opts, key=len)
+            param.help = f"{param.help or ''} One of: {shown.replace('|', ', ')}.".strip()
+            return CHOICE_METAVARS.get(long_opt, "VALUE")
         return shown
     return FALLBACK.get(shown, "VALUE")
+
+
+def _fold_long_words(get_parameter_help):
+    """typer prints an option's help and default as rich Texts that cut a word longer than
+    the column with `…` (`/var/lib/kubelet/pod-resources/kube…`); folded, the whole value
+    is there, continued on the next line."""
+    def parameter_help(*args, **kwargs):
+        columns = get_parameter_help(*args, **kwargs)
+        for item in getattr(columns, "renderables", ()):
+            if isinstance(item, Text):
+                item.overflow = "fold"
+        return columns
+
+    return parameter_help
+
+
+rich_utils._get_parameter_help = _fold_long_words(rich_utils._get_parameter_help)
 
 
 class _ArgumentWithoutType(TyperArgument):

@@ -79,12 +79,15 @@ def apply_manifests(manifests: list[dict], *, namespace: str, context: str | Non
     # lazy: every CLI start imports the command modules; the Kubernetes client's module loads only
     # to apply
     from launcher.backends.kubernetes.client import NAMESPACE, ApiError, connect, kind_of
+    from launcher.cli.common import INSTALL_HINT, require_kubernetes
 
     try:
+        require_kubernetes(context, INSTALL_HINT)
         client = connect(context, namespace)
     except UserError as exc:
-        if context:
-            raise UsageError(f"--context: {exc}") from None
+        if context:  # the option to change
+            raise UsageError(str(exc) if str(exc).startswith("--context")
+                             else f"--context: {exc}") from None
         raise
     try:
         exists = client.get(NAMESPACE, namespace) is not None

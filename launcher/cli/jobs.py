@@ -9,15 +9,25 @@ from launcher.cli.common import exit_for_status, open_backend, print_status, pri
 
 
 def get(
-    name: str = typer.Argument(..., help="Job name."),
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,
-    output: opt.Output = opt.TABLE,
+    output: opt.WideOutput = opt.TABLE,
+    watch: bool = typer.Option(False, "--watch", "-w", help="Print the status again at each "
+                               "change until the job ends (on Kubernetes, from watches)."),
 ):
     """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec."""
-    status = open_backend(backend, context, namespace).get(name, namespace)
-    print_status(status, output)
+    b = open_backend(backend, context, namespace)
+    if not watch:
+        print_status(b.get(name, namespace), output)
+        return
+    for status in b.watch_status(name, namespace):
+        if output == opt.TABLE and not status.done:
+            detail = ": ".join(x for x in (status.reason, status.message) if x)
+            typer.echo(f"{status.name}  {status.phase}{'  ' + detail if detail else ''}")
+        else:
+            print_status(status, output)
 
 
 def list_jobs(
@@ -25,15 +35,17 @@ def list_jobs(
     all_namespaces: opt.AllNamespaces = False,
     context: opt.Context = None,
     backend: opt.Backend = None,
-    output: opt.Output = opt.TABLE,
+    output: opt.WideOutput = opt.TABLE,
 ):
     """List jobs."""
-    statuses = open_backend(backend, context, namespace).list(namespace, all_namespaces)
-    print_status_list(statuses, output)
+    b = open_backend(backend, context, namespace)
+    statuses = b.list(namespace, all_namespaces)
+    print_status_list(statuses, output,
+                      namespace=None if all_namespaces else (namespace or b.namespace))
 
 
 def logs(
-    name: str = typer.Argument(..., help="Job name."),
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
     follow: bool = typer.Option(False, "-f", "--follow", help="Stream until the job ends."),
     rank: int = typer.Option(None, "--rank", help="One rank's log (local backend)."),
     worker: int = typer.Option(None, "--worker", help="One worker pod's log (Kubernetes)."),
@@ -44,14 +56,17 @@ def logs(
     backend: opt.Backend = None,
 ):
     """Print a job's logs: the launcher's by default."""
+    from launcher.formats.benchmark_result import is_result_line
+
     b = open_backend(backend, context, namespace)
     for line in b.logs(name, namespace, follow=follow, rank=rank, worker=worker,
                        all_replicas=all_replicas, tail=tail):
-        typer.echo(line)
+        if not is_result_line(line):  # `get -o json` has it as `result`
+            typer.echo(line)
 
 
 def wait(
-    name: str = typer.Argument(..., help="Job name."),
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
     timeout: opt.WaitTimeout = None,
     namespace: opt.Namespace = None,
     context: opt.Context = None,
@@ -65,7 +80,8 @@ def wait(
 
 
 def delete(
-    names: list[str] = typer.Argument(..., help="Job names."),
+    names: list[str] = typer.Argument(..., help="Job names.",
+                                      autocompletion=opt.complete_job_names),
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,

@@ -14,7 +14,7 @@ import typer
 from launcher.cli import options as opt
 from launcher.errors import UsageError
 from launcher.formats import calibration_file
-from launcher.output import emit_data
+from launcher.output import emit_data, plain_when_piped
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.plural import plural
@@ -43,7 +43,8 @@ def plan(
 ):
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
-    Exit status 0 when the job fits, 1 when it does not (the output says why)."""
+    Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
+    file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
     policy, model = _check_job(workers, gpus, opt.placement_policy(placement, gputopology),
                                model, batch_size, precision)
     request = _request(workers, gpus, selector or [], toleration or [], cpu, memory, cross_zone)
@@ -179,6 +180,9 @@ def _load_cluster(path: str | None, context: str | None):
         cluster_snapshot = None
     if cluster_snapshot is None:
         raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
+    from launcher.cli.common import PLAN_HINT, require_kubernetes
+
+    require_kubernetes(context, PLAN_HINT)
     return cluster_snapshot(context=context, namespace=None)
 
 
@@ -241,7 +245,7 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
                 *(_ms(pred, key) for key in ("step_seconds", "compute_seconds", "allreduce_seconds")),
                 f"{pred['scaling_efficiency']:.0%}" if pred else "-",
             )
-        console.print(table)
+        console.print(plain_when_piped(console, table))
         for result, data in results:
             pred = data["prediction"]
             if pred:
@@ -262,7 +266,7 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     table.add_column("GPUs")
     for a in result.assignments:
         table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-")
-    console.print(table)
+    console.print(plain_when_piped(console, table))
     for line in data["explanation"]:  # the placement's, then the plan's own notes
         console.print(f"  {line}", markup=False)
     if result.nvlink_domain and result.nodes_used > 1:

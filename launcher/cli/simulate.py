@@ -15,6 +15,7 @@ import typer
 from launcher.cli import options as opt
 from launcher.errors import UsageError
 from launcher.formats import calibration_file
+from launcher.output import plain_when_piped
 from mpijob.jobspec import defaults
 
 DEFAULT_JOBS = 10_000
@@ -212,7 +213,7 @@ def _print(results, seconds, snapshot, stream) -> None:
                       f"{m.multi_node_share:.1%}", _hours(m.mean_queue_s),
                       f"{m.multi_gpu_scaling_efficiency:.0%}")
     console = Console(highlight=False)
-    console.print(table)
+    console.print(plain_when_piped(console, table))
     console.print("JCT: job completion time (submit to end); util: GPU utilisation; queue: "
                   "mean wait before start; "
                   "eff.: mean predicted scaling efficiency of the multi-GPU jobs.")

@@ -13,7 +13,9 @@ import typer
 from typer.core import TyperCommand
 
 from launcher.cli import options as opt
+from launcher.cli import userdefaults
 from launcher.cli.common import exit_for_status, print_status
+from launcher.errors import UsageError
 from launcher.output import emit_objects, note
 from mpijob.jobspec import defaults
 
@@ -24,11 +26,19 @@ class _OptionalValueDryRun(TyperCommand):
     """kubectl's `--dry-run[=client|server]`: a bare `--dry-run` means client.
 
     Only tokens before the first positional are ours; the user's command is left alone.
+    Defaults come from the environment and the user's config file (userdefaults).
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        userdefaults.give_envvars(self)
 
     def parse_args(self, ctx, args):
         takes_value = {opt for p in self.params if not getattr(p, "is_flag", False)
                        and getattr(p, "opts", None) for opt in p.opts}
+        given = userdefaults.prescan(list(args), takes_value, "--config", "--context")
+        resolved = userdefaults.resolve(ctx, self, given["--config"], given["--context"])
+        ctx.default_map = {**(ctx.default_map or {}), **resolved.default_map}
         args = list(args)
         i = 0
         while i < len(args):
@@ -46,12 +56,17 @@ class _OptionalValueDryRun(TyperCommand):
 
 # Options of submit alone (the shared ones are in launcher.cli.options).
 DryRun = Annotated[defaults.DryRun | None, opt.choice(
-    defaults.DryRun, "--dry-run", help="Print the objects instead of creating them; "
-    "--dry-run=server sends them with server-side dry run.")]
-Wait = Annotated[bool, typer.Option("--wait", help="Wait for the end; exit as `wait` does.")]
+    defaults.DryRun, "--dry-run", help="Print what would run instead of running it (the "
+    "objects, or on this machine the mpirun line); --dry-run=server sends the objects with "
+    "server-side dry run.", rich_help_panel=opt.PANEL_OUTPUT)]
+Wait = Annotated[bool, typer.Option("--wait", help="Wait for the end; exit as `wait` does.",
+                                    rich_help_panel=opt.PANEL_OUTPUT)]
+Rm = Annotated[bool, typer.Option("--rm", help="With --wait: delete the job once it ends, or "
+                                  "when interrupted (Ctrl-C), as `kubectl run --rm`.",
+                                  rich_help_panel=opt.PANEL_OUTPUT)]
 ScheduleTimeout = Annotated[float, typer.Option(
     "--schedule-timeout", min=1, help="Seconds for all workers to be scheduled before "
-    "rollback.")]
+    "rollback.", rich_help_panel=opt.PANEL_PLACEMENT)]
 
 
 @app.command(
@@ -62,6 +77,7 @@ ScheduleTimeout = Annotated[float, typer.Option(
     "tf_cnn_benchmarks-compatible benchmark.",
 )
 def submit_mpi(
+    ctx: typer.Context,
     command: opt.Command = None,
     name: opt.Name = None,
     workers: opt.Workers = defaults.WORKERS,
@@ -110,15 +126,34 @@ def submit_mpi(
     image_size: opt.ImageSize = None,
     use_fp16: opt.UseFp16 = False,
     xla: opt.Xla = False,
+    # issue 24
+    data: opt.Data = None,
+    data_dir: opt.DataDir = None,
+    working_dir: opt.WorkingDir = None,
+    service_account: opt.ServiceAccount = None,
+    pod_patch: opt.PodPatch = None,
+    data_name: opt.DataName = defaults.DATA_NAME,
+    benchmark_data_dir: opt.BenchmarkDataDir = None,
+    config: opt.ConfigFile = None,
     dry_run: DryRun = None,
     output: opt.ObjectsOutput = opt.YAML,
     wait: Wait = False,
+    rm: Rm = False,
     timeout: opt.WaitTimeout = None,
     schedule_timeout: ScheduleTimeout = defaults.SCHEDULE_TIMEOUT_SECONDS,
 ):
     # lazy: every CLI start imports the command modules; the submit pipeline (pydantic
     # models, ~70 ms) loads only for this one
     from launcher.pipeline.submitting import JobOptions, SubmitRequest, run_submit
+
+    if rm and not wait:
+        raise UsageError("--rm deletes the job when --wait ends: give --wait too")
+
+    # The benchmark's size as typed, None where left to the default: on this machine's CPU
+    # the default is the quick benchmark (launcher.pipeline.submitting.quick_benchmark).
+    batch_size, num_batches, num_warmup_batches = (
+        _typed(ctx, "batch_size", batch_size), _typed(ctx, "num_batches", num_batches),
+        _typed(ctx, "num_warmup_batches", num_warmup_batches))
 
     job = JobOptions(
         name=name, command=command or (), workers=workers, gpus=gpus, image=image,
@@ -133,7 +168,10 @@ def submit_mpi(
         cross_zone=cross_zone, gpu_request=gpu_request, rdma=rdma,
         extra_resource=extra_resource or (), model=model, batch_size=batch_size,
         num_batches=num_batches, num_warmup_batches=num_warmup_batches,
-        image_size=image_size, use_fp16=use_fp16, xla=xla)
+        image_size=image_size, use_fp16=use_fp16, xla=xla,
+        data=data or (), data_dir=data_dir or (), working_dir=working_dir,
+        service_account=service_account, pod_patch=pod_patch or (), data_name=data_name,
+        benchmark_data_dir=benchmark_data_dir)
     request = SubmitRequest(
         options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
         context=context, cluster=cluster, dry_run=dry_run,
@@ -143,23 +181,61 @@ def submit_mpi(
         emit_objects(outcome.objects, output)
         return
     if wait:
-        _follow_and_wait(outcome, timeout)
+        _follow_and_wait(outcome, timeout, rm=rm)
+        return
+    if _typed(ctx, "output", output) is not None:
+        # kubectl create -o: the created object, for scripts (the notes stay on stderr)
+        from launcher.output import emit_data
+
+        emit_data(outcome.backend.get(outcome.name, outcome.namespace).to_dict(), output)
     else:
-        flags = outcome.backend.job_command_flags
-        note(f"follow it with: hvdk8s logs -f {outcome.name}"
-             + (f" -n {outcome.namespace}" if outcome.namespace != defaults.NAMESPACE else "")
-             + (f" {flags}" if flags else ""))
+        note(f"follow it with: hvdk8s logs -f {outcome.name}{_job_flags(outcome)}")
 
 
-def _follow_and_wait(outcome, timeout: float | None) -> None:
-    """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit."""
+def _typed(ctx: typer.Context, name: str, value):
+    """The value if the user gave it (flag, environment, their config file: click's
+    DEFAULT_MAP), None if it is the built-in default."""
+    source = ctx.get_parameter_source(name)
+    return None if source is not None and source.name == "DEFAULT" else value
+
+
+def _follow_and_wait(outcome, timeout: float | None, *, rm: bool = False) -> None:
+    """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit;
+    Ctrl-C leaves the job running and says how to stop it, or stops it with --rm."""
+    from launcher.formats.benchmark_result import is_result_line
+
     def stream():
         for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
-            typer.echo(line)
+            if not is_result_line(line):  # `get -o json` has it as `result`
+                typer.echo(line)
 
+    flags = _job_flags(outcome)
     follower = threading.Thread(target=stream, daemon=True)
     follower.start()
-    status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
+    try:
+        status = outcome.backend.wait(outcome.name, outcome.namespace, timeout=timeout)
+    except KeyboardInterrupt:
+        if rm:
+            outcome.backend.delete(outcome.name, outcome.namespace)
+            note(f"interrupted: job {outcome.name} deleted (--rm)")
+        else:
+            note(f"interrupted: job {outcome.name} is still running; stop it with: "
+                 f"hvdk8s delete {outcome.name}{flags}")
+        raise typer.Exit(130) from None
+    except BaseException:
+        if rm:  # a timeout (124) too: --rm leaves nothing behind
+            outcome.backend.delete(outcome.name, outcome.namespace)
+        raise
     follower.join(timeout=10)  # the last lines, written just before the end
     print_status(status, "table", brief=True)
+    if rm:
+        outcome.backend.delete(outcome.name, outcome.namespace)
+        note(f"job {outcome.name} deleted (--rm)")
     exit_for_status(status)
+
+
+def _job_flags(outcome) -> str:
+    """What `delete`/`logs` need besides the name to find this job."""
+    flags = outcome.backend.job_command_flags
+    return ((f" -n {outcome.namespace}" if outcome.namespace != defaults.NAMESPACE else "")
+            + (f" {flags}" if flags else ""))

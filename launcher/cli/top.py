@@ -11,7 +11,7 @@ from collections import defaultdict
 import typer
 
 from launcher.cli import options as opt
-from launcher.errors import UserError
+from launcher.cli.common import TOP_NODE_HINT, require_kubernetes
 from launcher.output import emit_data, note
 from mpijob.perf.links import is_nvlink
 
@@ -112,10 +112,8 @@ def job_rows(pods, namespace: str | None) -> list[dict]:
 def _snapshot(context: str | None, namespace: str | None, *, offline: str | None = None):
     """The live cluster; `offline` names what the command could read instead of one."""
     from launcher.backends.kubernetes.backend import KubernetesBackend
-    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
 
-    if not kubeconfig_usable(context):
-        raise UserError(f"no cluster to look at: {config_problem(context, offline=offline)}")
+    require_kubernetes(context, offline)
     return KubernetesBackend(context, namespace).snapshot()
 
 
@@ -134,8 +132,10 @@ def _name_column(console, header: str):
 
 
 def _print_table(console, table) -> None:
-    """Piped output (not a terminal) would be cut to 80 columns: give it the room it needs."""
+    """Piped output (not a terminal) would be cut to 80 columns: give it the room it needs,
+    in plain columns as `list` prints them (box characters are for people)."""
     if not console.is_terminal:
+        table.box, table.show_edge = None, False
         wide = console.options.update_width(10_000)
         console.width = max(200, console.measure(table, options=wide).maximum)
     console.print(table)
@@ -155,15 +155,22 @@ def top_node(
                                 "link matrix (* marks allocated GPUs)."),
     cluster: opt.Cluster = None,
     context: opt.Context = None,
-    output: opt.Output = opt.TABLE,
+    backend: opt.Backend = None,
+    output: opt.WideOutput = opt.TABLE,
 ):
-    """GPUs per node: total, allocated, free, the free NVLink groups, and free RDMA devices."""
+    """GPUs per node: total, allocated, free, the free NVLink groups and free RDMA
+    devices. With the local
+    backend (no cluster configured, or --backend local): this machine's cores, memory and
+    GPUs, and what its jobs hold."""
+    if not cluster and _local(backend, context, TOP_NODE_HINT):
+        _local_node(output)
+        return
     if cluster:
         from launcher.formats.clusterfile import load_cluster
 
         nodes, measured, notes = load_cluster(cluster), None, ()
     else:
-        snap = _snapshot(context, None, offline="read a cluster file with --cluster FILE")
+        snap = _snapshot(context, None, offline=TOP_NODE_HINT)
         nodes, measured, notes = snap.cluster, snap.measured, snap.notes
     from launcher.cli.top_network import group_rows, partition_rows, print_groups, print_partitions
 
@@ -177,10 +184,11 @@ def top_node(
     from rich.table import Table
 
     console = _console()
+    wide = output == "wide"  # + where each node sits in the network
     rdma = any(r["rdma"] for r in rows)  # the column only where some node offers RDMA
     table = Table(_name_column(console, "NODE"), _name_column(console, "MODEL"), "GPUS",
                   "ALLOCATED", "FREE", "FREE NVLINK GROUPS", *(["FREE RDMA"] if rdma else []),
-                  "STATUS", "TOPOLOGY")
+                  "STATUS", "TOPOLOGY", *(("ZONE", "BLOCK", "RACK") if wide else ()))
     for r in rows:
         status = "Ready" if r["ready"] else "NotReady"
         if r["cordoned"]:
@@ -189,7 +197,8 @@ def top_node(
         table.add_row(r["node"], r["gpu_model"], str(r["gpus"]),
                       f"{len(r['allocated'])} ({_ranges(r['allocated'])})",
                       f"{len(r['free'])} ({_ranges(r['free'])})", groups,
-                      *([_rdma_text(r["rdma"])] if rdma else []), status, r["topology_source"])
+                      *([_rdma_text(r["rdma"])] if rdma else []), status, r["topology_source"],
+                      *((r["zone"] or "-", r["block"] or "-", r["rack"] or "-") if wide else ()))
     _print_table(console, table)
     print_partitions(console, partitions, _print_table)
     print_groups(console, groups_by_network, _print_table)
@@ -207,9 +216,14 @@ def top_job(
     namespace: opt.Namespace = None,
     all_namespaces: opt.AllNamespaces = False,
     context: opt.Context = None,
-    output: opt.Output = opt.TABLE,
+    backend: opt.Backend = None,
+    output: opt.WideOutput = opt.TABLE,
 ):
-    """GPUs held per job (jobs from the pods' labels), with the nodes and GPU indices."""
+    """GPUs held per job (jobs from the pods' labels), with the nodes and GPU indices. With
+    the local backend: the ranks and GPUs of this machine's running jobs."""
+    if _local(backend, context, None):
+        _local_jobs(namespace, all_namespaces, output)
+        return
     from launcher.backends.kubernetes.backend import KubernetesBackend
 
     # No --cluster here: a cluster file has nodes, not jobs.
@@ -229,3 +243,66 @@ def top_job(
     _print_table(console, table)
     for line in snap.notes:
         note(f"note: {line}")
+
+
+# --- the local backend ------------------------------------------------------------------------
+def _local(backend: str | None, context: str | None, hint: str | None) -> bool:
+    """Whether this command looks at this machine: asked for, or nothing names a cluster
+    (launcher.backends.select: a cluster given but unusable is an error, not this machine)."""
+    from launcher.backends.select import resolve_backend_name
+
+    return resolve_backend_name(backend, context, hint=hint)[0] == "local"
+
+
+def _running_local_jobs(namespace: str | None, all_namespaces: bool):
+    from launcher.backends.local.backend import LocalBackend
+
+    return [s for s in LocalBackend().list(namespace, all_namespaces) if not s.done]
+
+
+def _local_node(output: str) -> None:
+    from launcher.backends.local.machine import this_machine
+
+    m = this_machine()
+    held = sorted({g for s in _running_local_jobs(None, True) for p in s.placement
+                   for g in p.get("gpus") or []})
+    row = {"node": m.node, "backend": "local", "cores": m.cores, "usable_cores": m.usable_cores,
+           "memory_bytes": m.memory_bytes, "gpus": m.gpus, "allocated": held,
+           "free": [g for g in range(m.gpus) if g not in held], "ready": True}
+    if emit_data({"nodes": [row]}, output):
+        return
+    memory = f"{m.memory_bytes / 2**30:.1f}Gi" if m.memory_bytes else "-"
+    header = ["NODE", "CORES", "MEMORY", "GPUS", "ALLOCATED", "FREE", "BACKEND"]
+    cells = [m.node, f"{m.usable_cores}/{m.cores}", memory, str(m.gpus),
+             f"{len(held)} ({_ranges(held)})", f"{len(row['free'])} ({_ranges(row['free'])})",
+             "local"]
+    if output == "wide":
+        header.append("CPU BINDING")
+        cells.append(m.cpu_binding)
+    _plain(header, [cells])
+
+
+def _local_jobs(namespace: str | None, all_namespaces: bool, output: str) -> None:
+    rows = []
+    for s in _running_local_jobs(namespace, all_namespaces):
+        nodes = {p["node"]: list(p.get("gpus") or []) for p in s.placement if p.get("node")}
+        rows.append({"job": s.name, "namespace": s.namespace, "gpus": s.workers * s.gpus_per_worker,
+                     "ranks": len(s.replicas), "nodes": nodes, "phase": s.phase})
+    if emit_data({"jobs": rows, "backend": "local"}, output):
+        return
+    if not rows:
+        typer.echo("No running jobs found." if all_namespaces else
+                   f"No running jobs found in namespace {namespace or 'default'}.", err=True)
+        return
+    _plain(["JOB", "NAMESPACE", "PHASE", "RANKS", "GPUS", "NODES (GPU indices)"],
+           [[r["job"], r["namespace"], r["phase"], str(r["ranks"]), str(r["gpus"]),
+             " ".join(f"{n}[{_ranges(ix) or '-'}]" for n, ix in r["nodes"].items())]
+            for r in rows])
+
+
+def _plain(header: list[str], rows: list[list[str]]) -> None:
+    """kubectl's plain columns (as `list` prints them)."""
+    table = [header, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    typer.echo("\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                         for r in table))

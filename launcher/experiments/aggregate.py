@@ -16,10 +16,10 @@ SUCCEEDED = JobPhase.SUCCEEDED.value
 
 # A matrix point, as the report groups repetitions (the record's columns).
 POINT_KEYS = ("model", "workers", "gpus", "placement", "batch_size", "precision", "image_size",
-              "num_batches", "num_warmup_batches", "xla", "backend")
+              "num_batches", "num_warmup_batches", "xla", "backend", "data")
 # What must match for one run to be another's single-GPU baseline: the same work per rank.
 WORKLOAD_KEYS = ("model", "batch_size", "precision", "image_size", "num_batches",
-                 "num_warmup_batches", "xla", "backend")
+                 "num_warmup_batches", "xla", "backend", "data")
 
 
 def ranks(record: dict) -> int:
@@ -35,12 +35,17 @@ def _number(value) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _get(record: dict, key: str):
+    value = record.get(key)
+    return "synthetic" if key == "data" and value is None else value  # rows from before
+
+
 def workload_key(record: dict) -> tuple:
-    return (*(record.get(k) for k in WORKLOAD_KEYS), "gpu" if record.get("gpus") else "cpu")
+    return (*(_get(record, k) for k in WORKLOAD_KEYS), "gpu" if record.get("gpus") else "cpu")
 
 
 def point_key(record: dict) -> tuple:
-    return tuple(record.get(k) for k in POINT_KEYS)
+    return tuple(_get(record, k) for k in POINT_KEYS)
 
 
 def single_rank_baselines(records: Iterable[dict]) -> dict[tuple, float]:
@@ -123,8 +128,33 @@ def summarize(records: list[dict]) -> list[dict]:
             "efficiency_source": "/".join(sorted(sources)) or None,
             "predicted_scaling_efficiency": _mean(predicted_eff),
             "last_failure": failures[-1].get("reason") if failures else None,
+            "input_wait_share": _mean([v for r in ok
+                                       if (v := _number(r.get("input_wait_share"))) is not None]),
         })
     return rows
+
+
+def data_comparison(rows: list[dict]) -> list[dict]:
+    """Matrix points that differ only by input, synthetic next to real: the gap is what
+    the input pipeline costs (tf_cnn_benchmarks users compare the two to find jobs bound
+    by their input)."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        if row["images_per_sec"] is None:
+            continue
+        key = tuple(row[k] for k in POINT_KEYS if k != "data")
+        groups.setdefault(key, {})[row["data"]] = row
+    out = []
+    for key, by_data in groups.items():
+        synthetic, real = by_data.get("synthetic"), by_data.get("imagenet")
+        if synthetic is None or real is None:
+            continue
+        fields = dict(zip([k for k in POINT_KEYS if k != "data"], key, strict=True))
+        out.append({**fields, "synthetic_images_per_sec": synthetic["images_per_sec"],
+                    "real_images_per_sec": real["images_per_sec"],
+                    "real_over_synthetic": real["images_per_sec"] / synthetic["images_per_sec"],
+                    "real_input_wait_share": real["input_wait_share"]})
+    return out
 
 
 def placement_comparison(rows: list[dict]) -> list[dict]:

@@ -20,6 +20,7 @@ from rich.table import Table
 from launcher.errors import UsageError
 from launcher.experiments import aggregate
 from launcher.experiments.results import ResultsStore
+from launcher.output import plain_when_piped
 from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.plural import plural
 
@@ -28,7 +29,7 @@ SCALING_PNG = "scaling.png"
 PREDICTED_PNG = "predicted.png"
 # Keys that tell two series apart in legends, in the order they are shown.
 LABEL_KEYS = ("model", "workers", "gpus", "placement", "batch_size", "precision", "image_size",
-              "num_batches", "num_warmup_batches", "xla", "backend")
+              "num_batches", "num_warmup_batches", "xla", "backend", "data")
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Report:
     rows: list[dict]
     comparison: list[dict]
     skipped_lines: int = 0
+    data_comparison: list[dict] = field(default_factory=list)
     plots: list[PlotOutcome] = field(default_factory=list)
 
     def statuses(self) -> dict[str, int]:
@@ -60,6 +62,7 @@ class Report:
             "statuses": self.statuses(),
             "rows": self.rows,
             "placement_comparison": self.comparison,
+            "data_comparison": self.data_comparison,
             "plots": [{"name": p.name, "path": str(p.path) if p.path else None, "note": p.why}
                       for p in self.plots],
         }
@@ -76,7 +79,8 @@ def build_report(root: str | Path) -> Report:
     records = list(store.latest().values())
     rows = aggregate.summarize(records)
     return Report(store.root, aggregate.with_efficiency(records), rows,
-                  aggregate.placement_comparison(rows), store.skipped_lines)
+                  aggregate.placement_comparison(rows), store.skipped_lines,
+                  aggregate.data_comparison(rows))
 
 
 # ---------------------------------------------------------------------- labels
@@ -291,7 +295,7 @@ def print_report(report: Report, console) -> None:
     if report.skipped_lines:
         console.print(f"note: {plural(report.skipped_lines, 'unreadable line')} in results.jsonl skipped")
     varying = set(_varying(report.rows))
-    optional = [k for k in ("image_size", "num_batches", "xla", "backend") if k in varying]
+    optional = [k for k in ("image_size", "num_batches", "xla", "backend", "data") if k in varying]
     table = Table(title="Throughput per configuration (mean over repetitions)")
     for header in ("MODEL", "WORKERS", "GPUS/W", "PLACEMENT", "BATCH", "PREC",
                    *(k.upper().replace("_", " ") for k in optional), "OK/RUNS", "IMAGES/SEC",
@@ -312,7 +316,7 @@ def print_report(report: Report, console) -> None:
                       f"{r['succeeded']}/{r['runs']}", ips,
                       _fmt(r["predicted_images_per_sec"], ".1f"), ratio, eff,
                       r["last_failure"] or "")
-    console.print(table)
+    console.print(plain_when_piped(console, table))
     if report.comparison:
         policies = sorted({p for c in report.comparison for p in c["images_per_sec_by_placement"]},
                           key=lambda p: (p != "topology", p))
@@ -327,7 +331,19 @@ def print_report(report: Report, console) -> None:
                          c["precision"], *(_fmt(by.get(p), ".1f") for p in policies),
                          *(_fmt(c["topology_speedup"].get(p), ".2f") + "x"
                            if c["topology_speedup"].get(p) else "-" for p in others))
-        console.print(comp)
+        console.print(plain_when_piped(console, comp))
+    if report.data_comparison:
+        gap = Table(title="Synthetic vs real input (images/sec)")
+        for header in ("MODEL", "WORKERS", "GPUS/W", "BATCH", "PREC", "SYNTHETIC", "REAL",
+                       "REAL/SYNTHETIC", "INPUT WAIT (REAL)"):
+            gap.add_column(header)
+        for c in report.data_comparison:
+            wait = c["real_input_wait_share"]
+            gap.add_row(c["model"], str(c["workers"]), str(c["gpus"]), str(c["batch_size"]),
+                        c["precision"], _fmt(c["synthetic_images_per_sec"], ".1f"),
+                        _fmt(c["real_images_per_sec"], ".1f"),
+                        f"{c['real_over_synthetic']:.2f}x", "-" if wait is None else f"{wait:.0%}")
+        console.print(plain_when_piped(console, gap))
     for p in report.plots:
         console.print(f"wrote {p.path} ({p.why})" if p.path else f"{p.name}: {p.why}",
                       markup=False, highlight=False)

@@ -67,6 +67,7 @@ class ResultRow(BaseModel):
     num_batches: int | None = None
     num_warmup_batches: int | None = None
     xla: bool | None = None
+    data: str | None = None  # the benchmark's input; absent (older rows): synthetic
     repetition: int | None = None
     backend: str | None = None
     status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
@@ -84,6 +85,7 @@ class ResultRow(BaseModel):
     duration_seconds: float | None = None
     wall_seconds: float | None = None
     config_hash: str | None = None
+    input_wait_share: float | None = None  # the ranks' share of step time spent on input
     log: str | None = None  # the run's launcher log, relative to the results directory
     # Nested, so in results.jsonl only:
     settings: dict | None = None  # the experiment's fixed settings

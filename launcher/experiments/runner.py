@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Protocol
 
 from launcher.backends import select
@@ -137,7 +138,16 @@ def submit_options(loaded: LoadedExperiment, run: Run) -> JobOptions:
         use_fp16=run.precision == "fp16", xla=run.xla,
         env=[f"{k}={v}" for k, v in exp.env.items()], cpu=exp.cpu, memory=exp.memory,
         selector=[f"{k}={v}" for k, v in exp.node_selector.items()],
+        data_name=run.data, benchmark_data_dir=_data_dir(loaded) if run.data != "synthetic" else None,
     )
+
+
+def _data_dir(loaded: LoadedExperiment) -> str | None:
+    """The experiment's data_dir; on this machine relative to the experiment file."""
+    exp = loaded.experiment
+    if exp.data_dir is None or exp.backend != "local" or Path(exp.data_dir).is_absolute():
+        return exp.data_dir
+    return str((loaded.path.parent / exp.data_dir).resolve())
 
 
 def _default_submit(request):
@@ -412,6 +422,7 @@ class ExperimentRunner:
             "settings": self._fixed,
             "prediction": predicted,
             "result": result,
+            "input_wait_share": (result or {}).get("input_wait_share"),
         }
         others = [r for rid, r in self._records.items() if rid != run.run_id]
         baselines = aggregate.single_rank_baselines([*others, record])

@@ -17,6 +17,13 @@ RESULT_PREFIX = "HVDK8S_RESULT "
 _TOTAL = re.compile(r"total images/sec:\s*([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)")
 
 
+def is_result_line(line: str) -> bool:
+    """The benchmark's machine-readable line (alone, or after a `[pod]`/`[rank]` prefix):
+    for `get -o json` and the experiment records, not for people reading a log."""
+    return line.startswith(RESULT_PREFIX) or bool(
+        line.startswith("[") and line.partition("] ")[2].startswith(RESULT_PREFIX))
+
+
 def parse_benchmark_output(lines: Iterable[str] | str) -> tuple[float | None, dict | None]:
     """(total images/sec, the HVDK8S_RESULT object); None for what the output lacks.
 

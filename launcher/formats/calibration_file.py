@@ -7,6 +7,7 @@ what is wrong; writing never overwrites a file the user did not name with -o."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 from launcher.errors import UsageError
@@ -47,6 +48,22 @@ def load(path: str | None, *, option: str = "--calibration"):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise UsageError(f"{option}: {file}: {where}: {first['msg']}") from None
+
+
+def check_writable(path: Path, option: str) -> None:
+    """UserError, in one line naming what to change, when `path` cannot be written: said
+    before a fit, not after it. Tried, not judged from permissions (root passes those)."""
+    from launcher.errors import UserError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory", str(path))
+    except OSError as exc:
+        raise UserError(f"cannot write the calibration to {path} ({exc.strerror}); give "
+                        f"{option} FILE somewhere writable, or set $HVDK8S_HOME") from None
 
 
 def save(calibration, path: Path) -> None:

@@ -5,13 +5,15 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.backends import select
 from launcher.backends.base import BaseBackend
-from launcher.errors import UsageError
+from launcher.errors import UsageError, UserError
 from launcher.formats import calibration_file
 from launcher.output import note
 from launcher.pipeline.jobnames import generated_name
@@ -20,6 +22,7 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.options import parse_key_value, parse_toleration
 from mpijob.jobspec.spec import build_spec
+from mpijob.jobspec.volumes import parse_data, parse_data_dir
 from mpijob.k8s.gang import refusal
 from mpijob.k8s.hostnet import free_ssh_port
 from mpijob.plural import plural
@@ -73,6 +76,14 @@ class JobOptions:
     image_size: int | None = None
     use_fp16: bool = False
     xla: bool = False
+    # issue 24: data volumes, pod fields, the benchmark's input
+    data: Sequence[str] = ()  # PVC:MOUNT[:ro]
+    data_dir: Sequence[str] = ()  # HOSTPATH:MOUNT[:ro]
+    working_dir: str | None = None
+    service_account: str | None = None
+    pod_patch: Sequence[str] = ()  # [launcher|worker|all=]FILE
+    data_name: defaults.DataName | None = None
+    benchmark_data_dir: str | None = None
 
 
 def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
@@ -130,11 +141,50 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             benchmark=_given(model=o.model, batch_size=o.batch_size,
                              num_batches=o.num_batches,
                              num_warmup_batches=o.num_warmup_batches,
-                             image_size=o.image_size, use_fp16=o.use_fp16, xla=o.xla),
+                             image_size=o.image_size, use_fp16=o.use_fp16, xla=o.xla,
+                             data_name=o.data_name, data_dir=o.benchmark_data_dir),
         )
+        fields.update(_data_fields(o))
         return build_spec(**fields)
     except SpecError as err:
         raise UsageError.naming_option(err) from None
+
+
+def _data_fields(o: JobOptions) -> dict[str, Any]:
+    """issue 24: --data, --data-dir, --working-dir, --service-account, --pod-patch."""
+    from launcher.pipeline.podpatch_files import read_pod_patch
+
+    return _given(data=tuple(parse_data(d) for d in o.data),
+                  data_dirs=tuple(parse_data_dir(d) for d in o.data_dir),
+                  working_dir=o.working_dir, service_account=o.service_account,
+                  pod_patches=tuple(read_pod_patch(p) for p in o.pod_patch))
+
+
+def _check_data_for_backend(spec, backend) -> None:
+    """issue 24: what the pod-only options mean on each backend, said before anything runs."""
+    if backend.name == "local":
+        pod_only = [flag for flag, given in (("--data", spec.data), ("--data-dir", spec.data_dirs),
+                                             ("--service-account", spec.service_account),
+                                             ("--pod-patch", spec.pod_patches)) if given]
+        if pod_only:
+            raise UsageError(f"{pod_only[0]} applies to Kubernetes pods; with --backend local "
+                             "the ranks are processes of this machine and read its files "
+                             "directly (give the path in your command or --benchmark-data-dir)")
+        if spec.working_dir and not os.path.isdir(spec.working_dir):
+            raise UsageError(f"--working-dir {spec.working_dir}: no such directory on this machine")
+        data_dir = spec.benchmark.data_dir
+        if spec.runs_benchmark and data_dir and not glob.glob(os.path.join(data_dir, "train-*-of-*")):
+            raise UsageError(f"--benchmark-data-dir {data_dir}: no ImageNet TFRecords "
+                             "(train-*-of-*) there; make a small set with "
+                             "python scripts/make_imagenet_tfrecords.py DIR")
+    elif spec.data_dirs:
+        note("note: --data-dir mounts a directory of each node (hostPath): the scheduler does "
+             "not know which nodes have it, and a node without it fails the pod at start")
+    if spec.runs_benchmark and spec.benchmark.data_dir and backend.name != "local" \
+            and not any(spec.benchmark.data_dir == m or spec.benchmark.data_dir.startswith(m + "/")
+                        for m in [*(d.mount for d in spec.data), *(h.mount for h in spec.data_dirs)]):
+        note(f"note: --benchmark-data-dir {spec.benchmark.data_dir} is under no --data or "
+             "--data-dir mount: the image itself must hold the records")
 
 
 @dataclass
@@ -246,19 +296,101 @@ def _free_host_ssh_port(spec, cluster, placement):
     return spec.model_copy(update={"ssh_port": port})
 
 
+# The ways on when a job with GPUs has neither a cluster nor GPUs here (issue: the
+# design-card command on a laptop).
+NO_CLUSTER_NO_GPU = (
+    "no cluster configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config or pod service "
+    "account) and this machine has {have} for --workers {workers} --gpus {gpus}: configure a "
+    "kubectl context (or pass --kubeconfig FILE), see the plan with --dry-run or --cluster "
+    "FILE, or run on this machine's CPU with --gpus 0")
+# The quick benchmark on an idle 2-core VM (benchmarks/calibration/measured/*/results.jsonl,
+# wall_seconds): 17.1-17.3 s with 1 rank, 18.4-19.8 s with 2, of which the 12 steps took
+# about 3 s: the rest, about 14 s, is starting Python, TensorFlow, Horovod and MPI. Said
+# where no calibration predicts this machine's steps (a busy machine takes longer).
+LOCAL_START_SECONDS = 14.0
+QUICK_BENCHMARK_SECONDS = 20.0
+# Submit's way on when Kubernetes was asked for but nothing is configured.
+SUBMIT_HINT = "see the plan with --dry-run --cluster FILE"
+
+
+def _local_gpus_short(options: JobOptions) -> tuple[bool, str]:
+    """(whether this machine lacks the GPUs the job asks for, how many it has in words)."""
+    gpus = options.gpus if options.gpus is not None else defaults.GPUS_PER_WORKER
+    if not gpus:
+        return False, ""
+    have = select.local_gpu_count()
+    workers = options.workers or defaults.WORKERS
+    return have < gpus * workers, plural(have, "GPU") if have else "no GPU"
+
+
+def _choose_backend(request: SubmitRequest, client_dry_run: bool):
+    """The backend the job goes to, or, for a client dry run, whose dry run shows it: the
+    one the same command without --dry-run would use (select.resolve_backend_name); and
+    the notes that say why, for once the options are known to be good."""
+    name, why = select.resolve_backend_name(request.backend, request.context, hint=SUBMIT_HINT)
+    fell_back = request.backend is None and name == "local"
+    short, have = _local_gpus_short(request.options) if fell_back else (False, "")
+    if client_dry_run and request.backend is None and (name == "kubernetes" or request.cluster
+                                                       or short):
+        said = ([f"note: no cluster configured and this machine has {have}: these are the "
+                 "objects the job would be on a cluster"] if short and not request.cluster else [])
+        return BaseBackend(), said  # offline: a client dry run asks no cluster anything
+    if short:  # before a name is generated: no job is created
+        o = request.options
+        raise UserError(NO_CLUSTER_NO_GPU.format(have=have, workers=o.workers or defaults.WORKERS,
+                                                 gpus=o.gpus))
+    said = [f"backend: {name} ({why})"] if request.backend is None else []
+    return select.make_backend(name, context=request.context,
+                               namespace=request.options.namespace), said
+
+
+def quick_benchmark(options: JobOptions) -> JobOptions:
+    """The quick benchmark for a built-in benchmark run on this machine's CPU whose size was
+    left to the defaults; other jobs as they are."""
+    sizes = (options.image_size, options.batch_size, options.num_batches,
+             options.num_warmup_batches)
+    if options.command or options.gpus or any(v is not None for v in sizes):
+        return options
+    return replace(options, image_size=defaults.QUICK_IMAGE_SIZE,
+                   batch_size=defaults.QUICK_BATCH_SIZE, num_batches=defaults.QUICK_NUM_BATCHES,
+                   num_warmup_batches=defaults.QUICK_NUM_WARMUP_BATCHES)
+
+
+def describe_start(spec, plan: Plan, quick: bool) -> str | None:
+    """What a built-in benchmark run on this machine is, and how long it should take."""
+    if not spec.runs_benchmark:
+        return None
+    b = spec.benchmark
+    steps = b.num_warmup_batches + b.num_batches
+    what = (f"{'quick benchmark' if quick else 'benchmark'}: {b.model} at {b.image_size or 224} "
+            f"px, batch {b.batch_size}, {b.num_warmup_batches} warm-up + {b.num_batches} "
+            f"timed steps on {plural(spec.ranks, 'rank')}")
+    if quick:
+        what += " (--image-size/--batch-size/--num-batches set another size)"
+    if plan.prediction is not None:
+        seconds = LOCAL_START_SECONDS + steps * plan.prediction.step_seconds
+        what += f"; predicted {seconds:.0f} s"
+    elif quick:
+        what += (f"; about {QUICK_BENCHMARK_SECONDS:.0f} s on an idle 2-core machine "
+                 "(hvdk8s calibrate predicts this one)")
+    return what
+
+
+def _rendering(step, plan, options):
+    """Rendering, before anything is created: a --pod-patch that breaks what hvdk8s relies
+    on is a usage error (mpijob.k8s.podpatch)."""
+    try:
+        return step(plan, options)
+    except SpecError as err:
+        raise UsageError.naming_option(err) from None
+
+
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
     never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
     client_dry_run = request.dry_run == "client"
     server_dry_run = request.dry_run == "server"
-    if client_dry_run and request.backend is None:
-        backend = BaseBackend()  # offline: no cluster is asked anything
-    else:
-        backend_name, why = select.resolve_backend_name(request.backend, request.context)
-        if request.backend is None:
-            note(f"backend: {backend_name} ({why})")
-        backend = select.make_backend(backend_name, context=request.context,
-                                      namespace=request.options.namespace)
+    backend, why_this_backend = _choose_backend(request, client_dry_run)
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
@@ -269,6 +401,10 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options
+    quick = False
+    if backend.name == "local":
+        options = quick_benchmark(options)
+        quick = options is not request.options
     if options.namespace is None and backend.namespace:
         options = replace(options, namespace=backend.namespace)
     generated = options.name is None
@@ -284,7 +420,10 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
-    if generated:  # after validation: bad input still gets its one line only
+    _check_data_for_backend(spec, backend)
+    for line in why_this_backend:  # after validation: bad input gets its one line only
+        note(line)
+    if generated:
         note(f"job name: {spec.name} (generated; --name NAME sets one)")
 
     if request.cluster:
@@ -303,13 +442,15 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
+    if backend.name == "local" and (start := describe_start(spec, plan, quick)):
+        note(start)
 
     if not client_dry_run:
         plan, checked = backend.preflight(plan, submit_options)
         spec = plan.spec
         for line in checked:
             note(f"note: {line}")
-    prepared = backend.prepare(plan, submit_options)
+    prepared = _rendering(backend.prepare, plan, submit_options)
     if client_dry_run:
         objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":

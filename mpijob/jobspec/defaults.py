@@ -63,6 +63,17 @@ MODEL = "resnet50"
 BATCH_SIZE = 64
 NUM_BATCHES = 100
 NUM_WARMUP_BATCHES = 10
+# The quick benchmark: what a bare `submit mpi` runs on this machine's CPU when no size was
+# given (ResNet50 at 224 px and batch 64 would hold every core for a quarter of an hour).
+QUICK_IMAGE_SIZE = 64
+QUICK_BATCH_SIZE = 8
+QUICK_NUM_BATCHES = 10
+QUICK_NUM_WARMUP_BATCHES = 2
+# The benchmark's input: synthetic images, or ImageNet TFRecords (tf_cnn_benchmarks'
+# --data_name; issue 24).
+DataName = Literal["synthetic", "imagenet"]
+DATA_NAMES = get_args(DataName)
+DATA_NAME: DataName = "synthetic"
 
 # Seconds for every worker to be scheduled before a job without a gang scheduler is
 # rolled back.

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mpijob.jobspec import defaults
 from mpijob.jobspec.defaults import BackendName, Mode, PlacementPolicy, Precision
@@ -58,6 +65,9 @@ EXPECTED = {
     "num_batches": "a positive integer",
     "num_warmup_batches": "an integer >= 0",
     "xla": "true or false",
+    "data": " or ".join(defaults.DATA_NAMES),
+    "data_dir": "the directory of ImageNet TFRecords (train-*-of-*) as the ranks see it; "
+                "relative to the experiment file with backend local",
 }
 
 
@@ -109,6 +119,9 @@ class Matrix(BaseModel):
     num_batches: list[int] = Field(default=[defaults.NUM_BATCHES], min_length=1)
     num_warmup_batches: list[int] = Field(default=[defaults.NUM_WARMUP_BATCHES], min_length=1)
     xla: list[bool] = Field(default=[False], min_length=1)
+    # The benchmark's input (issue 24): synthetic images, or ImageNet TFRecords from the
+    # experiment's data_dir; the report puts the two side by side.
+    data: list[defaults.DataName] = Field(default=[defaults.DATA_NAME], min_length=1)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -172,7 +185,14 @@ class Experiment(BaseModel):
     cpu: str | None = None
     memory: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
+    data_dir: str | None = None  # ImageNet TFRecords, for matrix.data imagenet
     matrix: Matrix
+
+    @model_validator(mode="after")
+    def _data_dir(self) -> Experiment:
+        if "imagenet" in self.matrix.data and not self.data_dir:
+            raise ValueError("data_dir")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -235,6 +255,7 @@ class Run:
     xla: bool
     repetition: int
     config_hash: str
+    data: str = defaults.DATA_NAME
 
     @property
     def run_id(self) -> str:
@@ -253,6 +274,7 @@ class Run:
     def describe(self) -> str:
         device = f"{self.gpus} GPU" if self.gpus else "CPU"
         extra = f" {self.image_size}px" if self.image_size else ""
+        extra += " real input" if self.data != defaults.DATA_NAME else ""
         return (f"{self.model} {self.workers}x{device} {self.placement} b{self.batch_size} "
                 f"{self.precision}{extra} r{self.repetition}")
 
@@ -285,7 +307,11 @@ def expand(experiment: Experiment) -> list[Run]:
     fixed = fixed_settings(experiment)
     points = [dict(zip(AXES, values, strict=True))
               for values in itertools.product(*(getattr(m, axis) for axis in AXES))]
-    hashes = [config_hash(p, fixed) for p in points]
+    # Synthetic input is left out of the hash: runs recorded before the data axis existed
+    # keep their ids.
+    hashes = [config_hash({k: v for k, v in p.items()
+                           if not (k == "data" and v == defaults.DATA_NAME)}, fixed)
+              for p in points]
     return [Run(experiment=experiment.name, repetition=rep, config_hash=h, **p)
             for rep in range(1, experiment.repetitions + 1)
             for p, h in zip(points, hashes, strict=True)]
@@ -319,6 +345,8 @@ def _problem(error: Mapping[str, Any]) -> tuple[str, str]:
     if loc[:1] == ("env",) or loc[:1] == ("node_selector",):
         field = loc[0]
     expected = EXPECTED.get(field, "a valid value")
+    if kind == "value_error" and str(error.get("msg", "")).endswith("data_dir"):
+        return "data_dir", f"missing; matrix.data has imagenet, so expected {EXPECTED['data_dir']}"
     if kind == "missing":
         return key_path(loc), f"missing; expected {expected}"
     ctx_error = error.get("ctx", {}).get("error")

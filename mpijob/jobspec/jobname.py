@@ -42,11 +42,19 @@ def base_name(model: str, command: tuple[str, ...] = (), shell: bool = False) ->
         words = shlex.split(command[0]) if shell else list(command)
     except ValueError:  # unbalanced quotes: the command is the user's problem, not the name's
         words = command[0].split()
-    for word in words:
-        if word.startswith("-") or "=" in word:
+    interpreter = None
+    for i, word in enumerate(words):
+        if interpreter and word == "-m" and i + 1 < len(words):  # python -m pkg.module
+            candidate = sanitize(words[i + 1].rpartition(".")[2])
+            if candidate:
+                return candidate
+        if interpreter and word == "-c":  # inline code is no name: the program is python
+            return sanitize(interpreter) or FALLBACK_BASE
+        if word.startswith("-") or "=" in word or any(c.isspace() for c in word):
             continue
         stem = posixpath.basename(word)
         if re.fullmatch(r"python[0-9.]*", stem) or stem in _RUNNERS:
+            interpreter = interpreter or stem
             continue
         candidate = sanitize(posixpath.splitext(stem)[0])
         if candidate:

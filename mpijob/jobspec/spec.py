@@ -36,6 +36,7 @@ from mpijob.jobspec.defaults import (
     RdmaChoice,
 )
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts
 from mpijob.k8s.command import is_launcher_line
 from mpijob.k8s.hostnet import derived_ssh_port
 from mpijob.scheduling.rdma import nccl_env
@@ -102,6 +103,26 @@ class BenchmarkSpec(BaseModel):
     image_size: Annotated[int | None, Flag("--image-size")] = Field(None, ge=32, le=1024)
     use_fp16: Annotated[bool, Flag("--use-fp16")] = False
     xla: Annotated[bool, Flag("--xla")] = False
+    # issue 24: real input (left out of the dump at their defaults, as recorded specs were)
+    data_name: Annotated[defaults.DataName, Flag("--data-name")] = defaults.DATA_NAME
+    data_dir: Annotated[str | None, Flag("--benchmark-data-dir")] = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        data = handler(self)
+        for key, default in (("data_name", defaults.DATA_NAME), ("data_dir", None)):
+            if data.get(key, default) == default:
+                data.pop(key, None)
+        return data
+
+    @model_validator(mode="after")
+    def _data(self) -> BenchmarkSpec:
+        if self.data_name == "imagenet" and not self.data_dir:
+            raise SpecError("benchmark.data_dir", "--data-name imagenet needs the TFRecords' "
+                            "directory (--benchmark-data-dir DIR)")
+        if self.data_dir and self.data_name == "synthetic":
+            raise SpecError("benchmark.data_dir", "only applies with --data-name imagenet")
+        return self
 
     @field_validator("model")
     @classmethod
@@ -136,10 +157,25 @@ class RunPolicy(BaseModel):
     active_deadline_seconds: Annotated[int | None, Flag("--active-deadline")] = Field(None, ge=1)
 
 
-_OMIT_AT_DEFAULT: dict[str, object] = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
-                    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}}
+_OMIT_AT_DEFAULT: dict[str, object] = {
+    "cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+    # issue 24: data volumes and pod fields
+    "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
+    "pod_patches": (),
+    # issue 23: RDMA and other device resources
+    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class PodPatch(BaseModel):
+    """`--pod-patch [launcher|worker|all=]FILE`: a strategic-merge patch of pod templates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: Literal["launcher", "worker", "all"] = "all"
+    patch: dict
+    source: str  # the file, for messages
 
 
 class JobSpec(BaseModel):
@@ -186,6 +222,12 @@ class JobSpec(BaseModel):
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
     extra_resources: Annotated[dict[str, int], Flag("--extra-resource")] = Field(
         default_factory=dict)
+    # --- issue 24: the job's data and pod fields without a flag of their own ----------
+    data: Annotated[tuple[DataVolume, ...], Flag("--data")] = ()
+    data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir")] = ()
+    working_dir: Annotated[str | None, Flag("--working-dir")] = None
+    service_account: Annotated[str | None, Flag("--service-account")] = None
+    pod_patches: Annotated[tuple[PodPatch, ...], Flag("--pod-patch")] = ()
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
@@ -193,7 +235,7 @@ class JobSpec(BaseModel):
         # (annotations, golden files) stay as they were for jobs that do not use them.
         data = handler(self)
         for key, default in _OMIT_AT_DEFAULT.items():
-            if key in data and data[key] == default:
+            if key in data and (data[key] == default or (default == () and not data[key])):
                 del data[key]
         return data
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
@@ -282,6 +324,20 @@ class JobSpec(BaseModel):
                              "'-' and '.', e.g. high-priority)")
         return v
 
+    @field_validator("working_dir")
+    @classmethod
+    def _working_dir(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"{v!r} is not an absolute path (e.g. /workspace)")
+        return v
+
+    @field_validator("service_account")
+    @classmethod
+    def _service_account(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not DNS1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a ServiceAccount name (e.g. trainer)")
+        return v
+
     @field_validator("image_pull_secrets")
     @classmethod
     def _secrets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -317,6 +373,10 @@ class JobSpec(BaseModel):
         if self.network_interface is not None and not self.host_network:
             raise SpecError("network_interface", "only applies with --host-network (pod networks "
                             "have one interface)")
+        try:
+            check_mounts([*(d.mount for d in self.data), *(d.mount for d in self.data_dirs)])
+        except ValueError as exc:
+            raise SpecError("data", str(exc)) from None
         if self.queue and self.gang not in ("volcano", "kueue"):
             raise SpecError("queue", "a queue needs a Volcano or Kueue gang scheduler "
                             "(--gang with one installed, or --gang-scheduler volcano|kueue)")

@@ -53,6 +53,8 @@ def benchmark_argv(spec: JobSpec, *, python: str = "python", script: str = BENCH
         argv.append("--use_fp16")
     if b.xla:
         argv.append("--xla")
+    if b.data_name != "synthetic" and b.data_dir:  # the spec requires both together
+        argv += ["--data_name", b.data_name, "--data_dir", b.data_dir]
     return argv
 
 
@@ -118,10 +120,15 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 # attempts (OMPI_MCA_plm_rsh_args "-o ConnectionAttempts=10"). So the launcher first waits
 # for every host in the operator's hostfile to answer on ssh, as the built-in launcher.sh
 # does; HVDK8S_WORKER_WAIT_SECONDS=0 waits without limit (a gang scheduler's queue).
+# The port is the job's (HVDK8S_SSH_PORT, the same JobSpec.ssh_port the worker's `sshd -p`
+# gets), for the wait and, through the rsh/bootstrap arguments, for mpirun itself: a port
+# left to the image's ssh_config and sshd_config disagrees whenever one of them is not the
+# image's own (issue 20, defect 1: `-o Port=22` against hvdk8s' image's sshd on 2222).
 OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
+sshport="${HVDK8S_SSH_PORT:+-oPort=$HVDK8S_SSH_PORT}"
 deadline=$(( $(date +%s) + limit ))
 for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do
-  until ssh -o "Port=${HVDK8S_SSH_PORT:-22}" -o ConnectTimeout=5 -o StrictHostKeyChecking=no -o BatchMode=yes \\
+  until ssh $sshport -o ConnectTimeout=5 -o StrictHostKeyChecking=no -o BatchMode=yes \\
       -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "$h" true >/dev/null 2>&1; do
     if [ "$limit" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
       echo "hvdk8s: worker $h did not answer on ssh within ${limit}s" >&2
@@ -136,7 +143,7 @@ done
 # of mpirun fails ("Host key verification failed"). Appended to what the operator set. MPICH's
 # Hydra reads HYDRA_LAUNCHER_EXTRA_ARGS; the operator sets HYDRA_LAUNCH_EXTRA_ARGS, which
 # mpiexec.hydra does not read, so its arguments are carried over.
-nohostkey="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+nohostkey="$sshport -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
 export OMPI_MCA_plm_rsh_args="${OMPI_MCA_plm_rsh_args:-} $nohostkey"
 export HYDRA_LAUNCHER_EXTRA_ARGS="${HYDRA_LAUNCHER_EXTRA_ARGS:-${HYDRA_LAUNCH_EXTRA_ARGS:-}} $nohostkey"
 export I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS="${I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS:-} $nohostkey"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mpijob.jobspec.defaults import MODES
+from mpijob.k8s.podpatch import apply_pod_patches
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_computedomain import apply_compute_domain
 from mpijob.k8s.render_dra import apply_dra
@@ -22,6 +23,7 @@ from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
 from mpijob.k8s.render_rdma import apply_rdma
+from mpijob.k8s.render_volumes import apply_volumes
 
 if TYPE_CHECKING:  # only types here
     from mpijob.jobspec.spec import JobSpec
@@ -50,4 +52,6 @@ def render(
     objects = apply_dra(objects, spec, placement)
     objects = apply_compute_domain(objects, spec, placement)
     objects = apply_rdma(objects, spec)
+    objects = apply_volumes(objects, spec)
+    objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
     return with_owner(objects, root_uid) if root_uid else objects

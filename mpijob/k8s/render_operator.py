@@ -128,14 +128,16 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                     "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
                     # A gang scheduler may hold the workers in its queue for long: no limit.
                     "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
-    sshd_args: list[str] = []
+    # One port, the job's, on both ends: the worker's sshd gets it on its command line (it
+    # beats the image's sshd_config Port) and the launcher's wait and mpirun get it from
+    # HVDK8S_SSH_PORT (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT), whatever the image says.
+    sshd_args: list[str] = ["-p", str(spec.ssh_port)]
+    launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
     if spec.host_network:
-        # Port 22 is the node's own sshd: the job's port (mpijob.k8s.hostnet), on both ends.
-        # The operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
-        # port goes on the mpirun line, which beats the env (mpi_job_controller.go
+        # Port 22 is the node's own sshd: the job's port is mpijob.k8s.hostnet's. The
+        # operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
+        # port also goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
-        sshd_args += ["-p", str(spec.ssh_port)]
-        launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
         if not spec.user_gives_mpirun:
             launch = [launch[0], "-mca", "plm_rsh_args",
                       f"-p {spec.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "

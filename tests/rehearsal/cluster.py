@@ -43,6 +43,8 @@ class Cluster:
         self.pods: list[Pod] = []
         self.services: list[dict] = []
         self.dns_delay: dict[str, float] = {}
+        # The image every pod runs in (tests/rehearsal/image.py); None: this machine's.
+        self.image = None
         self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
@@ -99,7 +101,7 @@ class Cluster:
                 start_delay: float = 0.0) -> Pod:
         pod = Pod(obj, network=self.network, nameserver=self.network.gateway,
                   workdir=self.workdir, configmaps=configmaps, secrets=secrets_,
-                  extra_env=extra_env)
+                  extra_env=extra_env, image=self.image)
         self.pods.append(pod)
         pod.start_after(start_delay)
         return pod

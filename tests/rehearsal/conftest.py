@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.rehearsal.cluster import Cluster
+from tests.rehearsal.image import MountedImage
 from tests.rehearsal.kubelet import IMAGE_ENV
 
 NEEDED = ("ip", "unshare", "mount", "sshd", "dnsmasq", "mpirun", "mpiexec.hydra")
@@ -55,3 +56,45 @@ def mpich_image() -> dict:
     if not (MPICH_IMAGE / "bin" / "mpirun").exists():
         pytest.skip(f"no MPICH image at {MPICH_IMAGE} (scripts/setup.sh makes it)")
     return {"PATH": f"{MPICH_IMAGE / 'bin'}:{IMAGE_ENV['PATH']}"}
+
+
+# --- the built training image (images/build.sh) ----------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _image_why_not() -> str | None:
+    why = _why_not()
+    if why:
+        return why
+    if not shutil.which("buildah"):
+        return ("the image rehearsal builds and mounts images/train with buildah "
+                "(scripts/build-images.sh installs it)")
+    return None
+
+
+def _built_image(run_as: str):
+    why = _image_why_not()
+    if why:
+        pytest.skip(why)
+    # Seconds when the tag exists (as after scripts/build-images.sh); a full build otherwise.
+    done = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "train", "cpu"],
+                          env={**os.environ, "RUN_AS": run_as}, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"images/build.sh train cpu (RUN_AS={run_as}) failed:\n{done.stderr[-4000:]}")
+    mounted = MountedImage(done.stdout.strip().splitlines()[-1])
+    try:
+        yield mounted.image
+    finally:
+        mounted.close()
+
+
+@pytest.fixture(scope="session")
+def train_image():
+    """The CPU training image, RUN_AS=root: its root filesystem and configuration."""
+    yield from _built_image("root")
+
+
+@pytest.fixture(scope="session")
+def train_image_nonroot():
+    """The CPU training image's non-root variant (RUN_AS=mpiuser, uid 1000)."""
+    yield from _built_image("mpiuser")

@@ -2,6 +2,11 @@
 and resolv.conf files, its volumes), then its single container as PID 1 of new UTS, IPC, mount
 and PID namespaces (tests/rehearsal/podinit.py), with the image's environment under the pod's.
 
+With an image (tests/rehearsal/image.py), the container's root is that image's root
+filesystem: podinit lays a private overlay over it, mounts /proc, /sys, /dev, the kubelet's
+files and the volumes in it, pivots into it, and runs the command as the image's user or
+the pod's runAsUser, with the image's environment under the pod's.
+
 When PID 1 of a PID namespace ends, the kernel kills everything else in it, as a container
 runtime does when a container's main process exits; `kill` follows the kubelet: SIGTERM to
 PID 1, SIGKILL after the grace period.
@@ -18,7 +23,9 @@ import threading
 import time
 from pathlib import Path
 
+from mpijob.jobspec.quantity import parse_quantity
 from tests.rehearsal import kubefiles
+from tests.rehearsal.image import Image, process_identity
 
 PODINIT = str(Path(__file__).with_name("podinit.py"))
 VENV_BIN = str(Path(sys.prefix) / "bin")
@@ -48,8 +55,10 @@ def _env_value(item: dict, pod: dict, pod_ip: str) -> str | None:
 
 class Pod:
     def __init__(self, pod: dict, *, network, nameserver: str, workdir: Path,
-                 configmaps: dict, secrets: dict, extra_env: dict | None = None) -> None:
+                 configmaps: dict, secrets: dict, extra_env: dict | None = None,
+                 image: Image | None = None) -> None:
         self.obj = pod
+        self.image = image
         self.name = pod["metadata"]["name"]
         self.dir = workdir / self.name
         self.netns, self.ip = network.add_pod(self.name)
@@ -97,9 +106,15 @@ class Pod:
                     src.chmod(0o777)
                 else:
                     raise ValueError(f"volume {m['name']}: the rehearsal has no such volume kind")
-            kind = "tmpfs" if (vol.get("emptyDir") or {}).get("medium") == "Memory" else "bind"
-            self.mounts.append({"path": m["mountPath"], "source": str(src), "kind": kind,
-                                "readOnly": bool(m.get("readOnly"))})
+            empty_dir = vol.get("emptyDir") or {}
+            kind = "tmpfs" if empty_dir.get("medium") == "Memory" else "bind"
+            mount = {"path": m["mountPath"], "source": str(src), "kind": kind,
+                     "readOnly": bool(m.get("readOnly"))}
+            if kind == "tmpfs" and empty_dir.get("sizeLimit"):
+                # A memory-backed emptyDir is a tmpfs of the volume's sizeLimit (kubernetes
+                # pkg/volume/emptydir/empty_dir.go setupTmpfs, SizeMemoryBackedVolumes).
+                mount["size"] = int(parse_quantity(empty_dir["sizeLimit"]))
+            self.mounts.append(mount)
 
     @property
     def hostname(self) -> str:
@@ -125,13 +140,21 @@ class Pod:
     # --- the container ------------------------------------------------------------------
     def start(self) -> None:
         container = self.obj["spec"]["containers"][0]
-        env = {**IMAGE_ENV, "HOSTNAME": self.hostname}
+        image_env = self.image.env if self.image else IMAGE_ENV
+        env = {**image_env, "HOSTNAME": self.hostname}
         for item in container.get("env") or []:
             value = _env_value(item, self.obj, self.ip)
             if value is not None:
                 env[item["name"]] = value
         env.update(self.extra_env)
         argv = list(container.get("command") or []) + list(container.get("args") or [])
+        if self.image:
+            # The image's Entrypoint/Cmd stand in for what the container leaves unset.
+            argv = (list(container.get("command") or self.image.entrypoint)
+                    + list(container.get("args") or (self.image.cmd
+                                                     if not container.get("command") else [])))
+            who = process_identity(self.image, self.obj, container, env)
+            env.setdefault("HOME", who["home"])
         plan = {"hostname": self.hostname, "etc_upper": str(self.dir / "etc-upper"),
                 "keep": IMAGE_PATHS_UNDER_TMPFS, "stage_dir": str(self.dir / "stage"),
                 "etc_work": str(self.dir / "etc-work"), "root_home": str(self.dir / "root"),
@@ -139,6 +162,16 @@ class Pod:
                 "bin_upper": str(self.dir / "bin-upper"), "bin_work": str(self.dir / "bin-work"),
                 "mounts": self.mounts, "env": env, "argv": argv,
                 "workingDir": container.get("workingDir")}
+        if self.image:
+            plan.update({"image_root": str(self.image.root), "identity": who,
+                         "workingDir": container.get("workingDir") or self.image.working_dir,
+                         "rootfs": str(self.dir / "rootfs"),
+                         "rootfs_upper": str(self.dir / "rootfs-upper"),
+                         "rootfs_work": str(self.dir / "rootfs-work"),
+                         "etc_files": {f: str(self.dir / "etc-upper" / f)
+                                       for f in ("hosts", "resolv.conf", "hostname")}})
+            for d in ("rootfs", "rootfs-upper", "rootfs-work"):
+                (self.dir / d).mkdir(exist_ok=True)
         plan_path = self.dir / "plan.json"
         plan_path.write_text(json.dumps(plan))
         with open(self.log_path, "ab") as log:

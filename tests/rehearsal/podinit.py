@@ -3,6 +3,12 @@ make the container's view (hostname, /etc with the kubelet's hosts and resolv.co
 /tmp, /run, /dev/shm and /root, the pod's volumes bind-mounted), then exec the container's
 command with the pod's environment, so the command itself is PID 1 as in a container.
 
+With an image (the plan's `image_root`), the container's root is a private overlay of the
+image's root filesystem with /proc, /sys, a /dev as runc makes it, the kubelet's hosts,
+resolv.conf and hostname files and the pod's volumes on top; podinit pivots into it
+(pivot_root(2), as runc does) and drops to the plan's identity (tests/rehearsal/image.py)
+before the exec.
+
 Standalone on purpose (no project imports): it runs before anything is set up.
 """
 
@@ -15,6 +21,21 @@ import sys
 
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+SYS_PIVOT_ROOT = 155  # x86_64
+MNT_DETACH = 2
+CAP_LAST_CAP = 40
+# linux/capability.h numbers of the capabilities a plan may keep.
+CAPABILITY_NUMBERS = {
+    "CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3,
+    "CAP_FSETID": 4, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8,
+    "CAP_NET_BIND_SERVICE": 10, "CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_IPC_LOCK": 14,
+    "CAP_SYS_CHROOT": 18, "CAP_SYS_PTRACE": 19, "CAP_SYS_ADMIN": 21, "CAP_SYS_NICE": 23,
+    "CAP_SYS_RESOURCE": 24, "CAP_MKNOD": 27, "CAP_AUDIT_WRITE": 29, "CAP_SETFCAP": 31}
+# The device nodes runc bind-mounts or creates in a container's /dev (libcontainer/
+# specconv DefaultDevices, plus /dev/tty).
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 libc = ctypes.CDLL(None, use_errno=True)
 
 # Where a pod may create a missing mount point: places that are private to the pod.
@@ -38,9 +59,80 @@ def main(plan_path):
     sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
+def _libc_check(ret, what):
+    if ret != 0:
+        sys.exit(f"podinit: {what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _mount_volumes(plan, root):
+    for m in plan["mounts"]:
+        dst = root + m["path"]
+        # The runtime creates a missing mount point in the container's root (runc mkdirall).
+        os.makedirs(dst, exist_ok=True)
+        if m["kind"] == "tmpfs":
+            size = f",size={m['size']}" if m.get("size") else ""
+            mount("-t", "tmpfs", "-o", f"mode=1777{size}", "tmpfs", dst)
+        else:
+            mount("--bind", m["source"], dst)
+        if m.get("readOnly"):
+            mount("-o", "remount,bind,ro", dst)
+
+
+def container_in_image(plan):
+    root = plan["rootfs"]
+    mount("-t", "overlay", "overlay", "-o", f"lowerdir={plan['image_root']},upperdir="
+          f"{plan['rootfs_upper']},workdir={plan['rootfs_work']}", root)
+    mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", root + "/proc")
+    mount("-t", "sysfs", "-o", "ro,nosuid,nodev,noexec", "sysfs", root + "/sys")
+    mount("-t", "tmpfs", "-o", "mode=755,size=65536k,nosuid", "tmpfs", root + "/dev")
+    for dev in DEVICES:
+        open(f"{root}/dev/{dev}", "w").close()
+        mount("--bind", f"/dev/{dev}", f"{root}/dev/{dev}")
+    os.makedirs(root + "/dev/pts")
+    mount("-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=0620,nosuid,noexec",
+          "devpts", root + "/dev/pts")
+    os.symlink("pts/ptmx", root + "/dev/ptmx")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    # The runtime's own 64 MiB /dev/shm; a pod's dshm volume goes over it.
+    os.makedirs(root + "/dev/shm")
+    mount("-t", "tmpfs", "-o", "mode=1777,size=64m,nosuid,nodev,noexec", "shm", root + "/dev/shm")
+    subprocess.run(["hostname", plan["hostname"]], check=True)
+    # The kubelet's files, bind-mounted over the image's (kuberuntime makeMounts).
+    for name, source in plan["etc_files"].items():
+        target = f"{root}/etc/{name}"
+        if not os.path.exists(target):
+            open(target, "w").close()
+        mount("--bind", source, target)
+    _mount_volumes(plan, root)
+    # pivot_root into the image, as runc does, and let go of this machine's root.
+    os.chdir(root)
+    os.makedirs(".hvdk8s-oldroot", exist_ok=True)
+    _libc_check(libc.syscall(SYS_PIVOT_ROOT, b".", b".hvdk8s-oldroot"), "pivot_root")
+    os.chdir("/")
+    _libc_check(libc.umount2(b"/.hvdk8s-oldroot", MNT_DETACH), "umount the old root")
+    os.rmdir("/.hvdk8s-oldroot")
+    who = plan["identity"]
+    keep = {CAPABILITY_NUMBERS[c] for c in who["capabilities"] if c in CAPABILITY_NUMBERS}
+    for cap in range(CAP_LAST_CAP + 1):
+        if cap not in keep:  # EINVAL: a number this kernel does not have
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if who["no_new_privs"]:
+        _libc_check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    os.setgroups(who["groups"])
+    os.setgid(who["gid"])
+    os.setuid(who["uid"])
+    os.chdir(plan.get("workingDir") or "/")
+    argv = plan["argv"]
+    os.execvpe(argv[0], argv, plan["env"])
+
+
 def container(plan_path):
     with open(plan_path) as f:
         plan = json.load(f)
+    if plan.get("image_root"):
+        container_in_image(plan)
     mount("-t", "proc", "proc", "/proc")
     subprocess.run(["hostname", plan["hostname"]], check=True)
     mount("-t", "overlay", "overlay", "-o",
@@ -77,7 +169,8 @@ def container(plan_path):
                 sys.exit(f"podinit: mount point {dst} does not exist in the image")
             os.makedirs(dst)
         if m["kind"] == "tmpfs":
-            mount("-t", "tmpfs", "tmpfs", dst)
+            mount("-t", "tmpfs", *(["-o", f"size={m['size']}"] if m.get("size") else []),
+                  "tmpfs", dst)
         else:
             mount("--bind", m["source"], dst)
         if m.get("readOnly"):

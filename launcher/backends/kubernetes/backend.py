@@ -34,6 +34,7 @@ from launcher.backends.base import (
     Prepared,
     SubmitOptions,
     SubmitResult,
+    status_key,
 )
 from launcher.backends.kubernetes import operator as operator_gang
 from launcher.backends.kubernetes import status as st
@@ -51,6 +52,7 @@ from launcher.backends.kubernetes.client import (
     NAMESPACE,
     POD,
     RESOURCE_CLAIM,
+    RESOURCE_SLICE,
     ApiError,
     KubeClient,
     _context_entry,
@@ -69,8 +71,13 @@ from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     Snapshot,
     SnapshotUnreadable,
+    build_snapshot,
+    network_label_keys,
+    planned_nodes_view,
     take_snapshot,
 )
+from launcher.backends.kubernetes.volumes import check_claims
+from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.planning import Plan
@@ -105,12 +112,15 @@ LOG_TAIL_FOR_RESULT = 500
 
 
 def cluster_snapshot(context: str | None = None, namespace: str | None = None,
-                     kubeconfig: str | None = None, *, nodes_optional: bool = False):
-    """The live cluster as placement sees it (two list calls). What RBAC kept it from
-    reading is said in one line each; with `nodes_optional`, a user who may not list nodes
-    gets None (the scheduler places the job) instead of an error."""
+                     kubeconfig: str | None = None, *, nodes_optional: bool = False,
+                     gpu_nodes_only: bool = False):
+    """The live cluster as placement sees it, read from the API server's watch cache (plans
+    tolerate a view a moment old; submit re-checks the planned nodes). What RBAC kept it
+    from reading is said in one line each; with `nodes_optional`, a user who may not list
+    nodes gets None (the scheduler places the job) instead of an error."""
     try:
-        snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot()
+        snap = KubernetesBackend(context, namespace, kubeconfig=kubeconfig).snapshot(
+            cached=True, gpu_nodes_only=gpu_nodes_only)
     except SnapshotUnreadable as exc:
         if not nodes_optional:
             raise
@@ -174,6 +184,7 @@ class KubernetesBackend(BaseBackend):
     def __init__(self, context: str | None = None, namespace: str | None = None, *,
                  kubeconfig: str | None = None, client: KubeClient | None = None,
                  poll: float = 0.5):
+        self.watch_timeout = WATCH_TIMEOUT_SECONDS  # tests shorten it to count reconnections
         self.context = context
         self._namespace = namespace
         self._kubeconfig = kubeconfig
@@ -204,9 +215,10 @@ class KubernetesBackend(BaseBackend):
 
     # -- cluster -----------------------------------------------------------------------------
     @_api_errors
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, cached: bool = False, gpu_nodes_only: bool = False) -> Snapshot:
         # Where RBAC allows no cluster-wide pod list, the context's namespace is read.
-        return take_snapshot(self.client, self.namespace)
+        return take_snapshot(self.client, self.namespace, cached=cached,
+                             gpu_nodes_only=gpu_nodes_only)
 
     @_api_errors
     def detect_gang_scheduler(self) -> str | None:
@@ -235,7 +247,8 @@ class KubernetesBackend(BaseBackend):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
         if not spec.gpus_per_worker:
             return None
-        return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True)
+        return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True,
+                                gpu_nodes_only=True)
 
     # -- submit ------------------------------------------------------------------------------
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
@@ -264,8 +277,11 @@ class KubernetesBackend(BaseBackend):
                 operator_gang.precheck(client, gang)
         self._refuse_existing(spec.name, spec.namespace)
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
+            check_claims(client, spec, plan.placement, options.mode)
             return plan, []
         placement, notes = self._recheck_capacity(spec, plan.placement)
+        # --data: each claim exists and its access modes allow the final placement (issue 24)
+        check_claims(client, spec, placement, options.mode)
         return dataclasses.replace(plan, placement=placement), notes
 
     @_api_errors
@@ -386,25 +402,45 @@ class KubernetesBackend(BaseBackend):
             f"delete it first: hvdk8s delete {name} -n {ns}")
 
     def _recheck_capacity(self, spec, placement):
-        """Fresh snapshot right before creating: keep the plan if it still fits, else
-        re-place; refuse with the placer's reason when nothing fits any more."""
+        """Right before creating, the planned nodes read fresh (the plan came from the API
+        server's cache): keep the plan if it still fits, else re-place on a fresh snapshot;
+        refuse with the placer's reason when nothing fits any more."""
         from mpijob.scheduling.placement import PlacementRequest, place
 
-        try:
-            snap = take_snapshot(self.client, spec.namespace)
-        except SnapshotUnreadable:
-            return placement, []  # said at plan time; the scheduler has the last word
-        notes = list(snap.notes)
+        notes: list[str] = []
         if placement is not None and placement.feasible:
-            stale = _plan_conflicts(snap.cluster, placement, spec)
+            stale = self._planned_nodes_conflict(spec, placement)
             if not stale:
                 return placement, notes
             notes.append(f"the plan went stale ({stale}); placed again")
+        try:
+            snap = take_snapshot(self.client, spec.namespace, gpu_nodes_only=True)
+        except SnapshotUnreadable:
+            return placement, []  # said at plan time; the scheduler has the last word
+        notes = [*snap.notes, *notes]
         fresh = place(snap.cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
         if not fresh.feasible:
             raise UserError(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
                             + "".join(f"; {n}" for n in notes))
         return dataclasses.replace(fresh, explanation=(*fresh.explanation, *notes)), notes
+
+    def _planned_nodes_conflict(self, spec, placement) -> str | None:
+        """Why the plan no longer fits its nodes as they are now, or None."""
+        if self.client.serves(RESOURCE_SLICE):
+            # GPUs held through DRA claims are known only from every slice and claim.
+            try:
+                snap = take_snapshot(self.client, spec.namespace, gpu_nodes_only=True)
+            except SnapshotUnreadable:
+                return None
+            return _plan_conflicts(snap.cluster, placement, spec)
+        try:
+            nodes, pods = planned_nodes_view(self.client, [a.node for a in placement.assignments])
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            return None  # said at plan time; the scheduler has the last word
+        return _plan_conflicts(build_snapshot(nodes, pods, label_keys=network_label_keys()).cluster,
+                               placement, spec)
 
     def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
         """Wait for the workers to be scheduled, then release the launcher."""
@@ -484,7 +520,12 @@ class KubernetesBackend(BaseBackend):
 
     def _status(self, name: str, ns: str, *, detail: bool = False) -> JobStatus:
         root, mode = self._root(name, ns)
-        pods = self._pods(name, ns)
+        return self._status_of(name, ns, root, mode, self._pods(name, ns), detail=detail)
+
+    def _status_of(self, name: str, ns: str, root: dict | None, mode: str, pods: list[dict],
+                   *, detail: bool = False) -> JobStatus:
+        """The job's status from its root and pods; reads more (events, logs) with `detail`
+        but never writes: cleanup is `tidy`'s, which `get` and `wait` call."""
         if root is None and not pods:
             raise NotFound(f"job {name} not found in namespace {ns}")
         events: builtins.list[dict] = []
@@ -512,33 +553,47 @@ class KubernetesBackend(BaseBackend):
                          else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
                 status.log_tail = lines[-st.FAILED_TAIL_LINES:]
         queued(self.client, status, root, mode)
-        if detail and status.done:
-            self._record_images_per_sec(root, mode, status)
-        if status.done and mode == "pods":
-            self._clean_pods(root, pods, status)
         return status
 
-    def _record_images_per_sec(self, root: dict | None, mode: str, status: JobStatus) -> None:
+    def tidy(self, root: dict | None, mode: str, pods: list[dict], status: JobStatus) -> None:
+        """The writes reading a finished job's status calls for, as one explicit step: its
+        measured rate recorded on the root (for `list`), and its idle pods removed (clean
+        pod policy). A user RBAC lets only read skips them, with a note."""
+        if not status.done:
+            return
+        skipped = self._record_images_per_sec(root, mode, status)
+        if mode == "pods":
+            skipped += self._clean_pods(root, pods, status)
+        if skipped:
+            note(f"note: read-only: skipped {' and '.join(skipped)} of finished job "
+                 f"{status.name} (RBAC); `hvdk8s delete {status.name} -n {status.namespace}` "
+                 "by someone allowed to removes everything")
+
+    def _record_images_per_sec(self, root: dict | None, mode: str,
+                               status: JobStatus) -> list[str]:
         """Put the rate measured in a finished job's launcher log on its root, once, so that
         `list` shows it without reading a log per job (k8s_status.ANNOTATION_IMAGES_PER_SEC)."""
         if root is None or status.images_per_sec is None:
-            return
+            return []
         if st.recorded_images_per_sec(root) is not None:
-            return
+            return []
         kind = MPIJOB if mode == "operator" else JOB
         patch = {"metadata": {"annotations": {
             st.ANNOTATION_IMAGES_PER_SEC: repr(float(status.images_per_sec))}}}
         try:
             self.client.patch(kind, root["metadata"]["name"], patch, status.namespace)
-        except ApiError:  # reporting status must not fail on it: `get` still shows the rate
-            pass
+        except ApiError as exc:  # reporting status must not fail on it: `get` shows the rate
+            if exc.status == 403:
+                return [f"recording its images/sec on {kind.kind} {root['metadata']['name']}"]
+        return []
 
-    def _clean_pods(self, root: dict | None, pods: builtins.list[dict], status: JobStatus) -> None:
+    def _clean_pods(self, root: dict | None, pods: builtins.list[dict],
+                    status: JobStatus) -> builtins.list[str]:
         """Belt and braces for the in-pod release: once the launcher is done, no worker may
         keep its GPUs (cleanPodPolicy Running), or no pod stays at all (All)."""
         policy = st.clean_pod_policy(root)
         if policy == "None":
-            return
+            return []
         # Finished for good: the Job says so, or its pod succeeded (a failed launcher pod
         # may still be retried by the Job and then needs its workers).
         launcher = st.current_launcher(pods)
@@ -547,8 +602,8 @@ class KubernetesBackend(BaseBackend):
         launcher_done = job_finished or (
             launcher is not None and (launcher.get("status") or {}).get("phase") == SUCCEEDED)
         if not launcher_done:
-            return
-        doomed = []
+            return []
+        doomed, forbidden = [], []
         for p in pods:
             if p["metadata"].get("deletionTimestamp"):
                 continue
@@ -563,16 +618,26 @@ class KubernetesBackend(BaseBackend):
                 self.client.delete(POD, pod_name, status.namespace)
             except ApiError as exc:  # reporting status must not fail on cleanup
                 doomed.remove(pod_name)
+                if exc.status == 403:
+                    forbidden.append(pod_name)
+                    continue
                 status.message = "; ".join(filter(None, [
                     status.message, f"could not remove {pod_name}: {exc.user_error()}"]))
         for r in status.replicas:
             if r.name in doomed:
                 r.reason = "Deleted"
                 r.message = f"cleanPodPolicy {policy}: removed after the launcher finished"
+        return [f"removing its pods {', '.join(forbidden)} (cleanPodPolicy {policy})"] \
+            if forbidden else []
 
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
-        return self._status(name, self._ns(namespace), detail=True)
+        ns = self._ns(namespace)
+        root, mode = self._root(name, ns)
+        pods = self._pods(name, ns)
+        status = self._status_of(name, ns, root, mode, pods, detail=True)
+        self.tidy(root, mode, pods, status)
+        return status
 
     @_api_errors
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
@@ -600,34 +665,63 @@ class KubernetesBackend(BaseBackend):
     @_api_errors
     def wait(self, name: str, namespace: str | None = None, *,
              timeout: float | None = None) -> JobStatus:
-        """Block until the job is terminal: a watch on its pods and Jobs wakes the loop
-        (polling every few seconds covers a watch that is refused or drops)."""
+        """Block until the job is terminal, woken by watches on its pods and roots
+        (watching.py): no request while they are healthy and nothing changes."""
         ns = self._ns(namespace)
         deadline = None if timeout is None else time.monotonic() + timeout
-        changes = _Changes(self.client, ns, names.job_selector(name),
-                           [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else []))
-        try:
-            status, settle = None, None
+        status, settle = None, None
+        with self._job_watch(name, ns) as seen:
             while True:
+                root, mode = _root_of(name, seen)
                 try:
-                    status = self._status(name, ns)
+                    status = self._status_of(name, ns, root, mode, seen.of(POD).items())
                 except NotFound:
                     if status is None:
                         raise
                     raise NotFound(f"job {name} was deleted while waiting") from None
                 # A succeeded launcher pod is recorded by the Job a moment later; waiting for
                 # that lets the clean pod policy remove the launcher pod too (All).
+                now = time.monotonic()
                 if status.done:
-                    settle = settle or time.monotonic() + 5.0
-                    if status.finished or status.phase != SUCCEEDED or time.monotonic() >= settle:
-                        return self._status(name, ns, detail=True)
-                left = None if deadline is None else deadline - time.monotonic()
+                    settle = settle or now + 5.0
+                    if status.finished or status.phase != SUCCEEDED or now >= settle:
+                        return self.get(name, ns)
+                left = None if deadline is None else deadline - now
                 if left is not None and left <= 0:
                     why = f" ({status.reason}: {status.message})" if status.message else ""
                     raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s{why}")
-                changes.wait(min(2.0, left) if left is not None else 2.0)
-        finally:
-            changes.close()
+                wake = [t for t in (left, settle and settle - now) if t is not None]
+                seen.wait(min(wake) if wake else None)
+
+    @_api_errors_gen
+    def watch_status(self, name: str, namespace: str | None = None, *,
+                     poll: float = 2.0) -> Iterator[JobStatus]:
+        """`get --watch`: the status now and at each change, woken by the same watches as
+        `wait` (no polling while they are healthy); the last one is `get`'s, tidied."""
+        ns = self._ns(namespace)
+        last, seen_once = None, False
+        with self._job_watch(name, ns) as seen:
+            while True:
+                root, mode = _root_of(name, seen)
+                try:
+                    status = self._status_of(name, ns, root, mode, seen.of(POD).items())
+                except NotFound:
+                    if not seen_once:
+                        raise
+                    raise NotFound(f"job {name} was deleted while watching") from None
+                seen_once = True
+                if status.done:
+                    yield self.get(name, ns)
+                    return
+                if status_key(status) != last:
+                    last = status_key(status)
+                    yield status
+                seen.wait(None)
+
+    def _job_watch(self, name: str, ns: str) -> JobWatch:
+        kinds = [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else [])
+        return JobWatch(self.client, ns, names.job_selector(name), kinds,
+                        watch_timeout=self.watch_timeout)
 
     # -- logs --------------------------------------------------------------------------------
     @_api_errors_gen
@@ -783,42 +877,13 @@ def _plan_conflicts(cluster, placement, spec) -> str | None:
     return None
 
 
-class _Changes:
-    """Wakes a waiter when any watched object of the job changes: a hint, never the truth,
-    so a failed or refused watch only means the waiter polls."""
-
-    def __init__(self, client: KubeClient, ns: str, selector: str, kinds, timeout_seconds: int = 10):
-        self._client, self._ns, self._selector = client, ns, selector
-        self._timeout = timeout_seconds
-        self._changed = threading.Event()
-        self._stop = threading.Event()
-        for kind in kinds:
-            threading.Thread(target=self._run, args=(kind,), daemon=True,
-                             name=f"hvdk8s-watch-{kind.plural}").start()
-
-    def _run(self, kind) -> None:
-        rv, failures = None, 0
-        while not self._stop.is_set() and failures < 3:
-            try:
-                for etype, obj in self._client.watch(kind, self._ns, label_selector=self._selector,
-                                                     resource_version=rv,
-                                                     timeout_seconds=self._timeout):
-                    if self._stop.is_set():
-                        return
-                    if etype == "ERROR":  # 410 Gone: start over from "now"
-                        rv = None
-                        break
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if etype != "BOOKMARK":
-                        self._changed.set()
-                failures = 0
-            except Exception:  # noqa: BLE001 - polling covers whatever broke the watch
-                failures += 1
-                self._stop.wait(1.0)
-
-    def wait(self, seconds: float) -> None:
-        self._changed.wait(max(0.0, seconds))
-        self._changed.clear()
-
-    def close(self) -> None:
-        self._stop.set()
+def _root_of(name: str, seen: JobWatch) -> tuple[dict | None, str]:
+    """`_root` from watched objects: the launcher Job (pods mode), else the MPIJob."""
+    job = seen.of(JOB).get(names.launcher(name))
+    if job is not None and st.job_name_of(job) == name and not _owned_by_mpijob(job):
+        return job, "pods"
+    if seen.has(MPIJOB):
+        mpijob = seen.of(MPIJOB).get(name)
+        if mpijob is not None:
+            return mpijob, "operator"
+    return None, "pods"

@@ -27,17 +27,24 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from launcher.backends.kubernetes.liststream import parse_list
+from launcher.backends.kubernetes.ratelimit import RateLimiter
 from launcher.errors import UserError
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # Where nothing is configured at all; `plan` can still work from a cluster file.
 NO_KUBECONFIG = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
-                 "in a pod; pass --kubeconfig/--context")
-PLAN_OFFLINE = "plan against a file with --cluster FILE"
+                 "in a pod")
 # (connect, read) seconds for ordinary requests; streams use their own read timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# Objects per list page: kubectl's --chunk-size default.
+PAGE_SIZE = 500
+LIST_RESTARTS = 3  # lists started over after a 410 in the middle
+# Bytes read at a time from a list answer: far more than one object (4-8 KB), so that few
+# objects straddle two reads and are decoded twice, and little against the whole answer.
+LIST_READ = 2 ** 20
 
 
 # --- resource kinds ---------------------------------------------------------------------------
@@ -79,6 +86,7 @@ CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
 EVENT = Kind("v1", "Event", "events")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
+PVC = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
@@ -191,8 +199,9 @@ class RetryPolicy:
             return max(backoff, min(retry_after, self.max_retry_after))
         return backoff
 
-    def urllib3_retry(self):
-        """The urllib3 `Retry` that applies this policy (for the client configuration)."""
+    def urllib3_retry(self, limiter: RateLimiter | None = None):
+        """The urllib3 `Retry` that applies this policy (for the client configuration);
+        a retry waits for the rate limiter too, and a 429's Retry-After holds it."""
         # lazy: urllib3 (~30 ms) and the kubernetes client (~300 ms) load at the first request, not
         # at every job command's start
         from urllib3.util.retry import Retry
@@ -204,7 +213,12 @@ class RetryPolicy:
             # to wait (`history` holds one entry per try that failed so far).
             def sleep(self, response=None) -> None:
                 after = self.get_retry_after(response) if response is not None else None
-                policy.sleep(policy.delay(len(self.history), after))
+                delay = policy.delay(len(self.history), after)
+                if limiter is not None and response is not None and response.status == 429:
+                    limiter.hold(delay)  # flow control said wait: every thread waits
+                policy.sleep(delay)
+                if limiter is not None:
+                    limiter.acquire()
 
         return PolicyRetry(total=self.tries - 1, allowed_methods=None,
                             status_forcelist=RETRYABLE_STATUS, raise_on_status=False)
@@ -213,7 +227,7 @@ class RetryPolicy:
 # --- configuration ----------------------------------------------------------------------------
 def kubeconfig_paths(kubeconfig: str | None = None) -> list[str]:
     """The files kubectl would read, in order (existing or not)."""
-    value = kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    value = kubeconfig or _flag["kubeconfig"] or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
     return [os.path.expanduser(p) for p in value.split(os.pathsep) if p]
 
 
@@ -250,6 +264,11 @@ def _context_entry(docs: list[dict], context: str | None) -> tuple[str | None, d
     return context, None
 
 
+def current_context_name(kubeconfig: str | None = None) -> str | None:
+    """The kubeconfig's current-context (no network, no client import)."""
+    return _context_entry(_read_kubeconfigs(kubeconfig), None)[0]
+
+
 def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None) -> bool:
     """Cheap check (no network, no client import): a usable context exists, or we run in a pod."""
     docs = _read_kubeconfigs(kubeconfig)
@@ -257,35 +276,75 @@ def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None)
         _, entry = _context_entry(docs, context)
         if entry is not None:
             return True
-    return context is None and kubeconfig is None and in_cluster()
+    return _use_in_cluster(context, kubeconfig)
+
+
+# `--kubeconfig FILE` (kubectl's global flag, taken by every command): it comes before
+# $KUBECONFIG wherever a kubeconfig is read, and errors name it as the user typed it.
+_flag: dict[str, str | None] = {"kubeconfig": None}
+
+
+def set_kubeconfig_flag(path: str | None) -> None:
+    """Set by the command line (the root resets it at each start: one process may run
+    several commands, as the tests do)."""
+    _flag["kubeconfig"] = path
+
+
+def kubeconfig_source(kubeconfig: str | None = None) -> str | None:
+    """How Kubernetes was configured, in the user's words ("--kubeconfig FILE",
+    "$KUBECONFIG=...", "~/.kube/config", "the pod's service account"), or None when nothing
+    is configured at all: only then may a command fall back to this machine."""
+    env = os.environ.get("KUBECONFIG")
+    if kubeconfig or _flag["kubeconfig"]:
+        return f"--kubeconfig {kubeconfig or _flag['kubeconfig']}"
+    if env:  # kubectl treats an empty $KUBECONFIG as unset
+        return f"$KUBECONFIG={env}"
+    if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
+        return DEFAULT_KUBECONFIG
+    if in_cluster():
+        return "the pod's service account"
+    return None
 
 
 def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
-                   offline: str | None = PLAN_OFFLINE) -> str:
-    """Why no context can be used, in words that say what to do (kubeconfig_usable is False);
-    `offline` names what works without a cluster, suggested when none is configured."""
+                   offline: str | None = None) -> str:
+    """Why no context can be used, in words that name what the user gave and say what to do
+    (kubeconfig_usable is False); `offline` names what works without a cluster, suggested
+    when none is configured."""
     paths = kubeconfig_paths(kubeconfig)
     docs = _read_kubeconfigs(kubeconfig)
+    source = kubeconfig_source(kubeconfig)
+    if source is None:
+        if context:  # the context was named, so the file that has it is what is missing
+            return (f"--context {context}: {NO_KUBECONFIG}; pass --kubeconfig FILE (the "
+                    "kubeconfig that has this context) or set $KUBECONFIG")
+        return (f"{NO_KUBECONFIG}; pass --kubeconfig FILE or set $KUBECONFIG"
+                + (f", or {offline}" if offline else ""))
     files = os.pathsep.join(p for p in paths if os.path.exists(p))
     if not docs:
-        if files:
-            return (f"no usable kubeconfig: {files} cannot be read or is not a kubeconfig; "
-                    "fix it, or pass --kubeconfig/--context")
-        if in_cluster():  # in a pod, but --context/--kubeconfig/$KUBECONFIG asked for a file
+        if in_cluster() and not files:  # in a pod, but a kubeconfig was asked for
+            looked = (source if source.startswith(("--", "$")) else
+                      "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config)")
             return ((f"context {context!r} not found: " if context else "")
-                    + "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config); in a "
-                    "pod, leave out --context/--kubeconfig and unset KUBECONFIG to use its "
-                    "service account")
-        return NO_KUBECONFIG + (f", or {offline}" if offline else "")
+                    + f"{looked}{': no such file' if looked == source else ''}; in a pod, "
+                    "leave out --context/--kubeconfig and unset KUBECONFIG to use its service "
+                    "account")
+        if files:
+            return (f"{source}: not a usable kubeconfig ({files} cannot be read or is not "
+                    "a kubeconfig); fix it or point --kubeconfig/$KUBECONFIG at another")
+        return f"{source}: no such file; point --kubeconfig/$KUBECONFIG at a kubeconfig"
     context_name, _ = _context_entry(docs, context)
     if context_name is None:
-        return (f"no Kubernetes context: {files} sets no current-context; pass --context NAME "
+        return (f"no Kubernetes context: {source} sets no current-context; pass --context NAME "
                 "(kubectl config get-contexts lists them)")
-    return f"context {context_name!r} not found in {files} (kubectl config get-contexts lists them)"
+    given = "--context " if context else "current-context "
+    return (f"{given}{context_name!r} not found in {source} "
+            "(kubectl config get-contexts lists them)")
 
 
 def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
-    if context is not None or kubeconfig is not None or os.environ.get("KUBECONFIG"):
+    if (context is not None or kubeconfig is not None or _flag["kubeconfig"]
+            or os.environ.get("KUBECONFIG")):
         return False
     return in_cluster() and not any(os.path.exists(p) for p in kubeconfig_paths())
 
@@ -323,10 +382,12 @@ def connect(context: str | None = None, namespace: str | None = None,
     except ConfigException as exc:
         raise UserError(f"cannot load the Kubernetes configuration: {exc}") from None
     retry = retry or RetryPolicy()
-    configuration.retries = retry.urllib3_retry()
+    limiter = RateLimiter()
+    configuration.retries = retry.urllib3_retry(limiter)
     api = k8s.ApiClient(configuration)
     api.user_agent = "hvdk8s"
-    return KubeClient(api, namespace=namespace or default_ns, context=context_name, retry=retry)
+    return KubeClient(api, namespace=namespace or default_ns, context=context_name, retry=retry,
+                      limiter=limiter)
 
 
 # --- the client -------------------------------------------------------------------------------
@@ -336,6 +397,7 @@ class KubeClient:
     namespace: str = "default"
     context: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
+    limiter: RateLimiter = field(default_factory=RateLimiter)  # the one its retries wait for
     _discovery: dict = field(default_factory=dict)
 
     @property
@@ -356,6 +418,7 @@ class KubeClient:
         method_, url, hdrs, body_, post = self.api.param_serialize(
             method, path, query_params=params, header_params=headers, body=body,
             auth_settings=["BearerToken"])
+        self.limiter.acquire()
         try:
             resp = self.api.call_api(method_, url, hdrs, body_, post, _request_timeout=timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -411,14 +474,46 @@ class KubeClient:
 
     def list(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
              label_selector: str | None = None, field_selector: str | None = None,
-             limit: int | None = None) -> dict:
-        ns = None if all_namespaces else self._ns(kind, namespace)
-        query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit}
-        return self.request("GET", kind.path(ns), query=query, resource=kind.resource,
-                            namespace=ns) or {"items": []}
+             limit: int | None = None, keep: Callable[[dict], object | None] | None = None,
+             cached: bool = False, page_size: int | None = None) -> dict:
+        """{"metadata": {"resourceVersion"}, "items": [...]}: the whole list (or the first
+        `limit` objects), read in pages of `page_size` with `continue`, each parsed as it
+        arrives and reduced by `keep` (the object, what of it to hold, or None to drop it).
 
-    def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[dict]:
-        return self.list(kind, namespace, **kw).get("items") or []
+        `cached` reads the API server's watch cache (resourceVersion=0): a fraction of an
+        etcd read for the server, possibly a moment stale. A 410 Expired in the middle (the
+        first page's revision was compacted) starts the list over; client-go's pager falls
+        back to one unpaginated list instead (tools/pager/pager.go), which at 150,000 pods
+        is the gigabyte answer paging avoids."""
+        ns = None if all_namespaces else self._ns(kind, namespace)
+        what = {"verb": "list", "resource": kind.resource, "namespace": ns, "name": None}
+        for attempt in range(LIST_RESTARTS + 1):
+            kept: builtins.list[Any] = []
+            cont = None
+            try:
+                while True:
+                    query = {"labelSelector": label_selector, "fieldSelector": field_selector,
+                             "limit": limit or page_size or PAGE_SIZE, "continue": cont,
+                             "resourceVersion": "0" if cached and not cont else None}
+                    resp = self._send("GET", kind.path(ns), query, None, None, REQUEST_TIMEOUT,
+                                      what)
+                    try:
+                        head, items = parse_list(_chunks(resp, LIST_READ), keep or _same)
+                    finally:
+                        resp.release_conn()
+                    kept.extend(items)
+                    meta = head.get("metadata") or {}
+                    cont = meta.get("continue")
+                    if not cont or limit:
+                        return {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                "items": kept}
+            except ApiError as exc:
+                if exc.status != 410 or cont is None or attempt == LIST_RESTARTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[Any]:
+        return self.list(kind, namespace, **kw)["items"]
 
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
         kind = kind_of(obj)
@@ -540,18 +635,22 @@ class KubeClient:
         return kind.plural in self.served_resources(kind.api_version)
 
 
+def _same(obj: dict) -> dict:
+    return obj
+
+
 def _unreachable(host: str, exc: Exception, what: dict) -> ApiError:
     # After the last retry urllib3 raises MaxRetryError; its reason is what went wrong.
     return ApiError(0, "ConnectionError", f"{host}: {getattr(exc, 'reason', None) or exc}", **what)
 
 
-def _chunks(resp) -> Iterator[bytes]:
+def _chunks(resp, size: int = 2 ** 14) -> Iterator[bytes]:
     """Bytes as they arrive: `stream()` would wait to fill its buffer on unchunked bodies."""
     if resp.chunked and resp.supports_chunked_reads():
-        yield from resp.read_chunked(2 ** 14, decode_content=True)
+        yield from resp.read_chunked(size, decode_content=True)
         return
     while True:
-        data = resp.read1(2 ** 14)
+        data = resp.read1(size)
         if not data:
             return
         yield data

@@ -10,8 +10,11 @@ which NVLink groups look free.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -389,9 +392,16 @@ def network_label_keys():
         raise UsageError(f"${NETWORK_LABELS_ENV}: {exc}") from None
 
 
-def take_snapshot(client, namespace: str | None = None) -> Snapshot:
-    """Two list calls: every node, and every live pod in every namespace (a third for
-    Volcano HyperNodes where the API serves them).
+def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
+                  gpu_nodes_only: bool = False) -> Snapshot:
+    """Two lists: every node, and every live pod in every namespace (more for Volcano
+    HyperNodes, Kueue Topologies, DRA slices where the API serves them), paged and parsed
+    as they arrive, keeping of each object only what placement reads (slim_node, slim_pod).
+
+    `cached` reads the API server's watch cache (resourceVersion=0), as controllers do:
+    planning tolerates a view a moment old, and submit re-checks the planned nodes
+    (planned_nodes_view) before creating. `gpu_nodes_only` drops, while streaming, the pods
+    of nodes without GPUs, which a GPU job cannot use.
 
     A user RBAC does not let list pods in all namespaces gets the pods of `namespace` (or
     none) and a `skipped` line saying so; one who may not list nodes gets
@@ -399,14 +409,13 @@ def take_snapshot(client, namespace: str | None = None) -> Snapshot:
     """
     keys = network_label_keys()
     try:
-        nodes = client.items(NODE)
+        nodes = client.items(NODE, keep=slim_node, cached=cached)
     except ApiError as exc:
         if exc.status != 403:
             raise
         raise SnapshotUnreadable(
             "skipped the cluster snapshot: RBAC does not let you list nodes, so there is no "
             "topology-aware plan (pass --cluster FILE to plan on a cluster file)") from None
-    pods, skipped = _readable_pods(client, POD, namespace)
     groups = client.api_groups()  # one discovery call, cached by the client
     hypernodes = _optional_items(client, HYPERNODE) if HYPERNODE.group in groups else []
     topologies: list[dict] = []
@@ -421,23 +430,127 @@ def take_snapshot(client, namespace: str | None = None) -> Snapshot:
         slices = _optional_items(client, RESOURCE_SLICE)
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
+    keep: Callable[[dict], dict | None] = slim_pod
+    if gpu_nodes_only:
+        keep = functools.partial(_slim_pod_on, gpu_nodes(nodes, slices))
+    pods, skipped = _readable_pods(client, POD, namespace, keep=keep, cached=cached)
     # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
     domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
     snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims, domains)
     return replace(snap, skipped=skipped) if skipped else snap
 
 
-def _readable_pods(client, pod_kind, namespace: str | None) -> tuple[list[dict], tuple[str, ...]]:
+def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64,
+                       parallel: int = 8) -> tuple[list, list]:
+    """(nodes, live pods) of the planned nodes only, read fresh from the API server (not its
+    cache), for submit's re-check: two reads a node (a GET, and its pods by the indexed
+    `spec.nodeName` field), `parallel` nodes at a time, or, for plans on more than
+    `full_lists_from` nodes, one paged list of each kind filtered while streaming."""
+    wanted = set(nodes)
+    if len(wanted) > full_lists_from:
+        found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"]
+                             in wanted else None)
+        pods = client.items(POD, all_namespaces=True, field_selector=LIVE_PODS,
+                            keep=functools.partial(_slim_pod_on, wanted))
+        return found, pods
+
+    def read(name: str) -> tuple[dict | None, list]:
+        node = client.get(NODE, name)
+        if node is None:
+            return None, []
+        return slim_node(node), client.items(POD, all_namespaces=True, keep=slim_pod,
+                                             field_selector=f"spec.nodeName={name},{LIVE_PODS}")
+
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hvdk8s-recheck") as pool:
+        views = list(pool.map(read, sorted(wanted)))
+    return ([node for node, _ in views if node is not None],
+            [pod for _, pods in views for pod in pods])
+
+
+# --- what placement reads of an object --------------------------------------------------------
+def _pick(d: dict | None, keys) -> dict:
+    return {k: d[k] for k in keys if d and k in d}
+
+
+def slim_node(node: dict) -> dict:
+    """The fields of a Node build_snapshot reads; real nodes carry far more (images alone
+    are often tens of kilobytes)."""
+    m = node.get("metadata") or {}
+    status = node.get("status") or {}
+    annotations = _pick(m.get("annotations"), (ANNOTATION_TOPOLOGY,))
+    return {"metadata": {"name": m.get("name"), "labels": m.get("labels") or {},
+                         "annotations": annotations},
+            "spec": _pick(node.get("spec"), ("taints", "unschedulable")),
+            "status": {"allocatable": status.get("allocatable") or {},
+                       "conditions": [c for c in status.get("conditions") or []
+                                      if c.get("type") == "Ready"]}}
+
+
+_POD_LABELS = (names.LABEL_JOB, names.LABEL_ROLE, OPERATOR_JOB_LABEL)
+
+
+def slim_pod(pod: dict) -> dict:
+    """The fields of a Pod build_snapshot reads: where it runs, its phase, what it requests
+    (pod_requests), its host ports, and which job and GPUs it is."""
+    m = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+
+    def container(c: dict) -> dict:
+        out: dict = {}
+        if c.get("resources"):
+            out["resources"] = _pick(c["resources"], ("requests", "limits"))
+        ports = [_pick(p, ("hostPort", "containerPort")) for p in c.get("ports") or []]
+        if ports:
+            out["ports"] = ports
+        return out
+
+    slim_spec = {"nodeName": spec.get("nodeName"),
+                 "containers": [container(c) for c in spec.get("containers") or []]}
+    if spec.get("initContainers"):
+        slim_spec["initContainers"] = [container(c) for c in spec["initContainers"]]
+    for key in ("overhead", "hostNetwork"):
+        if spec.get(key):
+            slim_spec[key] = spec[key]
+    return {"metadata": {"name": m.get("name"), "namespace": m.get("namespace", ""),
+                         "labels": _pick(m.get("labels"), _POD_LABELS),
+                         "annotations": _pick(m.get("annotations"), (names.ANNOTATION_GPUS,))},
+            "spec": slim_spec,
+            "status": _pick(pod.get("status"), ("phase",))}
+
+
+def _slim_pod_on(nodes: set[str], pod: dict) -> dict | None:
+    if (pod.get("spec") or {}).get("nodeName") not in nodes:
+        return None
+    return slim_pod(pod)
+
+
+def gpu_nodes(nodes: list[dict], resource_slices: Iterable[dict] = ()) -> set[str]:
+    """Nodes a GPU worker could run on: GPUs allocatable, labelled, measured by the agent,
+    or published by a DRA driver."""
+    out = {s_node for s in resource_slices
+           if (s_node := (s.get("spec") or {}).get("nodeName"))}
+    for node in nodes:
+        m = node.get("metadata") or {}
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        labels = m.get("labels") or {}
+        if (_q(alloc.get(GPU_RESOURCE, 0)) > 0 or _q(labels.get(GPU_COUNT_LABEL, 0)) > 0
+                or ANNOTATION_TOPOLOGY in (m.get("annotations") or {})):
+            out.add(m.get("name"))
+    return out
+
+
+def _readable_pods(client, pod_kind, namespace: str | None, **kw
+                   ) -> tuple[list[dict], tuple[str, ...]]:
     """Live pods of every namespace, else of `namespace`, else none; and what was skipped."""
     try:
-        return client.items(pod_kind, all_namespaces=True, field_selector=LIVE_PODS), ()
+        return client.items(pod_kind, all_namespaces=True, field_selector=LIVE_PODS, **kw), ()
     except ApiError as exc:
         if exc.status != 403:
             raise
     unseen = "are not seen (the scheduler still counts them)"
     if namespace:
         try:
-            pods = client.items(pod_kind, namespace, field_selector=LIVE_PODS)
+            pods = client.items(pod_kind, namespace, field_selector=LIVE_PODS, **kw)
             return pods, (f"RBAC does not let you list pods in all namespaces: planned with "
                           f"the pods of namespace {namespace} only; GPUs held in other namespaces {unseen}",)
         except ApiError as exc:

@@ -107,7 +107,7 @@ class LocalOptions(SubmitOptions):
 class LocalBackend(BaseBackend):
     name = "local"
     gang_note = "local backend: --gang has no effect (all ranks start together on this machine)"
-    # The job commands pick Kubernetes wherever a kubeconfig context is usable.
+    # The job commands pick Kubernetes wherever a kubeconfig is configured.
     job_command_flags = "--backend local"
 
     def __init__(self, namespace: str | None = None, *, poll_seconds: float = POLL_SECONDS,
@@ -155,7 +155,7 @@ class LocalBackend(BaseBackend):
         launch = {
             "argv": prepared.launch.argv,
             "env": prepared.launch.env,
-            "cwd": os.getcwd(),
+            "cwd": spec.working_dir or os.getcwd(),
             "deadline_seconds": spec.run_policy.active_deadline_seconds,
         }
         self._create_dir(spec, paths, status, launch, prepared.hostfile)
@@ -586,6 +586,8 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
     """(phase, message, exit code) of one rank. A job fails as a whole, but only the rank
     that failed is Failed: one that exited 0 Succeeded, and one that mpirun stopped
     because of another's failure (or the deadline, or a signal) is Terminated."""
+    if phase == SUCCEEDED:  # mpirun exits 0 only when every rank did
+        return phase, None, 0
     if phase != FAILED:
         return phase, None, None
     failed_rank = record.failed_rank

@@ -46,6 +46,14 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
     return [g for a in result.assignments for g in a.gpus], result
 
 
+def gpu_count() -> int:
+    """How many GPUs this machine shows (0 where NVML or a driver is missing)."""
+    try:
+        return _local_topology(None).gpus
+    except UserError:
+        return 0
+
+
 def _names_only(placement, host: str) -> bool:
     return bool(
         placement is not None
@@ -55,7 +63,7 @@ def _names_only(placement, host: str) -> bool:
     )
 
 
-def _local_topology(spec: JobSpec):
+def _local_topology(spec: JobSpec | None):
     try:
         collect = getattr(nvml_topology, "collect_topology", None)
         if collect is not None:
@@ -63,9 +71,9 @@ def _local_topology(spec: JobSpec):
         return nvml_topology.collect(nvml_topology.load_nvml()).topology()
     except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or an NVMLError mid-way
         detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        asked = f"--gpus {spec.gpus_per_worker}: " if spec is not None else ""
         raise UserError(
-            f"--gpus {spec.gpus_per_worker}: cannot see this machine's GPUs ({detail}); "
-            "run on the CPU with --gpus 0"
+            f"{asked}cannot see this machine's GPUs ({detail}); run on the CPU with --gpus 0"
         ) from None
 
 

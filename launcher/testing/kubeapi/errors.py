@@ -131,3 +131,14 @@ def too_many_requests(retry_after: int | None = 1) -> ApiError:
         return ApiError(429, "TooManyRequests", "Too many requests, please try again later.", {})
     return ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
                     {"retryAfterSeconds": retry_after}, {"Retry-After": str(retry_after)})
+
+
+def continue_expired() -> ApiError:
+    # etcd3/store.go GetList, on ErrCompacted with a continue token
+    return gone(
+        "The provided continue parameter is too old to display a consistent list result. You "
+        "can start a new list without the continue parameter, or use the continue token in "
+        "this response to retrieve the remainder of the results. Continuing with the provided "
+        "token results in an inconsistent list - objects that were created, modified, or "
+        "deleted between the time the first chunk was returned and now may show up in the "
+        "list.")

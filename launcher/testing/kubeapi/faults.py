@@ -18,10 +18,13 @@ class Fault:
     retry_after: int | None = 1  # Retry-After header for 429; None omits it
     message: str | None = None
     after: bool = False  # drop only after the request took effect: the answer is lost
+    query: tuple[str, ...] = ()  # only requests with all these query parameters
     hits: list[tuple[str, str]] = field(default_factory=list)
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, query: dict | None = None) -> bool:
         if self.method and self.method.upper() != method:
+            return False
+        if any(k not in (query or {}) for k in self.query):
             return False
         return not self.path_regex or re.search(self.path_regex, path) is not None
 
@@ -34,6 +37,8 @@ class Fault:
                                               "request")
         if self.status == 500:
             return errors.internal(self.message or "injected fault")
+        if self.status == 410:
+            return errors.continue_expired()
         if self.status == 504:
             return errors.ApiError(504, "Timeout", self.message or
                                    "Timeout: request did not complete within the allotted "
@@ -55,10 +60,10 @@ class Faults:
         with self._lock:
             self._faults = []
 
-    def take(self, method: str, path: str) -> Fault | None:
+    def take(self, method: str, path: str, query: dict | None = None) -> Fault | None:
         with self._lock:
             for f in self._faults:
-                if f.remaining > 0 and f.matches(method, path):
+                if f.remaining > 0 and f.matches(method, path, query):
                     f.remaining -= 1
                     f.hits.append((method, path))
                     if f.remaining == 0:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from . import discovery, errors, routes
 from .auth import Attributes
-from .rest import Response, Stream
+from .rest import RawJSON, Response, Stream
 
 
 class Request(NamedTuple):
@@ -33,12 +33,14 @@ class ChunkWriter:
     def __init__(self, handler, stopping: threading.Event):
         self.h = handler
         self.stopping = stopping
+        self.sent = 0
 
     def write(self, data: bytes) -> bool:
         if self.stopping.is_set():
             return False
         try:
             self.h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.sent += len(data)
             return True
         except OSError:
             return False
@@ -67,6 +69,7 @@ class App:
     def __init__(self, srv):
         self.srv = srv
         self.stopping = threading.Event()
+        self.bytes_out = 0  # response bodies sent, for benchmarks (watch streams included)
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         srv = self.srv
@@ -78,7 +81,7 @@ class App:
             srv.request_log.append(Request(method, path, query, h.headers.get("Content-Type")))
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
-        fault = srv.faults.take(method, path)
+        fault = srv.faults.take(method, path, query)
         if fault is not None:
             if fault.status is None:
                 if fault.after:
@@ -223,9 +226,10 @@ class App:
                               "spec": review.get("spec"), "status": status})
 
     # -- writing ------------------------------------------------------------------------------
-    @staticmethod
-    def _send(h, resp: Response) -> None:
-        if isinstance(resp.body, (dict, list)):
+    def _send(self, h, resp: Response) -> None:
+        if isinstance(resp.body, RawJSON):
+            data, ctype = bytes(resp.body), "application/json"
+        elif isinstance(resp.body, (dict, list)):
             data = json.dumps(resp.body, separators=(",", ":")).encode()
             ctype = "application/json"
         else:
@@ -238,6 +242,7 @@ class App:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
+        self.bytes_out += len(data)
 
     def _send_error(self, h, e: errors.ApiError) -> None:
         self._send(h, Response(e.code, e.status(), e.headers))
@@ -254,6 +259,7 @@ class App:
             s.run(writer)
         finally:
             writer.finish()
+            self.bytes_out += writer.sent
 
 
 class _Handler(BaseHTTPRequestHandler):

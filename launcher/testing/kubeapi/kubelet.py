@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from . import attachdetach, events
 from .controller import Loop
 from .podutil import get_condition, set_condition
 from .selectors import LabelSelector
@@ -116,6 +117,10 @@ class Kubelet(Loop):
         self._pods: dict[str, _Pod] = {}
         self._ips: dict[str, int] = {}
         self._node_idx: dict[str, int] = {}
+        # The attach/detach controller's state: single-attach volume -> its node
+        # (attachdetach.py), and the pods already told they wait for one.
+        self._attached: dict[str, str] = {}
+        self._multi_attach_told: set[str] = set()
 
     def add_script(self, script: PodScript) -> PodScript:
         with self._lock:
@@ -152,6 +157,9 @@ class Kubelet(Loop):
             if state is None:
                 state = self._pods[uid] = self._admit(pod, node, now)
             if not state.started and now - state.created >= self.start_delay:
+                if self._waits_for_attach(pod):
+                    self._publish(pod, node, state, now)
+                    continue
                 for c in state.containers.values():
                     self._start(pod, c, now)
                 state.started = True
@@ -162,6 +170,22 @@ class Kubelet(Loop):
         for uid in [u for u in self._pods if u not in alive]:
             del self._pods[uid]
             self.logbook.forget(uid)
+        if self._attached:
+            attachdetach.detach_unused(self.store, self._attached)
+
+    def _waits_for_attach(self, pod: dict) -> bool:
+        """A volume attached to another node holds the pod in ContainerCreating."""
+        with self.store.lock:
+            error = attachdetach.multi_attach_error(self.store, pod, self._attached)
+            if error is None:
+                attachdetach.attach(self.store, pod, self._attached)
+                return False
+        uid = pod["metadata"]["uid"]
+        if uid not in self._multi_attach_told:
+            self._multi_attach_told.add(uid)
+            events.record(self.store, pod, "Warning", "FailedAttachVolume", error,
+                          "attachdetach-controller")
+        return True
 
     def _admit(self, pod: dict, node: dict, now: float) -> _Pod:
         if pod["spec"].get("hostNetwork"):

@@ -105,6 +105,9 @@ BUILTIN: list[ResourceType] = [
     _core("configmaps", "ConfigMap", True, ("cm",)),
     _core("secrets", "Secret"),
     _core("events", "Event", True, ("ev",)),
+    # Stored only, bound as the test sets them up (server.add_pvc): what --data reads and
+    # the attach/detach model (attachdetach.py) goes by.
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
     ResourceType("batch", "v1", "jobs", "Job", subresources=("status",)),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", subresources=("status",)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -11,6 +12,7 @@ from . import errors, patch
 from .logs import format_lines
 from .podutil import set_condition
 from .selectors import FieldSelector, LabelSelector
+from .store import TooOld
 from .util import deepcopy, now_rfc3339
 from .watch import WatchStream
 
@@ -53,49 +55,70 @@ def _decode(body: bytes):
 class Rest:
     def __init__(self, store, registry, objects, logbook):
         self.store, self.registry, self.objects, self.logbook = store, registry, objects, logbook
+        self.cached = SerializationCache()
 
     # -- reads ------------------------------------------------------------------------------------
-    def select(self, rt, ns, query) -> tuple[list[dict], int]:
+    def select(self, rt, ns, query, at: int | None = None) -> tuple[list[dict], int]:
+        """Matching objects in etcd key order (/registry/<resource>/<ns>/<name>), now or as
+        they were at resourceVersion `at`."""
         ls = LabelSelector.parse(query.get("labelSelector"))
         fs = FieldSelector.parse(query.get("fieldSelector"), rt.fields)
+        node = _node_term(rt, fs)
         with self.store.lock:
-            items = self.store.items(rt.key, ns)
-            rv = self.store.rv
+            if at is None and node is not None:
+                items, rv = self.store.pods_on(node), self.store.rv
+                if ns is not None:
+                    items = [o for o in items if o["metadata"].get("namespace") == ns]
+            elif at is None:
+                items, rv = self.store.items(rt.key, ns), self.store.rv
+            else:
+                try:
+                    items, rv = self.store.items_at(rt.key, ns, at), at
+                except TooOld:
+                    raise errors.continue_expired() from None
         if not ls.empty:
             items = [o for o in items if ls.matches(o["metadata"].get("labels"))]
         if not fs.empty:
             fields = rt.fields
             items = [o for o in items if fs.matches(o, fields)]
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        items.sort(key=_etcd_key)
         return items, rv
 
     def list(self, rt, ns, query) -> Response | Stream:
+        """As the real apiserver lists (k8s.io/apiserver/pkg/storage):
+        - resourceVersion=0 is served from the watch cache, whole: the cacher ignores
+          `limit` then (cacher.go shouldDelegateList: hasLimit requires RV != "0", before
+          1.33's ListFromCacheSnapshot), and it sends each object's cached serialization
+          (cacher/caching_object.go);
+        - otherwise etcd is read (etcd3/store.go GetList): `limit` pages in key order, and
+          `continue` (base64 JSON {"v","rv","start"}, storage/continue.go) reads the next page
+          at the first page's revision, so the pages make one consistent list; once that
+          revision is compacted the answer is 410 Expired."""
         if _truthy(query.get("watch")):
             return self.watch(rt, ns, query)
-        items, rv = self.select(rt, ns, query)
-        meta = {"resourceVersion": str(rv)}
         cont = query.get("continue")
+        from_cache = query.get("resourceVersion") == "0" and not cont
+        start, at = None, None
         if cont:
-            try:
-                start = json.loads(base64.b64decode(cont))["start"]
-            except (ValueError, KeyError):
-                raise errors.bad_request("continue key is not valid") from None
-            items = [o for o in items
-                     if [o["metadata"].get("namespace", ""), o["metadata"]["name"]] > start]
-        limit = int(query.get("limit") or 0)
+            start, at = _decode_continue(cont)
+        items, rv = self.select(rt, ns, query, at)
+        meta = {"resourceVersion": str(rv)}
+        if start is not None:
+            items = [o for o in items if _etcd_key(o) >= start]
+        limit = 0 if from_cache else int(query.get("limit") or 0)
         if limit and len(items) > limit:
-            last = items[limit - 1]["metadata"]
-            token = {"start": [last.get("namespace", ""), last["name"]], "rv": rv}
-            meta["continue"] = base64.b64encode(json.dumps(token).encode()).decode()
+            meta["continue"] = _encode_continue(_etcd_key(items[limit - 1]) + "\x00", rv)
             if not query.get("labelSelector") and not query.get("fieldSelector"):
                 meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        head = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta}
+        if from_cache:
+            return Response(200, self.cached.list_body(rt, head, items))
         if not rt.custom:
             # Typed lists from the real apiserver omit kind/apiVersion on items.
             items = [{k: v for k, v in o.items() if k != "kind" and k != "apiVersion"}
                      for o in items]
-        return Response(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
-                              "metadata": meta, "items": items})
+        return Response(200, {**head, "items": items})
 
     def watch(self, rt, ns, query) -> Stream:
         ls = LabelSelector.parse(query.get("labelSelector"))
@@ -287,6 +310,73 @@ class Rest:
             if finished or self.logbook.closed or not writer.alive():
                 return
             self.logbook.wait(attempt, seen, 0.25)
+
+
+def _node_term(rt, fs) -> str | None:
+    """X of a pod field selector with spec.nodeName=X, which the pod index answers."""
+    if rt.key != "/pods":
+        return None
+    return next((val for key, positive, val in fs.terms
+                 if key == "spec.nodeName" and positive and val), None)
+
+
+def _etcd_key(obj: dict) -> str:
+    m = obj["metadata"]
+    return f"{m['namespace']}/{m['name']}" if m.get("namespace") else m["name"]
+
+
+def _encode_continue(start: str, rv: int) -> str:
+    token = {"v": "meta.k8s.io/v1", "rv": rv, "start": start}
+    return base64.b64encode(json.dumps(token, separators=(",", ":")).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    # storage.DecodeContinue's checks and words
+    try:
+        data = json.loads(base64.b64decode(token))
+        start, rv = data["start"], int(data["rv"])
+    except (ValueError, KeyError, TypeError):
+        raise errors.bad_request("continue key is not valid: incorrect encoded start "
+                                 "resourceVersion (version meta.k8s.io/v1)") from None
+    if data.get("v") != "meta.k8s.io/v1":
+        raise errors.bad_request("continue key is not valid: server does not recognize this "
+                                 "encoded version")
+    if rv == 0:
+        raise errors.bad_request("continue key is not valid: incorrect encoded start "
+                                 "resourceVersion (version meta.k8s.io/v1)")
+    return start, rv
+
+
+class SerializationCache:
+    """Each object's JSON, kept while the object is unchanged: the watch cache sends the
+    serialization it made once per object version (cacher/caching_object.go), which is
+    what makes a cache-served list cheap for the API server."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._json: dict[tuple[str, str], tuple[str, bytes]] = {}
+
+    def _item(self, rt, obj: dict) -> bytes:
+        m = obj["metadata"]
+        ref, rv = (rt.key, _etcd_key(obj)), m.get("resourceVersion")
+        hit = self._json.get(ref)
+        if hit is not None and hit[0] == rv:
+            return hit[1]
+        if not rt.custom:
+            obj = {k: v for k, v in obj.items() if k != "kind" and k != "apiVersion"}
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        with self._lock:
+            self._json[ref] = (rv, data)
+        return data
+
+    def list_body(self, rt, head: dict, items: list[dict]) -> RawJSON:
+        start = json.dumps(head, separators=(",", ":")).encode()[:-1]
+        return RawJSON(start + b',"items":[' + b",".join(self._item(rt, o) for o in items)
+                       + b"]}")
+
+
+class RawJSON(bytes):
+    """A JSON body serialised already."""
 
 
 def _waiting_reason(pod: dict, container: str) -> str:

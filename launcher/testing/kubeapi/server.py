@@ -450,14 +450,16 @@ class KubeAPIServer:
     def fail_next(self, n: int = 1, status: int | None = 503, method: str | None = None,
                   path_regex: str | None = None, drop: bool = False,
                   retry_after: int | None = 1, message: str | None = None,
-                  lose_answer: bool = False) -> Fault:
+                  lose_answer: bool = False, query: tuple[str, ...] = ()) -> Fault:
         """Fail the next n matching requests with `status` (or drop the connection; with
-        `lose_answer`, drop it only after the request took effect).
+        `lose_answer`, drop it only after the request took effect); `query` names query
+        parameters a request must carry to match ('continue': a list's second page on).
 
         429 carries Retry-After (like API Priority and Fairness); note urllib3, and so the
         kubernetes client, transparently retries 429/503 responses that carry it."""
         return self.faults.add(Fault(n, None if drop or lose_answer else status, method,
-                                     path_regex, retry_after, message, after=lose_answer))
+                                     path_regex, retry_after, message, after=lose_answer,
+                                     query=tuple(query)))
 
     # -- inspection and direct manipulation ----------------------------------------------------------
     def resource(self, kind: str) -> ResourceType:
@@ -473,6 +475,25 @@ class KubeAPIServer:
         rt = self.resource(kind)
         obj = self.store.get(rt.key, namespace if rt.namespaced else "", name)
         return deepcopy(obj) if obj is not None else None
+
+    def add_pvc(self, name: str, access_modes: list[str], namespace: str = "default",
+                storage: str = "100Gi", bound: bool = True) -> dict:
+        """A claim as the PV controller leaves it once bound: Bound, its volume's access
+        modes in status, the volume `pvc-<uid>` (the name external provisioners give)."""
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "spec": {"accessModes": list(access_modes),
+                          "resources": {"requests": {"storage": storage}}},
+                 "status": {"phase": "Pending"}}
+        made = self.create(claim)
+        if not bound:
+            return made
+
+        def bind(c):
+            c["spec"]["volumeName"] = f"pvc-{c['metadata']['uid']}"
+            c["status"] = {"phase": "Bound", "accessModes": list(access_modes),
+                           "capacity": {"storage": storage}}
+        return deepcopy(self.store.mutate("/persistentvolumeclaims", namespace, name, bind))
 
     def create(self, obj: dict, namespace: str | None = None) -> dict:
         """Create through admission but without HTTP/auth/faults (test setup)."""
@@ -496,6 +517,14 @@ class KubeAPIServer:
             if rt.kind == kind and rt.api_version == av:
                 return rt
         raise KeyError(f"no resource serves {av} {kind}")
+
+    def compact(self) -> None:
+        """etcd compaction now: continue tokens and watches from before it get 410."""
+        self.store.compact()
+
+    @property
+    def bytes_out(self) -> int:
+        return self._app.bytes_out
 
     def clear_requests(self) -> None:
         with self._log_lock:

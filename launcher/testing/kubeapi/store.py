@@ -45,6 +45,10 @@ class Store:
         self._log: dict[str, tuple[list[int], list[tuple]]] = defaultdict(lambda: ([], []))
         self._trimmed: dict[str, int] = defaultdict(int)  # highest rv dropped from the log
         self._last: dict[str, int] = defaultdict(int)
+        # Pods by spec.nodeName: the index the API server's watch cache keeps for pods
+        # (pkg/registry/core/pod/storage: Indexers, pod.NodeNameIndexFunc), which serves
+        # the kubelets' and submit's `fieldSelector=spec.nodeName=X` without a scan.
+        self._by_node: dict[str, set[tuple[str, str]]] = defaultdict(set)
 
     # -- reads -------------------------------------------------------------------------------
     @property
@@ -71,6 +75,36 @@ class Store:
                 out.extend(objs.values())
             return out
 
+    def items_at(self, key: str, ns: str | None, rv: int) -> list[dict]:
+        """The objects as they were at resourceVersion `rv` (etcd's MVCC read at a revision):
+        today's, with the logged events after `rv` undone; TooOld once the log no longer
+        reaches back that far (etcd compacted the revision)."""
+        with self.lock:
+            if rv < self._trimmed[key]:
+                raise TooOld(self._trimmed[key])
+            by_name = {_nsname(o): o for o in self.items(key, ns)}
+            for _, etype, obj, old in reversed(self.events_after(key, rv)):
+                ref = _nsname(obj)
+                if ns is not None and ref[0] != ns:
+                    continue
+                if etype == "ADDED":
+                    by_name.pop(ref, None)
+                else:  # MODIFIED, DELETED: what it was before
+                    by_name[ref] = old
+            return list(by_name.values())
+
+    def compact(self) -> None:
+        """Forget the history up to now, as etcd's periodic compaction does (the API server
+        asks for one every --etcd-compaction-interval, 5 minutes by default)."""
+        with self.lock:
+            for key, (rvs, evs) in self._log.items():
+                if rvs:
+                    self._trimmed[key] = rvs[-1]
+                    del rvs[:]
+                    del evs[:]
+            for key in list(self._last):
+                self._trimmed[key] = max(self._trimmed[key], self._last[key])
+
     def namespaced_keys(self, ns: str) -> list[str]:
         with self.lock:
             return [k for k, by_ns in self._objs.items() if by_ns.get(ns)]
@@ -84,7 +118,17 @@ class Store:
         self._rv += 1
         return self._rv
 
+    def pods_on(self, node: str) -> list[dict]:
+        with self.lock:
+            by_ns = self._objs.get("/pods") or {}
+            return [by_ns[ns][name] for ns, name in self._by_node.get(node, ())]
+
     def _index(self, key: str, obj: dict | None, old: dict | None) -> None:
+        if key == "/pods":
+            for o, op in ((old, "discard"), (obj, "add")):
+                node = (o or {}).get("spec", {}).get("nodeName") if o else None
+                if node:
+                    getattr(self._by_node[node], op)(_nsname(o))
         ref = None
         if obj is not None or old is not None:
             ns, name = _nsname(obj if obj is not None else old)

@@ -1,0 +1,144 @@
+"""The CPU training image, built by images/build.sh, checked and rehearsed from the inside.
+
+The checks run the image's own programs (`buildah run --isolation chroot`). The rehearsals
+run every pod in the image's root filesystem (tests/rehearsal/image.py, podinit.py): its
+sshd, sshd_config and ssh_config.d, users, Python, OpenMPI and Horovod, under the kubelet's
+mounts, as root and as uid 1000. Skipped, with the reason, where the image cannot be built
+(no root, no namespaces, no buildah); a failed build fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.rehearsal.cluster import OperatorJob, PodsJob
+from tests.rehearsal.image import Image
+from tests.rehearsal.jobs import render_job
+
+pytestmark = [pytest.mark.rehearsal, pytest.mark.slow]
+
+MPIUSER_UID = 1000
+# What a restricted Pod Security namespace asks of a pod (pod-security-admission
+# policy/check_runAsNonRoot.go, check_allowPrivilegeEscalation.go, check_capabilities_restricted.go).
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def run_in(image: Image, *argv: str, user: str | None = None) -> subprocess.CompletedProcess:
+    ctr = subprocess.run(["buildah", "from", "--pull=false", "--quiet", image.ref],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        return subprocess.run(["buildah", "run", "--isolation", "chroot",
+                               *(["--user", user] if user else []), ctr, "--", *argv],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["buildah", "rm", ctr], capture_output=True)
+
+
+# --- the image itself ----------------------------------------------------------------------
+def test_image_reports_the_versions_it_was_built_with(train_image):
+    versions = run_in(train_image, "python", "-c",
+                      "import sys, tensorflow, horovod; print(sys.version_info[:2], "
+                      "tensorflow.__version__, horovod.__version__)")
+    assert versions.returncode == 0, versions.stderr
+    assert versions.stdout.split() == ["(3,", "11)", "2.15.1", "0.28.1"], versions.stdout
+    mpirun = run_in(train_image, "mpirun", "--version")
+    assert mpirun.returncode == 0 and "(Open MPI) 4.1." in mpirun.stdout, mpirun.stdout
+    build = run_in(train_image, "horovodrun", "--check-build")
+    assert build.returncode == 0, build.stderr
+    for framework in ("TensorFlow", "MPI", "Gloo"):
+        assert f"[X] {framework}" in build.stdout, build.stdout
+    assert "[X] NCCL" not in build.stdout  # the CPU flavour: no GPU operations
+
+
+def test_sshd_accepts_the_image_config_as_root_and_as_mpiuser(train_image,
+                                                             train_image_nonroot):
+    root = run_in(train_image, "/usr/sbin/sshd", "-t")
+    assert root.returncode == 0, root.stderr
+    # The root image's host keys are root's: its sshd cannot serve as anyone else.
+    assert run_in(train_image, "/usr/sbin/sshd", "-t", user="mpiuser").returncode != 0
+    nonroot = run_in(train_image_nonroot, "/usr/sbin/sshd", "-t", user="mpiuser")
+    assert nonroot.returncode == 0, nonroot.stderr
+    assert train_image_nonroot.user == "mpiuser"
+    ident = run_in(train_image_nonroot, "id", "-u", user="mpiuser")
+    assert ident.stdout.strip() == str(MPIUSER_UID)
+
+
+# --- pods made from it -----------------------------------------------------------------------
+def _run_as(objects: list[dict], uid: int) -> list[dict]:
+    """The pods' securityContext as `--run-as-user` asks (issue 20): uid, no root, no
+    privilege escalation, no capabilities. Set on every pod template and pod."""
+    def secure(spec: dict) -> None:
+        spec["securityContext"] = {"runAsUser": uid, "runAsGroup": uid, "runAsNonRoot": True}
+        for c in spec["containers"]:
+            c["securityContext"] = dict(RESTRICTED_CONTAINER)
+
+    for o in objects:
+        if o["kind"] == "Pod":
+            secure(o["spec"])
+        elif o["kind"] == "Job":
+            secure(o["spec"]["template"]["spec"])
+        elif o["kind"] == "MPIJob":
+            for replica in o["spec"]["mpiReplicaSpecs"].values():
+                secure(replica["template"]["spec"])
+    return objects
+
+
+def test_a_pod_runs_in_the_image_as_its_user_with_the_kubelets_mounts(cluster, train_image):
+    probe = ("id -u; cat /etc/debian_version; test -x /usr/local/bin/hvdk8s-sshd && echo sshd-ok; "
+             "grep CapEff /proc/self/status; grep -c demo-worker-0 /etc/hosts; "
+             "df -k /dev/shm | tail -1 | awk '{print \"shm\", $2}'; grep ^search /etc/resolv.conf")
+    cluster.image = train_image
+    objects = _run_as(render_job(workers=1, command=("sh", "-c", probe), shell=False), 1000)
+    out = PodsJob(cluster, objects).finish(timeout=90)
+    assert out.launcher_exit == 0, out.launcher_log
+    lines = out.launcher_log.splitlines()
+    assert str(MPIUSER_UID) in lines and "sshd-ok" in lines, out.launcher_log
+    assert "CapEff:\t0000000000000000" in lines  # capabilities drop ALL, uid 1000
+    assert "shm 4194304" in lines  # the dshm volume's sizeLimit, 4Gi
+    assert any(x.startswith("search default.svc.cluster.local") for x in lines)
+
+
+def _benchmark_result(log: str) -> dict:
+    lines = log.splitlines()
+    assert sum("total images/sec" in line for line in lines) == 1, log
+    return json.loads(next(line for line in lines if "HVDK8S_RESULT " in line)
+                      .split("HVDK8S_RESULT ", 1)[1])
+
+
+@pytest.mark.parametrize("uid", [None, MPIUSER_UID], ids=["root", "uid1000"])
+def test_builtin_mode_runs_the_benchmark_in_the_image(cluster, train_image, uid):
+    cluster.image = train_image
+    objects = render_job(workers=2)
+    if uid is not None:
+        _run_as(objects, uid)
+    out = PodsJob(cluster, objects).finish(timeout=600)
+    assert out.launcher_exit == 0, out.launcher_log + "\n".join(out.worker_logs.values())
+    result = _benchmark_result(out.launcher_log)
+    assert result["world_size"] == 2 and result["hostname"] == "demo-worker-0", result
+    assert out.phase == "Succeeded" and out.still_running == []
+
+
+@pytest.mark.parametrize("uid", [None, MPIUSER_UID], ids=["root", "uid1000"])
+def test_operator_mode_runs_the_benchmark_in_the_image(request, cluster, uid):
+    """The worker runs `sshd -De` under the image's sshd_config (Port 2222), the launcher
+    waits on ssh, then mpirun. Fails on the old wait script, which probed port 22
+    (issue 20, defect 1): the launcher gives up after its wait limit (here 60 s)."""
+    # uid 1000 needs the non-root image: sshd reads its host keys as that user.
+    image = request.getfixturevalue("train_image" if uid is None else "train_image_nonroot")
+    cluster.image = image
+    objects = render_job(mode="operator", workers=2)
+    if uid is not None:
+        _run_as(objects, uid)
+        # Where the operator mounts the SSH Secret: the user's ~/.ssh (MPIJob
+        # sshAuthMountPath; the default /root/.ssh serves root only).
+        mpijob = next(o for o in objects if o["kind"] == "MPIJob")
+        mpijob["spec"]["sshAuthMountPath"] = "/home/mpiuser/.ssh"
+    job = OperatorJob(cluster, objects, launcher_env={"HVDK8S_WORKER_WAIT_SECONDS": "60"})
+    out = job.finish(timeout=600)
+    assert out.launcher_exit == 0, out.launcher_log + "\n".join(out.worker_logs.values())
+    result = _benchmark_result(out.launcher_log)
+    assert result["world_size"] == 2, result
+    assert out.still_running == []

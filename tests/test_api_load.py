@@ -1,0 +1,119 @@
+"""What `wait`, `get` and friends cost the API server, counted on the test API server."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.backends.kubernetes import watching
+from launcher.backends.kubernetes.client import ApiError
+from launcher.errors import Timeout
+from mpijob.jobspec.spec import build_spec
+
+# The production watch runs 300-600 s (watching.WATCH_TIMEOUT_SECONDS); the tests run it for
+# 1 s, so one second of test time stands for SCALE seconds of a real wait.
+SCALE = watching.WATCH_TIMEOUT_SECONDS
+
+
+def make_spec(k8s, name="vgg16", **fields):
+    fields.setdefault("command", ("python", "train.py"))
+    return build_spec(name=name, namespace=k8s.namespace, image=k8s.image, **fields)
+
+
+def running_job(k8s, name="vgg16"):
+    srv = k8s.server()
+    backend = k8s.backend()
+    backend.create_job(make_spec(k8s, name, workers=1), None, schedule_timeout=20)
+    srv.wait_for(lambda: backend.get(name).phase == "Running")
+    return srv, backend
+
+
+def test_wait_on_a_running_job_lists_nothing_while_its_watches_are_healthy(k8s, api_requests):
+    srv, backend = running_job(k8s)
+    backend.watch_timeout = 1
+    api_requests.mark()
+    window = 6.0
+    with pytest.raises(Timeout):
+        backend.wait("vgg16", timeout=window)
+    requests = api_requests.since()
+    kinds = [api_requests.kind(r) for r in requests]
+    # Start-up: one list per watched kind (pods, Jobs; MPIJobs are not served here), then
+    # watches only, each resumed where the last one ended.
+    first_watch = kinds.index("watch")
+    assert kinds[:first_watch] == ["list", "list"]
+    steady = requests[first_watch:]
+    assert {api_requests.kind(r) for r in steady} == {"watch"}
+    assert all(r.query.get("allowWatchBookmarks") == "true" for r in steady)
+    assert all(r.query.get("resourceVersion") for r in steady)
+    per_minute = len(steady) / (window * SCALE / 60)
+    assert per_minute <= 6, f"{len(steady)} requests in {window * SCALE / 60:g} simulated minutes"
+
+
+def test_wait_polls_with_backoff_after_repeated_watch_failures(k8s, monkeypatch, capsys):
+    k8s.server()
+    backend = k8s.backend()
+    monkeypatch.setenv("HVDK8S_DEBUG", "1")
+    monkeypatch.setattr(watching, "RETRY_BACKOFF", (0.01, 0.01))
+    monkeypatch.setattr(watching, "POLL_BACKOFF", (0.05, 0.2))
+    k8s.script_launcher("vgg16", [(1.0, "total images/sec: 12.5")])
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+
+    def refused(*a, **kw):
+        raise ApiError(500, "InternalError", "watch refused by a proxy", verb="watch",
+                       resource="pods")
+
+    monkeypatch.setattr(backend.client, "watch", refused)
+    status = backend.wait("vgg16", timeout=30)
+    assert status.phase == "Succeeded" and status.images_per_sec == 12.5
+    err = capsys.readouterr().err
+    assert "watch on pods failed (watch refused by a proxy), 3 in a row" in err
+    assert "watches on pods keep failing: polling instead" in err
+
+
+def test_reading_a_status_writes_nothing_get_and_wait_tidy_up(k8s, api_requests):
+    srv = k8s.server()
+    backend = k8s.backend()
+    k8s.script_launcher("vgg16", [(0.1, "total images/sec: 50.0")])
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    srv.wait_for(lambda: any(p["status"].get("phase") == "Succeeded"
+                             for p in srv.objects("pods", "default")
+                             if "launcher" in p["metadata"]["name"]))
+    api_requests.mark()
+    # What `logs -f` and submit's name check read: the status, and nothing written.
+    assert backend._status("vgg16", "default").done
+    assert [r.method for r in api_requests.since() if r.method != "GET"] == []
+    assert any("worker" in p["metadata"]["name"] for p in srv.objects("pods", "default"))
+    backend.get("vgg16")
+    assert api_requests.count("DELETE") == 1 and api_requests.count("PATCH") == 1
+
+
+def test_a_read_only_user_gets_the_status_and_a_note_instead_of_the_cleanup(k8s, capsys):
+    srv = k8s.server()
+    backend = k8s.backend()
+    k8s.script_launcher("vgg16", [(0.1, "total images/sec: 50.0")])
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    srv.forbid("delete", "pods")
+    srv.forbid("patch", "jobs.batch")
+    status = backend.wait("vgg16", timeout=30)
+    assert status.phase == "Succeeded" and status.message is None
+    err = capsys.readouterr().err
+    assert "note: read-only: skipped recording its images/sec on Job vgg16-launcher and " \
+           "removing its pods vgg16-worker-0 (cleanPodPolicy Running)" in err
+    assert any("worker" in p["metadata"]["name"] for p in srv.objects("pods", "default"))
+
+
+def test_get_watch_prints_each_change_until_the_job_ends_without_polling(k8s, api_requests):
+    from typer.testing import CliRunner
+
+    from launcher.cli.app import app
+
+    k8s.server()
+    backend = k8s.backend()
+    k8s.script_launcher("vgg16", [(1.5, "total images/sec: 9.0")])
+    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    api_requests.mark()
+    result = CliRunner().invoke(app, ["get", "vgg16", "-w", *k8s.cli_args()])
+    assert result.exit_code == 0, result.output
+    assert "vgg16  Running" in result.stdout
+    assert "total images/sec: 9.00" in result.stdout  # the final status, in full
+    # one list per watched kind to start, and the final `get`'s pod list: nothing polled
+    assert api_requests.count("list") == 3
