@@ -34,9 +34,14 @@ def test_every_manifest_validates(version, variant):
         kubernetes_validate.validate(obj, version, strict=True)
 
 
-def test_cluster_role_is_get_and_patch_on_nodes_only():
+def test_cluster_role_is_what_the_annotation_and_the_start_timeout_sweep_need():
     role = by_kind(am.agent_manifests(image="x:1"))["ClusterRole"]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        # start_guard.sweep_node: no create, no secrets, no cluster-wide writes but these
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["get", "patch"]}]
     assert "aggregationRule" not in role
 
 

@@ -4,6 +4,7 @@ through the CLI against the test API server, whose scheduler models the NodePort
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
@@ -20,6 +21,14 @@ from mpijob.k8s.hostnet import (
 
 runner = CliRunner()
 NODE = "gpu-node-0"
+
+
+@pytest.fixture(autouse=True)
+def privileged_namespace(k8s):
+    """hostNetwork is forbidden under Pod Security baseline, the test server's default:
+    these jobs run where an admin allowed it (test_pod_security.py checks the refusal)."""
+    if k8s.srv is not None:
+        k8s.srv.set_pod_security(k8s.namespace, enforce="privileged")
 
 
 def hvdk8s(k8s, *args: str):

@@ -50,6 +50,9 @@ def test_snapshot_reads_each_kind_of_rdma_resource(rdma_server):
 
 def test_submit_requests_the_device_and_the_pods_are_scheduled_on_rdma_nodes(rdma_server):
     srv = rdma_server
+    # RDMA workloads run in a privileged namespace (IPC_LOCK); the test server's cluster
+    # default is baseline, which refuses it (test_baseline_default_refuses_before_creating).
+    srv.set_pod_security("default", enforce="privileged")
     srv.script_pod(r"r-launcher-.*", logs=[(0.1, "total images/sec: 100.0")], exit_code=0)
     result = submit("--name", "r", "--workers", "16", "--gpus", "1")
     assert result.exit_code == 0, result.output
@@ -65,6 +68,16 @@ def test_submit_requests_the_device_and_the_pods_are_scheduled_on_rdma_nodes(rdm
     from launcher.backends.kubernetes.client import connect
 
     assert take_snapshot(connect("test")).cluster.node("ib-0").rdma[0].free == 62
+
+
+def test_baseline_default_refuses_before_creating(rdma_server):
+    """A cluster-wide default level is not visible through the API (no namespace label):
+    the admission dry run before creating refuses the pods, and nothing is created."""
+    result = submit("--name", "r", "--workers", "16", "--gpus", "1")
+    assert result.exit_code == 2, result.output
+    assert 'must not include "IPC_LOCK"' in result.output
+    assert rdma_server.objects("pods", "default") == []
+    assert rdma_server.objects("jobs", "default") == []
 
 
 def test_restricted_namespace_refuses_on_before_creating_anything(rdma_server):

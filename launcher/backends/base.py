@@ -114,6 +114,9 @@ class BaseBackend:
     `prepare`, then (not for a client dry run) `submit` with what `prepare` returned."""
 
     name = "offline"
+    # Jobs run as processes of this machine: a bare benchmark gets the quick size, and the
+    # submit says how long it should take.
+    runs_here = False
     # Why --gang asks nothing of a scheduler here (None: the cluster's scheduler decides).
     gang_note: str | None = None
     # What `logs`, `get`, `wait` and `delete` need to find this backend's jobs, which they
@@ -144,6 +147,22 @@ class BaseBackend:
         from launcher.preparing.planning import plan_job
 
         return plan_job(spec, cluster, assumptions)
+
+    def check_spec(self, spec: JobSpec) -> list[str]:
+        """Refuse (UsageError) what this backend cannot honour, before anything runs or is
+        planned; return what the user should know about the rest. Here: pods."""
+        notes = []
+        if spec.data_dirs:
+            notes.append("--data-dir mounts a directory of each node (hostPath): the scheduler "
+                         "does not know which nodes have it, and a node without it fails the "
+                         "pod at start")
+        data_dir = spec.benchmark.data_dir
+        mounts = [*(d.mount for d in spec.data), *(h.mount for h in spec.data_dirs)]
+        if spec.runs_benchmark and data_dir and not any(
+                data_dir == m or data_dir.startswith(m + "/") for m in mounts):
+            notes.append(f"--benchmark-data-dir {data_dir} is under no --data or --data-dir "
+                         "mount: the image itself must hold the records")
+        return notes
 
     def preflight(self, plan: Plan, options: SubmitOptions) -> tuple[Plan, list[str]]:
         """Checks against where the job will run, right before it is prepared for real:

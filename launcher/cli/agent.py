@@ -65,13 +65,17 @@ def agent(
         agent_loop.run(printer, interval=interval, once=True)
         return
 
-    node_annotation = agent_loop.NodeAnnotation(agent_loop.node_client())
+    from launcher.backends.kubernetes.start_guard import sweep_node
+
+    client = agent_loop.node_client()
+    node_annotation = agent_loop.NodeAnnotation(client)
     worker = agent_loop.TopologyAgent(
         node_name,
         read_inventory=lambda: collect(nvml),
         list_pods=list_pods,
         get_annotation=node_annotation.get,
         patch_annotation=node_annotation.patch,
+        guard=lambda: sweep_node(client, node_name),
     )
     if not once:
         # Pod deletion sends SIGTERM: stop at once, with success.

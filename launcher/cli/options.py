@@ -206,6 +206,16 @@ LauncherCpu = Annotated[str, typer.Option(
     "GPU).", rich_help_panel=PANEL_PODS)]
 LauncherMemory = Annotated[str, typer.Option("--launcher-memory",
                                              help="Memory for the launcher pod.", rich_help_panel=PANEL_PODS)]
+RunAsUser = Annotated[int | None, typer.Option(
+    "--run-as-user", metavar="UID", help="Run every pod as this non-root uid, restricted "
+    "Pod Security compliant (runAsNonRoot, no privilege escalation, no capabilities, "
+    "seccomp RuntimeDefault); the image must serve it (sshd, a writable home).", rich_help_panel=PANEL_PODS)]
+RunAsGroup = Annotated[int | None, typer.Option(
+    "--run-as-group", metavar="GID", help="Primary group for --run-as-user.", rich_help_panel=PANEL_PODS)]
+StartTimeout = Annotated[int, typer.Option(
+    "--start-timeout", metavar="SECONDS", min=0, help="Fail the job, naming the pod and why "
+    "(image pull, config error, crash loop), when its pods are not all running this long "
+    "after creation; 0: never.", rich_help_panel=PANEL_PODS)]
 SchedulerName = Annotated[str | None, typer.Option(
     "--scheduler-name", help="Scheduler for the workers (default: the gang scheduler's, else "
     "the cluster default).", rich_help_panel=PANEL_PLACEMENT)]

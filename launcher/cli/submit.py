@@ -119,6 +119,9 @@ def submit_mpi(
     launcher_cpu: opt.LauncherCpu = defaults.LAUNCHER_CPU,
     launcher_memory: opt.LauncherMemory = defaults.LAUNCHER_MEMORY,
     scheduler_name: opt.SchedulerName = None,
+    run_as_user: opt.RunAsUser = None,
+    run_as_group: opt.RunAsGroup = None,
+    start_timeout: opt.StartTimeout = defaults.START_TIMEOUT_SECONDS,
     model: opt.Model = defaults.MODEL,
     batch_size: opt.BatchSize = defaults.BATCH_SIZE,
     num_batches: opt.NumBatches = defaults.NUM_BATCHES,
@@ -171,7 +174,8 @@ def submit_mpi(
         image_size=image_size, use_fp16=use_fp16, xla=xla,
         data=data or (), data_dir=data_dir or (), working_dir=working_dir,
         service_account=service_account, pod_patch=pod_patch or (), data_name=data_name,
-        benchmark_data_dir=benchmark_data_dir)
+        benchmark_data_dir=benchmark_data_dir,
+        run_as_user=run_as_user, run_as_group=run_as_group, start_timeout=start_timeout)
     request = SubmitRequest(
         options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
         context=context, cluster=cluster, dry_run=dry_run,

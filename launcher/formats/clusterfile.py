@@ -74,6 +74,7 @@ from pydantic import (
 )
 
 from launcher.errors import UsageError
+from mpijob.jobspec.defaults import NetworkScheduler
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.spec import TaintEffect
 from mpijob.k8s.dra import DRIVER, DraDevice
@@ -178,8 +179,11 @@ class NetworkEntry(_Entry):
     oversubscription: float = Field(
         DEFAULT_OVERSUBSCRIPTION, ge=1, description="a number of at least 1 (server bandwidth : "
                                                     "uplink bandwidth of the rack's switch)")
-    scheduler: Literal["kueue", "volcano"] | None = Field(
-        None, description="kueue or volcano (which gang scheduler knows these levels)")
+    scheduler: NetworkScheduler | None = Field(
+        None, description=" or ".join(get_args(NetworkScheduler))
+        + " (which gang scheduler knows these levels)")
+    topology: Name | None = Field(None, description="a name (the scheduler's Topology object, "
+                                                    "which KAI's constraint names)")
 
 
 class DraDeviceEntry(_Entry):
@@ -508,7 +512,8 @@ class _Builder:
         labelled = {f"{lv}_label": getattr(from_labels, f"{lv}_label") for lv in ("rack", "block")
                     if levels[lv] == getattr(from_labels, lv)}
         return NetworkPosition(**levels, oversubscription=float(entry.oversubscription),
-                               scheduler=entry.scheduler, **labelled)
+                               scheduler=entry.scheduler, topology=entry.topology,
+                               **labelled)
 
     def _topology(self, value: str | list | None, gpus: int | None, product: str | None) -> Topology:
         if value is None:

@@ -5,8 +5,6 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
-import glob
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,6 +16,7 @@ from launcher.formats import calibration_file
 from launcher.output import note
 from launcher.pipeline.jobnames import generated_name
 from launcher.preparing.planning import Plan
+from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.options import parse_key_value, parse_toleration
@@ -76,6 +75,9 @@ class JobOptions:
     image_size: int | None = None
     use_fp16: bool = False
     xla: bool = False
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    start_timeout: int | None = None
     # issue 24: data volumes, pod fields, the benchmark's input
     data: Sequence[str] = ()  # PVC:MOUNT[:ro]
     data_dir: Sequence[str] = ()  # HOSTPATH:MOUNT[:ro]
@@ -123,7 +125,9 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             mpi_implementation=o.mpi, queue=o.queue, priority_class=o.priority,
             image_pull_policy=o.image_pull_policy, network_interface=o.network_interface,
             launcher_cpu=o.launcher_cpu, launcher_memory=o.launcher_memory,
-            scheduler_name=o.scheduler_name, placement_policy=o.placement, rdma=o.rdma)
+            scheduler_name=o.scheduler_name, placement_policy=o.placement,
+            run_as_user=o.run_as_user, run_as_group=o.run_as_group,
+            start_timeout=o.start_timeout, rdma=o.rdma)
         fields.update(
             command=command, shell=shell, gang=gang,
             env=_pairs(o.env, "-e/--env"),
@@ -158,33 +162,6 @@ def _data_fields(o: JobOptions) -> dict[str, Any]:
                   data_dirs=tuple(parse_data_dir(d) for d in o.data_dir),
                   working_dir=o.working_dir, service_account=o.service_account,
                   pod_patches=tuple(read_pod_patch(p) for p in o.pod_patch))
-
-
-def _check_data_for_backend(spec, backend) -> None:
-    """issue 24: what the pod-only options mean on each backend, said before anything runs."""
-    if backend.name == "local":
-        pod_only = [flag for flag, given in (("--data", spec.data), ("--data-dir", spec.data_dirs),
-                                             ("--service-account", spec.service_account),
-                                             ("--pod-patch", spec.pod_patches)) if given]
-        if pod_only:
-            raise UsageError(f"{pod_only[0]} applies to Kubernetes pods; with --backend local "
-                             "the ranks are processes of this machine and read its files "
-                             "directly (give the path in your command or --benchmark-data-dir)")
-        if spec.working_dir and not os.path.isdir(spec.working_dir):
-            raise UsageError(f"--working-dir {spec.working_dir}: no such directory on this machine")
-        data_dir = spec.benchmark.data_dir
-        if spec.runs_benchmark and data_dir and not glob.glob(os.path.join(data_dir, "train-*-of-*")):
-            raise UsageError(f"--benchmark-data-dir {data_dir}: no ImageNet TFRecords "
-                             "(train-*-of-*) there; make a small set with "
-                             "python scripts/make_imagenet_tfrecords.py DIR")
-    elif spec.data_dirs:
-        note("note: --data-dir mounts a directory of each node (hostPath): the scheduler does "
-             "not know which nodes have it, and a node without it fails the pod at start")
-    if spec.runs_benchmark and spec.benchmark.data_dir and backend.name != "local" \
-            and not any(spec.benchmark.data_dir == m or spec.benchmark.data_dir.startswith(m + "/")
-                        for m in [*(d.mount for d in spec.data), *(h.mount for h in spec.data_dirs)]):
-        note(f"note: --benchmark-data-dir {spec.benchmark.data_dir} is under no --data or "
-             "--data-dir mount: the image itself must hold the records")
 
 
 @dataclass
@@ -243,7 +220,7 @@ def describe_plan(plan: Plan) -> None:
                 note(f"  {line}")
 
 
-OPERATOR_GANG_NONE = ("--gang with --mode operator needs Volcano, scheduler-plugins or Kueue, and "
+OPERATOR_GANG_NONE = (f"--gang with --mode operator needs {gangs.listed()}, and "
                       "none is installed; use --mode pods, where hvdk8s's own all-or-nothing "
                       "check applies (the job is deleted unless every worker is scheduled)")
 
@@ -261,8 +238,9 @@ def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
     if request.mode == "operator":
         # The operator creates the pods; nothing would hold them back all or nothing.
         raise UsageError(OPERATOR_GANG_NONE)
-    note("gang: no Volcano, scheduler-plugins or Kueue in the cluster; hvdk8s's own "
-         "all-or-nothing check applies (the job is rolled back if not all workers schedule)")
+    note(f"gang: no {gangs.listed()} in the cluster, and {gangs.listed(built_in=True)} not "
+         "served; hvdk8s's own all-or-nothing check applies (the job is rolled back if not "
+         "all workers schedule)")
     return "none"
 
 
@@ -402,7 +380,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         note(backend.gang_note)
     options = request.options
     quick = False
-    if backend.name == "local":
+    if backend.runs_here:
         options = quick_benchmark(options)
         quick = options is not request.options
     if options.namespace is None and backend.namespace:
@@ -420,7 +398,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
-    _check_data_for_backend(spec, backend)
+    for line in backend.check_spec(spec):
+        note(f"note: {line}")
     for line in why_this_backend:  # after validation: bad input gets its one line only
         note(line)
     if generated:
@@ -442,7 +421,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)
-    if backend.name == "local" and (start := describe_start(spec, plan, quick)):
+    if backend.runs_here and (start := describe_start(spec, plan, quick)):
         note(start)
 
     if not client_dry_run:

@@ -20,7 +20,10 @@ Precision = Literal["fp32", "fp16"]
 # The built-in benchmark's models (the spec accepts them in any case).
 BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
 BENCHMARK_MODELS = get_args(BenchmarkModel)
-GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue"]
+# The gang schedulers (mpijob.gang's registry; tests/test_gang_registry.py keeps them equal),
+# and those that place by network level (a cluster file's `network.scheduler`).
+GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue", "kai", "workload-api"]
+NetworkScheduler = Literal["kueue", "volcano", "kai"]
 # How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
 # --gpu-request auto picks DRA where the cluster's nodes publish DRA GPU devices.
 GpuRequest = Literal["device-plugin", "dra"]
@@ -78,3 +81,7 @@ DATA_NAME: DataName = "synthetic"
 # Seconds for every worker to be scheduled before a job without a gang scheduler is
 # rolled back.
 SCHEDULE_TIMEOUT_SECONDS = 120.0
+
+# --start-timeout: a job whose pods are not all running this long after creation fails,
+# naming the pod and why (image pull, config error, crash loop, unschedulable).
+START_TIMEOUT_SECONDS = 600

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults, names
 from mpijob.jobspec.defaults import (
@@ -50,7 +51,6 @@ ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-GANG_SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
 BenchmarkModel = defaults.BenchmarkModel
 BENCHMARK_MODELS = defaults.BENCHMARK_MODELS
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -159,6 +159,8 @@ class RunPolicy(BaseModel):
 
 _OMIT_AT_DEFAULT: dict[str, object] = {
     "cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+    "run_as_user": None, "run_as_group": None,
+    "start_timeout": defaults.START_TIMEOUT_SECONDS,
     # issue 24: data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
@@ -216,6 +218,13 @@ class JobSpec(BaseModel):
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
     # naming the planned devices (mpijob.k8s.dra).
     gpu_request: Annotated[GpuRequest, Flag("--gpu-request")] = defaults.GPU_REQUEST
+    # Non-root, restricted-compliant pods (mpijob.k8s.security); the uid must be one the
+    # image serves (sshd, a writable $HOME).
+    run_as_user: Annotated[int | None, Flag("--run-as-user")] = Field(None, ge=1, le=2**31 - 1)
+    run_as_group: Annotated[int | None, Flag("--run-as-group")] = Field(None, ge=0, le=2**31 - 1)
+    # Seconds for every pod of the job to be running; 0: no limit (mpijob.k8s.start_timeout).
+    start_timeout: Annotated[int, Flag("--start-timeout")] = Field(
+        defaults.START_TIMEOUT_SECONDS, ge=0)
     # --rdma as given, and what the plan made of it (the device the workers request).
     rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
     rdma_request: Annotated[RdmaRequest | None, Flag("--rdma")] = None
@@ -366,20 +375,26 @@ class JobSpec(BaseModel):
                 f"{63 - longest} characters, so that names like "
                 f"'{self.name}{names.longest_suffix_example(self.workers)}' stay within 63",
             )
-        if self.gang == "kueue" and not self.queue:
-            raise SpecError("queue", "kueue gang scheduling needs a queue name (--queue)")
+        scheduler = gangs.get(self.gang)
+        if scheduler is not None and scheduler.queue == "required" and not self.queue:
+            raise SpecError("queue", f"{self.gang} gang scheduling needs a queue name (--queue)")
         if self.shell and len(self.command) != 1:
             raise SpecError("command", "a shell command is one string")
         if self.network_interface is not None and not self.host_network:
             raise SpecError("network_interface", "only applies with --host-network (pod networks "
                             "have one interface)")
+        if self.run_as_group is not None and self.run_as_user is None:
+            raise SpecError("run_as_group", "needs --run-as-user (the group of that user)")
         try:
             check_mounts([*(d.mount for d in self.data), *(d.mount for d in self.data_dirs)])
         except ValueError as exc:
             raise SpecError("data", str(exc)) from None
-        if self.queue and self.gang not in ("volcano", "kueue"):
-            raise SpecError("queue", "a queue needs a Volcano or Kueue gang scheduler "
-                            "(--gang with one installed, or --gang-scheduler volcano|kueue)")
+        if self.queue and (scheduler is None or not scheduler.queue):
+            takes = [s for s in gangs.SCHEDULERS.values() if s.queue]
+            raise SpecError("queue", "a queue needs a "
+                            + " or ".join(s.short_title for s in takes) + " gang scheduler "
+                            "(--gang with one installed, or --gang-scheduler "
+                            + "|".join(s.name for s in takes) + ")")
         return self
 
     # --- derived -------------------------------------------------------------------
@@ -396,7 +411,8 @@ class JobSpec(BaseModel):
     def effective_scheduler_name(self) -> str | None:
         if self.scheduler_name:
             return self.scheduler_name
-        return GANG_SCHEDULER_NAMES.get(self.gang)
+        scheduler = gangs.get(self.gang)
+        return scheduler.scheduler_name if scheduler is not None else None
 
     @property
     def job_env(self) -> dict[str, str]:

@@ -96,7 +96,13 @@ def cluster_role() -> dict:
         "kind": "ClusterRole",
         "metadata": {"name": AGENT_NAME, "labels": labels()},
         # get: read the annotation back after a restart; patch: write it.
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+                  # The start-timeout sweep (docs/cleanup.md): read the hvdk8s pods on its
+                  # node, fail their job (suspend it, record why) and delete its workers.
+                  {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+                  {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]},
+                  {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"],
+                   "verbs": ["get", "patch"]}],
     }
 
 

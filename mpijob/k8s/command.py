@@ -76,7 +76,10 @@ def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
         argv = ["mpirun", "-np", np, "--hostfile", hostfile, "-bind-to", "none", "-map-by", "slot"]
         for name in env_names:
             argv += ["-x", name]
-        argv += ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+        argv += ["-mca", "pml", "ob1", "-mca", "btl", "^openib",
+                 # Ranks sharing a pod copy through CMA, which needs CAP_SYS_PTRACE that
+                 # no pod has under Pod Security (open-mpi/ompi#4948: "Read -1, expected").
+                 "-mca", "btl_vader_single_copy_mechanism", "none"]
         if spec.host_network and spec.network_interface:
             argv += ["-mca", "btl_tcp_if_include", spec.network_interface,
                      "-mca", "oob_tcp_if_include", spec.network_interface,

@@ -73,13 +73,15 @@ def owner_reference(root: dict, uid: str) -> dict:
     }
 
 
-def with_owner(objects: list[dict], root_uid: str) -> list[dict]:
-    """Every object after the first (the root) gets an ownerReference to the root."""
+def with_owner(objects: list[dict], root_uid: str, unowned: tuple[str, ...] = ()) -> list[dict]:
+    """Every object after the first (the root) gets an ownerReference to the root, but for
+    kinds in `unowned` (a gang scheduler's, mpijob.gang.GangScheduler.unowned_kinds)."""
     root, rest = objects[0], objects[1:]
     ref = owner_reference(root, root_uid)
     out = [root]
     for obj in rest:
-        obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [ref]}}
+        if obj.get("kind") not in unowned:
+            obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [ref]}}
         out.append(obj)
     return out
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
-from mpijob.k8s.gang import KUEUE_QUEUE_LABEL
 from mpijob.k8s.render import (
     CONFIG_DIR,
     WorkerPod,
@@ -28,6 +28,7 @@ from mpijob.k8s.render import (
     shm_volume,
     worker_resources,
 )
+from mpijob.k8s.security import secure_pod, ssh_auth_mount_path
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
@@ -83,8 +84,8 @@ def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
               affinity: dict | None, gang: bool) -> dict:
     meta = metadata(spec, "x", role=role)
     del meta["name"], meta["namespace"]
-    if gang and spec.gang == "kueue":
-        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    if gang and (scheduler := gangs.get(spec.gang)) is not None:
+        meta["labels"].update(scheduler.operator_labels(spec))
     volumes = [shm_volume(spec)]
     if benchmark:
         volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.operator_benchmark(spec.name)}})
@@ -93,7 +94,7 @@ def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
         body.pop("schedulerName", None)
     if affinity:
         body["affinity"] = affinity
-    return {"metadata": meta, "spec": body}
+    return {"metadata": meta, "spec": secure_pod(spec, body)}
 
 
 def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
@@ -158,13 +159,16 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                        ("activeDeadlineSeconds", spec.run_policy.active_deadline_seconds)):
         if value is not None:
             run_policy[key] = value
-    if spec.gang in ("volcano", "scheduler-plugins"):
+    scheduler = gangs.get(spec.gang)
+    if scheduler is not None and scheduler.operator_podgroup:
         scheduling = gang_scheduling_policy(shape.replicas, worker_resources(spec, worker))
         if spec.queue:
             scheduling["queue"] = spec.queue
         if spec.priority_class:
             scheduling["priorityClass"] = spec.priority_class
         run_policy["schedulingPolicy"] = scheduling
+    elif scheduler is not None and (policy := scheduler.operator_scheduling_policy(shape.replicas)):
+        run_policy["schedulingPolicy"] = policy
     affinity = node_affinity(list(shape.nodes), required=spec.gang == "none") if shape.nodes else None
     if affinity and len(set(shape.nodes)) == len(shape.nodes) and shape.replicas > 1:
         # One worker pod per chosen node, as the placement decided.
@@ -174,8 +178,8 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             "topologyKey": "kubernetes.io/hostname"}]}
     meta = metadata(spec, spec.name, extra_annotations=root_annotations(spec, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "operator"
-    if spec.gang == "kueue":
-        meta["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    if scheduler is not None:
+        meta["labels"].update(scheduler.operator_labels(spec))
     mpijob = {
         "apiVersion": API_VERSION,
         "kind": "MPIJob",
@@ -184,6 +188,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             "slotsPerWorker": shape.slots,
             "mpiImplementation": spec.mpi_implementation,
             "launcherCreationPolicy": "WaitForWorkersReady",
+            **({"sshAuthMountPath": path} if (path := ssh_auth_mount_path(spec)) else {}),
             "runPolicy": run_policy,
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",

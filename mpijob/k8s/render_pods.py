@@ -24,6 +24,7 @@ from mpijob.k8s.render import (
     worker_pods,
     worker_resources,
 )
+from mpijob.k8s.security import secure_pod
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
@@ -138,10 +139,11 @@ def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
         "restartPolicy": "Never",
         "containers": [container],
         "volumes": volumes,
+        **gang_meta.get("spec", {}),
     }
     if pod.node:
         body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": secure_pod(spec, body)}
 
 
 def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | None,
@@ -161,6 +163,9 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        # NVIDIA images expose every GPU of the node to a container that asked for none;
+        # the launcher needs none (the MPI Operator clears it the same way).
+        "NVIDIA_VISIBLE_DEVICES": "",
         **(_OPENMPI_ENV if spec.mpi_implementation == "OpenMPI" else {}),
     })
     container = {
@@ -183,12 +188,13 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "backoffLimit": backoff,
         "template": {
             "metadata": pod_meta,
-            "spec": {**launcher_pod,
-                     # A name the workers can resolve (`<job>-launcher` in the Service's
-                     # domain) instead of the Job controller's `<job>-launcher-xxxxx`.
-                     "hostname": names.launcher(spec.name), "subdomain": names.service(spec.name),
-                     "dnsConfig": _dns_config(spec), "restartPolicy": "Never",
-                     "containers": [container], "volumes": volumes},
+            "spec": secure_pod(spec, {
+                **launcher_pod,
+                # A name the workers can resolve (`<job>-launcher` in the Service's
+                # domain) instead of the Job controller's `<job>-launcher-xxxxx`.
+                "hostname": names.launcher(spec.name), "subdomain": names.service(spec.name),
+                "dnsConfig": _dns_config(spec), "restartPolicy": "Never",
+                "containers": [container], "volumes": volumes}),
         },
     }
     if policy.ttl_seconds_after_finished is not None:
@@ -204,7 +210,7 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
 def render_pods(spec: JobSpec, placement: Placement | None, ssh: SSHKeys,
                 benchmark_source: str | None, prediction: dict | None) -> list[dict]:
     pods = worker_pods(spec, placement)
-    gang_meta = gang_pod_metadata(spec, len(pods))
+    gang_meta = gang_pod_metadata(spec, pods)
     objects = [
         _launcher_job(spec, pods, placement, prediction),
         _config_map(spec, pods, benchmark_source),

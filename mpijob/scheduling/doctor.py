@@ -7,14 +7,15 @@ no finding is a failure: the API answers and the caller may do what built-in mod
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
+from mpijob import gang as gangs
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
 from mpijob.scheduling import rdma
+from mpijob.scheduling.findings import FAIL, INFO, OK, WARN, Finding
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from mpijob.wellknown import GPU_PRODUCT_LABEL, GPU_RESOURCE
 
-OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
 OPERATOR_INSTALL = ("kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/"
                     "mpi-operator/master/deploy/v2beta1/mpi-operator.yaml")
 
@@ -44,18 +45,6 @@ OPERATOR_PERMISSIONS = (("create", "mpijobs", "kubeflow.org", "", "--mode operat
 
 
 @dataclass
-class Finding:
-    check: str
-    status: str
-    finding: str
-    effect: str = ""
-    fix: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
 class Facts:
     """What launcher/backends/kubernetes/cluster_reads.py read from the cluster; None means it could not tell."""
 
@@ -72,8 +61,11 @@ class Facts:
     operator_deployment: dict | None = None  # the mpi-operator Deployment, when readable
     kueue_config: dict | None = None  # parsed controller_manager_config.yaml, when readable
     kueue_config_error: str | None = None
+    served: set[str] = field(default_factory=set)  # "<apiVersion>/<plural>" of gang detect kinds
     dra_versions: tuple[str, ...] = ()
     dra_gpu_slices: int | None = None  # ResourceSlices of the NVIDIA GPU DRA driver
+    namespace_labels: dict | None = None  # the job namespace's labels (None: not readable)
+    quotas: list[dict] | None = None  # its ResourceQuotas (None: not readable)
 
 
 def _gpus(node: dict) -> int:
@@ -116,12 +108,6 @@ def _image_tag(deployment: dict) -> str:
         "containers") or []
     image = containers[0].get("image", "") if containers else ""
     return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
-
-
-def kueue_frameworks(config: dict | None) -> set[str] | None:
-    if config is None:
-        return None
-    return set(((config.get("integrations") or {}).get("frameworks")) or [])
 
 
 # --- the checks ---------------------------------------------------------------------------------
@@ -190,6 +176,67 @@ def _gpu_nodes(f: Facts) -> list[Finding]:
                            "assumes PCIe-only links and throughput is not predicted",
                            "install GPU Feature Discovery (part of the NVIDIA GPU Operator)"))
     out += _agent(f, gpu_nodes)
+    out += _unattended(gpu_nodes)
+    return out
+
+
+def _unattended(gpu_nodes: list[dict]) -> list[Finding]:
+    """The agent's start-timeout sweep is what fails a job whose pods never start while no
+    hvdk8s command runs (docs/cleanup.md); a node without the agent has none."""
+    without = [n for n in gpu_nodes
+               if not ((n.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TOPOLOGY)]
+    if not without:
+        return [Finding("unattended cleanup", OK, "the agent on every GPU node fails jobs "
+                        "whose pods miss --start-timeout, with no hvdk8s command running")]
+    return [Finding("unattended cleanup", WARN, f"not available on {_names(without)} (no agent)",
+                    "a job whose pods never start there (image pull, config error) keeps its "
+                    "GPUs until someone runs hvdk8s get, wait or delete",
+                    "hvdk8s install agent")]
+
+
+PSA_PREFIX = "pod-security.kubernetes.io/"
+PSA_NEEDS = {
+    "privileged": "no restriction: every option works",
+    "baseline": "--host-network is refused (hostNetwork, hostPort); everything else works",
+    "restricted": "pods must run as non-root: submit with --run-as-user UID (a uid the image "
+                  "serves); --host-network is refused",
+}
+
+
+def _admission(f: Facts) -> list[Finding]:
+    """The namespace's Pod Security levels and each ResourceQuota's headroom."""
+    out = []
+    if f.namespace_labels is None:
+        out.append(Finding("pod security", INFO, f"namespace {f.namespace} cannot be read",
+                           "Pod Security levels unknown: submit dry-runs the pods first "
+                           "and names any refusal"))
+    else:
+        levels = {m: f.namespace_labels.get(PSA_PREFIX + m) for m in ("enforce", "warn", "audit")}
+        shown = ", ".join(f"{m}={v or '-'}" for m, v in levels.items())
+        enforce = levels["enforce"]
+        if enforce is None:
+            out.append(Finding("pod security", INFO, f"{shown} (no enforce label: the cluster's "
+                               "default level applies, privileged unless its admin set one)",
+                               "submit dry-runs the pods first and names any refusal"))
+        else:
+            out.append(Finding("pod security", INFO if enforce != "privileged" else OK,
+                               shown, PSA_NEEDS.get(enforce, PSA_NEEDS["restricted"])))
+    if f.quotas is None:
+        out.append(Finding("quota", INFO, f"ResourceQuotas of {f.namespace} cannot be listed",
+                           "a job is checked against them pod by pod only"))
+    for q in f.quotas or []:
+        status = q.get("status") or {}
+        hard = status.get("hard") or (q.get("spec") or {}).get("hard") or {}
+        used = status.get("used") or {}
+        parts = ", ".join(f"{k} {used.get(k, '0')}/{v}" for k, v in sorted(hard.items()))
+        needs = [k for k in hard if k.startswith(("requests.cpu", "requests.memory", "limits.",
+                                                  "cpu", "memory"))]
+        out.append(Finding("quota", INFO, f"ResourceQuota {q['metadata']['name']}: {parts} "
+                           "(used/hard)",
+                           "jobs that need more than the headroom are refused before "
+                           "anything is created" + (
+                               "; every container must state " + ", ".join(sorted(needs))
+                               + " (hvdk8s sets them: --cpu, --memory)" if needs else "")))
     return out
 
 
@@ -275,62 +322,21 @@ def _operator(f: Facts) -> list[Finding]:
 
 
 def _gang(f: Facts) -> list[Finding]:
-    out = []
     flag = operator_gang_flag(f.operator_deployment)
     has_operator = "v2beta1" in f.mpijob_versions
-    for name, group, title in (("volcano", "scheduling.volcano.sh", "Volcano"),
-                               ("scheduler-plugins", "scheduling.x-k8s.io",
-                                "scheduler-plugins")):
-        if group not in f.groups:
-            continue
-        out.append(Finding(name, OK, f"{title} installed ({group})",
-                           f"--gang in built-in mode makes a {title} PodGroup: all workers "
-                           "are bound together or none is"))
-        if has_operator and flag is not None:
-            wanted = flag == "volcano" if name == "volcano" else flag not in ("", "volcano")
-            if not wanted:
-                out.append(Finding(name, WARN, f"the MPI Operator does not run with "
-                                   f"--gang-scheduling for {title}",
-                                   f"--mode operator with {title} is refused: the operator "
-                                   "would make no PodGroup, so its workers are not "
-                                   "gang-scheduled", "add --gang-scheduling="
-                                   f"{'volcano' if name == 'volcano' else '<scheduler name>'} "
-                                   "to the mpi-operator Deployment's args, or use --mode pods"))
-    if "kueue.x-k8s.io" in f.groups:
-        out += _kueue(f)
+    def served(kind) -> bool:
+        return f"{kind.api_version}/{kind.plural}" in f.served
+
+    out = [finding for s in gangs.SCHEDULERS.values() if s.installed(f.groups, served)
+           for finding in s.doctor(flag, has_operator, f)]
+    if (picked := gangs.installed(f.groups, served)) is not None:
+        out.append(Finding("gang", INFO, f"--gang uses {picked.title}",
+                           "--gang-scheduler NAME picks another of those installed"))
     if not out:
-        out.append(Finding("gang scheduler", INFO, "no Volcano, scheduler-plugins or Kueue",
+        out.append(Finding("gang scheduler", INFO, "no " + gangs.listed(),
                            "--gang uses hvdk8s's own all-or-nothing check (the job is rolled "
                            "back if not every worker is scheduled in --schedule-timeout)",
                            "install Volcano or scheduler-plugins to queue jobs instead"))
-    return out
-
-
-def _kueue(f: Facts) -> list[Finding]:
-    frameworks = kueue_frameworks(f.kueue_config)
-    base = Finding("kueue", OK, "Kueue installed (kueue.x-k8s.io)",
-                   "built-in mode with Kueue is refused (per-node pods would be separate "
-                   "PodSets, at most 8 per Workload); use --mode operator --queue NAME")
-    if frameworks is None:
-        return [base, Finding("kueue", WARN, "Kueue's integrations are unknown: "
-                              f"{f.kueue_config_error or 'kueue-system/kueue-manager-config '}",
-                              "cannot tell whether Kueue admits MPIJobs",
-                              "allow get on configmaps in kueue-system, or check "
-                              "integrations.frameworks there")]
-    out = [base]
-    if "kubeflow.org/mpijob" in frameworks:
-        out.append(Finding("kueue", OK, "MPIJob integration on (kubeflow.org/mpijob)",
-                           "--mode operator --queue NAME: Kueue suspends the MPIJob until its "
-                           "whole quota is admitted"))
-    else:
-        out.append(Finding("kueue", WARN, "MPIJob integration off",
-                           "Kueue ignores MPIJobs: --mode operator with a Kueue queue is not "
-                           "gang-admitted", "add kubeflow.org/mpijob to integrations.frameworks "
-                           "in kueue-system/kueue-manager-config and restart "
-                           "kueue-controller-manager"))
-    out.append(Finding("kueue", INFO, "pod integration " + ("on" if "pod" in frameworks else
-                                                             "off (the default before v0.16)"),
-                       "hvdk8s does not rely on it: built-in mode is refused with Kueue"))
     return out
 
 
@@ -396,7 +402,7 @@ def assess(facts: Facts) -> list[Finding]:
     if facts.version is None:
         return findings
     return [*findings, *_permissions(facts), *_gpu_nodes(facts), *_operator(facts),
-            *_gang(facts), *_dra(facts), *_rdma(facts)]
+            *_gang(facts), *_dra(facts), *_admission(facts), *_rdma(facts)]
 
 
 def can_submit(findings: list[Finding]) -> bool:

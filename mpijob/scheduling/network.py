@@ -43,9 +43,11 @@ class NetworkPosition:
     # The node label keys that gave the rack and block (None when not from labels).
     rack_label: str | None = None
     block_label: str | None = None
-    # The gang scheduler that knows these levels: "kueue" (a Kueue Topology lists the
-    # labels), "volcano" (from HyperNodes: rack = tier 1, block = tier 2) or None.
+    # The gang scheduler that knows these levels (its mpijob.gang name): Kueue or KAI (a
+    # Topology object of theirs lists the labels), Volcano (from HyperNodes: rack = tier 1,
+    # block = tier 2); and the name of that Topology object, which KAI's constraint names.
     scheduler: str | None = None
+    topology: str | None = None
 
     @property
     def known(self) -> bool:
@@ -134,7 +136,10 @@ class Domain:
 
     level: str  # "rack" or "block"
     label: str | None  # the node label key of that level, when every node has the same
-    scheduler: str | None  # "kueue" or "volcano" when every node's position says so
+    scheduler: str | None  # the gang scheduler when every node's position names the same
+    topology: str | None = None  # its Topology object, when every position names the same
+    # For a block: the rack label key, the level inside it a scheduler may prefer.
+    inner_label: str | None = None
 
     @property
     def volcano_tier(self) -> int:
@@ -144,12 +149,14 @@ class Domain:
 def domain_of(positions: list[NetworkPosition]) -> Domain | None:
     if not positions:
         return None
-    schedulers = {p.scheduler for p in positions}
-    scheduler = schedulers.pop() if len(schedulers) == 1 else None
+    schedulers = {(p.scheduler, p.topology) for p in positions}
+    scheduler, topology = schedulers.pop() if len(schedulers) == 1 else (None, None)
     for level in ("rack", "block"):
         values = {(p.zone, p.block, p.rack) if level == "rack" else (p.zone, p.block) for p in positions}
         if len(values) == 1 and getattr(positions[0], level) is not None:
             labels = {getattr(p, f"{level}_label") for p in positions}
             label = labels.pop() if len(labels) == 1 else None
-            return Domain(level, label, scheduler)
+            inner = {p.rack_label for p in positions} if level == "block" else set()
+            return Domain(level, label, scheduler, topology,
+                          inner.pop() if len(inner) == 1 else None)
     return None

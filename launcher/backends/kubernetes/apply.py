@@ -14,14 +14,13 @@ from collections.abc import Callable
 
 from launcher.backends.kubernetes.client import (
     CONFIGMAP,
+    GANG_KINDS,
     JOB,
     MPIJOB,
     POD,
     RESOURCE_CLAIM_TEMPLATE,
-    SCHED_PLUGINS_PODGROUP,
     SECRET,
     SERVICE,
-    VOLCANO_PODGROUP,
     ApiError,
     KubeClient,
     kind_of,
@@ -32,7 +31,7 @@ from mpijob.jobspec import names
 SUBMISSION_ANNOTATION = f"{names.GROUP}/submission"
 BASE_KINDS = (JOB, POD, SERVICE, CONFIGMAP, SECRET)
 # ResourceClaimTemplates: a DRA job's worker GPUs (mpijob.k8s.dra).
-OPTIONAL_KINDS = (MPIJOB, VOLCANO_PODGROUP, SCHED_PLUGINS_PODGROUP, RESOURCE_CLAIM_TEMPLATE)
+OPTIONAL_KINDS = (MPIJOB, *GANG_KINDS, RESOURCE_CLAIM_TEMPLATE)
 
 
 def job_kinds(client: KubeClient) -> list:

@@ -36,8 +36,10 @@ from launcher.backends.base import (
     SubmitResult,
     status_key,
 )
-from launcher.backends.kubernetes import operator as operator_gang
+from launcher.backends.kubernetes import gang as gang_control
+from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
     create,
     delete_job_objects,
@@ -47,7 +49,6 @@ from launcher.backends.kubernetes.apply import (
 from launcher.backends.kubernetes.client import (
     EVENT,
     JOB,
-    KUEUE_LOCALQUEUE,
     MPIJOB,
     NAMESPACE,
     POD,
@@ -62,7 +63,6 @@ from launcher.backends.kubernetes.client import (
     connect,
     kubeconfig_usable,
 )
-from launcher.backends.kubernetes.cluster_reads import kueue_config
 from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
 from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
 from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
@@ -97,16 +97,6 @@ __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
 OPERATOR_MISSING = ("the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
                     "in the API); install it or use --mode pods")
-# API group that tells a gang scheduler is installed, in the order `--gang` prefers them.
-GANG_GROUPS = (("volcano", "scheduling.volcano.sh"),
-               ("scheduler-plugins", "scheduling.x-k8s.io"),
-               ("kueue", "kueue.x-k8s.io"))
-GANG_NAMES = {"volcano": "Volcano", "scheduler-plugins": "scheduler-plugins (coscheduling)",
-              "kueue": "Kueue"}
-KUEUE_MPIJOB_OFF = ("--gang-scheduler kueue: Kueue does not manage MPIJobs here (its "
-                    "kubeflow.org/mpijob integration is off), so the job would not be "
-                    "gang-admitted; add kubeflow.org/mpijob to integrations.frameworks in "
-                    "kueue-system/kueue-manager-config, or use --gang-scheduler volcano")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
 
@@ -223,8 +213,7 @@ class KubernetesBackend(BaseBackend):
     @_api_errors
     def detect_gang_scheduler(self) -> str | None:
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
-        groups = self.client.api_groups()
-        return next((gang for gang, group in GANG_GROUPS if group in groups), None)
+        return gang_control.detect(self.client)
 
     def plan(self, spec: JobSpec, cluster, assumptions) -> Plan:
         from launcher.preparing.planning import plan_job
@@ -270,11 +259,9 @@ class KubernetesBackend(BaseBackend):
 
         if (why := refusal(spec.gang, options.mode)) is not None:
             raise UsageError(why)
-        gang = spec.gang if spec.gang != "none" else None
+        gang = gang_control.control(spec.gang)
         if gang:
-            self._require_gang(gang, spec)
-            if options.mode == "operator" and gang in ("volcano", "scheduler-plugins"):
-                operator_gang.precheck(client, gang)
+            gang.require(client, spec, options.mode)
         self._refuse_existing(spec.name, spec.namespace)
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
@@ -291,7 +278,9 @@ class KubernetesBackend(BaseBackend):
         without one it is deleted."""
         spec, objects, client = prepared.spec, prepared.objects, self.client
         ns, mode = spec.namespace, options.mode
-        gang = spec.gang if spec.gang != "none" else None
+        gang = gang_control.control(spec.gang)
+        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
+        check_admission(client, spec, objects, mode)
         submission = new_submission_id()
         if options.server_dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]
@@ -306,26 +295,14 @@ class KubernetesBackend(BaseBackend):
             # owned by it, so the garbage collector follows the root wherever it goes.
             root = create(client, objects[0], submission)
             created.append(root)
-            for obj in with_owner(list(objects), root["metadata"]["uid"])[1:]:
+            unowned = gang.scheduler.unowned_kinds if gang else ()
+            for obj in with_owner(list(objects), root["metadata"]["uid"], unowned)[1:]:
                 created.append(create(client, obj, submission))
             if mode == "operator":  # the operator makes the pods and starts the launcher
-                created_line = f"MPIJob {spec.name} created; the MPI operator creates its pods"
-                if gang in ("volcano", "scheduler-plugins"):
-                    seen = operator_gang.confirm(client, gang, spec.name, ns,
-                                                 min(options.schedule_timeout or 30.0, 30.0),
-                                                 self.poll)
-                    created_line += (f" in {GANG_NAMES[gang]}'s PodGroup {spec.name}" if seen else
-                                     " (no PodGroup or worker seen yet: is the operator running?)")
-                outcome: str | UserError = created_line
-                if gang == "kueue":
-                    if not ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
-                        # Kueue's job webhook suspends every MPIJob naming a queue
-                        # (jobframework ApplyDefaultForSuspend); not suspended = not managed.
-                        raise UserError(KUEUE_MPIJOB_OFF)
-                    outcome = (f"MPIJob {spec.name} created, queued in Kueue LocalQueue "
-                               f"{spec.queue}: Kueue admits it whole, then the MPI operator "
-                               f"creates its pods (hvdk8s get {spec.name} -n {ns} says why "
-                               "it waits)")
+                outcome: str | UserError = (
+                    gang.operator_created(client, root, spec, options.schedule_timeout or 30.0,
+                                          self.poll) if gang else
+                    f"MPIJob {spec.name} created; the MPI operator creates its pods")
             else:
                 outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
                                                        options.delete_on_timeout)
@@ -360,27 +337,6 @@ class KubernetesBackend(BaseBackend):
         if notes and result.message:
             result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
         return result
-
-    def _require_gang(self, gang: str, spec) -> None:
-        group = dict(GANG_GROUPS)[gang]
-        if group not in self.client.api_groups():
-            raise UserError(f"--gang-scheduler {gang}: {GANG_NAMES[gang]} is not installed (no "
-                            f"{group} API group); install it, pick another, or drop --gang")
-        if gang == "kueue":
-            config, _ = kueue_config(self.client)
-            frameworks = ((config or {}).get("integrations") or {}).get("frameworks")
-            if config is not None and "kubeflow.org/mpijob" not in (frameworks or []):
-                raise UserError(KUEUE_MPIJOB_OFF)
-        if gang == "kueue" and spec.queue:
-            # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.
-            try:
-                found = self.client.get(KUEUE_LOCALQUEUE, spec.queue, spec.namespace)
-            except ApiError:
-                return  # not readable: Kueue itself will say so on the Workload
-            if found is None:
-                raise UserError(f"--queue {spec.queue}: no Kueue LocalQueue of that name in "
-                                f"namespace {spec.namespace} (kubectl get localqueues -n "
-                                f"{spec.namespace})")
 
     def _refuse_existing(self, name: str, ns: str) -> None:
         """A name in use (or leftovers of it) fails before anything is created."""
@@ -459,7 +415,7 @@ class KubernetesBackend(BaseBackend):
         # The gang scheduler binds the whole group at once, so waiting holds no GPUs; the
         # launcher is released now and waits (HVDK8S_WORKER_WAIT_SECONDS) for the workers.
         client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
-        return (f"queued by {GANG_NAMES[gang]}: {summary}; the gang starts when it fits "
+        return (f"queued by {gang.scheduler.title}: {summary}; the gang starts when it fits "
                 f"(hvdk8s delete {name} -n {ns} to give up)")
 
     def _where(self, name: str, ns: str) -> str:
@@ -553,7 +509,23 @@ class KubernetesBackend(BaseBackend):
                          else pod_log_lines(self.client, pod, tail=st.FAILED_TAIL_LINES))
                 status.log_tail = lines[-st.FAILED_TAIL_LINES:]
         queued(self.client, status, root, mode)
+        if detail and mode == "operator" and not status.done:
+            _add_operator_warning(self.client, status, name, ns)
         return status
+
+    def fail_overdue(self, root: dict | None, mode: str, pods: builtins.list[dict]) -> bool:
+        """The explicit step `get` and `wait` take before reading a status: a job with a pod
+        not running --start-timeout after it was scheduled is failed and its GPUs released
+        (start_guard). True when it was failed just now. A read-only user gets a note."""
+        try:
+            return start_guard.enforce(self.client, root, mode, pods)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            name = (root or {}).get("metadata", {}).get("name", "?")
+            note(f"note: read-only: job {name} missed its start timeout, but failing it is "
+                 "not allowed to you (RBAC); ask someone allowed to run hvdk8s delete")
+            return False
 
     def tidy(self, root: dict | None, mode: str, pods: list[dict], status: JobStatus) -> None:
         """The writes reading a finished job's status calls for, as one explicit step: its
@@ -635,6 +607,9 @@ class KubernetesBackend(BaseBackend):
         ns = self._ns(namespace)
         root, mode = self._root(name, ns)
         pods = self._pods(name, ns)
+        if self.fail_overdue(root, mode, pods):  # read again what failing it changed
+            root, mode = self._root(name, ns)
+            pods = self._pods(name, ns)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
         self.tidy(root, mode, pods, status)
         return status
@@ -673,8 +648,11 @@ class KubernetesBackend(BaseBackend):
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
+                pods = seen.of(POD).items()
+                if self.fail_overdue(root, mode, pods):
+                    return self.get(name, ns)  # failed just now: read it fresh, then tidy
                 try:
-                    status = self._status_of(name, ns, root, mode, seen.of(POD).items())
+                    status = self._status_of(name, ns, root, mode, pods)
                 except NotFound:
                     if status is None:
                         raise
@@ -690,7 +668,12 @@ class KubernetesBackend(BaseBackend):
                 if left is not None and left <= 0:
                     why = f" ({status.reason}: {status.message})" if status.message else ""
                     raise Timeout(f"job {name} is still {status.phase} after {timeout:g}s{why}")
-                wake = [t for t in (left, settle and settle - now) if t is not None]
+                # Nothing may change while a pod sits in ImagePullBackOff: look again at its
+                # start deadline too.
+                start = start_guard.seconds_left(root, pods)
+                wake = [t for t in (left, settle and settle - now,
+                                    None if start is None else start + 0.5)
+                        if t is not None]
                 seen.wait(min(wake) if wake else None)
 
     @_api_errors_gen
@@ -823,6 +806,20 @@ class KubernetesBackend(BaseBackend):
 
 
 # --- helpers ----------------------------------------------------------------------------------
+def _add_operator_warning(client, status: JobStatus, name: str, ns: str) -> None:
+    """The MPI Operator's latest Warning event on the MPIJob (a worker pod refused by
+    admission, a validation error): the operator retries forever, so only it says why."""
+    try:
+        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind=MPIJob,"
+                              f"involvedObject.name={name},type=Warning")
+    except ApiError:
+        return
+    if events:
+        last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        said = f"operator: {last.get('reason')}: {last.get('message')}"
+        status.message = f"{status.message}; {said}" if status.message else said
+
+
 @contextlib.contextmanager
 def _gc_paused():
     """Parsing thousands of pods allocates millions of containers, and every few thousand

@@ -21,6 +21,7 @@ import builtins
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from urllib.parse import quote
 from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.ratelimit import RateLimiter
 from launcher.errors import UserError
+from mpijob import gang as gangs
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -80,6 +82,11 @@ class Kind:
         return base
 
 
+def api_kind(api) -> Kind:
+    """The client's Kind of a kind the pure core declares (mpijob.gang.ApiKind)."""
+    return Kind(api.api_version, api.kind, api.plural, api.namespaced)
+
+
 POD = Kind("v1", "Pod", "pods")
 SERVICE = Kind("v1", "Service", "services")
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
@@ -88,10 +95,11 @@ EVENT = Kind("v1", "Event", "events")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
 PVC = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
+RESOURCE_QUOTA = Kind("v1", "ResourceQuota", "resourcequotas")
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
-VOLCANO_PODGROUP = Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
-SCHED_PLUGINS_PODGROUP = Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
+# What hvdk8s creates for a gang scheduler in built-in mode (a PodGroup): mpijob.gang.
+GANG_KINDS = tuple(api_kind(k) for s in gangs.SCHEDULERS.values() for k in s.created_kinds)
 KUEUE_LOCALQUEUE = Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues")
 KUEUE_WORKLOAD = Kind("kueue.x-k8s.io/v1beta1", "Workload", "workloads")
 HYPERNODE = Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
@@ -104,9 +112,8 @@ KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", nam
                     Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
 
 _KNOWN = {(k.api_version, k.kind): k for k in (
-    POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, VOLCANO_PODGROUP,
-    SCHED_PLUGINS_PODGROUP, KUEUE_WORKLOAD, RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
-    COMPUTE_DOMAIN,
+    POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, *GANG_KINDS, KUEUE_WORKLOAD,
+    RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, COMPUTE_DOMAIN,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
     NAMESPACE,
@@ -150,8 +157,30 @@ class ApiError(Exception):
     def where(self) -> str:
         return f" in namespace {self.namespace}" if self.namespace else " (cluster scope)"
 
+    def admission_plugin(self) -> str | None:
+        """Which admission plugin gave this 403, from its message: Pod Security
+        ("violates PodSecurity"), ResourceQuota ("exceeded quota", "failed quota") or
+        LimitRange ("usage per Container"); None for anything else (RBAC)."""
+        for marker, who in (("violates PodSecurity", "Pod Security admission"),
+                            ("exceeded quota", "ResourceQuota"),
+                            ("failed quota", "ResourceQuota"),
+                            ("usage per Container", "LimitRange")):
+            if self.status == 403 and marker in self.message:
+                return who
+        return None
+
+    def admission_refusal(self) -> str | None:
+        """A 403 from an admission plugin (not RBAC), in the server's own words."""
+        who = self.admission_plugin()
+        if who is None:
+            return None
+        said = self.message.split("is forbidden: ", 1)[-1]
+        return f"{self.resource} refused by {who}{self.where()}: {said}"
+
     def user_error(self) -> UserError:
         what = f"{self.resource}/{self.name}" if self.name else self.resource
+        if self.status == 403 and (admission := self.admission_refusal()):
+            return UserError(admission)
         if self.status == 403:
             return UserError(
                 f"forbidden: cannot {self.verb} {self.resource}{self.where()} (RBAC); ask your "
@@ -166,6 +195,11 @@ class ApiError(Exception):
             return UserError(f"cannot reach the Kubernetes API server: {self.message}")
         return UserError(f"cannot {self.verb} {what}{self.where()}: {self.message} "
                          f"(HTTP {self.status} {self.reason})")
+
+
+def _warnings(header: str) -> list[str]:
+    """The texts of a `Warning: 299 - "a", 299 - "b"` header (RFC 7234 warn-text)."""
+    return [m.replace('\\"', '"') for m in re.findall(r'299 - "((?:[^"\\]|\\.)*)"', header)]
 
 
 def _verb(method: str, name: str | None, query: dict) -> str:
@@ -515,12 +549,29 @@ class KubeClient:
     def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[Any]:
         return self.list(kind, namespace, **kw)["items"]
 
-    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+    def create(self, obj: dict, *, dry_run: bool = False,
+               field_validation: str | None = None) -> dict:
+        """POST; `field_validation` "Strict" makes an unknown or duplicate field an error
+        instead of a silent drop (kube-apiserver >= 1.25; older servers ignore it)."""
         kind = kind_of(obj)
         ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
-        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None},
+        return self.request("POST", kind.path(ns), query={"dryRun": "All" if dry_run else None,
+                                                          "fieldValidation": field_validation},
                             body=obj, resource=kind.resource, namespace=ns,
                             name=obj["metadata"].get("name"))
+
+    def create_with_warnings(self, obj: dict, *, dry_run: bool = False
+                             ) -> tuple[dict, builtins.list[str]]:
+        """create() and the `Warning` headers of the answer (Pod Security warn mode, ...)."""
+        kind = kind_of(obj)
+        ns = self._ns(kind, (obj.get("metadata") or {}).get("namespace"))
+        what = {"verb": "create", "resource": kind.resource, "namespace": ns,
+                "name": obj["metadata"].get("name")}
+        resp = self._send("POST", kind.path(ns), {"dryRun": "All" if dry_run else None}, obj,
+                          None, REQUEST_TIMEOUT, what)
+        headers = getattr(resp, "headers", None) or {}
+        raw = headers.get("Warning") or ""
+        return json.loads(resp.data), _warnings(raw)
 
     def apply(self, obj: dict, *, field_manager: str = "hvdk8s") -> bool:
         """Server-side apply (create or update, taking over fields others set, as

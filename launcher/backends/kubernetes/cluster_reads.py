@@ -10,14 +10,18 @@ from __future__ import annotations
 import yaml
 
 from launcher.backends.kubernetes.client import (
+    NAMESPACE,
     NODE,
     POD,
+    RESOURCE_QUOTA,
     RESOURCE_SLICE,
     ApiError,
     Kind,
     KubeClient,
+    api_kind,
 )
 from launcher.backends.kubernetes.operator import OPERATOR_SELECTOR
+from mpijob import gang as gangs
 from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
@@ -68,6 +72,10 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         facts.permissions[(verb, res, group, sub)] = can_i(
             client, verb, res, group, sub, None if res == "nodes" else namespace)
     facts.nodes = _optional(lambda: client.items(NODE))
+    ns_obj = _optional(lambda: client.get(NAMESPACE, namespace))
+    facts.namespace_labels = ((ns_obj or {}).get("metadata") or {}).get("labels") or {} \
+        if ns_obj is not None else None
+    facts.quotas = _optional(lambda: client.items(RESOURCE_QUOTA, namespace))
     facts.pods = _optional(lambda: client.items(POD, all_namespaces=True))
     if "kubeflow.org" in facts.groups:
         facts.mpijob_versions = tuple(v for v in ("v2beta1", "v1")
@@ -81,6 +89,10 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         deployments = _optional(lambda: client.items(DEPLOYMENT, all_namespaces=True,
                                                      label_selector=OPERATOR_SELECTOR), [])
         facts.operator_deployment = deployments[0] if deployments else None
+    # Gang schedulers whose group alone does not tell (the Workload API): is the kind served?
+    facts.served = {f"{k.api_version}/{k.plural}" for s in gangs.SCHEDULERS.values()
+                    if (k := s.detect_kind) is not None and k.group in facts.groups
+                    and _optional(lambda k=k: client.serves(api_kind(k)), False)}
     if "kueue.x-k8s.io" in facts.groups:
         facts.kueue_config, facts.kueue_config_error = kueue_config(client)
     if "resource.k8s.io" in facts.groups:

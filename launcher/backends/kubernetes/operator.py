@@ -9,36 +9,24 @@ from __future__ import annotations
 
 import time
 
-from launcher.backends.kubernetes.client import (
-    POD,
-    SCHED_PLUGINS_PODGROUP,
-    VOLCANO_PODGROUP,
-    ApiError,
-    Kind,
-)
+from launcher.backends.kubernetes.client import POD, ApiError, Kind, api_kind
 from launcher.errors import UserError
+from mpijob.gang import GangScheduler
 from mpijob.jobspec import names
 from mpijob.scheduling.doctor import operator_gang_flag
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 OPERATOR_SELECTOR = "app=mpi-operator"  # mpi-operator manifests/base/deployment.yaml
-PODGROUP_KINDS = {"volcano": VOLCANO_PODGROUP, "scheduler-plugins": SCHED_PLUGINS_PODGROUP}
-TITLES = {"volcano": "Volcano", "scheduler-plugins": "scheduler-plugins"}
 
 
-def not_gang_scheduling(gang: str, where: str, why: str) -> str:
-    flag = "volcano" if gang == "volcano" else "<scheduler name>"
-    return (f"--gang-scheduler {gang} with --mode operator: the MPI Operator ({where}) {why}, "
-            f"so it makes no PodGroup and its workers would not be gang-scheduled; use --mode "
-            f"pods (hvdk8s makes the PodGroup), or run the operator with "
-            f"--gang-scheduling={flag}")
+def not_gang_scheduling(gang: GangScheduler, where: str, why: str) -> str:
+    return (f"--gang-scheduler {gang.name} with --mode operator: the MPI Operator ({where}) "
+            f"{why}, so it makes no PodGroup and its workers would not be gang-scheduled; use "
+            f"--mode pods (hvdk8s makes the PodGroup), or run the operator with "
+            f"--gang-scheduling={gang.operator_flag_hint}")
 
 
-def _matches(gang: str, flag: str) -> bool:
-    return flag == "volcano" if gang == "volcano" else flag not in ("", "volcano")
-
-
-def precheck(client, gang: str) -> None:
+def precheck(client, gang: GangScheduler) -> None:
     """Refuse before creating anything when the operator's Deployment is readable and shows
     it does not gang-schedule for `gang`."""
     try:
@@ -47,28 +35,28 @@ def precheck(client, gang: str) -> None:
         return  # not readable: `confirm` checks after creating
     for dep in deps:
         flag = operator_gang_flag(dep)
-        if flag is not None and not _matches(gang, flag):
+        if flag is not None and not gang.operator_flag_ok(flag):
             where = f"{dep['metadata'].get('namespace')}/{dep['metadata']['name']}"
             why = (f"runs with --gang-scheduling={flag}" if flag else
                    "runs without --gang-scheduling")
             raise UserError(not_gang_scheduling(gang, where, why))
 
 
-def confirm(client, gang: str, name: str, ns: str, timeout: float, poll: float = 0.5) -> bool:
+def confirm(client, gang: GangScheduler, name: str, ns: str, timeout: float, poll: float = 0.5) -> bool:
     """After creating the MPIJob: True once its PodGroup appears; UserError when the
     operator makes worker pods without one; False when neither happens in `timeout`."""
     selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
     deadline = time.monotonic() + timeout
     while True:
-        if client.get(PODGROUP_KINDS[gang], names.pod_group(name), ns) is not None:
+        if client.get(api_kind(gang.podgroup), names.pod_group(name), ns) is not None:
             return True
         if client.items(POD, ns, label_selector=selector):
             # The operator creates the PodGroup before the workers in the same sync, so
             # workers without one mean it never will.
-            if client.get(PODGROUP_KINDS[gang], names.pod_group(name), ns) is None:
+            if client.get(api_kind(gang.podgroup), names.pod_group(name), ns) is None:
                 raise UserError(not_gang_scheduling(
                     gang, "its Deployment was not readable",
-                    f"created worker pods of job {name} but no {TITLES[gang]} PodGroup"))
+                    f"created worker pods of job {name} but no {gang.short_title} PodGroup"))
             return True
         if time.monotonic() >= deadline:
             return False

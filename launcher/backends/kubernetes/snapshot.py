@@ -27,8 +27,10 @@ from launcher.backends.kubernetes.client import (
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
     ApiError,
+    api_kind,
 )
 from launcher.errors import UsageError, UserError
+from mpijob.gang import kai, kueue, volcano
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
@@ -200,7 +202,8 @@ def _topology(node: dict, allocatable_gpus: int, notes: list[str]):
 
 # --- the snapshot -----------------------------------------------------------------------------
 def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
-               kueue_topologies: list[dict] | None = None) -> dict:
+               kueue_topologies: list[dict] | None = None,
+               kai_topologies: list[dict] | None = None) -> dict:
     """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
     A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
     labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
@@ -210,10 +213,18 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
                     for level in (t.get("spec") or {}).get("levels") or []}
     for name, pos in out.items():
         if pos.rack_label in kueue_levels or pos.block_label in kueue_levels:
-            out[name] = replace(pos, scheduler="kueue")
+            out[name] = replace(pos, scheduler=kueue.NAME)
+    # A level a KAI Topology lists is marked for KAI, with the Topology's name.
+    kai_levels = {level.get("nodeLabel"): t["metadata"]["name"] for t in kai_topologies or []
+                  for level in (t.get("spec") or {}).get("levels") or []}
+    for name, pos in out.items():
+        for label in (pos.rack_label, pos.block_label):
+            if label in kai_levels:
+                out[name] = replace(pos, scheduler=kai.NAME, topology=kai_levels[label])
+                break
     for name, where in hypernode_positions(hypernodes or [], labels_of).items():
         out[name] = replace(out[name], rack=where["rack"], block=where["block"] or out[name].block,
-                            rack_label=None, block_label=None, scheduler="volcano")
+                            rack_label=None, block_label=None, scheduler=volcano.NAME)
     return out
 
 
@@ -221,10 +232,11 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
                    label_keys=None, kueue_topologies: list[dict] | None = None,
                    resource_slices: list[dict] | None = None,
                    resource_claims: list[dict] | None = None,
-                   compute_domains: bool = False) -> Snapshot:
+                   compute_domains: bool = False,
+                   kai_topologies: list[dict] | None = None) -> Snapshot:
     """Pure: Node/Pod (and Volcano HyperNode) dicts as the API returns them -> Snapshot."""
     notes: list[str] = []
-    network = _positions(nodes, hypernodes, label_keys, kueue_topologies)
+    network = _positions(nodes, hypernodes, label_keys, kueue_topologies, kai_topologies)
 
     # Devices published by the GPU DRA driver, and those its claims hold: really free
     # GPUs with their UUIDs, without the topology agent.
@@ -424,6 +436,8 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
             topologies = _optional_items(client, kind)
             if topologies:
                 break
+    kai_topologies = (_optional_items(client, api_kind(kai.TOPOLOGY))
+                      if kai.TOPOLOGY.group in groups else [])
     slices: list[dict] = []
     claims: list[dict] = []
     if RESOURCE_SLICE.group in groups and client.serves(RESOURCE_SLICE):
@@ -436,7 +450,8 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
     pods, skipped = _readable_pods(client, POD, namespace, keep=keep, cached=cached)
     # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
     domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
-    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims, domains)
+    snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims, domains,
+                          kai_topologies)
     return replace(snap, skipped=skipped) if skipped else snap
 
 

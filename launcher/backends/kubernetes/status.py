@@ -35,6 +35,9 @@ FAILED_TAIL_LINES = 20
 # The measured rate, recorded on the root by `get`/`wait` once the job is done: `list` reads
 # it from the roots it lists anyway, where reading every launcher log would cost a call a job.
 ANNOTATION_IMAGES_PER_SEC = f"{names.GROUP}/images-per-sec"
+# "REASON: message" of a failure hvdk8s decided (start_guard: StartTimeout) and recorded on
+# the root, whose own status cannot say it (a suspended Job or MPIJob is not Failed).
+ANNOTATION_FAILED = f"{names.GROUP}/failed"
 
 
 # --- small readers ----------------------------------------------------------------------------
@@ -204,6 +207,10 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
     failed = condition(root, fail_type)
     if failed:
         return FAILED, failed.get("reason") or "Failed", failed.get("message")
+    recorded = annotations_of(root).get(ANNOTATION_FAILED)
+    if recorded:
+        reason, _, message = recorded.partition(": ")
+        return FAILED, reason, message or None
     workers = _worker_pods(pods)
     launchers = _launcher_pods(pods)
     for w in workers:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import glob
 import os
 import shutil
 import socket
@@ -119,6 +120,28 @@ class LocalBackend(BaseBackend):
     @property
     def namespace(self) -> str:
         return self._namespace
+
+    runs_here = True
+
+    def check_spec(self, spec: JobSpec) -> builtins.list[str]:
+        """What only pods have is refused, not ignored: a job whose data mount silently went
+        missing would read nothing or the wrong files."""
+        pod_only = [flag for flag, given in (("--data", spec.data), ("--data-dir", spec.data_dirs),
+                                             ("--service-account", spec.service_account),
+                                             ("--pod-patch", spec.pod_patches)) if given]
+        if pod_only:
+            raise UsageError(f"{pod_only[0]} applies to Kubernetes pods; this job runs on this "
+                             "machine (local backend), where the ranks are processes that "
+                             "read its files directly (give the path in your command or "
+                             "--benchmark-data-dir)")
+        if spec.working_dir and not os.path.isdir(spec.working_dir):
+            raise UsageError(f"--working-dir {spec.working_dir}: no such directory on this machine")
+        data_dir = spec.benchmark.data_dir
+        if spec.runs_benchmark and data_dir and not glob.glob(os.path.join(data_dir, "train-*-of-*")):
+            raise UsageError(f"--benchmark-data-dir {data_dir}: no ImageNet TFRecords "
+                             "(train-*-of-*) there; make a small set with "
+                             "python scripts/make_imagenet_tfrecords.py DIR")
+        return []
 
     # ------------------------------------------------------------------ submit
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,

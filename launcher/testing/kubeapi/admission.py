@@ -10,10 +10,13 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import threading
 
-from . import errors, podsecurity
+from . import errors
+from .podsecurity import PodSecurity
 from .podutil import overcommit_allowed, qos_class
 from .quantity import canonical, is_quantity, parse_quantity
+from .quota import admit_quota, apply_limit_ranges, default_limit_range
 from .selectors import LabelSelector
 from .util import deepcopy, now_rfc3339
 from .validation import check_annotations, check_labels, check_name, q
@@ -36,6 +39,16 @@ class Admission:
         # Admission webhooks of installed components: fn(rt, obj, store) mutates obj or
         # raises an ApiError, on create only (each component's module cites its webhook).
         self.webhooks: list = []
+        # Pod Security Admission (podsecurity.py): its defaults are the cluster's
+        # PodSecurityConfiguration; KubeAPIServer(pod_security=...) sets them.
+        self.pod_security = PodSecurity()
+        self._local = threading.local()  # warnings of the request this thread serves
+
+    def take_warnings(self) -> list[str]:
+        """Warnings admission gave the current request (the `Warning: 299` headers)."""
+        out = getattr(self._local, "warnings", [])
+        self._local.warnings = []
+        return out
 
     # -- create ---------------------------------------------------------------------------------
     def default(self, rt, obj: dict) -> None:
@@ -63,15 +76,24 @@ class Admission:
             _default_secret(obj)
         elif key == "apiextensions.k8s.io/customresourcedefinitions":
             _default_crd(obj)
+        elif key == "/limitranges":
+            default_limit_range(obj)
         if rt.custom or key in ("batch/jobs", "/pods"):
             obj["metadata"]["generation"] = 1
 
     def admit(self, rt, obj: dict) -> None:
         """Admission checks that need cluster state (caller holds the store lock)."""
+        self._local.warnings = []
         for hook in list(self.webhooks):
             hook(rt, obj, self.store)
+        # kube-apiserver's plugin order: mutating LimitRanger, then validating
+        # PodSecurity, then ResourceQuota last (pkg/kubeapiserver/options/plugins.go).
+        apply_limit_ranges(rt, obj, self.store)
+        if rt.key == "/pods":  # PrepareForCreate runs after mutating admission
+            obj["status"]["qosClass"] = qos_class(obj)
+        self._local.warnings = self.pod_security.admit(rt, obj, self.store)
+        admit_quota(rt, obj, self.store)
         if rt.key == "/pods":
-            podsecurity.admit_pod(obj, self.store)
             ns, sa = obj["metadata"]["namespace"], obj["spec"]["serviceAccountName"]
             if self.store.get("/serviceaccounts", ns, sa) is None:
                 raise errors.forbidden("", "pods", obj["metadata"].get("name"),

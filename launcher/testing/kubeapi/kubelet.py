@@ -95,6 +95,9 @@ class _Pod:
     start_stamp: str
     started: bool = False
     containers: dict[str, _Container] = field(default_factory=dict)
+    # container -> its waiting state while it cannot start (image pull, config errors)
+    waiting: dict[str, dict] = field(default_factory=dict)
+    pull_failures: int = 0
 
 
 def _cid(uid: str, name: str, attempt: int) -> str:
@@ -113,6 +116,8 @@ class Kubelet(Loop):
         self.restart_delay = restart_delay  # stands in for CrashLoopBackOff's 10s+ back-off
         self.clock = clock
         self.scripts: list[PodScript] = []
+        # Image references no registry serves: reference -> the runtime's error text.
+        self.unpullable: dict[str, str] = {}
         self._lock = threading.Lock()
         self._pods: dict[str, _Pod] = {}
         self._ips: dict[str, int] = {}
@@ -160,9 +165,10 @@ class Kubelet(Loop):
                 if self._waits_for_attach(pod):
                     self._publish(pod, node, state, now)
                     continue
-                for c in state.containers.values():
-                    self._start(pod, c, now)
-                state.started = True
+                if not self._blocked(pod, node, state, now):
+                    for c in state.containers.values():
+                        self._start(pod, c, now)
+                    state.started = True
             if state.started:
                 for c in state.containers.values():
                     self._advance(pod, c, now)
@@ -199,6 +205,57 @@ class Kubelet(Loop):
         for c in pod["spec"].get("containers") or []:
             state.containers[c["name"]] = _Container(c["name"], c.get("image", ""))
         return state
+
+    # -- containers that cannot start -------------------------------------------------------------
+    def _blocked(self, pod: dict, node: dict, state: _Pod, now: float) -> bool:
+        """Why the pod's containers cannot be created yet; sets their waiting states.
+
+        kubelet/images/image_manager.go EnsureImageExists: a failed pull is ErrImagePull,
+        then ImagePullBackOff until the back-off (10s doubling to 5m; restart_delay here)
+        lets it retry, which fails again as ErrImagePull; the pod stays Pending, a
+        `Failed` Warning event per attempt. kubelet_pods.go makeEnvironmentVariables: a
+        non-optional env from a missing Secret/ConfigMap or key is CreateContainerConfigError.
+        """
+        waiting = {}
+        for c in pod["spec"].get("containers") or []:
+            image = c.get("image", "")
+            if image in self.unpullable:
+                retry_at = state.waiting.get(c["name"], {}).get("_retry_at")
+                if retry_at is not None and now < retry_at:
+                    waiting[c["name"]] = {"reason": "ImagePullBackOff",
+                                          "message": f'Back-off pulling image "{image}"',
+                                          "_retry_at": retry_at}
+                    continue
+                err = self.unpullable[image]
+                state.pull_failures += 1
+                events.record(self.store, pod, "Warning", "Failed",
+                              f'Failed to pull image "{image}": {err}', "kubelet",
+                              node["metadata"]["name"])
+                waiting[c["name"]] = {"reason": "ErrImagePull", "message": err,
+                                      "_retry_at": now + self.restart_delay}
+                continue
+            why = self._config_error(pod, c)
+            if why:
+                waiting[c["name"]] = {"reason": "CreateContainerConfigError", "message": why}
+        state.waiting = waiting
+        return bool(waiting)
+
+    def _config_error(self, pod: dict, c: dict) -> str | None:
+        ns = pod["metadata"]["namespace"]
+        for e in c.get("env") or []:
+            ref = (e.get("valueFrom") or {})
+            for key, kind, plural in (("secretKeyRef", "Secret", "/secrets"),
+                                      ("configMapKeyRef", "ConfigMap", "/configmaps")):
+                r = ref.get(key)
+                if not r or r.get("optional"):
+                    continue
+                obj = self.store.get(plural, ns, r.get("name", ""))
+                if obj is None:
+                    return f'{kind.lower()} "{r.get("name")}" not found'
+                data = {**(obj.get("data") or {}), **(obj.get("binaryData") or {})}
+                if r.get("key") not in data:
+                    return f"couldn't find key {r.get('key')} in {kind} {ns}/{r.get('name')}"
+        return None
 
     def _start(self, pod: dict, c: _Container, now: float) -> None:
         uid = pod["metadata"]["uid"]
@@ -263,8 +320,10 @@ class Kubelet(Loop):
             cs = {"name": name, "image": c.image, "imageID": _image_id(c.image),
                   "restartCount": c.restarts, "lastState": c.last_state}
             if not state.started:
+                blocked = {k: v for k, v in state.waiting.get(name, {}).items()
+                           if not k.startswith("_")}
                 cs.update(ready=False, started=False,
-                          state={"waiting": {"reason": "ContainerCreating"}})
+                          state={"waiting": blocked or {"reason": "ContainerCreating"}})
             elif c.exit_code is None:
                 cs.update(ready=self._ready(c, specs.get(name, {}), now), started=True,
                           containerID=c.cid, state={"running": {"startedAt": c.started_stamp}})

@@ -109,6 +109,8 @@ BUILTIN: list[ResourceType] = [
     # the attach/detach model (attachdetach.py) goes by.
     _core("persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _core("serviceaccounts", "ServiceAccount", True, ("sa",)),
+    _core("resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
+    _core("limitranges", "LimitRange", True, ("limits",)),
     ResourceType("batch", "v1", "jobs", "Job", subresources=("status",)),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", subresources=("status",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
@@ -144,6 +146,10 @@ OPTIONAL: dict[str, list[ResourceType]] = {
                               short=("pg", "pgs")),
                           _cr("scheduling.x-k8s.io", "v1alpha1", "elasticquotas",
                               "ElasticQuota", short=("eq", "eqs"))],
+    # KAI Scheduler (launcher/testing/kubeapi/kai.py): its CRDs as its Helm chart installs them.
+    "kai": [_cr("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", short=("pg",)),
+            _cr("scheduling.run.ai", "v2", "queues", "Queue", False, short=("q",)),
+            _cr("kai.scheduler", "v1alpha1", "topologies", "Topology", False)],
     "kueue": [_cr("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue",
                   short=("queue", "queues", "lq")),
               _cr("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False,
@@ -156,9 +162,10 @@ OPTIONAL: dict[str, list[ResourceType]] = {
 ALIASES = {"mpijobs": "mpijob", "mpijobs.kubeflow.org": "mpijob", "kubeflow.org": "mpijob",
            "mpi-operator": "mpijob", "scheduling.volcano.sh": "volcano",
            "scheduling.x-k8s.io": "scheduler-plugins", "kueue.x-k8s.io": "kueue",
-           "coscheduling": "scheduler-plugins"}
+           "coscheduling": "scheduler-plugins", "scheduling.run.ai": "kai"}
 # Scheduler names the gang schedulers register under.
-GANG_SCHEDULERS = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
+GANG_SCHEDULERS = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler",
+                   "kai": "kai-scheduler"}
 
 
 @dataclass

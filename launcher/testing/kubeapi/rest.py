@@ -39,6 +39,11 @@ def _truthy(v: str | None) -> bool:
     return (v or "").lower() in ("true", "1")
 
 
+def _quote(text: str) -> str:
+    """apimachinery's NewWarningHeader: the text as an RFC 7230 quoted-string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _dry_run(query: dict, body: dict | None = None) -> bool:
     if query.get("dryRun") == "All":
         return True
@@ -142,7 +147,10 @@ class Rest:
     def create(self, rt, ns, body: bytes, query) -> Response:
         data = _decode(body)
         obj = self.objects.create(rt, data, ns, dry_run=_dry_run(query))
-        return Response(201, obj)
+        warnings = self.objects.admission.take_warnings()
+        # One `Warning: 299 - "text"` header per warning (apiserver's warning.AddWarning).
+        return Response(201, obj, {"Warning": ", ".join(f'299 - "{_quote(w)}"' for w in warnings)}
+                        if warnings else {})
 
     def update(self, rt, ns, name, sub, body: bytes, query) -> Response:
         obj = self.objects.update(rt, ns or "", name, _decode(body), sub, _dry_run(query))

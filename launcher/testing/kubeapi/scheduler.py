@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from decimal import Decimal
 
-from . import events
+from . import events, kai, workloads
 from .controller import Loop
 from .coscheduling import (
     GROUP_LABEL,
@@ -40,6 +40,7 @@ GANG = {
                 "key": "scheduling.volcano.sh/podgroups", "ready_phase": "Running"},
     # Coscheduling reads this one label (pkg/util/podgroup.go GetPodGroupLabel).
     "scheduler-plugins": {"label": (GROUP_LABEL,), "key": "scheduling.x-k8s.io/podgroups"},
+    "kai": {"annotation": kai.GROUP_ANNOTATION, "key": kai.PODGROUP_KEY},
 }
 
 
@@ -199,6 +200,8 @@ class Scheduler(Loop):
         self.coscheduling = Coscheduling()  # the plugin's state: waiting pods, caches
         self._last_sig = None
         self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
+        self._reported_pg: dict[tuple, str] = {}  # (PodGroup uid, reason) -> last event
+        self.workload_api = False  # serve_workload_api(): the GangScheduling plugin is on
 
     def enable(self, scheduler_name: str, gang: str | None = None) -> None:
         """Act as `scheduler_name` too (gang: 'volcano' or 'scheduler-plugins' semantics)."""
@@ -212,7 +215,9 @@ class Scheduler(Loop):
         st = self.store
         with st.lock:
             sig = (st.last_rv("/nodes"), st.last_rv("/pods"),
-                   *(st.last_rv(g["key"]) for g in GANG.values()), tuple(self.names))
+                   *(st.last_rv(g["key"]) for g in GANG.values()), st.last_rv(kai.QUEUE_KEY),
+                   st.last_rv(workloads.WORKLOAD_KEY),
+                   tuple(self.names))
             now = self.clock()
             if sig == self._last_sig and not self._timer_due(now):
                 return  # nothing changed since the last attempt: same answer
@@ -239,12 +244,18 @@ class Scheduler(Loop):
         usage = Usage(pods)
         groups: dict[tuple, list[dict]] = {}
         cosched: list[dict] = []
+        gangs: dict[tuple, list[dict]] = {}
         for pod in pending:
+            if self.workload_api and (key := workloads.gang_key(pod)) is not None:
+                gangs.setdefault(key, []).append(pod)
+                continue
             gang = self.names.get(pod["spec"].get("schedulerName", DEFAULT))
             if gang == "scheduler-plugins":
                 cosched.append(pod)
                 continue
             group = self._group_of(pod, gang) if gang else None
+            if gang == "kai" and not group:
+                continue  # KAI schedules a pod once the podgrouper has given it a PodGroup
             if group:
                 groups.setdefault((gang, pod["metadata"]["namespace"], group), []).append(pod)
                 continue
@@ -257,6 +268,8 @@ class Scheduler(Loop):
             self._schedule_gang(gang, ns, group, members, pods, nodes, usage)
         if cosched:
             self._cosched_cycle(cosched, pods, nodes, usage, now)
+        for key, members in gangs.items():
+            self._workload_gang(key, members, pods, nodes, usage)
 
     def _enqueue(self, nodes, pods) -> None:
         """Volcano's enqueue action for PodGroups not yet Inqueue (volcano.py)."""
@@ -303,7 +316,7 @@ class Scheduler(Loop):
         events.record(self.store, bound, "Normal", "Scheduled",
                       f"Successfully assigned {m['namespace']}/{m['name']} to {node}", component)
 
-    def _unschedulable(self, pod, msg, component=DEFAULT) -> None:
+    def _unschedulable(self, pod, msg, component=DEFAULT, reason="FailedScheduling") -> None:
         m = pod["metadata"]
         cond = get_condition(pod, "PodScheduled")
         if not cond or cond.get("message") != msg or cond.get("status") != "False":
@@ -312,7 +325,7 @@ class Scheduler(Loop):
                 now_rfc3339()))
         if self._reported.get(m["uid"]) != msg:
             self._reported[m["uid"]] = msg
-            events.record(self.store, pod, "Warning", "FailedScheduling", msg, component)
+            events.record(self.store, pod, "Warning", reason, msg, component)
 
     def _schedule_gang(self, gang, ns, group, members, pods, nodes, usage) -> None:
         """Volcano: bind every pending member only if minMember pods can run at once."""
@@ -321,6 +334,9 @@ class Scheduler(Loop):
         pg = self.store.get(spec["key"], ns, group)
         if pg is None:
             return  # real gang schedulers leave pods pending until their PodGroup exists
+        if gang == "kai":
+            self._kai_gang(pg, members, pods, nodes, usage, component)
+            return
         if dig(pg, "status.phase") in (None, "", "Pending"):
             msg = ("pod group is not enqueued (Pending): its minResources do not fit the "
                    "idle resources")
@@ -352,6 +368,85 @@ class Scheduler(Loop):
         for pod, node in placed:
             self._bind(pod, node, usage, component)
         self._pg_status(spec["key"], ns, group, spec["ready_phase"], None)
+
+    def _kai_gang(self, pg, members, pods, nodes, usage, component) -> None:
+        """KAI's allocate action for one PodGroup (kai.py cites it)."""
+        m = pg["metadata"]
+        queue = dig(pg, "spec.queue") or kai.DEFAULT_QUEUE
+        if self.store.get(kai.QUEUE_KEY, "", queue) is None:
+            return  # "Queue '<q>' does not exist": the PodGroup is left out of the session
+        min_member = int(dig(pg, "spec.minMember") or 1)
+        group = m["name"]
+        alive = [p for p in pods if not is_terminal(p) and p["metadata"]["namespace"] ==
+                 m["namespace"] and kai.podgroup_of(p) == group]
+        gated = [p for p in alive if p["spec"].get("schedulingGates")]
+        if len(alive) - len(gated) < min_member:
+            kai.record_podgroup_event(self.store, pg, "NotReady", kai.not_ready_message(
+                min_member, len(alive), len(gated)), self._reported_pg)
+            return
+        bound = [p for p in alive if p["spec"].get("nodeName")]
+        trial, placed, per_node = usage.copy(), [], []
+        for pod in members:
+            node, per_node = self._place_reasons(pod, nodes, trial)
+            if node is None:
+                break
+            trial.add(node, pod)
+            placed.append((pod, node))
+        if len(placed) < len(members) and len(bound) + len(placed) < min_member:
+            msg = kai.gang_message(len(bound) + len(placed), min_member, kai.fit_error(per_node))
+            kai.record_podgroup_event(self.store, pg, "Unschedulable", msg, self._reported_pg)
+            self.store.mutate(kai.PODGROUP_KEY, m["namespace"], group, lambda g: kai.
+                              mark_unschedulable(g.setdefault("status", {}), msg))
+            for pod in members:  # markTaskUnschedulable: v1.PodReasonUnschedulable
+                self._unschedulable(pod, msg, component, reason="Unschedulable")
+            return
+        for pod, node in placed:
+            self._bind(pod, node, usage, component)
+        self.store.mutate(kai.PODGROUP_KEY, m["namespace"], group, lambda g: g.setdefault(
+            "status", {}).__setitem__("schedulingConditions", []))
+
+    def _workload_gang(self, key, members, pods, nodes, usage) -> None:
+        """kube-scheduler's GangScheduling plugin for one pod group (workloads.py)."""
+        ns, name, pod_group, _ = key
+        pol = workloads.policy(self.store.get(workloads.WORKLOAD_KEY, ns, name), pod_group)
+        if pol is None:
+            return  # PreEnqueue: no Workload (or no such pod group) yet
+        need = workloads.min_count(pol)
+        if need is None:  # basic policy: scheduled one by one
+            for pod in members:
+                node, msg = self._place(pod, nodes, usage)
+                if node:
+                    self._bind(pod, node, usage)
+                else:
+                    self._unschedulable(pod, msg)
+            return
+        group = [p for p in pods if not is_terminal(p) and workloads.gang_key(p) == key]
+        if len(group) < need:
+            return  # PreEnqueue: fewer than minCount pods observed
+        assigned = sum(1 for p in group if p["spec"].get("nodeName"))
+        trial, placed, unfit = usage.copy(), [], []
+        for pod in members:
+            node, msg = self._place(pod, nodes, trial)
+            if node is None:
+                unfit.append((pod, msg))
+                continue
+            trial.add(node, pod)
+            placed.append((pod, node))
+        for pod, msg in unfit:
+            self._unschedulable(pod, msg)
+        if assigned + len(placed) < need:
+            return  # the fitting members wait at Permit: nothing is bound
+        for pod, node in placed:
+            self._bind(pod, node, usage)
+
+    def _place_reasons(self, pod, nodes, usage) -> tuple[str | None, list[list[str]]]:
+        per_node = []
+        for node in nodes:
+            failed = filter_node(pod, node, usage)
+            if not failed:
+                return node["metadata"]["name"], []
+            per_node.append(failed)
+        return None, per_node
 
     def _pg_status(self, key, ns, name, phase, msg) -> None:
         def edit(pg):

@@ -14,12 +14,14 @@ from .auth import Policy, Tokens
 from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
+from .kai import KaiPodGrouper
 from .kubelet import Kubelet, PodScript, Run
 from .kueue import DEFAULT_FRAMEWORKS_V0_14, Kueue, cluster_queue, local_queue, manager_config
 from .lifecycle import Objects
 from .logs import LogBook
 from .mpi_operator import MPIOperator
 from .podutil import set_condition
+from .quota import QuotaController
 from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceType
 from .rest import Rest
 from .scheduler import Scheduler
@@ -53,11 +55,13 @@ class KubeAPIServer:
     def __init__(self, *, token: str | None = None, user: str = "kubernetes-admin",
                  controllers: bool = True, tick: float = 0.02, start_delay: float = 0.05,
                  readiness_delay: float = 0.0, restart_delay: float = 0.05,
-                 version: str = "v1.31.0"):
+                 version: str = "v1.31.0", pod_security: dict | None = None):
         self.version = version
         self.store = Store()
         self.registry = Registry()
         self.admission = Admission(self.store, self.registry)
+        if pod_security is not None:  # e.g. {"enforce": "privileged"}: a kind cluster
+            self.admission.pod_security.defaults = dict(pod_security)
         self.objects_api = Objects(self.store, self.registry, self.admission)
         self.logbook = LogBook()
         self.rest = Rest(self.store, self.registry, self.objects_api, self.logbook)
@@ -71,12 +75,14 @@ class KubeAPIServer:
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
                                restart_delay)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
+        self.quotas = QuotaController(self.store, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
         self.dra = None  # launcher.testing.kubeapi.dra.install_dra() serves resource.k8s.io/v1
         # compute_domain.install_compute_domains() serves resource.nvidia.com ComputeDomains
         self.compute_domains = None
         self.kueue: Kueue | None = None  # install_kueue() deploys it
+        self.kai: KaiPodGrouper | None = None  # install_kai() deploys its podgrouper
         # Volcano's pod webhook (volcano.py); set .version to "v1.5.0" for the older check.
         self.volcano_webhook = VolcanoWebhook()
         self.controllers = controllers
@@ -131,9 +137,9 @@ class KubeAPIServer:
 
     @property
     def loops(self):
-        extra = tuple(c for c in (self.kueue, self.mpi_operator) if c is not None)
+        extra = tuple(c for c in (self.kueue, self.kai, self.mpi_operator) if c is not None)
         dra = tuple(c for c in (self.compute_domains, self.dra) if c is not None)
-        return (*dra, self.scheduler, *extra, self.jobs, self.kubelet)
+        return (*dra, self.scheduler, *extra, self.jobs, self.kubelet, self.quotas)
 
     @property
     def port(self) -> int:
@@ -155,11 +161,14 @@ class KubeAPIServer:
             self.scheduler.step()
             if self.kueue is not None:
                 self.kueue.step()
+            if self.kai is not None:
+                self.kai.step()
             if self.mpi_operator is not None:
                 self.mpi_operator.step()
             self.jobs.step()
             self.kubelet.step()
             self.jobs.step()
+            self.quotas.step()
 
     def wait_for(self, predicate, timeout: float = 10.0, interval: float = 0.02):
         """Poll predicate() until truthy (stepping the loops when they are not threaded)."""
@@ -311,6 +320,25 @@ class KubeAPIServer:
         return self.kubelet.add_script(PodScript(match, selector, namespace, container, runs,
                                                  ready_after))
 
+    def set_pod_security(self, namespace: str, **levels: str) -> dict:
+        """Label a namespace pod-security.kubernetes.io/<mode>=<level> (enforce, warn,
+        audit; None removes the label), as `kubectl label ns` would."""
+        def edit(ns):
+            labels = ns["metadata"].setdefault("labels", {})
+            for mode, level in levels.items():
+                if level is None:
+                    labels.pop(f"pod-security.kubernetes.io/{mode}", None)
+                else:
+                    labels[f"pod-security.kubernetes.io/{mode}"] = level
+        return self.store.mutate("/namespaces", "", namespace, edit)
+
+    def unpullable_image(self, image: str, message: str | None = None) -> None:
+        """Make `image` a reference no registry serves: its pods go ErrImagePull, then
+        ImagePullBackOff (kubelet.py), with containerd's not-found text by default."""
+        self.kubelet.unpullable[image] = message or (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
+            f'failed to resolve reference "{image}": {image}: not found')
+
     # -- optional API groups -----------------------------------------------------------------------
     @staticmethod
     def _bundle(name: str) -> str:
@@ -387,6 +415,27 @@ class KubeAPIServer:
             if self.controllers and self._httpd is not None:
                 kueue.start()
         return kueue
+
+    def install_kai(self) -> KaiPodGrouper:
+        """KAI Scheduler's CRDs, its scheduler (kai-scheduler) and podgrouper (kai.py)."""
+        self.install_group("kai")
+        if self.kai is None:
+            self.kai = KaiPodGrouper(self.store, self.registry, self.objects_api, self.tick)
+            if self.controllers and self._httpd is not None:
+                self.kai.start()
+        return self.kai
+
+    def serve_workload_api(self) -> None:
+        """Kubernetes 1.35 with the GenericWorkload gate and scheduling.k8s.io/v1alpha1 on:
+        the Workload API served and kube-scheduler's GangScheduling plugin (workloads.py)."""
+        self.registry.add(ResourceType("scheduling.k8s.io", "v1alpha1", "workloads",
+                                       "Workload"))
+        self.scheduler.workload_api = True
+
+    def kai_queue(self, name: str) -> None:
+        """A KAI Queue (scheduling.run.ai/v2, cluster-scoped; quotas are not modelled)."""
+        self.create({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+                     "metadata": {"name": name}, "spec": {}})
 
     def kueue_queue(self, name: str, quota: dict, namespace: str = "default") -> None:
         """A LocalQueue `name` in `namespace` over a ClusterQueue `name` with this quota."""
