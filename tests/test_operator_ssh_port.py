@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,10 +63,11 @@ def test_operator_launcher_ssh_reaches_the_workers_sshd_port(tmp_path, image_por
     # which is the image's: the same number as its sshd_config).
     ssh = tmp_path / "bin" / "ssh"
     ssh.parent.mkdir()
-    ssh.write_text(f"""#!/usr/bin/env python3
+    # The test's own interpreter and checkout: the module's imports need the project.
+    ssh.write_text(f"""#!{sys.executable}
 import sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
-from test_operator_ssh_port import _ssh_port
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from tests.test_operator_ssh_port import _ssh_port
 port = _ssh_port(sys.argv[1:]) or {image_port}
 open({str(calls)!r}, "a").write(str(port) + "\\n")
 sys.exit(0 if port == {listen} else 255)

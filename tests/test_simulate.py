@@ -224,3 +224,51 @@ def test_cli_writes_the_tables_other_figures_to_summary_extra_csv(tmp_path: Path
     assert (row["jobs_completed"], row["jobs_dropped"]) == ("2", "1")
     assert 0 < float(row["multi_gpu_scaling_efficiency"]) <= 1
     assert float(row["makespan_s"]) > 0 and int(row["place_calls"]) >= 2
+
+
+def test_plots_show_each_figure_in_the_unit_of_the_table(tmp_path: Path, monkeypatch):
+    """What the comparison plot draws for a policy is the number its table row prints, in the
+    unit its title names (utilisation in %, not 0..1 beside a table in %)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    drawn = []
+    real_bar, real_title = Axes.bar, Axes.set_title
+    monkeypatch.setattr(Axes, "bar", lambda ax, x, h, *a, **k: (
+        drawn.append([ax, list(x), list(h)]), real_bar(ax, x, h, *a, **k))[1])
+    monkeypatch.setattr(Axes, "set_title", lambda ax, t, *a, **k: (
+        [d.append(t) for d in drawn if d[0] is ax and len(d) == 3], real_title(ax, t, *a, **k))[1])
+    result = CliRunner().invoke(app, ["simulate", "--nodes", "30", "--jobs", "200", "--seed", "5",
+                                      "--out", str(tmp_path / "sim")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    table = {line.split()[0]: line.split() for line in result.stdout.splitlines()
+             if line.split()[:1] and line.split()[0] in ("topology", "binpack", "spread")}
+    # The comparison plot's title for each column of the table, with the table's unit.
+    titles = {1: "mean job completion time (h)", 2: "p95 job completion time (h)",
+              3: "mean predicted images/s per GPU (images/s)", 4: "GPU utilisation (%)",
+              5: "share of jobs on >1 node (%)", 6: "mean queueing delay (h)"}
+    by_title = {d[3]: d for d in drawn if len(d) == 4}
+    for cell, title in titles.items():
+        _, policies, heights, _ = by_title[title]
+        for policy, height in zip(policies, heights, strict=True):
+            printed = float(table[policy][cell].rstrip("h%").replace(",", ""))
+            assert height == pytest.approx(printed, abs=0.06), (title, policy)
+
+
+def test_summary_says_why_utilisation_is_low_from_the_run():
+    def run(load):
+        result = CliRunner().invoke(app, ["simulate", "--nodes", "30", "--jobs", "300", "--seed",
+                                          "5", "--load", str(load)], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        [line] = [ln for ln in result.stdout.splitlines() if ln.startswith("util is ")]
+        return result.stdout, line
+
+    out, light = run(0.3)
+    best = max(float(ln.split()[4].rstrip("%")) for ln in out.splitlines()
+               if ln.split()[:1] and ln.split()[0] in ("topology", "binpack", "spread"))
+    assert light.startswith(f"util is {best:.1f}% because the jobs need only ")
+    assert "raise --load" in light
+    _, busier = run(0.6)
+    assert busier != light  # computed from the run, not a fixed sentence

@@ -15,6 +15,7 @@ import typer
 from launcher.cli import options as opt
 from launcher.errors import UsageError
 from launcher.formats import calibration_file
+from launcher.formats.simreport import shown
 from launcher.output import plain_when_piped
 from mpijob.jobspec import defaults
 
@@ -189,7 +190,34 @@ def _count(n: int, noun: str) -> str:
 
 
 def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:,.2f}h"
+    return f"{shown('mean_jct_s', seconds):,.2f}h"
+
+
+def _percent(share: float, column: str = "gpu_utilization") -> str:
+    return f"{shown(column, share):.1f}%"
+
+
+def why_utilisation(result, total_gpus: int) -> str:
+    """Why utilisation is what it is, from the run: how much GPU time the jobs asked for while
+    they arrived, against the GPUs there were, and whether any job had to wait."""
+    done = [o for o in result.outcomes if o.dropped is None and o.ended_s is not None]
+    if not done:
+        return "util: no job completed"
+    first, last = min(o.job.submit_s for o in done), max(o.job.submit_s for o in done)
+    window = last - first
+    if window <= 0 or total_gpus <= 0:
+        return "util: all jobs arrived at once; utilisation is over the whole run"
+    asked = sum(o.job.gpus * (o.ended_s - o.started_s) for o in done) / (total_gpus * window)
+    m = result.summary
+    after = max(0.0, asked - m.gpu_utilization)  # run after the last arrival: not counted
+    if asked < 1:
+        return (f"util is {_percent(m.gpu_utilization)} because the jobs need only "
+                f"{_percent(asked)} of the {_count(total_gpus, 'GPU')} over the {_hours(window)} "
+                f"of arrivals, {_percent(after)} of it after the last arrival (not counted); "
+                f"mean queue {_hours(m.mean_queue_s)}: raise --load for a busier cluster")
+    return (f"util is {_percent(m.gpu_utilization)}: the jobs need {_percent(asked)} of the "
+            f"{_count(total_gpus, 'GPU')} over the {_hours(window)} of arrivals, so they queue "
+            f"(mean {_hours(m.mean_queue_s)})")
 
 
 def _print(results, seconds, snapshot, stream) -> None:
@@ -209,14 +237,16 @@ def _print(results, seconds, snapshot, stream) -> None:
     for r in results:
         m = r.summary
         table.add_row(m.policy, _hours(m.mean_jct_s), _hours(m.p95_jct_s),
-                      f"{m.mean_images_per_sec_per_gpu:,.1f}", f"{m.gpu_utilization:.1%}",
-                      f"{m.multi_node_share:.1%}", _hours(m.mean_queue_s),
+                      f"{shown('mean_images_per_sec_per_gpu', m.mean_images_per_sec_per_gpu):,.1f}",
+                      _percent(m.gpu_utilization), _percent(m.multi_node_share, 'multi_node_share'), _hours(m.mean_queue_s),
                       f"{m.multi_gpu_scaling_efficiency:.0%}")
     console = Console(highlight=False)
     console.print(plain_when_piped(console, table))
     console.print("JCT: job completion time (submit to end); util: GPU utilisation; queue: "
                   "mean wait before start; "
                   "eff.: mean predicted scaling efficiency of the multi-GPU jobs.")
+    if results:
+        console.print(why_utilisation(max(results, key=lambda r: r.summary.gpu_utilization), gpus))
     for r, s in zip(results, seconds, strict=True):
         m = r.summary
         console.print(f"{m.policy}: {_count(m.jobs_completed, 'job')} done, {m.jobs_dropped:,} "

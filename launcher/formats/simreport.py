@@ -22,14 +22,29 @@ THROUGHPUT_PNG = "throughput_per_gpu.png"
 
 # What each summary column means, for plot titles.
 _TITLES = {
-    "mean_jct_s": "mean job completion time (h)",
-    "p95_jct_s": "p95 job completion time (h)",
+    "mean_jct_s": "mean job completion time",
+    "p95_jct_s": "p95 job completion time",
     "mean_images_per_sec_per_gpu": "mean predicted images/s per GPU",
     "gpu_utilization": "GPU utilisation",
     "multi_node_share": "share of jobs on >1 node",
-    "mean_queue_s": "mean queueing delay (h)",
+    "mean_queue_s": "mean queueing delay",
 }
-_HOURS = {"mean_jct_s", "p95_jct_s", "mean_queue_s"}
+# The unit each summary column is shown in, by `hvdk8s simulate`'s table and the plots alike
+# (the plots drew utilisation and shares as 0..1 next to a table in %): (factor, unit).
+UNITS = {
+    "mean_jct_s": (1 / 3600, "h"), "p95_jct_s": (1 / 3600, "h"), "mean_queue_s": (1 / 3600, "h"),
+    "mean_images_per_sec_per_gpu": (1.0, "images/s"),
+    "gpu_utilization": (100.0, "%"), "multi_node_share": (100.0, "%"),
+}
+
+
+def shown(column: str, value: float) -> float:
+    """A summary figure in the unit the table and the plots show it in (UNITS)."""
+    return value * UNITS[column][0]
+
+
+def plot_title(column: str) -> str:
+    return f"{_TITLES[column]} ({UNITS[column][1]})"
 
 
 def _write_rows(path: Path, columns: Sequence[str], rows) -> None:
@@ -70,11 +85,9 @@ def write_plots(out: Path, results: Sequence[SimResult]) -> list[Path]:
 
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for ax, column in zip(axes.flat, SUMMARY_COLUMNS[1:], strict=True):
-        values = [getattr(r.summary, column) for r in results]
-        if column in _HOURS:
-            values = [v / 3600 for v in values]
+        values = [shown(column, getattr(r.summary, column)) for r in results]
         ax.bar(policies, values, color=colors)
-        ax.set_title(_TITLES[column], fontsize=10)
+        ax.set_title(plot_title(column), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Placement policies compared (same cluster, same job stream)")
     fig.tight_layout()

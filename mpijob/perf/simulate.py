@@ -29,7 +29,14 @@ is any other job of the same shape (pool, workers, GPUs per worker); an unchange
 gives the same placement, so it is reused; a backfill candidate that could not pass the
 rule even at perfect scaling on its pool's fastest GPU is not placed at all. Predictions
 are cached per (model, batch, placement shape), the shape being which GPUs of which kind of
-node each pod holds.
+node each pod holds, and whether the job gets cross-node NVLink.
+
+NVLink partitions (NVL72 racks, mpijob.scheduling.nvlink): a multi-node job whose nodes all
+share one partition, on a cluster that serves ComputeDomains, gets the IMEX channel and is
+priced at NVLink speed between its nodes (mpijob.perf.nvlink_domain), whichever policy
+placed it; otherwise its nodes meet on the network. `ignore_partitions=True` hides the
+partitions from placement only (the nodes `place` sees have no partition), so a run can
+show what partition-aware placement is worth against the same policy blind to them.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from mpijob.perf import perfmodel
+from mpijob.perf import nvlink_domain, perfmodel
 from mpijob.perf.simworkload import SimJob
 from mpijob.plural import plural
 from mpijob.scheduling import placement as placement_mod
@@ -62,6 +69,8 @@ class JobOutcome:
     nodes_used: int = 0
     scaling_efficiency: float = 1.0
     dropped: str | None = None  # why the job could never be placed
+    # Its nodes share an NVLink partition and it got the ComputeDomain channel.
+    nvlink_across_nodes: bool = False
 
     @property
     def started_s(self) -> float:
@@ -161,8 +170,11 @@ class _State:
     """Mutable free-GPU state, the per-pool views `place` sees, and the prediction cache."""
 
     def __init__(self, cluster: Cluster, precision: str,
-                 assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS):
+                 assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS,
+                 ignore_partitions: bool = False):
         self.nodes: list[Node] = list(cluster.nodes)
+        self.compute_domains = cluster.compute_domains
+        self.ignore_partitions = ignore_partitions
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.free = [n.gpus - len(n.allocated) for n in self.nodes]
         self.total_gpus = sum(n.gpus for n in self.nodes)
@@ -205,7 +217,11 @@ class _State:
     def snapshot(self, selector: tuple) -> Cluster:
         free = self.free
         nodes = self.nodes
-        return Cluster(tuple(nodes[i] for i in self.pools[selector] if free[i] > 0))
+        members = tuple(nodes[i] for i in self.pools[selector] if free[i] > 0)
+        if self.ignore_partitions:
+            members = tuple(replace(n, nvlink_domain=None) if n.nvlink_domain else n
+                            for n in members)
+        return Cluster(members, compute_domains=self.compute_domains)
 
     def take(self, name: str, gpus: Sequence[int], sign: int) -> None:
         i = self.index[name]
@@ -232,18 +248,28 @@ class _State:
             self.best_ips[key] = best
         return job.work_images / (job.gpus * best)
 
+    def channel(self, placement) -> bool:
+        """Whether the job gets a ComputeDomain channel, decided on the real nodes (not the
+        view `place` had), as placement.py's _with_compute_domain does for every policy."""
+        names = {a.node for a in placement.assignments}
+        return (self.compute_domains and len(names) > 1 and nvlink_domain.shared_domain(
+            [self.nodes[self.index[n]] for n in names]) is not None)
+
     def predict(self, job: SimJob, placement) -> perfmodel.Prediction:
         per_node: dict[int, list[tuple[int, ...]]] = {}
         for a in placement.assignments:
             per_node.setdefault(self.index[a.node], []).append(tuple(a.gpus))
         shape = tuple(sorted((self.node_kind[i], tuple(sorted(pods))) for i, pods in per_node.items()))
-        key = (job.model, job.batch_size, shape)
+        channel = self.channel(placement)
+        key = (job.model, job.batch_size, shape, channel)
         pred = self.predictions.get(key)
         if pred is None:
             pods = [(self.nodes[self.index[a.node]], tuple(a.gpus)) for a in placement.assignments]
+            assumptions = (replace(self.assumptions, nvlink_channel=True) if channel
+                           else self.assumptions)
             pred = perfmodel.predict_pods(model=job.model, batch_size=job.batch_size,
                                           precision=self.precision, pods=pods,
-                                          assumptions=self.assumptions)
+                                          assumptions=assumptions)
             self.predictions[key] = pred
         return pred
 
@@ -252,8 +278,10 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
              place: Callable | None = None, make_request: Callable | None = None,
              backfill_depth: int = DEFAULT_BACKFILL_DEPTH,
              progress: Callable[[int], None] | None = None,
-             assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS) -> SimResult:
-    """Run `jobs` (sorted by submit time) on `cluster` under `policy`.
+             assumptions: perfmodel.Assumptions = perfmodel.DEFAULT_ASSUMPTIONS,
+             ignore_partitions: bool = False) -> SimResult:
+    """Run `jobs` (sorted by submit time) on `cluster` under `policy`; with
+    `ignore_partitions`, placement does not see the nodes' NVLink partitions.
 
     `place(cluster, request, policy)` and `make_request(job)` default to mpijob.scheduling.placement's;
     `progress(n)` is called with the number of jobs finished or dropped so far."""
@@ -262,7 +290,7 @@ def simulate(cluster: Cluster, jobs: Sequence[SimJob], policy: str, *, precision
         make_request = make_request or (lambda j: placement_mod.PlacementRequest(
             workers=j.workers, gpus_per_worker=j.gpus_per_worker,
             node_selector=dict(j.node_selector)))
-    sim = _Simulation(_State(cluster, precision, assumptions), jobs, policy, place,
+    sim = _Simulation(_State(cluster, precision, assumptions, ignore_partitions), jobs, policy, place,
                       make_request, backfill_depth, progress)
     return sim.run()
 
@@ -368,7 +396,8 @@ class _Simulation:
         self.held[k] = pl.assignments
         self.outcomes[k] = JobOutcome(job, self.now, end, pred.images_per_sec,
                                       len({a.node for a in pl.assignments}),
-                                      pred.scaling_efficiency)
+                                      pred.scaling_efficiency,
+                                      nvlink_across_nodes=self.state.channel(pl))
         heapq.heappush(self.running, (end, self.seq, k))
         self.seq += 1
 
