@@ -131,3 +131,22 @@ def test_more_ranks_are_never_faster_per_gpu(job, gbps, nodes, per_node, code):
     per_gpu = base.images_per_sec / base.gpus
     assert wider.images_per_sec / wider.gpus <= per_gpu * (1 + 1e-9)
     assert longer.images_per_sec / longer.gpus <= per_gpu * (1 + 1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(job=jobs, gbps=st.floats(0.1, 400), transport=st.sampled_from(("tcp", "rdma")))
+def test_overlap_never_hides_more_than_the_backward_pass_lasts(job, gbps, transport):
+    a = Assumptions(transport=transport)
+    p = _predict(job, gbps=gbps, assumptions=a)
+    backward = a.backward_share * (p.compute_seconds + p.straggler_seconds)
+    hidden = p.allreduce_seconds - p.exposed_allreduce_seconds
+    assert hidden <= backward * (1 + 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(job=jobs, gbps=st.floats(0.1, 400))
+def test_rdma_is_never_slower_than_the_sockets(job, gbps):
+    job = {**job, "nodes": max(2, job["nodes"])}
+    tcp = _predict(job, gbps=gbps, assumptions=Assumptions(transport="tcp"))
+    rdma = _predict(job, gbps=gbps, assumptions=Assumptions(transport="rdma"))
+    assert rdma.images_per_sec >= tcp.images_per_sec * (1 - 1e-12)

@@ -188,8 +188,17 @@ ImagePullPolicy = Annotated[defaults.PullPolicy, choice(
     defaults.PullPolicy, "--image-pull-policy", help="When the kubelet pulls the image.", rich_help_panel=PANEL_PODS)]
 ShmSize = Annotated[str, typer.Option("--shm-size", help="/dev/shm size.", rich_help_panel=PANEL_PODS)]
 HostNetwork = Annotated[bool, typer.Option(
-    "--host-network", help="Run pods on the node's network (RDMA/InfiniBand without a CNI "
-    "for it).", rich_help_panel=PANEL_NETWORK)]
+    "--host-network", help="Run pods on the node's network (the node's NICs for TCP; RDMA "
+    "still needs --rdma: host networking does not give a container /dev/infiniband).",
+    rich_help_panel=PANEL_NETWORK)]
+Rdma = Annotated[defaults.RdmaChoice, choice(
+    defaults.RdmaChoice, "--rdma",
+    help="Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
+    "(or refuse, saying why), off, or auto: when the job spans several nodes and every "
+    "planned node offers them.", rich_help_panel=PANEL_NETWORK)]
+ExtraResource = Annotated[list[str] | None, typer.Option(
+    "--extra-resource", help="Another device resource per worker pod, NAME=N (e.g. "
+    "example.com/fpga=1); repeatable.", rich_help_panel=PANEL_PODS)]
 NetworkInterface = Annotated[str | None, typer.Option(
     "--network-interface", help="NIC for MPI/NCCL with --host-network.", rich_help_panel=PANEL_NETWORK)]
 LauncherCpu = Annotated[str, typer.Option(

@@ -36,6 +36,7 @@ def plan(
     compare: Annotated[bool, typer.Option(
         "--compare", help="Show every placement policy side by side.")] = False,
     cross_zone: opt.CrossZone = False,
+    rdma: opt.Rdma = defaults.RDMA,
     context: opt.Context = None,
     output: opt.Output = opt.TABLE,
     calibration: opt.Calibration = None,
@@ -62,14 +63,20 @@ def plan(
         unchecked = _unchecked_resources(request, result, snapshot, from_file=bool(cluster))
         if unchecked:
             data["explanation"].append(unchecked)
-        data["prediction"], why_not = _predict(model, batch_size, precision, result, snapshot,
-                                               calibration_file.assumptions(cal, cal_source))
+        data["prediction"], why_not, network = _predict(
+            model, batch_size, precision, result, snapshot,
+            calibration_file.assumptions(cal, cal_source), rdma)
+        if network is not None:
+            data["explanation"].extend(network.lines)
+            if network.warning:
+                data["explanation"].append(f"warning: {network.warning}")
+            data["network"] = _network_json(network)
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
         results.append((result, data))
     if compare:
         results.extend(_split_what_if(results, snapshot, model, batch_size, precision,
-                                      calibration_file.assumptions(cal, cal_source)))
+                                      calibration_file.assumptions(cal, cal_source), rdma))
 
     if compare:
         payload = {"compare": [d for _, d in results]}
@@ -83,7 +90,8 @@ def plan(
         raise typer.Exit(1)
 
 
-def _split_what_if(results, snapshot, model, batch_size, precision, assumptions) -> list:
+def _split_what_if(results, snapshot, model, batch_size, precision, assumptions,
+                   rdma=defaults.RDMA) -> list:
     """The topology placement inside one NVLink partition, against the same pods over two
     (mpijob.scheduling.placement_nvlink.split_in_two): what the partition is worth."""
     from mpijob.scheduling.placement_nvlink import split_in_two
@@ -92,8 +100,8 @@ def _split_what_if(results, snapshot, model, batch_size, precision, assumptions)
         alt = split_in_two(snapshot, result) if result.policy == "topology" else None
         if alt is not None:
             data = alt.to_json()
-            data["prediction"], why_not = _predict(model, batch_size, precision, alt, snapshot,
-                                                   assumptions)
+            data["prediction"], why_not, _ = _predict(model, batch_size, precision, alt,
+                                                      snapshot, assumptions, rdma)
             if why_not:
                 data["explanation"].append(f"no prediction: {why_not}")
             return [(alt, data)]
@@ -178,21 +186,35 @@ def _load_cluster(path: str | None, context: str | None):
     return cluster_snapshot(context=context, namespace=None)
 
 
-def _predict(model, batch_size, precision, result, snapshot, assumptions=None):
-    """(prediction JSON or None, why there is none or None)."""
+def _predict(model, batch_size, precision, result, snapshot, assumptions=None,
+             rdma=defaults.RDMA):
+    """(prediction JSON or None, why there is none or None, the NetworkPlan or None): on
+    the network --rdma gives the job (launcher.preparing.network_plan)."""
     if not result.feasible:
-        return None, None
+        return None, None, None
+    from launcher.preparing import network_plan
+
     try:
-        from mpijob.perf import perfmodel
-    except ImportError as exc:  # written by another part of the project
-        return None, f"the performance model is not available ({exc})"
+        decision = network_plan.decide(rdma, result, snapshot)
+    except ValueError as exc:  # --rdma on that the nodes cannot honour
+        raise UsageError(str(exc)) from None
     try:
-        prediction = perfmodel.predict(model=model, batch_size=batch_size, precision=precision,
-                                       placement=result, cluster=snapshot,
-                                       assumptions=assumptions or perfmodel.DEFAULT_ASSUMPTIONS)
+        network = network_plan.plan_network(rdma, model=model, batch_size=batch_size,
+                                            precision=precision, placement=result,
+                                            cluster=snapshot, assumptions=assumptions,
+                                            decision=decision)
     except ValueError as exc:  # PredictionError and unknown models
-        return None, str(exc)
-    return prediction.to_json(), None
+        return None, str(exc), network_plan.NetworkPlan(decision)
+    return network.prediction.to_json(), None, network
+
+
+def _network_json(network) -> dict:
+    d = network.decision
+    out = {"transport": d.transport, "reason": d.reason,
+           "rdma_resource": d.resource.name if d.resource else None}
+    if network.alternative is not None:
+        out["rdma_images_per_sec"] = network.alternative.images_per_sec
+    return out
 
 
 # --- tables for people --------------------------------------------------------------------

@@ -76,12 +76,18 @@ def node_rows(cluster, measured: dict[str, bool] | None = None, *, detail: bool 
             "topology_source": ("file" if measured is None else
                                 "agent" if measured.get(n.name) else "preset"),
             "zone": n.network.zone, "block": n.network.block, "rack": n.network.rack,
+            "rdma": [{"resource": r.name, "kind": r.kind, "allocatable": r.allocatable,
+                      "free": r.free} for r in n.rdma],
             "nvlink_domain": n.nvlink_domain,
         }
         if detail:
             row["links"] = [list(r) for r in n.topology.links]
         rows.append(row)
     return rows
+
+
+def _rdma_text(resources: list[dict]) -> str:
+    return " ".join(f"{r['resource']} {r['free']}/{r['allocatable']}" for r in resources) or "-"
 
 
 def job_rows(pods, namespace: str | None) -> list[dict]:
@@ -152,7 +158,8 @@ def top_node(
     backend: opt.Backend = None,
     output: opt.WideOutput = opt.TABLE,
 ):
-    """GPUs per node: total, allocated, free, and the free NVLink groups. With the local
+    """GPUs per node: total, allocated, free, the free NVLink groups and free RDMA
+    devices. With the local
     backend (no cluster configured, or --backend local): this machine's cores, memory and
     GPUs, and what its jobs hold."""
     if not cluster and _local(backend, context, TOP_NODE_HINT):
@@ -178,9 +185,10 @@ def top_node(
 
     console = _console()
     wide = output == "wide"  # + where each node sits in the network
+    rdma = any(r["rdma"] for r in rows)  # the column only where some node offers RDMA
     table = Table(_name_column(console, "NODE"), _name_column(console, "MODEL"), "GPUS",
-                  "ALLOCATED", "FREE", "FREE NVLINK GROUPS", "STATUS", "TOPOLOGY",
-                  *(("ZONE", "BLOCK", "RACK") if wide else ()))
+                  "ALLOCATED", "FREE", "FREE NVLINK GROUPS", *(["FREE RDMA"] if rdma else []),
+                  "STATUS", "TOPOLOGY", *(("ZONE", "BLOCK", "RACK") if wide else ()))
     for r in rows:
         status = "Ready" if r["ready"] else "NotReady"
         if r["cordoned"]:
@@ -188,8 +196,8 @@ def top_node(
         groups = " ".join("{" + _ranges(g) + "}" for g in r["free_nvlink_groups"]) or "-"
         table.add_row(r["node"], r["gpu_model"], str(r["gpus"]),
                       f"{len(r['allocated'])} ({_ranges(r['allocated'])})",
-                      f"{len(r['free'])} ({_ranges(r['free'])})", groups, status,
-                      r["topology_source"],
+                      f"{len(r['free'])} ({_ranges(r['free'])})", groups,
+                      *([_rdma_text(r["rdma"])] if rdma else []), status, r["topology_source"],
                       *((r["zone"] or "-", r["block"] or "-", r["rack"] or "-") if wide else ()))
     _print_table(console, table)
     print_partitions(console, partitions, _print_table)

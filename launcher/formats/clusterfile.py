@@ -20,6 +20,12 @@
         network: {zone: z1, block: b1, rack: r1, oversubscription: 3, scheduler: kueue}
                                      # where it sits (mpijob.scheduling.network); default: from the
                                      # labels by the keys of network_labels
+        resources:                   # free device-plugin resources other than GPUs, e.g.
+          rdma/rdma_shared_device_a: 63   # RDMA (mpijob.scheduling.rdma: rdma/... shared HCAs,
+                                          # nvidia.com|openshift.io|intel.com/... SR-IOV pools)
+        rdma_link: roce              # infiniband | roce: RoCE sets NCCL_IB_GID_INDEX
+        rdma_hcas: [mlx5_0]          # verbs devices the RDMA resource gives (NCCL_IB_HCA)
+        tcp_efficiency: 0.6          # fraction of line rate NCCL's sockets reach (measured)
         nvlinkDomain: 8f2c...e1.0    # the NVLink partition it shares with other nodes (an
                                      # NVL72 rack: <cluster UUID>.<clique id>); default: the
                                      # nvidia.com/gpu.clique label (mpijob.scheduling.nvlink)
@@ -55,7 +61,7 @@ import json
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -73,6 +79,7 @@ from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.spec import TaintEffect
 from mpijob.k8s.dra import DRIVER, DraDevice
 from mpijob.plural import plural
+from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 from mpijob.scheduling.network import (
     DEFAULT_LABEL_KEYS,
@@ -236,6 +243,14 @@ class NodeEntry(_Entry):
     nvlinkDomain: Annotated[str, BeforeValidator(_name)] | None = Field(  # noqa: N815 - the file's key
         None, description="<cluster UUID>.<clique id> (nvidia.com/gpu.clique)")
     dra: DraEntry | None = None
+    resources: dict[Annotated[str, Field(pattern=r"^[^/\s]+/[^/\s]+$")],
+                    Annotated[int, Field(ge=0)]] = Field(
+        {}, description="a mapping of extended resource names (domain/name) to free counts")
+    rdma_link: Literal["infiniband", "roce"] | None = Field(None, description="infiniband or roce")
+    rdma_hcas: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]] = Field(
+        [], description="a list of RDMA device names such as mlx5_0")
+    tcp_efficiency: float | None = Field(
+        None, gt=0, le=1, description="a fraction of line rate above 0, at most 1")
 
 
 class GenerateEntry(BaseModel):
@@ -483,6 +498,7 @@ class _Builder:
             taints=tuple(Taint(key=t.key, value=t.value, effect=t.effect) for t in e.taints),
             free_cpu=e.cpu, free_memory=e.memory, ready=e.ready, pcie_gen=e.pcie_gen,
             network=self._network(e.network, e.labels), dra_devices=_dra(e.dra, gpus),
+            rdma=_rdma(e), tcp_efficiency=e.tcp_efficiency,
             nvlink_domain=_nvlink_domain(e),
         )
 
@@ -533,6 +549,14 @@ class _Builder:
             except TopologyParseError as exc:
                 raise _Problem(f"topology: {path}: {exc}") from None
         return self._files[path]
+
+
+def _rdma(e: NodeEntry) -> tuple:
+    found = rdma.from_allocatable(e.resources)
+    if (e.rdma_link or e.rdma_hcas) and not found:
+        raise _Problem("rdma_link/rdma_hcas: the node lists no RDMA resource under resources "
+                       "(rdma/..., or an SR-IOV pool such as nvidia.com/...)")
+    return tuple(replace(r, link=e.rdma_link, hcas=tuple(e.rdma_hcas)) for r in found)
 
 
 def _nvlink_domain(e: NodeEntry) -> str | None:

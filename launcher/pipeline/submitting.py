@@ -66,6 +66,8 @@ class JobOptions:
     cross_zone: bool = False
     # auto is decided once the cluster is known (_with_gpu_request), not by the spec.
     gpu_request: defaults.GpuRequestChoice | None = None
+    rdma: defaults.RdmaChoice | None = None
+    extra_resource: Sequence[str] = ()  # NAME=N
     model: str | None = None
     batch_size: int | None = None
     num_batches: int | None = None
@@ -88,6 +90,16 @@ class JobOptions:
 
 def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
     return dict(parse_key_value(v, option) for v in values)
+
+
+def _counts(values: Sequence[str], option: str) -> dict[str, int]:
+    out = {}
+    for name, count in (parse_key_value(v, option) for v in values):
+        if not count.isdigit():
+            raise SpecError("extra_resources", f"{name}={count}: expected NAME=N with a whole "
+                            "number N", option=option)
+        out[name] = int(count)
+    return out
 
 
 def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
@@ -115,7 +127,7 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             launcher_cpu=o.launcher_cpu, launcher_memory=o.launcher_memory,
             scheduler_name=o.scheduler_name, placement_policy=o.placement,
             run_as_user=o.run_as_user, run_as_group=o.run_as_group,
-            start_timeout=o.start_timeout)
+            start_timeout=o.start_timeout, rdma=o.rdma)
         fields.update(
             command=command, shell=shell, gang=gang,
             env=_pairs(o.env, "-e/--env"),
@@ -128,6 +140,7 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             labels=_pairs(o.label, "--label"),
             annotations=_pairs(o.annotation, "--annotation"),
             image_pull_secrets=tuple(o.image_pull_secret),
+            extra_resources=_counts(o.extra_resource, "--extra-resource"),
             host_network=o.host_network, cross_zone=o.cross_zone,
             benchmark=_given(model=o.model, batch_size=o.batch_size,
                              num_batches=o.num_batches,
@@ -189,6 +202,12 @@ def describe_plan(plan: Plan) -> None:
             note(f"placement: {a.node} GPUs [{gpus}] ({plural(a.workers, 'worker')} in one pod)")
         for line in plan.placement.explanation:
             note(f"  {line}")
+    network = plan.network
+    if network is not None:
+        for line in network.lines:
+            note(line)
+        if network.warning:
+            note(f"warning: {network.warning}")
     if plan.prediction is not None:
         p = plan.prediction
         note(f"predicted: {p.images_per_sec:.0f} images/sec (step {p.step_seconds * 1000:.0f} ms: "
@@ -398,6 +417,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
     plan = backend.plan(spec, cluster, assumptions)
+    spec = plan.spec  # with what the plan decided (the RDMA device the workers request)
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
     describe_plan(plan)

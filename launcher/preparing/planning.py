@@ -10,9 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from launcher.errors import UserError
+from launcher.errors import UsageError, UserError
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
+    from launcher.preparing.network_plan import NetworkPlan
     from mpijob.jobspec.spec import JobSpec
     from mpijob.perf.perfmodel import Assumptions, Prediction
     from mpijob.scheduling.cluster import Cluster
@@ -28,7 +29,8 @@ class Plan:
     placement: Placement | None = None
     prediction: Prediction | None = None
     notes: list[str] = field(default_factory=list)
-
+    # RDMA or TCP between nodes, and what to say (launcher.preparing.network_plan).
+    network: NetworkPlan | None = None
 
 
 def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
@@ -42,11 +44,17 @@ def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
     return place(idle, PlacementRequest.from_spec(spec), policy=spec.placement_policy).feasible
 
 
-def plan_job(spec: JobSpec, cluster: Cluster | None,
-             assumptions: Assumptions | None = None) -> Plan:
-    """Place the job on the snapshot and predict its throughput; refuse what cannot fit."""
+def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
+             pod_security: str | None = None) -> Plan:
+    """Place the job on the snapshot, decide its network (--rdma) and predict its
+    throughput on that network; refuse what cannot fit. `pod_security`: the namespace's
+    enforced Pod Security level, where known."""
     plan = Plan(spec)
     if cluster is None:
+        if spec.rdma == "on" and spec.gpus_per_worker:
+            raise UsageError("--rdma on: no cluster snapshot to find the nodes' RDMA devices "
+                             "in; pass --cluster FILE, or request the device with "
+                             "--extra-resource NAME=N")
         plan.notes.append("no cluster snapshot: the scheduler places the workers "
                           "(pass --cluster FILE to plan)")
         return plan
@@ -61,18 +69,43 @@ def plan_job(spec: JobSpec, cluster: Cluster | None,
             return plan
         raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
     plan.placement = placement
-    if spec.gpus_per_worker or assumptions is not None:
-        try:
-            from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, predict
+    if not spec.gpus_per_worker:
+        if assumptions is not None:
+            _predict_cpu_workers(plan, spec, placement, cluster, assumptions)
+        return plan
+    from launcher.preparing import network_plan
+    from mpijob.jobspec.spec import RdmaRequest
 
-            plan.prediction = predict(model=spec.benchmark.model,
-                                      batch_size=spec.benchmark.batch_size,
-                                      precision=spec.benchmark.precision,
-                                      placement=placement, cluster=cluster,
-                                      assumptions=assumptions or DEFAULT_ASSUMPTIONS)
-        except (ImportError, ValueError) as exc:
-            plan.notes.append(f"no prediction: {exc}")
+    try:
+        decision = network_plan.decide(spec.rdma, placement, cluster, pod_security=pod_security)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    res = decision.resource
+    if decision.use and res is not None:
+        plan.spec = spec = spec.model_copy(update={"rdma_request": RdmaRequest(
+            resource=res.name, per_gpu=res.kind == "vf", link=res.link, hcas=res.hcas)})
+    try:
+        plan.network = network_plan.plan_network(
+            spec.rdma, model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,
+            precision=spec.benchmark.precision, placement=placement, cluster=cluster,
+            assumptions=assumptions, decision=decision)
+        plan.prediction = plan.network.prediction
+    except ValueError as exc:
+        plan.network = network_plan.NetworkPlan(decision)
+        plan.notes.append(f"no prediction: {exc}")
     return plan
+
+
+def _predict_cpu_workers(plan: Plan, spec, placement, cluster, assumptions) -> None:
+    from mpijob.perf.perfmodel import predict
+
+    try:
+        plan.prediction = predict(model=spec.benchmark.model,
+                                  batch_size=spec.benchmark.batch_size,
+                                  precision=spec.benchmark.precision,
+                                  placement=placement, cluster=cluster, assumptions=assumptions)
+    except ValueError as exc:
+        plan.notes.append(f"no prediction: {exc}")
 
 
 def plan_local_cpu(spec: JobSpec, assumptions: Assumptions | None) -> Plan:

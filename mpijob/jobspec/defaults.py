@@ -28,6 +28,9 @@ NetworkScheduler = Literal["kueue", "volcano", "kai"]
 # --gpu-request auto picks DRA where the cluster's nodes publish DRA GPU devices.
 GpuRequest = Literal["device-plugin", "dra"]
 GpuRequestChoice = Literal["auto", GpuRequest]
+# --rdma: request the nodes' RDMA devices (mpijob.scheduling.rdma); auto where the job spans
+# several nodes and every planned node offers them.
+RdmaChoice = Literal["auto", "on", "off"]
 # --dry-run[=client|server]; "none" is kubectl's spelling of no dry run.
 DryRun = Literal["client", "server", "none"]
 # The same choices as tuples, for messages and loops.
@@ -45,6 +48,7 @@ PRECISION: Precision = "fp32"
 GANG_SCHEDULER: GangScheduler = "none"
 GPU_REQUEST: GpuRequest = "device-plugin"
 GPU_REQUEST_CHOICE: GpuRequestChoice = "auto"
+RDMA: RdmaChoice = "auto"
 
 NAMESPACE = "default"
 WORKERS = 1

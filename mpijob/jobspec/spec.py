@@ -34,11 +34,14 @@ from mpijob.jobspec.defaults import (
     PlacementPolicy,
     Precision,
     PullPolicy,
+    RdmaChoice,
 )
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts
 from mpijob.k8s.command import is_launcher_line
 from mpijob.k8s.hostnet import derived_ssh_port
+from mpijob.scheduling.rdma import nccl_env
+from mpijob.wellknown import GPU_RESOURCE
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -134,6 +137,17 @@ class BenchmarkSpec(BaseModel):
         return "fp16" if self.use_fp16 else "fp32"
 
 
+class RdmaRequest(BaseModel):
+    """The RDMA device resource the worker pods request (decided by the plan)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    resource: str
+    per_gpu: bool = False  # an SR-IOV VF per GPU; else one shared HCA per pod
+    link: Literal["infiniband", "roce"] | None = None
+    hcas: tuple[str, ...] = ()
+
+
 class RunPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -143,12 +157,17 @@ class RunPolicy(BaseModel):
     active_deadline_seconds: Annotated[int | None, Flag("--active-deadline")] = Field(None, ge=1)
 
 
-_OMIT_AT_DEFAULT = {"cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
-                    "run_as_user": None, "run_as_group": None,
-                    "start_timeout": defaults.START_TIMEOUT_SECONDS,
-                    # issue 24: data volumes and pod fields
-                    "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
-                    "pod_patches": ()}
+_OMIT_AT_DEFAULT: dict[str, object] = {
+    "cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+    "run_as_user": None, "run_as_group": None,
+    "start_timeout": defaults.START_TIMEOUT_SECONDS,
+    # issue 24: data volumes and pod fields
+    "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
+    "pod_patches": (),
+    # issue 23: RDMA and other device resources
+    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}}
+# An extended resource name (domain/name) as --extra-resource takes it.
+EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 class PodPatch(BaseModel):
@@ -206,6 +225,12 @@ class JobSpec(BaseModel):
     # Seconds for every pod of the job to be running; 0: no limit (mpijob.k8s.start_timeout).
     start_timeout: Annotated[int, Flag("--start-timeout")] = Field(
         defaults.START_TIMEOUT_SECONDS, ge=0)
+    # --rdma as given, and what the plan made of it (the device the workers request).
+    rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
+    rdma_request: Annotated[RdmaRequest | None, Flag("--rdma")] = None
+    # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
+    extra_resources: Annotated[dict[str, int], Flag("--extra-resource")] = Field(
+        default_factory=dict)
     # --- issue 24: the job's data and pod fields without a flag of their own ----------
     data: Annotated[tuple[DataVolume, ...], Flag("--data")] = ()
     data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir")] = ()
@@ -269,6 +294,19 @@ class JobSpec(BaseModel):
         for key in v:
             if not ENV_NAME.match(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
+        return v
+
+    @field_validator("extra_resources")
+    @classmethod
+    def _extra_resources(cls, v: dict[str, int]) -> dict[str, int]:
+        for name, count in v.items():
+            if not EXTENDED_RESOURCE.match(name) or name.startswith("kubernetes.io/"):
+                raise ValueError(f"{name!r} is not an extended resource name (domain/name, "
+                                 "e.g. example.com/fpga)")
+            if name == GPU_RESOURCE:
+                raise ValueError(f"{GPU_RESOURCE} is what --gpus sets")
+            if count < 1:
+                raise ValueError(f"{name}: expected a count of at least 1, got {count}")
         return v
 
     @field_validator("labels", "node_selector")
@@ -378,8 +416,11 @@ class JobSpec(BaseModel):
 
     @property
     def job_env(self) -> dict[str, str]:
-        """The environment of every rank: hvdk8s's defaults, then the user's -e (which win)."""
-        return {**DEFAULT_JOB_ENV, **self.env}
+        """The environment of every rank: hvdk8s's defaults, NCCL's RDMA settings when the
+        workers get RDMA, then the user's -e (which win)."""
+        rdma = self.rdma_request
+        fabric = nccl_env(rdma.link, rdma.hcas, pod_network=not self.host_network) if rdma else {}
+        return {**DEFAULT_JOB_ENV, **fabric, **self.env}
 
     @property
     def runs_benchmark(self) -> bool:

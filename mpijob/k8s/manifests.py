@@ -22,6 +22,7 @@ from mpijob.k8s.render_dra import apply_dra
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
+from mpijob.k8s.render_rdma import apply_rdma
 from mpijob.k8s.render_volumes import apply_volumes
 
 if TYPE_CHECKING:  # only types here
@@ -50,6 +51,7 @@ def render(
     objects = apply_network_topology(objects, spec, placement)
     objects = apply_dra(objects, spec, placement)
     objects = apply_compute_domain(objects, spec, placement)
+    objects = apply_rdma(objects, spec)
     objects = apply_volumes(objects, spec)
     objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
     return with_owner(objects, root_uid) if root_uid else objects

@@ -20,7 +20,11 @@ most one per tensor. It is kept continuous (no rounding) so that a faster link o
 latency never predicts a later end. Half a cycle is the expected wait from a gradient's
 readiness to the next cycle.
 
-The part of `end` after the backward pass is over is exposed: the step waits for it.
+The part of `end` after the backward pass is over is exposed: the step waits for it. What
+is hidden is what the stream moved while backprop still ran, so it is never more than the
+backward pass lasts: exposed >= busy - backward (every gradient is ready after the forward
+pass, so the FIFO bound already gives it; `schedule` keeps it explicit, and
+tests/test_perfmodel_properties.py checks it).
 """
 
 from __future__ import annotations
@@ -67,4 +71,5 @@ def schedule(*, forward_s: float, backward_s: float,
     assert first_ops is not None  # the profile is not empty
     total_bytes = sum(params for _, params, _ in profile) * bytes_per_param
     busy = first_ops * per_op + total_bytes * seconds_per_byte
-    return Overlap(end, max(0.0, end - backward_end), busy, first_ops)
+    exposed = max(0.0, end - backward_end, busy - backward_s)
+    return Overlap(max(end, backward_end + exposed), exposed, busy, first_ops)

@@ -39,13 +39,22 @@ with a bandwidth term and a latency term:
   a GPU has (NVLINKS_PER_GPU: 4 P100, 6 V100, 12 A100, 18 H100; NVSwitch systems print
   NV12/NV18 for every pair but a GPU still has only its own links), and the pod's bandwidth
   is the smallest such sum.
-- Between nodes: each node's NIC at `network_gbps` times an efficiency: TCP sockets reach
-  about 0.85 of line rate (iperf3 and NCCL's socket transport on 10/25 GbE land at 0.8-0.9;
-  at 100 GbE and above NCCL needs NCCL_NSOCKS_PERTHREAD/NCCL_SOCKET_NTHREADS tuning to get
-  there, which this does not model); RDMA (RoCE/InfiniBand) about 0.92 (NCCL's IB busbw on
-  EDR/HDR is ~11-23 of 12.5-25 GB/s). RDMA is assumed when every node of the job carries
-  the NFD label `feature.node.kubernetes.io/rdma.available=true` or
-  `hvdk8s.io/network-transport=rdma`.
+- Between nodes: each node's NIC at `network_gbps` times an efficiency that depends on the
+  transport the job really gets (`Assumptions.transport`: the plan says "rdma" only when the
+  worker pods request the nodes' RDMA devices, mpijob.scheduling.rdma):
+  - TCP, NCCL's socket transport over the pod network: TCP_EFFICIENCY (0.6) of line rate by
+    default, a node's own `tcp_efficiency` (cluster file) where given. NCCL's socket
+    transport moves each channel's data over one TCP stream staged through host memory;
+    nccl-tests all_reduce_perf over TCP does not reach "more than 60% of wire speed over
+    32Gbps networks" with large messages (github.com/NVIDIA/nccl/issues/209), and at 100
+    Gb/s the busbw of 32-128 MB messages stays at 1.1-1.5 of 12.5 GB/s without tuning
+    NCCL_SOCKET_NTHREADS/NCCL_NSOCKS_PERTHREAD (github.com/NVIDIA/nccl/issues/450). iperf3's
+    0.9 is not what a collective sees: NCCL needs every socket of the ring at full speed at
+    once (nccl-tests#83, a maintainer's answer).
+  - RDMA (RoCE/InfiniBand) about 0.92 (NCCL's IB busbw on EDR/HDR is ~11-23 of 12.5-25 GB/s).
+  "auto" (the simulator's default, where no job asks for anything) takes RDMA when every node
+  of the job offers RDMA devices (`Node.rdma`) or carries the NFD label
+  `feature.node.kubernetes.io/rdma.available=true` or `hvdk8s.io/network-transport=rdma`.
 - Latency per fused allreduce: NCCL's own tuning model (mpijob.perf.perfdata: tuning.cc,
   Ring/Simple): 8.4 us plus, per ring step, 3.4 us over NVLink, 5.7 us over PCIe and 9.6 us
   over the network, x1.9 when the ring spans nodes. Time of one allreduce = latency +
@@ -87,6 +96,9 @@ RDMA_LABELS = (
     ("feature.node.kubernetes.io/rdma.available", "true"),
     ("hvdk8s.io/network-transport", "rdma"),
 )
+# Fractions of line rate a large NCCL allreduce reaches (see the module docstring).
+TCP_EFFICIENCY = 0.6
+RDMA_EFFICIENCY = 0.92
 # Bytes per gradient element as allreduced.
 FP32_BYTES, FP16_BYTES = 4, 2
 # Pods of one job on the same node talk through host memory (see the module docstring).
@@ -101,9 +113,11 @@ class PredictionError(ValueError):
 
 @dataclass(frozen=True)
 class Assumptions:
-    tcp_efficiency: float = 0.85
-    rdma_efficiency: float = 0.92
-    transport: str = "auto"  # "auto" (from node labels), "tcp" or "rdma"
+    tcp_efficiency: float = TCP_EFFICIENCY
+    rdma_efficiency: float = RDMA_EFFICIENCY
+    # "tcp" or "rdma": what the job's pods get (the plan decides); "auto": RDMA where every
+    # node offers it (the simulator, which requests nothing).
+    transport: str = "auto"
     backward_share: float = 2 / 3
     fusion_bytes: int = perfdata.HOROVOD_FUSION_BYTES
     cycle_s: float = perfdata.HOROVOD_CYCLE_S
@@ -348,12 +362,15 @@ def _pod_link(node: Node, gpus: tuple[int, ...], notes: list[str]) -> _Link:
 def _transport(nodes: Sequence[Node], assumptions: Assumptions) -> str:
     if assumptions.transport in ("tcp", "rdma"):
         return assumptions.transport
-    rdma = all(any(n.labels.get(k) == v for k, v in RDMA_LABELS) for n in nodes)
+    rdma = all(n.rdma or any(n.labels.get(k) == v for k, v in RDMA_LABELS) for n in nodes)
     return "rdma" if rdma else "tcp"
 
 
 def _nic_link(node: Node, transport: str, assumptions: Assumptions) -> _Link:
-    eff = assumptions.rdma_efficiency if transport == "rdma" else assumptions.tcp_efficiency
+    if transport == "rdma":
+        eff = assumptions.rdma_efficiency
+    else:  # the cluster's own measured socket efficiency wins over the published default
+        eff = node.tcp_efficiency if node.tcp_efficiency is not None else assumptions.tcp_efficiency
     gbs = max(node.network_gbps, 1e-9) / 8 * eff
     return _Link(gbs, f"network: {node.network_gbps:g} Gb/s {transport.upper()} NIC of "
                       f"{node.name} ({gbs:.2f} GB/s effective)", "net")

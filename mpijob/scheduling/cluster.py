@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mpijob.scheduling.network import UNKNOWN, NetworkPosition
+from mpijob.scheduling.rdma import RdmaResource
 from mpijob.scheduling.topology import Topology
 
 DEFAULT_NETWORK_GBPS = 10.0
@@ -42,6 +43,11 @@ class Node:
     dra_devices: tuple = ()
     # Node ports live pods hold (hostPort, or containerPort on the host network).
     host_ports: frozenset[int] = frozenset()
+    # RDMA device resources its device plugins advertise (mpijob.scheduling.rdma).
+    rdma: tuple[RdmaResource, ...] = ()
+    # Fraction of line rate NCCL's socket transport reaches here (measured, cluster file);
+    # None: the published default (mpijob.perf.perfmodel.TCP_EFFICIENCY).
+    tcp_efficiency: float | None = None
     # The NVLink partition the node's GPUs share with other nodes (an NVL72 rack's
     # `<cluster UUID>.<clique id>`, mpijob.scheduling.nvlink); None: NVLink ends at the node.
     nvlink_domain: str | None = None

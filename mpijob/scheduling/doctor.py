@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mpijob import gang as gangs
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
+from mpijob.scheduling import rdma
 from mpijob.scheduling.findings import FAIL, INFO, OK, WARN, Finding
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from mpijob.wellknown import GPU_PRODUCT_LABEL, GPU_RESOURCE
@@ -363,12 +364,45 @@ def _dra(f: Facts) -> list[Finding]:
                     "UUID")]
 
 
+# API groups of the components that give pods RDMA or secondary networks: the NVIDIA Network
+# Operator (NicClusterPolicy, mellanox.com/v1alpha1), the SR-IOV Network Operator
+# (sriovnetwork.openshift.io/v1) and Multus' NetworkAttachmentDefinitions (k8s.cni.cncf.io/v1).
+NETWORK_GROUPS = (("mellanox.com", "NVIDIA Network Operator"),
+                  ("sriovnetwork.openshift.io", "SR-IOV Network Operator"),
+                  ("k8s.cni.cncf.io", "Multus NetworkAttachmentDefinitions"))
+
+
+def _rdma(f: Facts) -> list[Finding]:
+    """RDMA device resources per node (mpijob/scheduling/rdma.py) and the operators behind them."""
+    installed = [what for group, what in NETWORK_GROUPS if group in f.groups]
+    found = "; ".join(installed) + " installed" if installed else ""
+    if f.nodes is None:
+        return []
+    offers = {}
+    for node in f.nodes:
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        res = rdma.from_allocatable(alloc)
+        if res:
+            offers[node["metadata"]["name"]] = ", ".join(f"{r.name} {r.allocatable}" for r in res)
+    if not offers:
+        return [Finding("rdma", INFO, "no node advertises RDMA devices"
+                        + (f" ({found})" if found else ""),
+                        "jobs across nodes use TCP over the pod network (NCCL sockets, ~0.6 of "
+                        "line rate)", "install the NVIDIA Network Operator's RDMA shared device "
+                        "plugin or an SR-IOV device plugin to give pods RDMA")]
+    listed = "; ".join(f"{n}: {r}" for n, r in sorted(offers.items())[:5])
+    more = f" (+{len(offers) - 5} more nodes)" if len(offers) > 5 else ""
+    return [Finding("rdma", OK, f"{len(offers)} node(s) advertise RDMA devices: {listed}{more}"
+                    + (f"; {found}" if found else ""),
+                    "--rdma auto requests them for jobs whose planned nodes all offer them")]
+
+
 def assess(facts: Facts) -> list[Finding]:
     findings = _api(facts)
     if facts.version is None:
         return findings
     return [*findings, *_permissions(facts), *_gpu_nodes(facts), *_operator(facts),
-            *_gang(facts), *_dra(facts), *_admission(facts)]
+            *_gang(facts), *_dra(facts), *_admission(facts), *_rdma(facts)]
 
 
 def can_submit(findings: list[Finding]) -> bool:

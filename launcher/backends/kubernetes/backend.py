@@ -50,6 +50,7 @@ from launcher.backends.kubernetes.client import (
     EVENT,
     JOB,
     MPIJOB,
+    NAMESPACE,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
@@ -87,6 +88,10 @@ if TYPE_CHECKING:  # types only: the models load when a job is planned or render
     from mpijob.jobspec.spec import JobSpec
     from mpijob.perf.perfmodel import Prediction
     from mpijob.scheduling.placement import Placement
+
+# The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
+# api/constants.go: EnforceLevelLabel).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
@@ -209,6 +214,23 @@ class KubernetesBackend(BaseBackend):
     def detect_gang_scheduler(self) -> str | None:
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
         return gang_control.detect(self.client)
+
+    def plan(self, spec: JobSpec, cluster, assumptions) -> Plan:
+        from launcher.preparing.planning import plan_job
+
+        wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
+        return plan_job(spec, cluster, assumptions,
+                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None)
+
+    def pod_security(self, namespace: str) -> str | None:
+        """The Pod Security level the namespace enforces (its label, which the built-in
+        PodSecurity admission plugin reads), or None where unset or unreadable."""
+        try:
+            ns = self.client.get(NAMESPACE, namespace)
+        except ApiError:  # no get on namespaces (RBAC): the API server will say at create
+            return None
+        labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+        return labels.get(POD_SECURITY_ENFORCE)
 
     def cluster_for(self, spec, *, context: str | None):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.

@@ -34,6 +34,7 @@ from mpijob.gang import kai, kueue, volcano
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
+from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 from mpijob.scheduling.dra_slices import inventory, slice_cliques
 from mpijob.scheduling.hypernodes import positions as hypernode_positions
@@ -44,6 +45,8 @@ from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_anno
 from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
 LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
+# Fraction of line rate NCCL's sockets reach on this node, where an admin measured it.
+LABEL_TCP_EFFICIENCY = "hvdk8s.io/tcp-efficiency"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # Pods in these phases hold nothing: the scheduler frees their requests.
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -280,6 +283,8 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
             network=network[name], dra_devices=dra_devices,
             host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
+            rdma=rdma.from_allocatable(alloc, {k: int(v) for k, v in requested.items()}),
+            tcp_efficiency=_tcp_efficiency(labels),
             nvlink_domain=_nvlink_domain(name, labels, slice_clique.get(name), notes),
         ))
     cluster = Cluster(tuple(out_nodes), compute_domains=compute_domains)
@@ -296,6 +301,15 @@ def _nvlink_domain(node: str, labels: dict, from_slices: str | None, notes: list
     except ValueError as exc:
         notes.append(f"node {node}: {exc}; planned as if NVLink ended at the node")
         return None
+
+
+def _tcp_efficiency(labels: dict) -> float | None:
+    """The socket efficiency an admin measured on this node (label LABEL_TCP_EFFICIENCY)."""
+    try:
+        value = float(labels.get(LABEL_TCP_EFFICIENCY, ""))
+    except ValueError:
+        return None
+    return value if 0 < value <= 1 else None
 
 
 def _allocate(node: str, topo_gpus: int, allocatable: int, pods: list[dict],

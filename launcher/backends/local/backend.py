@@ -153,6 +153,10 @@ class LocalBackend(BaseBackend):
 
     def plan(self, spec: JobSpec, cluster: Cluster | None,
              assumptions: Assumptions | None) -> Plan:
+        if spec.rdma == "on" or spec.extra_resources:
+            raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
+                             "device resources are Kubernetes's; the local backend runs the "
+                             "ranks on this machine (use --backend kubernetes)")
         return plan_local_cpu(spec, assumptions)
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
