@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from launcher.errors import UsageError
+from launcher.formats import yaml_errors
 from mpijob.jobspec.experiment_matrix import (
     Experiment,
     ExperimentError,
@@ -64,10 +65,8 @@ def read_yaml(path: Path):
     try:
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"{path}: {where}invalid YAML: {problem}") from None
+        where = f"{at}: " if (at := yaml_errors.position(exc)) else ""
+        raise UsageError(f"{path}: {where}invalid YAML: {yaml_errors.problem(exc)}") from None
 
 
 def format_problems(path: Path, err: ExperimentError) -> str:

@@ -74,6 +74,7 @@ from pydantic import (
 )
 
 from launcher.errors import UsageError
+from launcher.formats import yaml_errors
 from mpijob.jobspec.defaults import NetworkScheduler
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.spec import TaintEffect
@@ -378,10 +379,8 @@ def _parse(text: str, path: Path) -> Any:
     try:
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise UsageError(f"{path}: not valid YAML{where}: {problem}") from None
+        where = f" at {at}" if (at := yaml_errors.position(exc)) else ""
+        raise UsageError(f"{path}: not valid YAML{where}: {yaml_errors.problem(exc)}") from None
 
 
 def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):

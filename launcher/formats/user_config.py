@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from launcher.errors import UsageError
+from launcher.formats import yaml_errors
 from launcher.formats.home import home
 
 CONFIG_ENV = "HVDK8S_CONFIG"
@@ -52,8 +53,7 @@ def load(path: Path, *, must_exist: bool) -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = f" at {at}" if (at := yaml_errors.position(exc)) else ""
         raise UsageError(f"config {path}: not valid YAML{where}") from None
     if data is None:
         return {}

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from launcher.errors import UsageError
+from launcher.formats import yaml_errors
 
 TARGETS = ("launcher", "worker", "all")
 
@@ -30,8 +31,7 @@ def read_pod_patch(value: str) -> dict:
     try:
         patch = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
+        where = f" ({at})" if (at := yaml_errors.position(exc)) else ""
         raise UsageError(f"--pod-patch {value}: {file} is not YAML{where}") from None
     if not isinstance(patch, dict) or not patch:
         raise UsageError(f"--pod-patch {value}: {file} must hold a pod template patch, a "
