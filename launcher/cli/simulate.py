@@ -15,7 +15,6 @@ import typer
 from launcher.cli import options as opt
 from launcher.errors import UsageError
 from launcher.formats import calibration_file
-from launcher.formats.simreport import shown
 from launcher.output import plain_when_piped
 from mpijob.jobspec import defaults
 
@@ -23,6 +22,15 @@ DEFAULT_JOBS = 10_000
 DEFAULT_NODES = 500
 DEFAULT_LOAD = 0.7
 
+
+
+def _shown(column: str, value: float) -> float:
+    """A summary figure in the unit the table and plots share (simreport.UNITS)."""
+    # lazy: simreport imports the simulator and perf model (~160 ms), which every CLI start
+    # would pay for; they are loaded anyway once a simulation has run
+    from launcher.formats.simreport import shown
+
+    return shown(column, value)
 
 def simulate(
     cluster: str = typer.Option(
@@ -190,11 +198,11 @@ def _count(n: int, noun: str) -> str:
 
 
 def _hours(seconds: float) -> str:
-    return f"{shown('mean_jct_s', seconds):,.2f}h"
+    return f"{_shown('mean_jct_s', seconds):,.2f}h"
 
 
 def _percent(share: float, column: str = "gpu_utilization") -> str:
-    return f"{shown(column, share):.1f}%"
+    return f"{_shown(column, share):.1f}%"
 
 
 def why_utilisation(result, total_gpus: int) -> str:
@@ -237,7 +245,7 @@ def _print(results, seconds, snapshot, stream) -> None:
     for r in results:
         m = r.summary
         table.add_row(m.policy, _hours(m.mean_jct_s), _hours(m.p95_jct_s),
-                      f"{shown('mean_images_per_sec_per_gpu', m.mean_images_per_sec_per_gpu):,.1f}",
+                      f"{_shown('mean_images_per_sec_per_gpu', m.mean_images_per_sec_per_gpu):,.1f}",
                       _percent(m.gpu_utilization), _percent(m.multi_node_share, 'multi_node_share'), _hours(m.mean_queue_s),
                       f"{m.multi_gpu_scaling_efficiency:.0%}")
     console = Console(highlight=False)
