@@ -48,6 +48,9 @@ def emit_objects(objects: list[dict], fmt: str) -> None:
         typer.echo(dump_yaml_documents(objects), nl=False)
 
 
+MACHINE_FORMATS = ("json", "yaml")
+
+
 def emit_data(data: Any, fmt: str) -> bool:
     """Print machine formats; returns False when the caller should draw its table."""
     if fmt == "json":

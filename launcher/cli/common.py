@@ -6,7 +6,7 @@ import typer
 
 from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
 from launcher.errors import UserError
-from launcher.output import emit_data
+from launcher.output import MACHINE_FORMATS, emit_data
 from launcher.timestamps import age
 from mpijob.phases import JobPhase
 
@@ -109,7 +109,8 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
 def print_status_list(statuses: list[JobStatus], fmt: str, *, namespace: str | None) -> None:
     """kubectl-style plain columns: fast for hundreds of jobs, and easy to grep; `wide` adds
     columns as `kubectl get -o wide` does. `namespace` is None for every namespace."""
-    if emit_data([s.to_dict() for s in statuses], fmt):
+    # The dicts only for the machine formats: asdict of 500 statuses took 0.2 s of `list`.
+    if fmt in MACHINE_FORMATS and emit_data([s.to_dict() for s in statuses], fmt):
         return
     if not statuses:  # as kubectl says it, on stderr: stdout stays empty for scripts
         typer.echo("No jobs found." if namespace is None else

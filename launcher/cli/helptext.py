@@ -13,9 +13,7 @@ import textwrap
 
 import typer
 from rich.markup import escape
-from rich.text import Text
-from typer import rich_utils
-from typer.core import TyperArgument
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 # Long option -> the value it takes. A choice shows its values (`pods|operator`, from its
 # Literal); other options not listed get a name from their type (FALLBACK).
@@ -265,6 +263,8 @@ def _fold_long_words(get_parameter_help):
     """typer prints an option's help and default as rich Texts that cut a word longer than
     the column with `…` (`/var/lib/kubelet/pod-resources/kube…`); folded, the whole value
     is there, continued on the next line."""
+    from rich.text import Text
+
     def parameter_help(*args, **kwargs):
         columns = get_parameter_help(*args, **kwargs)
         for item in getattr(columns, "renderables", ()):
@@ -275,7 +275,22 @@ def _fold_long_words(get_parameter_help):
     return parameter_help
 
 
-rich_utils._get_parameter_help = _fold_long_words(rich_utils._get_parameter_help)
+def _folding_help(format_help):
+    """typer imports its rich help renderer (~50 ms with markdown-it) only to print help;
+    patched when it is first used, every other command's start is spared the import."""
+    def wrapper(self, ctx, formatter):
+        from typer import rich_utils
+
+        if not getattr(rich_utils._get_parameter_help, "folds", False):
+            rich_utils._get_parameter_help = _fold_long_words(rich_utils._get_parameter_help)
+            rich_utils._get_parameter_help.folds = True
+        return format_help(self, ctx, formatter)
+
+    return wrapper
+
+
+TyperCommand.format_help = _folding_help(TyperCommand.format_help)  # type: ignore[method-assign]
+TyperGroup.format_help = _folding_help(TyperGroup.format_help)  # type: ignore[method-assign]
 
 
 class _ArgumentWithoutType(TyperArgument):

@@ -432,14 +432,19 @@ class KubernetesBackend(BaseBackend):
         """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
         selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
         deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
-        while True:
-            pods = self.client.items(POD, ns, label_selector=selector)
-            waiting = [p for p in pods if not st.is_scheduled(p)]
-            if pods and not waiting:
-                return []
-            if time.monotonic() >= deadline:
-                return waiting or pods
-            time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
+        # A watch on the workers (watching.py) wakes at the scheduler's last binding, where a
+        # poll answered up to an interval later and listed the workers each time.
+        with JobWatch(self.client, ns, selector, (POD,),
+                      watch_timeout=self.watch_timeout) as seen:
+            while True:
+                pods = seen.of(POD).items()
+                waiting = [p for p in pods if not st.is_scheduled(p)]
+                if pods and not waiting:
+                    return []
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return waiting or pods
+                seen.wait(left)
 
     def _unscheduled_reasons(self, ns: str, pods: builtins.list[dict]) -> str:
         events = self.client.items(EVENT, ns, field_selector="involvedObject.kind=Pod,"
