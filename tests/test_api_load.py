@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
+
 import pytest
 
 from launcher.backends.kubernetes import watching
@@ -117,3 +120,57 @@ def test_get_watch_prints_each_change_until_the_job_ends_without_polling(k8s, ap
     assert "total images/sec: 9.00" in result.stdout  # the final status, in full
     # one list per watched kind to start, and the final `get`'s pod list: nothing polled
     assert api_requests.count("list") == 3
+
+
+def test_a_hundred_concurrent_waits_cost_the_api_server_one_kubectl_wait_each(k8s, api_requests):
+    """100 users waiting on running jobs at once (threads here, each with its own client as
+    each `hvdk8s wait` has): start-up is one list per watched kind and discovery, then each
+    waiter costs the API server only its watches, resumed every 5-10 (simulated) minutes,
+    at most the 6 requests a minute of a `kubectl wait`; none relists or falls back to
+    polling under the load of the others."""
+    srv = k8s.server()
+    creator = k8s.backend()
+    jobs = ("vgg16", "resnet50")
+    for name in jobs:
+        creator.create_job(make_spec(k8s, name, workers=1), None, schedule_timeout=20)
+    srv.wait_for(lambda: all(creator.get(n).phase == "Running" for n in jobs), timeout=60)
+    waiters = [k8s.backend() for _ in range(100)]
+    for backend in waiters:
+        backend.watch_timeout = 2
+    window = 10.0
+    outcomes: list = []
+
+    def wait(backend, name):
+        try:
+            backend.wait(name, timeout=window)
+        except Timeout:
+            outcomes.append("timeout")
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            outcomes.append(repr(exc))
+
+    api_requests.mark()
+    threads = [threading.Thread(target=wait, args=(b, jobs[i % len(jobs)]))
+               for i, b in enumerate(waiters)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(window + 60)
+    assert outcomes == ["timeout"] * len(waiters)
+    requests = api_requests.since()
+    kinds = Counter(api_requests.kind(r) for r in requests)
+    # Start-up: each waiter lists its pods and its Jobs once (a `kubectl wait` lists its
+    # object once too) and reads discovery; no list after that, so no waiter polled.
+    assert kinds["list"] == 2 * len(waiters), kinds
+    assert kinds["get"] <= 2 * len(waiters), kinds
+    assert set(kinds) <= {"list", "get", "watch"}, kinds
+    # Steady state: watches only, each run to its end (2-4 s here) and resumed, none cut short
+    # under the others' load: at most window / 2 + 1 per kind and waiter ...
+    assert kinds["watch"] <= len(waiters) * 2 * (window / 2 + 1), kinds
+    # ... which is well under the 6 requests a minute of a `kubectl wait` (one test second
+    # stands for SCALE / 2 seconds: the production watch runs 150 times as long as these).
+    simulated_minutes = window * SCALE / 2 / 60
+    assert kinds["watch"] / len(waiters) / simulated_minutes <= 6, kinds
+    for name in jobs:
+        mine = [r for r in requests if api_requests.kind(r) == "watch"
+                and f"={name}" in r.query.get("labelSelector", "")]
+        assert len(mine) >= 2 * len(waiters) // len(jobs)  # every waiter watched both kinds
