@@ -191,7 +191,19 @@ def start_helper() -> None:
                                     stdout=subprocess.PIPE, text=True))
 
 
-def measure_peak(code: Path, env: dict, srv, args, ok=(0,)) -> dict:
+def compile_checkout(code: Path) -> None:
+    """Byte-compiles a checkout's packages, as pip does at install: where
+    PYTHONDONTWRITEBYTECODE is set (or the tree is read-only) every run would otherwise
+    compile all the CLI's modules again (0.15-0.2 s of each command's start here)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "launcher", "mpijob"], cwd=code,
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+PROFILED = ("import cProfile, sys; from launcher.cli.app import main; "
+            "cProfile.run('main(sys.argv[1:])', {out!r})")
+
+
+def measure_peak(code: Path, env: dict, srv, args, ok=(0,), profile: str | None = None) -> dict:
     """One CLI command in its own process: wall time, requests, MiB answered, and the
     command's own peak RSS."""
     if not _helper:
@@ -199,7 +211,9 @@ def measure_peak(code: Path, env: dict, srv, args, ok=(0,)) -> dict:
     helper = _helper[0]
     srv.clear_requests()
     before = srv.bytes_out
-    helper.stdin.write(json.dumps({"argv": [sys.executable, "-c", CLI, *args], "cwd": str(code),
+    program = PROFILED.format(out=profile) if profile else CLI
+    helper.stdin.write(json.dumps({"argv": [sys.executable, "-c", program, *args],
+                                   "cwd": str(code),
                                    "env": {**env, "PYTHONPATH": str(code)}}) + "\n")
     helper.stdin.flush()
     done = json.loads(helper.stdout.readline())
@@ -211,9 +225,16 @@ def measure_peak(code: Path, env: dict, srv, args, ok=(0,)) -> dict:
             "peak_rss_mib": round(done["maxrss_kb"] / 1024, 1)}
 
 
-def cluster_run(nodes: int, pods_per_node: int, codes: dict[str, Path],
-                wait_seconds: float) -> dict:
-    """Each command of each checkout in `codes` against one generated cluster."""
+def median(runs: list[dict]) -> dict:
+    """The run of median wall time, with every run's wall and CPU seconds beside it."""
+    mid = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
+    return {**mid, "walls": [r["wall_s"] for r in runs], "cpus": [r["cpu_s"] for r in runs]}
+
+
+def cluster_run(nodes: int, pods_per_node: int, codes: dict[str, Path], wait_seconds: float,
+                repeat: int = 1, profile_dir: str | None = None) -> dict:
+    """Each command of each checkout in `codes` against one generated cluster; plan and
+    submit `repeat` times (the median kept)."""
     out: dict = {"nodes": nodes}
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -231,18 +252,25 @@ def cluster_run(nodes: int, pods_per_node: int, codes: dict[str, Path],
             running_job(srv, "steady")
         for label, code in codes.items():
             r = out[label] = {"load": os.getloadavg()[0]}
-            r["plan"] = measure_peak(code, env, srv, ["plan", "--workers", "64", "--gpus", "8",
-                                                      *common])
-            r["submit"] = measure_peak(code, env, srv, [
-                "submit", "mpi", "--name", f"big-{label}", "--workers", "64", "--gpus", "8",
-                "--image", "registry.example.com/horovod:0.28.1", "--backend", "kubernetes",
-                "-n", "default", *common])
-            # give the GPUs back for the next checkout's submit
-            for kind in ("jobs", "pods", "services", "configmaps", "secrets"):
-                for obj in srv.objects(kind, "default"):
-                    if obj["metadata"]["name"].startswith(f"big-{label}"):
-                        srv.store.remove(srv.resource(kind).key, "default",
-                                         obj["metadata"]["name"])
+            r["plan"] = median([measure_peak(code, env, srv, [
+                "plan", "--workers", "64", "--gpus", "8", *common]) for _ in range(repeat)])
+
+            def submit(name: str, profile: str | None = None, code: Path = code) -> dict:
+                return measure_peak(code, env, srv, [
+                    "submit", "mpi", "--name", name, "--workers", "64", "--gpus", "8",
+                    "--image", "registry.example.com/horovod:0.28.1", "--backend",
+                    "kubernetes", "-n", "default", *common], profile=profile)
+
+            runs = []
+            for k in range(repeat):
+                runs.append(submit(f"big-{label}-{k}"))
+                release(srv, f"big-{label}-{k}")  # the GPUs back, for the next submit
+            r["submit"] = median(runs)
+            r["load_end"] = os.getloadavg()[0]
+            if profile_dir:  # one more, profiled (cProfile: slower than the runs above)
+                prof = str(Path(profile_dir, f"submit-{label}-{nodes}.prof").resolve())
+                submit(f"big-{label}-prof", profile=prof)
+                release(srv, f"big-{label}-prof")
             if wait_seconds:
                 w = measure_peak(code, env, srv, ["wait", "steady", "--timeout",
                                                   str(wait_seconds), "--backend", "kubernetes",
@@ -250,6 +278,13 @@ def cluster_run(nodes: int, pods_per_node: int, codes: dict[str, Path],
                 w["requests_per_min"] = round(w["requests"] * 60 / wait_seconds, 1)
                 r["wait"] = w
     return out
+
+
+def release(srv: KubeAPIServer, job: str) -> None:
+    for kind in ("jobs", "pods", "services", "configmaps", "secrets"):
+        for obj in srv.objects(kind, "default"):
+            if obj["metadata"]["name"].startswith(job):
+                srv.store.remove(srv.resource(kind).key, "default", obj["metadata"]["name"])
 
 
 def list_run(jobs: int, codes: dict[str, Path], repeat: int) -> dict:
@@ -264,34 +299,35 @@ def list_run(jobs: int, codes: dict[str, Path], repeat: int) -> dict:
         for label, code in codes.items():
             runs = [measure_peak(code, env, srv, ["list", "-A", "--backend", "kubernetes",
                                                   "--context", "test"]) for _ in range(repeat)]
-            median = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
-            out[label] = {**median, "walls": [r["wall_s"] for r in runs],
-                          "load": os.getloadavg()[0]}
+            out[label] = {**median(runs), "load": os.getloadavg()[0]}
     return out
 
 
-def plot(path: str, png: str) -> None:
+def plot(paths: list[str], png: str) -> None:
+    """Time, CPU and peak RSS against the cluster's pods, for every run in `paths`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    doc = json.loads(Path(path).read_text())
-    rows = sorted(doc["clusters"], key=lambda r: r["nodes"])
-    xs = [r["nodes"] for r in rows]
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    labels = list(dict.fromkeys(label for doc in docs for label in doc["labels"]))
+    rows = sorted((r for doc in docs for r in doc["clusters"]), key=lambda r: r["pods"])
     fig, (ax_t, ax_c, ax_m) = plt.subplots(1, 3, figsize=(14, 4))
-    for label in doc["labels"]:
+    for label in labels:
         for cmd, style in (("submit", "-o"), ("plan", "--s")):
-            ax_t.plot(xs, [r[label][cmd]["wall_s"] for r in rows], style, label=f"{cmd}, {label}")
-            ax_c.plot(xs, [r[label][cmd]["cpu_s"] for r in rows], style, label=f"{cmd}, {label}")
-            ax_m.plot(xs, [r[label][cmd]["peak_rss_mib"] for r in rows], style,
-                      label=f"{cmd}, {label}")
+            have = [r for r in rows if label in r]
+            xs = [r["pods"] / 1000 for r in have]
+            for ax, key in ((ax_t, "wall_s"), (ax_c, "cpu_s"), (ax_m, "peak_rss_mib")):
+                ax.plot(xs, [r[label][cmd][key] for r in have], style, label=f"{cmd}, {label}")
     ax_t.axhline(2.0, color="grey", lw=0.8, ls=":")
+    ax_c.axhline(2.0, color="grey", lw=0.8, ls=":")
     ax_m.axhline(150, color="grey", lw=0.8, ls=":")
-    what = f"nodes ({doc['pods_per_node']} pods of 4-8 KB a node)"
-    load = max(doc["load_before"][0], doc["load_after"][0])
-    ax_t.set(xlabel=what, ylabel="wall time (s)",
-             title=f"wall time (load ~{load:.0f} on {doc['cpus']} cores)")
+    ax_m.axhline(300, color="grey", lw=0.8, ls=":")
+    what = "thousands of pods (4-8 KB each; 10 or 30 a node)"
+    loads = [r[label]["load"] for r in rows for label in labels if label in r]
+    ax_t.set(xlabel=what, ylabel="wall time (s)", title=f"wall time (load {min(loads):.0f}-"
+             f"{max(loads):.0f} on {docs[0]['cpus']} cores, the test server on them too)")
     ax_c.set(xlabel=what, ylabel="CPU seconds of the command", title="the command's CPU time")
     ax_m.set(xlabel=what, ylabel="peak RSS (MiB)", title="the command's peak RSS")
     for ax in (ax_t, ax_c, ax_m):
@@ -310,9 +346,12 @@ def main() -> int:
     parser.add_argument("--wait-seconds", type=float, default=60.0)
     parser.add_argument("--wait-at", type=int, default=2000, help="cluster size to time wait on")
     parser.add_argument("--list-jobs", type=int, default=500)
-    parser.add_argument("--repeat", type=int, default=3, help="list -A runs (median)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of plan, submit and list -A (the median is kept)")
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="also run submit once under cProfile, writing DIR/submit-*.prof")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
-    parser.add_argument("--plot", default=None, help="a results JSON file to draw")
+    parser.add_argument("--plot", nargs="+", default=None, help="results JSON files to draw")
     parser.add_argument("--png", default=str(ROOT / "benchmarks" / "cli" / "api_scaling.png"))
     args = parser.parse_args()
     if args.plot:
@@ -321,11 +360,15 @@ def main() -> int:
     start_helper()  # while this process is still small
     codes = {label: Path(path).resolve() for label, _, path in
              (c.partition("=") for c in args.code)}
+    for code in codes.values():
+        compile_checkout(code)
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     doc = {"labels": list(codes), "pods_per_node": args.pods_per_node,
            "cpus": os.cpu_count(), "load_before": os.getloadavg(), "clusters": []}
     for n in args.nodes:
         r = cluster_run(n, args.pods_per_node, codes,
-                        args.wait_seconds if n == args.wait_at else 0)
+                        args.wait_seconds if n == args.wait_at else 0, args.repeat, args.profile)
         doc["clusters"].append(r)
         print(json.dumps(r), flush=True)
     if args.list_jobs:
