@@ -11,10 +11,10 @@ from launcher.backends.kubernetes import client as kclient
 from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.snapshot import (
     LIVE_PODS,
+    PodReader,
     build_snapshot,
     gpu_nodes,
     slim_node,
-    slim_pod,
     take_snapshot,
 )
 from mpijob.jobspec import names
@@ -105,13 +105,15 @@ def test_plan_from_the_streamed_snapshot_equals_the_plan_from_a_full_read(cluste
     full = build_snapshot(nodes, pods)
     slim_nodes = streamed(nodes, slim_node, chunk)
     wanted = gpu_nodes(slim_nodes)
-    slim_pods = streamed(pods, lambda p: slim_pod(p) if p["spec"]["nodeName"] in wanted
-                         else None, chunk)
-    lean = build_snapshot(slim_nodes, slim_pods)
+    reader = PodReader(wanted)
+    lean = build_snapshot(slim_nodes, reader.pods(streamed(pods, reader.keep, chunk)))
     a, b = place(full.cluster, request, policy), place(lean.cluster, request, policy)
     assert (a.feasible, a.reason, a.assignments) == (b.feasible, b.reason, b.assignments)
     gpu_view = [n for n in full.cluster.nodes if n.name in wanted]
     assert gpu_view == [n for n in lean.cluster.nodes if n.name in wanted]
+    # Every node's pods: those that hold nothing but requests summed per node, the same snapshot.
+    every = PodReader()
+    assert build_snapshot(slim_nodes, every.pods(streamed(pods, every.keep, chunk))) == full
 
 
 def test_the_cache_served_paged_snapshot_equals_a_full_read(k8s, monkeypatch):

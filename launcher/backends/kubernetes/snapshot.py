@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -83,6 +83,8 @@ class SnapshotUnreadable(UserError):
 
 # --- quantities of pods -----------------------------------------------------------------------
 def _q(value) -> Decimal:
+    if isinstance(value, Decimal):  # PodReader's per-node sums
+        return value
     try:
         return _cached_quantity(value)
     except (QuantityError, TypeError):  # TypeError: unhashable (a list or map), no quantity
@@ -450,10 +452,9 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
         slices = _optional_items(client, RESOURCE_SLICE)
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
-    keep: Callable[[dict], dict | None] = slim_pod
-    if gpu_nodes_only:
-        keep = functools.partial(_slim_pod_on, gpu_nodes(nodes, slices))
-    pods, skipped = _readable_pods(client, POD, namespace, keep=keep, cached=cached)
+    reader = PodReader(gpu_nodes(nodes, slices) if gpu_nodes_only else None)
+    kept, skipped = _readable_pods(client, POD, namespace, keep=reader.keep, cached=cached)
+    pods = reader.pods(kept)
     # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
     domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
     snap = build_snapshot(nodes, pods, hypernodes, keys, topologies, slices, claims, domains,
@@ -471,9 +472,9 @@ def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64,
     if len(wanted) > full_lists_from:
         found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"]
                              in wanted else None)
-        pods = client.items(POD, all_namespaces=True, field_selector=LIVE_PODS,
-                            keep=functools.partial(_slim_pod_on, wanted))
-        return found, pods
+        reader = PodReader(wanted)
+        return found, reader.pods(client.items(POD, all_namespaces=True,
+                                               field_selector=LIVE_PODS, keep=reader.keep))
 
     def read(name: str) -> tuple[dict | None, list]:
         node = client.get(NODE, name)
@@ -548,10 +549,42 @@ def _slim_container(c: dict) -> dict:
     return out
 
 
-def _slim_pod_on(nodes: set[str], pod: dict) -> dict | None:
-    if (pod.get("spec") or {}).get("nodeName") not in nodes:
+class PodReader:
+    """What placement needs of a cluster's pods, kept as they stream in (the `keep` of a
+    pod list). A pod that holds GPUs or host ports is kept (slim_pod); every other pod only
+    adds its requests to its node's, which is all build_snapshot reads of it: at 30 pods a
+    node, holding each one (~3 KB as Python objects even slimmed) was most of submit's
+    memory. `nodes`: only the pods of these nodes (None: all)."""
+
+    def __init__(self, nodes: set[str] | None = None):
+        self.nodes = nodes
+        self.totals: dict[str, defaultdict[str, Decimal]] = {}
+
+    def keep(self, pod: dict) -> dict | None:
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node or (self.nodes is not None and node not in self.nodes):
+            return None
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return None  # holds nothing (build_snapshot skips it too)
+        requests = pod_requests(pod)
+        if requests.get(GPU_RESOURCE) or pod_host_ports(pod):
+            return slim_pod(pod)
+        total = self.totals.get(node)
+        if total is None:
+            total = self.totals[node] = defaultdict(Decimal)
+        for k, v in requests.items():
+            total[k] += v
         return None
-    return slim_pod(pod)
+
+    def pods(self, kept: list[dict]) -> list[dict]:
+        """The kept pods, and per node one pod requesting what its other pods request."""
+        return kept + [
+            {"metadata": {"name": f"(other pods on {node})", "namespace": ""},
+             "spec": {"nodeName": node,
+                      "containers": [{"resources": {"requests": dict(total)}}]},
+             "status": {"phase": "Running"}}
+            for node, total in sorted(self.totals.items())]
 
 
 def gpu_nodes(nodes: list[dict], resource_slices: Iterable[dict] = ()) -> set[str]:
