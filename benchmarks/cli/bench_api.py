@@ -10,14 +10,19 @@ volumes, container statuses), and each command runs as a user runs it, in its ow
 - `wait` on a running job for --wait-seconds (requests a minute),
 - `list -A` over 500 jobs of 8 pods (bench_list.py's jobs),
 
-measuring wall time, requests, response bytes and the command's peak RSS (os.wait4).
---code LABEL=DIR (several) runs the CLI of each checkout (e.g. the code before a change)
-against the same cluster, one after the other, so that before and after are measured alike.
+measuring wall time, the command's CPU seconds (the test server runs on the same machine,
+so the wall time includes its serialising; the CPU time is the command's own), requests,
+response bytes and the command's peak RSS (os.wait4); plan, submit and list run --repeat
+times and the median run is kept. --code LABEL=DIR (several) runs the CLI of each checkout
+(e.g. the code before a change) against the same cluster, one after the other, so that
+before and after are measured alike. --profile DIR adds one cProfile'd submit per cluster.
 
     git archive OLD | tar -x -C /tmp/before      # the code before, to compare
     .venv/bin/python benchmarks/cli/bench_api.py --code before=/tmp/before after=. \
         --out benchmarks/cli/api_results.json
     .venv/bin/python benchmarks/cli/bench_api.py --plot benchmarks/cli/api_results.json
+    .venv/bin/python benchmarks/cli/bench_api.py --nodes 5000 --pods-per-node 30 \
+        --list-jobs 0 --repeat 1 --out benchmarks/cli/api_results_150k.json   # 150,000 pods
 """
 
 from __future__ import annotations
