@@ -323,16 +323,18 @@ def plot(paths: list[str], png: str) -> None:
         for cmd, style in (("submit", "-o"), ("plan", "--s")):
             have = [r for r in rows if label in r]
             xs = [r["pods"] / 1000 for r in have]
+            load = f"load {min(r[label]['load'] for r in have):.0f}-" \
+                   f"{max(r[label]['load'] for r in have):.0f}"
             for ax, key in ((ax_t, "wall_s"), (ax_c, "cpu_s"), (ax_m, "peak_rss_mib")):
-                ax.plot(xs, [r[label][cmd][key] for r in have], style, label=f"{cmd}, {label}")
+                ax.plot(xs, [r[label][cmd][key] for r in have], style,
+                        label=f"{cmd}, {label}" + (f" ({load})" if ax is ax_t else ""))
     ax_t.axhline(2.0, color="grey", lw=0.8, ls=":")
     ax_c.axhline(2.0, color="grey", lw=0.8, ls=":")
     ax_m.axhline(150, color="grey", lw=0.8, ls=":")
     ax_m.axhline(300, color="grey", lw=0.8, ls=":")
     what = "thousands of pods (4-8 KB each; 10 or 30 a node)"
-    loads = [r[label]["load"] for r in rows for label in labels if label in r]
-    ax_t.set(xlabel=what, ylabel="wall time (s)", title=f"wall time (load {min(loads):.0f}-"
-             f"{max(loads):.0f} on {docs[0]['cpus']} cores, the test server on them too)")
+    ax_t.set(xlabel=what, ylabel="wall time (s)",
+             title=f"wall time ({docs[0]['cpus']} shared cores, test server on them)")
     ax_c.set(xlabel=what, ylabel="CPU seconds of the command", title="the command's CPU time")
     ax_m.set(xlabel=what, ylabel="peak RSS (MiB)", title="the command's peak RSS")
     for ax in (ax_t, ax_c, ax_m):
