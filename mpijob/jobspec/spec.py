@@ -146,6 +146,9 @@ class RdmaRequest(BaseModel):
     per_gpu: bool = False  # an SR-IOV VF per GPU; else one shared HCA per pod
     link: Literal["infiniband", "roce"] | None = None
     hcas: tuple[str, ...] = ()
+    # NICs of this DRA driver, one under each GPU's PCIe root, in the GPUs' claim
+    # (mpijob.k8s.dra); `resource` is then its DeviceClass.
+    nic_driver: str | None = None
 
 
 class RunPolicy(BaseModel):
