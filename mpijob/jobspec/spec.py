@@ -151,6 +151,30 @@ class RdmaRequest(BaseModel):
     nic_driver: str | None = None
 
 
+# A NetworkAttachmentDefinition as Multus's networks annotation names it: [namespace/]name
+# (DNS-1123 subdomains; github.com/k8snetworkplumbingwg/multi-net-spec).
+NAD_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class Network(BaseModel):
+    """`--network NAD`: a Multus secondary network of the worker pods, and the device
+    resource its NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName names (read
+    from the cluster before submitting; None: not read yet, or the NAD names none)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    resource: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _nad_name(cls, v: str) -> str:
+        if len(v) > 253 or not NAD_NAME.match(v):
+            raise ValueError(f"{v!r} is not a NetworkAttachmentDefinition name ([namespace/]name, "
+                             "lowercase letters, digits, '-' and '.')")
+        return v
+
+
 class RunPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -168,7 +192,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # issue 23: RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}}
+    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -234,6 +258,8 @@ class JobSpec(BaseModel):
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
     extra_resources: Annotated[dict[str, int], Flag("--extra-resource")] = Field(
         default_factory=dict)
+    # Multus secondary networks of the worker pods (mpijob.k8s.render_multus).
+    networks: Annotated[tuple[Network, ...], Flag("--network")] = ()
     # --- issue 24: the job's data and pod fields without a flag of their own ----------
     data: Annotated[tuple[DataVolume, ...], Flag("--data")] = ()
     data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir")] = ()

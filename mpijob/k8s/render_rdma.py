@@ -26,7 +26,7 @@ from mpijob.wellknown import GPU_RESOURCE
 IPC_LOCK = "IPC_LOCK"
 
 
-def _is_worker_pod(obj: dict) -> bool:
+def is_worker_pod(obj: dict) -> bool:
     return (obj.get("kind") == "Pod"
             and (obj.get("metadata") or {}).get("labels", {}).get(names.LABEL_ROLE) == names.ROLE_WORKER)
 
@@ -66,7 +66,7 @@ def apply_rdma(objects: list[dict], spec) -> list[dict]:
         return objects
     out = []
     for obj in objects:
-        if _is_worker_pod(obj):
+        if is_worker_pod(obj):
             obj = copy.deepcopy(obj)
             for c in obj["spec"]["containers"]:
                 _patch_container(spec, c, _pod_gpus(obj["metadata"], c, spec.gpus_per_worker))
