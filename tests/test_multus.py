@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from launcher.testing.kubeapi.multus import install_multus, nad
 from launcher.testing.kubeapi.server import KubeAPIServer
 from mpijob.errors import SpecError
@@ -17,7 +15,6 @@ from mpijob.jobspec import names
 from mpijob.jobspec.spec import Network, build_spec
 from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
-from tests.kubeapi_fixtures import GPU_NODE_LABELS
 from tests.schemas import K8S_VERSION_DRA, validate_core
 
 SSH = SSHKeys("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n",
