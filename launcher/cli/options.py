@@ -196,6 +196,11 @@ Rdma = Annotated[defaults.RdmaChoice, choice(
     help="Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
     "(or refuse, saying why), off, or auto: when the job spans several nodes and every "
     "planned node offers them.", rich_help_panel=PANEL_NETWORK)]
+Network = Annotated[list[str] | None, typer.Option(
+    "--network", help="Multus secondary networks for the workers, NAD[,NAD] (a "
+    "NetworkAttachmentDefinition, [namespace/]name); each must exist, and the workers "
+    "request the resource its k8s.v1.cni.cncf.io/resourceName names (read at submit and "
+    "--dry-run=server). Repeatable.", rich_help_panel=PANEL_NETWORK)]
 ExtraResource = Annotated[list[str] | None, typer.Option(
     "--extra-resource", help="Another device resource per worker pod, NAME=N (e.g. "
     "example.com/fpga=1); repeatable.", rich_help_panel=PANEL_PODS)]

@@ -68,6 +68,7 @@ class JobOptions:
     gpu_request: defaults.GpuRequestChoice | None = None
     rdma: defaults.RdmaChoice | None = None
     extra_resource: Sequence[str] = ()  # NAME=N
+    network: Sequence[str] = ()  # NAD[,NAD]
     model: str | None = None
     batch_size: int | None = None
     num_batches: int | None = None
@@ -141,6 +142,7 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
             annotations=_pairs(o.annotation, "--annotation"),
             image_pull_secrets=tuple(o.image_pull_secret),
             extra_resources=_counts(o.extra_resource, "--extra-resource"),
+            networks=tuple({"name": n.strip()} for v in o.network for n in v.split(",")),
             host_network=o.host_network, cross_zone=o.cross_zone,
             benchmark=_given(model=o.model, batch_size=o.batch_size,
                              num_batches=o.num_batches,
