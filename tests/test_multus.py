@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
 
+from launcher.cli.app import app
 from launcher.testing.kubeapi.multus import install_multus, nad
 from launcher.testing.kubeapi.server import KubeAPIServer
 from mpijob.errors import SpecError
@@ -15,6 +17,7 @@ from mpijob.jobspec import names
 from mpijob.jobspec.spec import Network, build_spec
 from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
+from tests.kubeapi_fixtures import GPU_NODE_LABELS
 from tests.schemas import K8S_VERSION_DRA, validate_core
 
 SSH = SSHKeys("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n",
@@ -92,3 +95,67 @@ def test_admission_refuses_a_pod_naming_a_network_without_its_resource():
         with pytest.raises(ApiError, match="names 2 network"):
             srv.create(pod("c", "rdma-net,default/rdma-net@net2", "1"))
         assert srv.create(pod("d", "rdma-net", "1"))["metadata"]["name"] == "d"
+
+
+@pytest.fixture
+def multus_server(tmp_path, monkeypatch):
+    with KubeAPIServer() as srv:
+        for n in range(2):
+            srv.add_node(f"n{n}", gpus=8, labels=dict(GPU_NODE_LABELS), resources={VF: 8})
+        install_multus(srv)
+        srv.create(nad("rdma-net", "default", VF))
+        monkeypatch.setenv("KUBECONFIG", srv.write_kubeconfig(tmp_path / "kubeconfig"))
+        yield srv
+
+
+def submit(*args):
+    return CliRunner().invoke(app, ["submit", "mpi", "--backend", "kubernetes", "--image", "img",
+                                    "--rdma", "off", *args, "python", "t.py"])
+
+
+def test_a_missing_nad_is_one_line_before_anything_is_created(multus_server):
+    srv = multus_server
+    result = submit("--name", "m", "--workers", "2", "--gpus", "1", "--network", "rdma-net,nope")
+    assert result.exit_code == 2
+    assert ("--network nope: no NetworkAttachmentDefinition nope in namespace default; list "
+            "them with `kubectl get network-attachment-definitions -n default`") in result.output
+    assert "Traceback" not in result.output
+    assert not srv.objects("pods", "default") and not srv.objects("jobs", "default")
+
+
+def test_workers_join_the_network_and_admission_accepts_them(multus_server):
+    srv = multus_server
+    srv.script_pod(r"m-launcher-.*", logs=[(0.1, "total images/sec: 100.0")], exit_code=0)
+    result = submit("--name", "m", "--workers", "2", "--gpus", "1", "--network", "rdma-net",
+                    "--schedule-timeout", "20")
+    assert result.exit_code == 0, result.output
+    pods = [p for p in srv.objects("pods", "default")
+            if p["metadata"]["labels"].get(names.LABEL_ROLE) == "worker"]
+    assert pods
+    for p in pods:
+        assert p["metadata"]["annotations"][ANNOTATION] == "rdma-net"
+        assert p["spec"]["containers"][0]["resources"]["limits"][VF] == "1"
+    # The server dry run shows the resource read from the NAD, as submit sends it.
+    dry = submit("--name", "m2", "--workers", "2", "--gpus", "1", "--network", "rdma-net",
+                 "--dry-run=server", "-o", "json")
+    assert dry.exit_code == 0, dry.output
+    assert VF in dry.stdout
+
+
+def test_without_multus_network_is_refused(tmp_path, monkeypatch):
+    with KubeAPIServer() as srv:
+        srv.add_node("n0", gpus=8, labels=dict(GPU_NODE_LABELS))
+        monkeypatch.setenv("KUBECONFIG", srv.write_kubeconfig(tmp_path / "kubeconfig"))
+        result = submit("--name", "m", "--workers", "1", "--gpus", "1", "--network", "x")
+        assert result.exit_code == 2 and "Multus is not installed" in result.output
+
+
+def test_doctor_reads_the_nads_and_nic_drivers_from_the_cluster(multus_server):
+    from launcher.testing.kubeapi.dra import install_dra
+
+    install_dra(multus_server, {"n0": ["GPU-0"]}, nics={"n0": [("ib0", "pci0000:00")],
+                                                        "n1": [("ib0", "pci0000:00")]})
+    result = CliRunner().invoke(app, ["doctor", "-o", "json"])
+    found = {f["check"]: f for f in json.loads(result.stdout)["findings"]}
+    assert f"rdma-net ({VF})" in found["networks"]["finding"]
+    assert "dra.net: 2 NIC(s) on 2 node(s), DeviceClass dranet" in found["nic dra"]["finding"]

@@ -17,8 +17,9 @@ the admission check that pairs a pod's networks with their device resources.
   model refuses it instead, so a launcher that forgets the resource is caught rather than
   silently fixed. A network whose NAD does not exist is refused, as the injector refuses
   it ("could not find network attachment definition"). The denial reads like any
-  webhook's (k8s.io/apiserver admission/plugin/webhook/errors/statuserror.go: 403 with
-  `admission webhook "<name>" denied the request: ...` when the webhook gives no code).
+  webhook's (k8s.io/apiserver pkg/admission/plugin/webhook/errors/statuserror.go,
+  ToStatusErr: `admission webhook "<name>" denied the request: ...`, and 400 where the
+  webhook gives no code, as the injector's toAdmissionResponse does not).
 """
 
 from __future__ import annotations
@@ -75,11 +76,10 @@ def install_multus(server) -> None:
         if not value:
             return
         ns = meta.get("namespace", "default")
-        name = meta.get("name") or meta.get("generateName", "")
 
         def deny(message: str):
-            return errors.forbidden("", "pods", name,
-                                    f'admission webhook "{WEBHOOK}" denied the request: {message}')
+            return errors.bad_request(f'admission webhook "{WEBHOOK}" denied the request: '
+                                      f"{message}")
         try:
             wanted = selections(value, ns)
         except (ValueError, KeyError, TypeError, AttributeError):
