@@ -363,8 +363,14 @@ class JobSpec(BaseModel):
         help="Another device resource per worker pod, NAME=N (e.g. example.com/fpga=1); "
         "repeatable.")] = Field(
         default_factory=dict)
-    # Multus secondary networks of the worker pods (mpijob.k8s.render_multus).
-    networks: Annotated[tuple[Network, ...], Flag("--network")] = ()
+    # Multus secondary networks of the worker pods (mpijob.k8s.render_multus); each NAD's
+    # resource is read by the Kubernetes backend's preflight.
+    networks: Annotated[tuple[Network, ...], Flag(
+        "--network", panel="network", metavar="NAD[,NAD]", backends=KUBERNETES_ONLY,
+        help="Multus secondary networks for the workers: NetworkAttachmentDefinitions, "
+        "name or namespace/name; each must exist, and the workers request the resource its "
+        "k8s.v1.cni.cncf.io/resourceName names (read at submit and --dry-run=server). "
+        "Repeatable.")] = ()
     # --- issue 24: the job's data and pod fields without a flag of their own ----------
     data: Annotated[tuple[DataVolume, ...], Flag(
         "--data", panel="data", metavar="PVC:MOUNT[:ro]", parse=parse_data,
@@ -449,6 +455,20 @@ class JobSpec(BaseModel):
             if not ENV_NAME.match(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
         return v
+
+    @field_validator("networks", mode="before")
+    @classmethod
+    def _network_list(cls, v):
+        """--network a,b (repeatable): each comma-separated name is one network."""
+        if isinstance(v, str):
+            v = [v]
+        out = []
+        for item in v or ():
+            if isinstance(item, str):
+                out += [{"name": n.strip()} for n in item.split(",")]
+            else:
+                out.append(item)
+        return out
 
     @field_validator("extra_resources")
     @classmethod
