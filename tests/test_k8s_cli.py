@@ -9,12 +9,9 @@ from typer.testing import CliRunner
 
 from launcher.cli.app import app
 from mpijob.jobspec import names
+from tests.k8s_env import hvdk8s
 
 runner = CliRunner()
-
-
-def hvdk8s(k8s, *args: str):
-    return runner.invoke(app, [*args, *k8s.cli_args()])
 
 
 def job_objects(srv, job):
