@@ -382,15 +382,9 @@ def _parse(text: str, path: Path) -> Any:
         except json.JSONDecodeError as exc:
             if path.suffix.lower() == ".json":
                 raise UsageError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    # lazy: a JSON cluster file needs no PyYAML (~8 ms)
-    import yaml
+    import yaml  # lazy: a JSON cluster file needs no PyYAML (~8 ms)
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        where = f" at {at}" if (at := yaml_errors.position(exc)) else ""
-        raise UsageError(f"{path}: not valid YAML{where}: {yaml_errors.problem(exc)}") from None
+    return yaml_errors.load(text, str(path), getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
