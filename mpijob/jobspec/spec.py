@@ -38,6 +38,7 @@ from mpijob.jobspec.defaults import (
 )
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts
+from mpijob.jobspec.worker_share import ResourceShare
 from mpijob.k8s.command import is_launcher_line
 from mpijob.k8s.hostnet import derived_ssh_port
 from mpijob.scheduling.rdma import nccl_env
@@ -165,7 +166,9 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # issue 23: RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}}
+    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {},
+    # issue 20: the workers' default CPU/memory requests
+    "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -237,6 +240,9 @@ class JobSpec(BaseModel):
     working_dir: Annotated[str | None, Flag("--working-dir")] = None
     service_account: Annotated[str | None, Flag("--service-account")] = None
     pod_patches: Annotated[tuple[PodPatch, ...], Flag("--pod-patch")] = ()
+    # What the plan decided the workers request where --cpu/--memory are not given: a
+    # share of each planned node (mpijob.jobspec.worker_share); no option of its own.
+    worker_shares: tuple[ResourceShare, ...] = ()
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
