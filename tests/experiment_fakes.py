@@ -3,7 +3,6 @@ experiment runner's fast tests: each job's fate is scripted from its submit opti
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -50,7 +49,7 @@ class FakeBackend:
 
     # -- the submit pipeline's stand-in --------------------------------------------------
     def submit_request(self, request) -> SubmitOutcome:
-        options = dataclasses.asdict(request.options)  # the fates read them by name
+        options = dict(request.options.values)  # the fates read them by spec field
         fate = self.fate_of(options)
         if fate.submit_error:
             raise UserError(fate.submit_error)
@@ -76,7 +75,7 @@ class FakeBackend:
         return JobStatus(
             name=name, namespace="default", backend=self.name, phase=phase,
             started="2025-01-01T00:00:00Z", finished="2025-01-01T00:01:30Z" if done else None,
-            workers=o["workers"], gpus_per_worker=o["gpus"],
+            workers=o["workers"], gpus_per_worker=o["gpus_per_worker"],
             placement=[{"node": f"node-{i}", "gpus": [0]} for i in range(o["workers"])],
             reason=fate.reason if done else None, message=fate.message if done else None,
             images_per_sec=None if fate.log_only or not done else fate.images_per_sec,

@@ -67,7 +67,8 @@ def queue_backend(monkeypatch):
 
 
 def _request(**kw):
-    options = submitting.JobOptions(name="j", workers=3, gpus=0, command=["true"])
+    options = submitting.JobOptions({"name": "j", "workers": 3, "gpus_per_worker": 0},
+                                    command=("true",))
     return submitting.SubmitRequest(options=options, backend="queue", **kw)
 
 
@@ -109,8 +110,8 @@ def test_a_backend_refuses_options_it_cannot_honour(queue_backend):
 
 def test_offline_dry_run_renders_kubernetes_objects_without_a_backend():
     outcome = submitting.run_submit(submitting.SubmitRequest(
-        options=submitting.JobOptions(name="off", workers=2, gpus=1, image="img:1",
-                                      command=["true"]),
+        options=submitting.JobOptions({"name": "off", "workers": 2, "gpus_per_worker": 1,
+                                       "image": "img:1"}, command=("true",)),
         dry_run="client"))
     assert [o["kind"] for o in outcome.objects][:2] == ["Job", "ConfigMap"]
     assert outcome.backend.name == "offline"

@@ -174,7 +174,7 @@ def test_limit_runs_only_the_first_n_still_to_do(tmp_path):
 def test_a_job_left_by_a_killed_runner_is_deleted_before_submitting(tmp_path):
     runner = make_runner(tmp_path, backend := FakeBackend())
     leftover = runner.runs()[0].run_id
-    backend.jobs[leftover] = {"options": {"workers": 1, "gpus": 0}, "fate": Fate(), "polls": 0}
+    backend.jobs[leftover] = {"options": {"workers": 1, "gpus_per_worker": 0}, "fate": Fate(), "polls": 0}
     summary = runner.run()
     assert leftover in backend.deleted[:1]
     assert summary.all_succeeded and len(summary.recorded) == 3
@@ -189,7 +189,7 @@ def test_parallel_runs_wait_for_room(tmp_path):
         def submit_request(self, request):
             if self.jobs:
                 raise UserError("job cannot be placed: no free GPUs")
-            in_flight.append(request.options.name)
+            in_flight.append(request.options.get("name"))
             return super().submit_request(request)
 
     backend = Crowded(name="kubernetes", fate_of=lambda o: Fate(polls_until_done=2))

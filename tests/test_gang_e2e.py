@@ -141,7 +141,7 @@ def test_volcano_operator_with_gang_scheduling_runs_whole(k8s):
     result = submit(k8s, "vop", "--workers", "2", "--gpus", "8", "--gang-scheduler", "volcano",
                     "--mode", "operator")
     assert result.exit_code == 0, result.output
-    assert hvdk8s(k8s, "wait", "vop", "--timeout", "10").exit_code == 0
+    assert hvdk8s(k8s, "wait", "vop", "--timeout", "60").exit_code == 0
     assert hvdk8s(k8s, "delete", "vop").exit_code == 0
     assert leftovers(srv, "vop") == []
 

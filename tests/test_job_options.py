@@ -30,7 +30,12 @@ def _command(*path: str):
     command = typer.main.get_command(app)
     for name in path:
         command = command.commands[name]
-    return command
+    return _materialized(command)
+
+
+def _materialized(command):
+    """The command with the job options it adds when first used (spec_options)."""
+    return command.materialize() if hasattr(command, "materialize") else command
 
 
 def test_every_flag_a_spec_field_carries_is_an_option_of_submit():
@@ -56,7 +61,7 @@ def _choice_options():
     def walk(command, path):
         for name, sub in (getattr(command, "commands", None) or {}).items():
             yield from walk(sub, (*path, name))
-        for param in command.params:
+        for param in _materialized(command).params:
             # help lists a long choice's values in the text (launcher.cli.helptext)
             if getattr(param, "choice_values", None) and param.opts[0].startswith("-"):
                 yield path, param
@@ -135,3 +140,24 @@ def test_workers_reach_the_rendered_np(workers, gpus, ranks):
     launcher = json.loads(result.stdout)["items"][0]["spec"]["template"]["spec"]["containers"][0]
     command = launcher["command"]
     assert command[command.index("-np") + 1] == str(ranks)
+
+
+def test_commands_start_without_the_spec_models_and_submit_loads_them_when_used():
+    # The job options come from the spec's pydantic models (~130 ms to import): they are
+    # added when submit or plan is used (launcher.cli.spec_options), so `list` and every
+    # other command start without them.
+    import subprocess
+    import sys
+
+    probe = ("import sys; from launcher.cli.app import main; main([{args}]); "
+             "print('mpijob.jobspec.spec' in sys.modules, file=sys.stderr)")
+
+    def loads_the_spec(*args: str) -> bool:
+        done = subprocess.run([sys.executable, "-c", probe.format(args=", ".join(map(repr, args)))],
+                              capture_output=True, text=True, timeout=60, check=True)
+        return done.stderr.strip().splitlines()[-1] == "True"
+
+    assert not loads_the_spec("--help")
+    assert not loads_the_spec("top", "--help")
+    assert loads_the_spec("submit", "mpi", "--help")
+    assert loads_the_spec("plan", "--help")

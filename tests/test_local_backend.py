@@ -73,7 +73,7 @@ def test_two_rank_horovod_benchmark_runs_to_success(backend):
     started = time.monotonic()
     result = backend.start(spec, None, mode="pods")
     assert result.backend == "local" and result.name == "bench"
-    status = backend.wait("bench", timeout=180)
+    status = backend.wait("bench", timeout=600)
     elapsed = time.monotonic() - started
     print(f"2-rank resnet50 run: {elapsed:.1f}s wall, {status.images_per_sec} images/sec")
 

@@ -32,7 +32,7 @@ def test_failed_launcher_is_not_retried_while_workers_hold_gpus(k8s):
                     "--image", "img:1", "--mode", "operator", "python", "train.py")
     assert result.exit_code == 0, result.output
     assert srv.get("mpijobs.kubeflow.org", "bo")["spec"]["runPolicy"]["backoffLimit"] == 0
-    waited = hvdk8s(k8s, "wait", "bo", "--timeout", "20")
+    waited = hvdk8s(k8s, "wait", "bo", "--timeout", "60")
     assert waited.exit_code not in (0, 124), waited.output
     launcher = srv.get("jobs", "bo-launcher")
     assert launcher["spec"]["backoffLimit"] == 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mpijob.errors import SpecError
-from mpijob.jobspec.options import parse_toleration
 from mpijob.jobspec.spec import build_spec
+from mpijob.jobspec.toleration import parse_toleration
 from mpijob.perf.links import is_nvlink
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 from mpijob.scheduling.placement import Placement, PlacementRequest, place

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mpijob.errors import SpecError
-from mpijob.jobspec.options import format_toleration, parse_key_value, parse_toleration
+from mpijob.jobspec.options import parse_key_value
+from mpijob.jobspec.toleration import format_toleration, parse_toleration
 from mpijob.scheduling.cluster import Taint
 from mpijob.scheduling.placement import tolerates
 

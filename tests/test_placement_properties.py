@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpijob.jobspec.spec import Toleration
+from mpijob.jobspec.toleration import Toleration
 from mpijob.perf.links import bandwidth_gbs
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 from mpijob.scheduling.placement import POLICIES, PlacementRequest, place, tolerates

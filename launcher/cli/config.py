@@ -30,7 +30,8 @@ def _submit_command():
 
     command = typer.main.get_command(submit.app)
     # typer makes a one-command app that one command, not a group
-    return command.commands["mpi"] if hasattr(command, "commands") else command
+    command = command.commands["mpi"] if hasattr(command, "commands") else command
+    return command.materialize()
 
 
 def _shown(value) -> str:

@@ -1,11 +1,11 @@
 """The options the commands share, each declared once as a typed `Annotated` parameter.
 
-`submit mpi`, `plan`, `experiment run`, `simulate` and the job commands take their
-parameters' types from here: `workers: options.Workers = defaults.WORKERS`. Defaults come
-from `mpijob.jobspec.defaults` (the spec model's own), so none is written twice; a choice is
-a `Literal` there, and `choice` makes typer refuse any other value (exit 2, one line naming
-the option, before the command runs). The option each spec field is set by is written on
-the field too (`mpijob.jobspec.spec.Flag`), so an error found later names it as well.
+The commands take their parameters' types from here: `namespace: options.Namespace = None`.
+Defaults come from `mpijob.jobspec.defaults`, so none is written twice; a choice is a
+`Literal` there, and `choice` makes typer refuse any other value (exit 2, one line naming
+the option, before the command runs). The job's own options (--workers, --shm-size, ...)
+are declared on the spec fields they set (`mpijob.jobspec.spec.Flag`) and generated from
+there (launcher.cli.spec_options).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ PANEL_JOB = "Job"
 PANEL_PLACEMENT = "Placement and scheduling"
 PANEL_PODS = "Pods"
 PANEL_NETWORK = "Network"
+PANEL_DATA = "Data"
 PANEL_BENCHMARK = "Built-in benchmark"
 PANEL_OUTPUT = "Output"
 
@@ -120,19 +121,11 @@ Calibration = Annotated[str | None, typer.Option(
     help="Calibration file from hvdk8s calibrate (default: $HVDK8S_HOME/calibration.json "
     "when it exists).", rich_help_panel=PANEL_CLUSTER)]
 
-# --- the job ----------------------------------------------------------------------------
-Name = Annotated[str | None, typer.Option(
-    "--name", help="Job name, a DNS-1035 label (default: the model or program plus a random "
-    "suffix, e.g. resnet50-x7k2p).", rich_help_panel=PANEL_JOB)]
+# --- the job: the options the spec declares are generated (launcher.cli.spec_options);
+# these are the request's own ----------------------------------------------------------
 Command = Annotated[list[str] | None, typer.Argument(
     help="Program and arguments, one shell string (arena style), or a whole `mpirun ...` "
     "line.")]
-Workers = Annotated[int, typer.Option(
-    "--workers", "-w", help="Workers, each with --gpus GPUs. With a placement, the workers "
-    "that land on one node share one pod (so they can use NVLink).", rich_help_panel=PANEL_JOB)]
-Gpus = Annotated[int, typer.Option("--gpus", "-g",
-                                   help="GPUs per worker; 0 runs ranks on the CPU.", rich_help_panel=PANEL_JOB)]
-Image = Annotated[str | None, typer.Option("--image", help="Training image.", rich_help_panel=PANEL_JOB)]
 Mode = Annotated[defaults.Mode, choice(
     defaults.Mode, "--mode", help="pods: hvdk8s makes the pods (no operator); operator: a "
     "Kubeflow MPIJob for the MPI Operator.", rich_help_panel=PANEL_JOB)]
@@ -142,127 +135,16 @@ Gang = Annotated[bool, typer.Option(
 GangScheduler = Annotated[defaults.GangScheduler | None, choice(
     defaults.GangScheduler, "--gang-scheduler",
     help="The gang scheduler to use (default: detect the installed one).", rich_help_panel=PANEL_PLACEMENT)]
-Queue = Annotated[str | None, typer.Option("--queue",
-                                           help="Volcano queue or Kueue LocalQueue.", rich_help_panel=PANEL_PLACEMENT)]
-Placement = Annotated[defaults.PlacementPolicy | None, choice(
-    defaults.PlacementPolicy, "--placement", show_default=False,
-    help=f"How workers are placed on nodes and GPUs (default: {defaults.PLACEMENT_POLICY}).", rich_help_panel=PANEL_PLACEMENT)]
 GpuTopology = Annotated[bool, typer.Option(
     "--gputopology", help=f"Same as --placement {defaults.PLACEMENT_POLICY} (arena's flag).", rich_help_panel=PANEL_PLACEMENT)]
-CrossZone = Annotated[bool, typer.Option(
-    "--cross-zone", help="Allow the job's nodes in several zones (never by default).", rich_help_panel=PANEL_PLACEMENT)]
-GpuRequest = Annotated[defaults.GpuRequestChoice, choice(
-    defaults.GpuRequestChoice, "--gpu-request",
-    help="How workers ask for GPUs (auto: DRA claims naming the planned GPUs where the "
-    "cluster publishes DRA GPU devices, else the device plugin).", rich_help_panel=PANEL_PLACEMENT)]
-Env = Annotated[list[str] | None, typer.Option("-e", "--env", help="K=V, repeatable.", rich_help_panel=PANEL_JOB)]
-Cpu = Annotated[str | None, typer.Option("--cpu", help="CPU per worker (e.g. 4, 500m).", rich_help_panel=PANEL_PODS)]
-Memory = Annotated[str | None, typer.Option("--memory",
-                                            help="Memory per worker (e.g. 16Gi).", rich_help_panel=PANEL_PODS)]
-Selector = Annotated[list[str] | None, typer.Option(
-    "--selector", help="Node label KEY=VALUE the workers' nodes must have; repeatable.", rich_help_panel=PANEL_PLACEMENT)]
-Toleration = Annotated[list[str] | None, typer.Option(
-    "--toleration", help="Tolerate a taint: key=value:Effect, key:Effect, key or all; "
-    "repeatable.", rich_help_panel=PANEL_PLACEMENT)]
-Annotation = Annotated[list[str] | None, typer.Option("--annotation",
-                                                      help="k=v, repeatable.", rich_help_panel=PANEL_PODS)]
-Label = Annotated[list[str] | None, typer.Option("--label", help="k=v, repeatable.", rich_help_panel=PANEL_PODS)]
-Priority = Annotated[str | None, typer.Option("--priority", help="PriorityClass name.", rich_help_panel=PANEL_PLACEMENT)]
-Mpi = Annotated[defaults.MPIImplementation, choice(
-    defaults.MPIImplementation, "--mpi", case_sensitive=False,
-    help="MPI implementation of the image (any case).", rich_help_panel=PANEL_JOB)]
-CleanPodPolicy = Annotated[defaults.CleanPodPolicy, choice(
-    defaults.CleanPodPolicy, "--clean-pod-policy",
-    help="Which pods to delete when the job ends.", rich_help_panel=PANEL_JOB)]
-BackoffLimit = Annotated[int | None, typer.Option(
-    "--backoff-limit", min=0, help="Launcher retries (default 0: a failed run ends the job).", rich_help_panel=PANEL_JOB)]
-Ttl = Annotated[int | None, typer.Option(
-    "--ttl", min=0, help="Delete the finished job after this many seconds "
-    "(ttlSecondsAfterFinished).", rich_help_panel=PANEL_JOB)]
-ActiveDeadline = Annotated[int | None, typer.Option(
-    "--active-deadline", min=1, help="Fail the job after this many seconds "
-    "(activeDeadlineSeconds).", rich_help_panel=PANEL_JOB)]
-ImagePullSecret = Annotated[list[str] | None, typer.Option(
-    "--image-pull-secret", help="Secret for a private registry; repeatable.", rich_help_panel=PANEL_PODS)]
-ImagePullPolicy = Annotated[defaults.PullPolicy, choice(
-    defaults.PullPolicy, "--image-pull-policy", help="When the kubelet pulls the image.", rich_help_panel=PANEL_PODS)]
-ShmSize = Annotated[str, typer.Option("--shm-size", help="/dev/shm size.", rich_help_panel=PANEL_PODS)]
-HostNetwork = Annotated[bool, typer.Option(
-    "--host-network", help="Run pods on the node's network (the node's NICs for TCP; RDMA "
-    "still needs --rdma: host networking does not give a container /dev/infiniband).",
-    rich_help_panel=PANEL_NETWORK)]
-Rdma = Annotated[defaults.RdmaChoice, choice(
-    defaults.RdmaChoice, "--rdma",
-    help="Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
-    "(or refuse, saying why), off, or auto: when the job spans several nodes and every "
-    "planned node offers them.", rich_help_panel=PANEL_NETWORK)]
-ExtraResource = Annotated[list[str] | None, typer.Option(
-    "--extra-resource", help="Another device resource per worker pod, NAME=N (e.g. "
-    "example.com/fpga=1); repeatable.", rich_help_panel=PANEL_PODS)]
-NetworkInterface = Annotated[str | None, typer.Option(
-    "--network-interface", help="NIC for MPI/NCCL with --host-network.", rich_help_panel=PANEL_NETWORK)]
-LauncherCpu = Annotated[str, typer.Option(
-    "--launcher-cpu", help="CPU for the launcher pod (it only runs mpirun; it never gets a "
-    "GPU).", rich_help_panel=PANEL_PODS)]
-LauncherMemory = Annotated[str, typer.Option("--launcher-memory",
-                                             help="Memory for the launcher pod.", rich_help_panel=PANEL_PODS)]
-RunAsUser = Annotated[int | None, typer.Option(
-    "--run-as-user", metavar="UID", help="Run every pod as this non-root uid, restricted "
-    "Pod Security compliant (runAsNonRoot, no privilege escalation, no capabilities, "
-    "seccomp RuntimeDefault); the image must serve it (sshd, a writable home).", rich_help_panel=PANEL_PODS)]
-RunAsGroup = Annotated[int | None, typer.Option(
-    "--run-as-group", metavar="GID", help="Primary group for --run-as-user.", rich_help_panel=PANEL_PODS)]
-StartTimeout = Annotated[int, typer.Option(
-    "--start-timeout", metavar="SECONDS", min=0, help="Fail the job, naming the pod and why "
-    "(image pull, config error, crash loop), when its pods are not all running this long "
-    "after creation; 0: never.", rich_help_panel=PANEL_PODS)]
-SchedulerName = Annotated[str | None, typer.Option(
-    "--scheduler-name", help="Scheduler for the workers (default: the gang scheduler's, else "
-    "the cluster default).", rich_help_panel=PANEL_PLACEMENT)]
-
-# --- the built-in benchmark (and the throughput prediction) -------------------------------
-Model = Annotated[str, typer.Option(
-    "--model", help="Benchmark model, and the model of the throughput prediction: "
-    f"{', '.join(defaults.BENCHMARK_MODELS)}.", rich_help_panel=PANEL_BENCHMARK)]
-BatchSize = Annotated[int, typer.Option("--batch-size", help="Batch size per GPU.", rich_help_panel=PANEL_BENCHMARK)]
-NumBatches = Annotated[int, typer.Option("--num-batches", help="Benchmark: timed steps.", rich_help_panel=PANEL_BENCHMARK)]
-NumWarmupBatches = Annotated[int, typer.Option("--num-warmup-batches",
-                                               help="Benchmark: untimed steps first.", rich_help_panel=PANEL_BENCHMARK)]
-ImageSize = Annotated[int | None, typer.Option(
-    "--image-size", help="Benchmark image size (small sizes for CPU runs).", rich_help_panel=PANEL_BENCHMARK)]
-UseFp16 = Annotated[bool, typer.Option("--use-fp16", help="Benchmark: mixed precision.", rich_help_panel=PANEL_BENCHMARK)]
-Xla = Annotated[bool, typer.Option("--xla", help="Benchmark: XLA compilation.", rich_help_panel=PANEL_BENCHMARK)]
 Precision = Annotated[defaults.Precision, choice(
     defaults.Precision, "--precision", help="Precision the throughput is predicted for.", rich_help_panel=PANEL_BENCHMARK)]
 
-
-# --- the job's data and pod fields (issue 24) ---------------------------------------------
-Data = Annotated[list[str] | None, typer.Option(
-    "--data", metavar="PVC:MOUNT[:ro]", help="Mount a PersistentVolumeClaim in every worker "
-    "(and the launcher when your mpirun line runs there); its access modes must allow the "
-    "job's placement. Repeatable.")]
-DataDir = Annotated[list[str] | None, typer.Option(
-    "--data-dir", metavar="HOSTPATH:MOUNT[:ro]", help="Mount a directory of the node "
-    "(hostPath) in every worker; the scheduler does not know which nodes have it. "
-    "Repeatable.")]
-WorkingDir = Annotated[str | None, typer.Option(
-    "--working-dir", metavar="DIR", help="Working directory of the launcher and the ranks.")]
-ServiceAccount = Annotated[str | None, typer.Option(
-    "--service-account", metavar="NAME", help="ServiceAccount the job's pods run as.")]
-PodPatch = Annotated[list[str] | None, typer.Option(
-    "--pod-patch", metavar="[ROLE=]FILE", help="Strategic-merge patch (YAML) of the pod "
-    "templates of ROLE (launcher, worker or all, the default), for fields without a flag; "
-    "repeatable, applied in order.")]
-DataName = Annotated[defaults.DataName, choice(
-    defaults.DataName, "--data-name", help="Benchmark input: synthetic images, or ImageNet "
-    "TFRecords from --benchmark-data-dir.")]
-BenchmarkDataDir = Annotated[str | None, typer.Option(
-    "--benchmark-data-dir", metavar="DIR", help="Benchmark: the directory of ImageNet "
-    "TFRecords (train-*-of-*) as the ranks see it (with --data-name imagenet).")]
 ConfigFile = Annotated[str | None, typer.Option(
     "--config", metavar="FILE", help="Defaults file (default: $HVDK8S_CONFIG, else "
     "$HVDK8S_HOME/config.yaml); a flag beats the environment (HVDK8S_<OPTION>), which "
     "beats the file.")]
+
 
 # --- results ------------------------------------------------------------------------------
 Plots = Annotated[bool, typer.Option(

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from launcher.cli import options as opt
+from launcher.cli.spec_options import JobOptionsCommand, job_options
 from launcher.errors import UsageError
 from launcher.formats import calibration_file
 from launcher.output import emit_data, plain_when_piped
@@ -19,41 +20,40 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.plural import plural
 
+# The job options plan takes (declared on the spec: launcher.cli.spec_options).
+PLAN_OPTIONS = ("workers", "gpus_per_worker", "placement_policy", "node_selector", "tolerations",
+                "cpu", "memory", "benchmark.model", "benchmark.batch_size", "cross_zone",
+                "rdma")
 
+
+@job_options(PLAN_OPTIONS, required=("workers", "gpus_per_worker"))
 def plan(
-    workers: opt.Workers,
-    gpus: opt.Gpus,
     cluster: opt.Cluster = None,
-    placement: opt.Placement = None,
     gputopology: opt.GpuTopology = False,
-    selector: opt.Selector = None,
-    toleration: opt.Toleration = None,
-    cpu: opt.Cpu = None,
-    memory: opt.Memory = None,
-    model: opt.Model = defaults.MODEL,
-    batch_size: opt.BatchSize = defaults.BATCH_SIZE,
     precision: opt.Precision = defaults.PRECISION,
     compare: Annotated[bool, typer.Option(
         "--compare", help="Show every placement policy side by side.")] = False,
-    cross_zone: opt.CrossZone = False,
-    rdma: opt.Rdma = defaults.RDMA,
     context: opt.Context = None,
     output: opt.Output = opt.TABLE,
     calibration: opt.Calibration = None,
+    *,
+    job: dict,
 ):
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
     Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
     file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
-    policy, model = _check_job(workers, gpus, opt.placement_policy(placement, gputopology),
-                               model, batch_size, precision)
-    request = _request(workers, gpus, selector or [], toleration or [], cpu, memory, cross_zone)
-    cal, cal_source = calibration_file.load(calibration)
-    snapshot = _load_cluster(cluster, context)
-
+    opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
+    spec = _check_job(job, precision)
+    policy, model, batch_size, rdma = (spec.placement_policy, spec.benchmark.model,
+                                       spec.benchmark.batch_size, spec.rdma)
     # lazy: every CLI start imports the command modules; placement, the perf model and cluster files
     # (pydantic models, ~70 ms) load only for this one
-    from mpijob.scheduling.placement import place
+    from mpijob.scheduling.placement import PlacementRequest, place
+
+    request = PlacementRequest.from_spec(spec)
+    cal, cal_source = calibration_file.load(calibration)
+    snapshot = _load_cluster(cluster, context)
 
     policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
     results = []
@@ -73,7 +73,8 @@ def plan(
             data["network"] = _network_json(network)
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
-        data["worker_requests"] = _worker_requests(result, snapshot, gpus, cpu, memory)
+        data["worker_requests"] = _worker_requests(result, snapshot, spec.gpus_per_worker,
+                                                   spec.cpu, spec.memory)
         results.append((result, data))
     if compare:
         results.extend(_split_what_if(results, snapshot, model, batch_size, precision,
@@ -137,19 +138,16 @@ def _split_what_if(results, snapshot, model, batch_size, precision, assumptions,
     return []
 
 
-def _check_job(workers, gpus, placement, model, batch_size, precision) -> tuple[str, str]:
-    """(policy, model name) after the checks `submit` makes, with its messages: a plan of
-    a job that submit refuses would be a plan of nothing."""
-    from mpijob.jobspec.spec import build_spec
+def _check_job(job: dict, precision: str):
+    """The job's spec, after the checks `submit` makes, with its messages: a plan of a job
+    that submit refuses would be a plan of nothing."""
+    from mpijob.jobspec.spec import build_spec, fields_from_options
 
     try:
-        spec = build_spec(name="plan", workers=workers, gpus_per_worker=gpus,
-                          placement_policy=placement or defaults.PLACEMENT_POLICY,
-                          benchmark={"model": model, "batch_size": batch_size,
-                                     "use_fp16": precision == "fp16"})
+        fields = fields_from_options({**job, "benchmark.use_fp16": precision == "fp16"})
+        return build_spec(name="plan", **fields)
     except SpecError as err:
         raise UsageError.naming_option(err) from None
-    return spec.placement_policy, spec.benchmark.model
 
 
 def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str | None:
@@ -168,34 +166,6 @@ def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str |
     what = "/".join(w for w, attr in asked if any(getattr(n, attr) is None for n in unknown))
     source = "the cluster file" if from_file else "the cluster"
     return f"{what} not checked: {source} gives no capacity for {plural(len(unknown), 'node')}"
-
-
-def _request(workers, gpus, selectors, tolerations, cpu, memory, cross_zone=False):
-    from mpijob.jobspec.options import parse_key_value, parse_toleration
-    from mpijob.jobspec.quantity import QuantityError, parse_quantity
-    from mpijob.scheduling.placement import PlacementRequest
-
-    try:
-        node_selector = dict(parse_key_value(s, "--selector") for s in selectors)
-        tols = tuple(parse_toleration(t) for t in tolerations)
-    except SpecError as exc:
-        raise UsageError(str(exc)) from None
-    per_worker = {}
-    for option, value in (("--cpu", cpu), ("--memory", memory)):
-        if value is None:
-            continue
-        try:
-            amount = float(parse_quantity(value))
-        except QuantityError as exc:
-            raise UsageError(f"{option}: {exc}") from None
-        if amount <= 0:
-            raise UsageError(f"{option}: must be positive, got {value!r}")
-        per_worker[option] = amount
-    return PlacementRequest(
-        workers=workers, gpus_per_worker=gpus, node_selector=node_selector, tolerations=tols,
-        cpu_per_worker=per_worker.get("--cpu"), memory_per_worker=per_worker.get("--memory"),
-        cross_zone=cross_zone,
-    )
 
 
 def _load_cluster(path: str | None, context: str | None):
@@ -347,4 +317,4 @@ def _placement_text(result) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("plan")(plan)
+    app.command("plan", cls=JobOptionsCommand)(plan)

@@ -10,11 +10,11 @@ import threading
 from typing import Annotated
 
 import typer
-from typer.core import TyperCommand
 
 from launcher.cli import options as opt
 from launcher.cli import userdefaults
 from launcher.cli.common import exit_for_status, print_status
+from launcher.cli.spec_options import JobOptionsCommand, job_options
 from launcher.errors import UsageError
 from launcher.output import emit_objects, note
 from mpijob.jobspec import defaults
@@ -22,15 +22,15 @@ from mpijob.jobspec import defaults
 app = typer.Typer(no_args_is_help=True, help="Submit a job.")
 
 
-class _OptionalValueDryRun(TyperCommand):
+class _OptionalValueDryRun(JobOptionsCommand):
     """kubectl's `--dry-run[=client|server]`: a bare `--dry-run` means client.
 
     Only tokens before the first positional are ours; the user's command is left alone.
     Defaults come from the environment and the user's config file (userdefaults).
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def options_added(self) -> None:
+        super().options_added()
         userdefaults.give_envvars(self)
 
     def parse_args(self, ctx, args):
@@ -76,67 +76,19 @@ ScheduleTimeout = Annotated[float, typer.Option(
     help="Submit an MPI/Horovod allreduce job. With no COMMAND it runs the built-in "
     "tf_cnn_benchmarks-compatible benchmark.",
 )
+@job_options()
 def submit_mpi(
     ctx: typer.Context,
     command: opt.Command = None,
-    name: opt.Name = None,
-    workers: opt.Workers = defaults.WORKERS,
-    gpus: opt.Gpus = defaults.GPUS_PER_WORKER,
-    image: opt.Image = None,
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,
     mode: opt.Mode = defaults.MODE,
     gang: opt.Gang = False,
     gang_scheduler: opt.GangScheduler = None,
-    queue: opt.Queue = None,
     gputopology: opt.GpuTopology = False,
-    placement: opt.Placement = None,
     cluster: opt.Cluster = None,
     calibration: opt.Calibration = None,
-    cross_zone: opt.CrossZone = False,
-    gpu_request: opt.GpuRequest = defaults.GPU_REQUEST_CHOICE,
-    rdma: opt.Rdma = defaults.RDMA,
-    extra_resource: opt.ExtraResource = None,
-    env: opt.Env = None,
-    cpu: opt.Cpu = None,
-    memory: opt.Memory = None,
-    selector: opt.Selector = None,
-    toleration: opt.Toleration = None,
-    annotation: opt.Annotation = None,
-    label: opt.Label = None,
-    priority: opt.Priority = None,
-    mpi: opt.Mpi = defaults.MPI_IMPLEMENTATION,
-    clean_pod_policy: opt.CleanPodPolicy = defaults.CLEAN_POD_POLICY,
-    backoff_limit: opt.BackoffLimit = None,
-    ttl: opt.Ttl = None,
-    active_deadline: opt.ActiveDeadline = None,
-    image_pull_secret: opt.ImagePullSecret = None,
-    image_pull_policy: opt.ImagePullPolicy = defaults.PULL_POLICY,
-    shm_size: opt.ShmSize = defaults.SHM_SIZE,
-    host_network: opt.HostNetwork = False,
-    network_interface: opt.NetworkInterface = None,
-    launcher_cpu: opt.LauncherCpu = defaults.LAUNCHER_CPU,
-    launcher_memory: opt.LauncherMemory = defaults.LAUNCHER_MEMORY,
-    scheduler_name: opt.SchedulerName = None,
-    run_as_user: opt.RunAsUser = None,
-    run_as_group: opt.RunAsGroup = None,
-    start_timeout: opt.StartTimeout = defaults.START_TIMEOUT_SECONDS,
-    model: opt.Model = defaults.MODEL,
-    batch_size: opt.BatchSize = defaults.BATCH_SIZE,
-    num_batches: opt.NumBatches = defaults.NUM_BATCHES,
-    num_warmup_batches: opt.NumWarmupBatches = defaults.NUM_WARMUP_BATCHES,
-    image_size: opt.ImageSize = None,
-    use_fp16: opt.UseFp16 = False,
-    xla: opt.Xla = False,
-    # issue 24
-    data: opt.Data = None,
-    data_dir: opt.DataDir = None,
-    working_dir: opt.WorkingDir = None,
-    service_account: opt.ServiceAccount = None,
-    pod_patch: opt.PodPatch = None,
-    data_name: opt.DataName = defaults.DATA_NAME,
-    benchmark_data_dir: opt.BenchmarkDataDir = None,
     config: opt.ConfigFile = None,
     dry_run: DryRun = None,
     output: opt.ObjectsOutput = opt.YAML,
@@ -144,6 +96,8 @@ def submit_mpi(
     rm: Rm = False,
     timeout: opt.WaitTimeout = None,
     schedule_timeout: ScheduleTimeout = defaults.SCHEDULE_TIMEOUT_SECONDS,
+    *,
+    job: dict,
 ):
     # lazy: every CLI start imports the command modules; the submit pipeline (pydantic
     # models, ~70 ms) loads only for this one
@@ -151,35 +105,14 @@ def submit_mpi(
 
     if rm and not wait:
         raise UsageError("--rm deletes the job when --wait ends: give --wait too")
-
-    # The benchmark's size as typed, None where left to the default: on this machine's CPU
-    # the default is the quick benchmark (launcher.pipeline.submitting.quick_benchmark).
-    batch_size, num_batches, num_warmup_batches = (
-        _typed(ctx, "batch_size", batch_size), _typed(ctx, "num_batches", num_batches),
-        _typed(ctx, "num_warmup_batches", num_warmup_batches))
-
-    job = JobOptions(
-        name=name, command=command or (), workers=workers, gpus=gpus, image=image,
-        namespace=namespace, env=env or (), cpu=cpu, memory=memory, selector=selector or (),
-        toleration=toleration or (), annotation=annotation or (), label=label or (),
-        priority=priority, mpi=mpi, clean_pod_policy=clean_pod_policy,
-        backoff_limit=backoff_limit, ttl=ttl, active_deadline=active_deadline,
-        image_pull_secret=image_pull_secret or (), image_pull_policy=image_pull_policy,
-        shm_size=shm_size, host_network=host_network, network_interface=network_interface,
-        launcher_cpu=launcher_cpu, launcher_memory=launcher_memory, queue=queue,
-        scheduler_name=scheduler_name, placement=opt.placement_policy(placement, gputopology),
-        cross_zone=cross_zone, gpu_request=gpu_request, rdma=rdma,
-        extra_resource=extra_resource or (), model=model, batch_size=batch_size,
-        num_batches=num_batches, num_warmup_batches=num_warmup_batches,
-        image_size=image_size, use_fp16=use_fp16, xla=xla,
-        data=data or (), data_dir=data_dir or (), working_dir=working_dir,
-        service_account=service_account, pod_patch=pod_patch or (), data_name=data_name,
-        benchmark_data_dir=benchmark_data_dir,
-        run_as_user=run_as_user, run_as_group=run_as_group, start_timeout=start_timeout)
+    opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
+    if namespace is not None:
+        job["namespace"] = namespace
     request = SubmitRequest(
-        options=job, gang=gang, gang_scheduler=gang_scheduler, mode=mode, backend=backend,
-        context=context, cluster=cluster, dry_run=dry_run,
-        schedule_timeout=schedule_timeout, calibration=calibration)
+        options=JobOptions(job, command=tuple(command or ())), gang=gang,
+        gang_scheduler=gang_scheduler, mode=mode, backend=backend, context=context,
+        cluster=cluster, dry_run=dry_run, schedule_timeout=schedule_timeout,
+        calibration=calibration)
     outcome = run_submit(request)
     if outcome.objects is not None:
         emit_objects(outcome.objects, output)

@@ -128,18 +128,19 @@ def one_line(text: str | None) -> str | None:
 
 
 def submit_options(loaded: LoadedExperiment, run: Run) -> JobOptions:
-    """The run as `hvdk8s submit mpi` options."""
+    """The run as `hvdk8s submit mpi` options, as the spec fields take them."""
     exp = loaded.experiment
-    return JobOptions(
-        name=run.run_id, workers=run.workers, gpus=run.gpus, image=exp.image,
-        namespace=exp.namespace, placement=run.placement, model=run.model,
-        batch_size=run.batch_size, num_batches=run.num_batches,
-        num_warmup_batches=run.num_warmup_batches, image_size=run.image_size,
-        use_fp16=run.precision == "fp16", xla=run.xla,
-        env=[f"{k}={v}" for k, v in exp.env.items()], cpu=exp.cpu, memory=exp.memory,
-        selector=[f"{k}={v}" for k, v in exp.node_selector.items()],
-        data_name=run.data, benchmark_data_dir=_data_dir(loaded) if run.data != "synthetic" else None,
-    )
+    values = {
+        "name": run.run_id, "workers": run.workers, "gpus_per_worker": run.gpus,
+        "image": exp.image, "namespace": exp.namespace, "placement_policy": run.placement,
+        "benchmark.model": run.model, "benchmark.batch_size": run.batch_size,
+        "benchmark.num_batches": run.num_batches,
+        "benchmark.num_warmup_batches": run.num_warmup_batches,
+        "benchmark.image_size": run.image_size, "benchmark.use_fp16": run.precision == "fp16",
+        "benchmark.xla": run.xla, "env": exp.env, "cpu": exp.cpu, "memory": exp.memory,
+        "node_selector": exp.node_selector, "benchmark.data_name": run.data,
+        "benchmark.data_dir": _data_dir(loaded) if run.data != "synthetic" else None}
+    return JobOptions({k: v for k, v in values.items() if v is not None})
 
 
 def _data_dir(loaded: LoadedExperiment) -> str | None:

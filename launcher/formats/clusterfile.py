@@ -77,7 +77,7 @@ from launcher.errors import UsageError
 from launcher.formats import yaml_errors
 from mpijob.jobspec.defaults import NetworkScheduler
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
-from mpijob.jobspec.spec import TaintEffect
+from mpijob.jobspec.toleration import TaintEffect
 from mpijob.k8s.dra import DRIVER, DraDevice
 from mpijob.plural import plural
 from mpijob.scheduling import rdma

@@ -5,8 +5,8 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launcher.backends import select
@@ -19,9 +19,7 @@ from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
-from mpijob.jobspec.options import parse_key_value, parse_toleration
-from mpijob.jobspec.spec import build_spec
-from mpijob.jobspec.volumes import parse_data, parse_data_dir
+from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.k8s.gang import refusal
 from mpijob.k8s.hostnet import free_ssh_port
 from mpijob.plural import plural
@@ -29,77 +27,19 @@ from mpijob.plural import plural
 
 @dataclass(frozen=True)
 class JobOptions:
-    """A job as `hvdk8s submit mpi` takes it, one field per option (launcher.cli.options
-    declares them; the experiment runner fills them from a run). None or empty is "not
-    given": the spec model's default applies (mpijob.jobspec.defaults), so none is written
-    here. `build_spec_from_options` says which spec field each one sets."""
+    """A job as `hvdk8s submit mpi` takes it: the options given, by the spec field each sets
+    ("benchmark.batch_size"; the fields declare their options: mpijob.jobspec.spec.Flag),
+    as typed (text) or as the field takes them (the experiment runner's mappings), and the
+    command. What is not given takes the spec model's default, so none is written here."""
 
-    name: str | None = None
-    command: Sequence[str] = ()
-    workers: int | None = None
-    gpus: int | None = None
-    image: str | None = None
-    namespace: str | None = None
-    env: Sequence[str] = ()  # KEY=VALUE
-    cpu: str | None = None
-    memory: str | None = None
-    selector: Sequence[str] = ()  # KEY=VALUE
-    toleration: Sequence[str] = ()
-    annotation: Sequence[str] = ()  # KEY=VALUE
-    label: Sequence[str] = ()  # KEY=VALUE
-    priority: str | None = None
-    mpi: defaults.MPIImplementation | None = None
-    clean_pod_policy: defaults.CleanPodPolicy | None = None
-    backoff_limit: int | None = None
-    ttl: int | None = None
-    active_deadline: int | None = None
-    image_pull_secret: Sequence[str] = ()
-    image_pull_policy: defaults.PullPolicy | None = None
-    shm_size: str | None = None
-    host_network: bool = False
-    network_interface: str | None = None
-    launcher_cpu: str | None = None
-    launcher_memory: str | None = None
-    queue: str | None = None
-    scheduler_name: str | None = None
-    placement: defaults.PlacementPolicy | None = None
-    cross_zone: bool = False
-    # auto is decided once the cluster is known (_with_gpu_request), not by the spec.
-    gpu_request: defaults.GpuRequestChoice | None = None
-    rdma: defaults.RdmaChoice | None = None
-    extra_resource: Sequence[str] = ()  # NAME=N
-    model: str | None = None
-    batch_size: int | None = None
-    num_batches: int | None = None
-    num_warmup_batches: int | None = None
-    image_size: int | None = None
-    use_fp16: bool = False
-    xla: bool = False
-    run_as_user: int | None = None
-    run_as_group: int | None = None
-    start_timeout: int | None = None
-    # issue 24: data volumes, pod fields, the benchmark's input
-    data: Sequence[str] = ()  # PVC:MOUNT[:ro]
-    data_dir: Sequence[str] = ()  # HOSTPATH:MOUNT[:ro]
-    working_dir: str | None = None
-    service_account: str | None = None
-    pod_patch: Sequence[str] = ()  # [launcher|worker|all=]FILE
-    data_name: defaults.DataName | None = None
-    benchmark_data_dir: str | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
 
+    def get(self, path: str, default: Any = None) -> Any:
+        return self.values.get(path, default)
 
-def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
-    return dict(parse_key_value(v, option) for v in values)
-
-
-def _counts(values: Sequence[str], option: str) -> dict[str, int]:
-    out = {}
-    for name, count in (parse_key_value(v, option) for v in values):
-        if not count.isdigit():
-            raise SpecError("extra_resources", f"{name}={count}: expected NAME=N with a whole "
-                            "number N", option=option)
-        out[name] = int(count)
-    return out
+    def setting(self, values: Mapping[str, Any]) -> JobOptions:
+        return replace(self, values={**self.values, **values})
 
 
 def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
@@ -109,59 +49,21 @@ def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
     return tuple(words), False
 
 
-def _given(**values: Any) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
 def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER):
-    """The JobSpec of these options; every problem becomes a UsageError naming the option
-    (the spec's fields carry their flags: mpijob.jobspec.spec.Flag)."""
+    """The JobSpec of these options; every problem becomes a UsageError naming the option."""
+    # --gpu-request auto is decided once the cluster is known (_with_gpu_request)
+    values = {k: v for k, v in o.values.items() if k != "gpu_request"}
+    if "pod_patches" in values:  # files: read here, the pure core takes their contents
+        from launcher.pipeline.podpatch_files import read_pod_patch
+
+        values["pod_patches"] = tuple(read_pod_patch(p) if isinstance(p, str) else p
+                                      for p in values["pod_patches"])
     try:
         command, shell = _command(o.command)
-        # Only what was given: every default is the spec model's.
-        fields: dict[str, Any] = _given(
-            name=o.name, workers=o.workers, gpus_per_worker=o.gpus, cpu=o.cpu,
-            memory=o.memory, image=o.image, namespace=o.namespace, shm_size=o.shm_size,
-            mpi_implementation=o.mpi, queue=o.queue, priority_class=o.priority,
-            image_pull_policy=o.image_pull_policy, network_interface=o.network_interface,
-            launcher_cpu=o.launcher_cpu, launcher_memory=o.launcher_memory,
-            scheduler_name=o.scheduler_name, placement_policy=o.placement,
-            run_as_user=o.run_as_user, run_as_group=o.run_as_group,
-            start_timeout=o.start_timeout, rdma=o.rdma)
-        fields.update(
-            command=command, shell=shell, gang=gang,
-            env=_pairs(o.env, "-e/--env"),
-            run_policy=_given(clean_pod_policy=o.clean_pod_policy,
-                              backoff_limit=o.backoff_limit,
-                              ttl_seconds_after_finished=o.ttl,
-                              active_deadline_seconds=o.active_deadline),
-            node_selector=_pairs(o.selector, "--selector"),
-            tolerations=tuple(parse_toleration(t) for t in o.toleration),
-            labels=_pairs(o.label, "--label"),
-            annotations=_pairs(o.annotation, "--annotation"),
-            image_pull_secrets=tuple(o.image_pull_secret),
-            extra_resources=_counts(o.extra_resource, "--extra-resource"),
-            host_network=o.host_network, cross_zone=o.cross_zone,
-            benchmark=_given(model=o.model, batch_size=o.batch_size,
-                             num_batches=o.num_batches,
-                             num_warmup_batches=o.num_warmup_batches,
-                             image_size=o.image_size, use_fp16=o.use_fp16, xla=o.xla,
-                             data_name=o.data_name, data_dir=o.benchmark_data_dir),
-        )
-        fields.update(_data_fields(o))
-        return build_spec(**fields)
+        return build_spec(**fields_from_options(values), command=command, shell=shell,
+                          gang=gang)
     except SpecError as err:
         raise UsageError.naming_option(err) from None
-
-
-def _data_fields(o: JobOptions) -> dict[str, Any]:
-    """issue 24: --data, --data-dir, --working-dir, --service-account, --pod-patch."""
-    from launcher.pipeline.podpatch_files import read_pod_patch
-
-    return _given(data=tuple(parse_data(d) for d in o.data),
-                  data_dirs=tuple(parse_data_dir(d) for d in o.data_dir),
-                  working_dir=o.working_dir, service_account=o.service_account,
-                  pod_patches=tuple(read_pod_patch(p) for p in o.pod_patch))
 
 
 @dataclass
@@ -293,11 +195,11 @@ SUBMIT_HINT = "see the plan with --dry-run --cluster FILE"
 
 def _local_gpus_short(options: JobOptions) -> tuple[bool, str]:
     """(whether this machine lacks the GPUs the job asks for, how many it has in words)."""
-    gpus = options.gpus if options.gpus is not None else defaults.GPUS_PER_WORKER
+    gpus = options.get("gpus_per_worker", defaults.GPUS_PER_WORKER)
     if not gpus:
         return False, ""
     have = select.local_gpu_count()
-    workers = options.workers or defaults.WORKERS
+    workers = options.get("workers", defaults.WORKERS)
     return have < gpus * workers, plural(have, "GPU") if have else "no GPU"
 
 
@@ -315,23 +217,24 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
         return BaseBackend(), said  # offline: a client dry run asks no cluster anything
     if short:  # before a name is generated: no job is created
         o = request.options
-        raise UserError(NO_CLUSTER_NO_GPU.format(have=have, workers=o.workers or defaults.WORKERS,
-                                                 gpus=o.gpus))
+        raise UserError(NO_CLUSTER_NO_GPU.format(
+            have=have, workers=o.get("workers", defaults.WORKERS), gpus=o.get("gpus_per_worker")))
     said = [f"backend: {name} ({why})"] if request.backend is None else []
     return select.make_backend(name, context=request.context,
-                               namespace=request.options.namespace), said
+                               namespace=request.options.get("namespace")), said
 
 
 def quick_benchmark(options: JobOptions) -> JobOptions:
     """The quick benchmark for a built-in benchmark run on this machine's CPU whose size was
     left to the defaults; other jobs as they are."""
-    sizes = (options.image_size, options.batch_size, options.num_batches,
-             options.num_warmup_batches)
-    if options.command or options.gpus or any(v is not None for v in sizes):
+    quick = {"benchmark.image_size": defaults.QUICK_IMAGE_SIZE,
+             "benchmark.batch_size": defaults.QUICK_BATCH_SIZE,
+             "benchmark.num_batches": defaults.QUICK_NUM_BATCHES,
+             "benchmark.num_warmup_batches": defaults.QUICK_NUM_WARMUP_BATCHES}
+    if options.command or options.get("gpus_per_worker") or any(
+            options.get(path) is not None for path in quick):
         return options
-    return replace(options, image_size=defaults.QUICK_IMAGE_SIZE,
-                   batch_size=defaults.QUICK_BATCH_SIZE, num_batches=defaults.QUICK_NUM_BATCHES,
-                   num_warmup_batches=defaults.QUICK_NUM_WARMUP_BATCHES)
+    return options.setting(quick)
 
 
 def describe_start(spec, plan: Plan, quick: bool) -> str | None:
@@ -383,16 +286,16 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if backend.runs_here:
         options = quick_benchmark(options)
         quick = options is not request.options
-    if options.namespace is None and backend.namespace:
-        options = replace(options, namespace=backend.namespace)
-    generated = options.name is None
+    if options.get("namespace") is None and backend.namespace:
+        options = options.setting({"namespace": backend.namespace})
+    generated = options.get("name") is None
     if generated:
         command, shell = _command(options.command)
-        options = replace(options, name=generated_name(
-            model=options.model or defaults.MODEL, command=command, shell=shell,
-            workers=options.workers or defaults.WORKERS,
+        options = options.setting({"name": generated_name(
+            model=options.get("benchmark.model", defaults.MODEL), command=command, shell=shell,
+            workers=options.get("workers", defaults.WORKERS),
             backend=None if client_dry_run and request.backend is None else backend,
-            namespace=options.namespace))
+            namespace=options.get("namespace"))})
     spec = build_spec_from_options(options, gang=gang)
     if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
@@ -412,7 +315,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(spec, options.gpu_request or defaults.GPU_REQUEST_CHOICE, cluster)
+    spec = _with_gpu_request(spec, options.get("gpu_request", defaults.GPU_REQUEST_CHOICE),
+                             cluster)
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None

@@ -91,15 +91,15 @@ def _split(text: str, option: str, example: str) -> tuple[str, str, bool]:
     return parts[0], parts[1], len(parts) == 3 and parts[2] == "ro"
 
 
-def parse_data(text: str) -> dict:
+def parse_data(text: str, option: str = "--data") -> dict:
     """`--data imagenet:/data:ro` -> the fields of a DataVolume."""
-    claim, mount, read_only = _split(text, "--data", "PVC:MOUNT or PVC:MOUNT:ro (e.g. imagenet:/data:ro)")
+    claim, mount, read_only = _split(text, option, "PVC:MOUNT or PVC:MOUNT:ro (e.g. imagenet:/data:ro)")
     return {"claim": claim, "mount": mount, "read_only": read_only}
 
 
-def parse_data_dir(text: str) -> dict:
+def parse_data_dir(text: str, option: str = "--data-dir") -> dict:
     """`--data-dir /mnt/imagenet:/data` -> the fields of a HostDir."""
-    path, mount, read_only = _split(text, "--data-dir",
+    path, mount, read_only = _split(text, option,
                                     "HOSTPATH:MOUNT or HOSTPATH:MOUNT:ro (e.g. /mnt/imagenet:/data)")
     return {"path": path, "mount": mount, "read_only": read_only}
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field, replace
 from mpijob.errors import SpecError
 from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.jobspec.quantity import parse_quantity
-from mpijob.jobspec.spec import HARD_TAINT_EFFECTS, JobSpec, Toleration
+from mpijob.jobspec.spec import JobSpec
+from mpijob.jobspec.toleration import HARD_TAINT_EFFECTS, Toleration
 from mpijob.k8s.dra import devices_by_index
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint

@@ -65,7 +65,7 @@ from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.preparing.planning import Plan, plan_local_cpu
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
-from mpijob.jobspec.spec import JobSpec, RunPolicy, option_of
+from mpijob.jobspec.spec import DECLARED_BY_PATH, DECLARED_OPTIONS, JobSpec
 from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.perf.perfmodel import Assumptions
 from mpijob.phases import JobPhase
@@ -126,9 +126,7 @@ class LocalBackend(BaseBackend):
     def check_spec(self, spec: JobSpec) -> builtins.list[str]:
         """What only pods have is refused, not ignored: a job whose data mount silently went
         missing would read nothing or the wrong files."""
-        pod_only = [flag for flag, given in (("--data", spec.data), ("--data-dir", spec.data_dirs),
-                                             ("--service-account", spec.service_account),
-                                             ("--pod-patch", spec.pod_patches)) if given]
+        pod_only = _not_here(spec, "refuse")
         if pod_only:
             raise UsageError(f"{pod_only[0]} applies to Kubernetes pods; this job runs on this "
                              "machine (local backend), where the ranks are processes that "
@@ -439,26 +437,30 @@ def check_rank_count(spec: JobSpec, cores: int) -> None:
 
 
 # Spec fields that only mean something to Kubernetes (pods, images, the scheduler).
-_KUBERNETES_ONLY = (
-    "image", "node_selector", "tolerations", "gang", "priority_class", "queue", "scheduler_name",
-    "labels", "annotations", "image_pull_secrets", "image_pull_policy", "shm_size", "host_network",
-    "launcher_cpu", "launcher_memory", "memory",
-)
-_KUBERNETES_ONLY_RUN_POLICY = ("clean_pod_policy", "backoff_limit", "ttl_seconds_after_finished")
+def _given(spec: JobSpec, path: str):
+    """The value of a declared option's field when it is not the spec's default."""
+    declared, value = DECLARED_BY_PATH[path], spec
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value if value != declared.default else None
+
+
+def _not_here(spec: JobSpec, what: str) -> list[str]:
+    """The options given that this backend does not use (`what`: ignore) or must refuse
+    (refuse), as each declares where it applies (mpijob.jobspec.spec.Flag)."""
+    return [d.flag.option for d in DECLARED_OPTIONS
+            if LocalBackend.name not in d.flag.backends and d.flag.elsewhere == what
+            and _given(spec, d.path) not in (None, (), {})]
 
 
 def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     """The options given for this job that the local backend does not use, by option name."""
-    def default(model, name: str):
-        return type(model).model_fields[name].get_default(call_default_factory=True)
-
-    fields = [f for f in _KUBERNETES_ONLY if getattr(spec, f) != default(spec, f)]
-    if spec.cpu and spec.gpus_per_worker:  # CPU ranks are bound to --cpu cores (local_mpi)
-        fields.append("cpu")
-    fields += [f"run_policy.{f}" for f in _KUBERNETES_ONLY_RUN_POLICY
-               if getattr(spec.run_policy, f) != RunPolicy.model_fields[f].get_default()]
     names = ["--mode operator"] if mode == "operator" else []
-    names += [option_of(f) or f for f in fields]
+    names += _not_here(spec, "ignore")
+    if spec.gang != defaults.GANG_SCHEDULER:
+        names.append("--gang-scheduler")
+    if spec.cpu and spec.gpus_per_worker:  # CPU ranks are bound to --cpu cores (local_mpi)
+        names.append("--cpu")
     return list(dict.fromkeys(names))
 
 
