@@ -56,6 +56,17 @@ class K8sEnv:
         return args + (["--context", self.context] if self.context else [])
 
 
+def hvdk8s(k8s: K8sEnv, *args: str):
+    """The CLI run against the test's cluster; a traceback in its output fails the test."""
+    from typer.testing import CliRunner
+
+    from launcher.cli.app import app  # lazy: conftest imports this module for every test
+
+    result = CliRunner().invoke(app, [*args, *k8s.cli_args()])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
 @pytest.fixture
 def k8s(request, monkeypatch):
     real = os.environ.get("HVDK8S_TEST_KUBECONFIG")

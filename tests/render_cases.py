@@ -18,6 +18,14 @@ POD_PATCH = {"target": "worker", "source": "worker-patch.yaml", "patch": {"spec"
                    {"name": "log-shipper", "image": "busybox:1.36",
                     "command": ["sh", "-c", "sleep infinity"]}]}}}
 
+# issue 24: data volumes, a host directory, working dir and service account, in both modes.
+DATA_VOLUMES = dict(name="data", workers=2, gpus_per_worker=1,
+                    data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
+                    data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
+                    working_dir="/workspace", service_account="trainer",
+                    benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"},
+                    pod_patches=(POD_PATCH,))
+
 CASES = {
     "pods-benchmark-4x1": dict(
         spec=dict(name="demo", workers=4, gpus_per_worker=1, image="horovod/horovod:0.28.1"),
@@ -47,23 +55,8 @@ CASES = {
                   command=("python", "train.py", "--data", "/data dir"),
                   mpi_implementation="MPICH"),
         mode="pods"),
-    # issue 24: data volumes, a host directory, working dir and service account.
-    "pods-data-volumes": dict(
-        spec=dict(name="data", workers=2, gpus_per_worker=1,
-                  data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
-                  data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
-                  working_dir="/workspace", service_account="trainer",
-                  benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"},
-                  pod_patches=(POD_PATCH,)),
-        mode="pods"),
-    "operator-data-volumes": dict(
-        spec=dict(name="data", workers=2, gpus_per_worker=1,
-                  data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
-                  data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),
-                  working_dir="/workspace", service_account="trainer",
-                  benchmark={"data_name": "imagenet", "data_dir": "/data/imagenet"},
-                  pod_patches=(POD_PATCH,)),
-        mode="operator"),
+    "pods-data-volumes": dict(spec=DATA_VOLUMES, mode="pods"),
+    "operator-data-volumes": dict(spec=DATA_VOLUMES, mode="operator"),
 }
 
 

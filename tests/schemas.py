@@ -8,6 +8,8 @@ from pathlib import Path
 import yaml
 
 K8S_VERSION = "1.33.0"
+# resource.k8s.io/v1 (DRA claims) is GA from 1.34: what renders claims validates against it.
+K8S_VERSION_DRA = "1.34.0"
 # The shared reference beside the checkout when present, else the copy vendored in tests/data.
 CRD = Path(__file__).resolve().parents[2] / "shared/reference/mpi-operator/kubeflow.org_mpijobs.yaml"
 VENDORED_CRD = Path(__file__).resolve().parent / "data/mpi-operator/kubeflow.org_mpijobs.yaml"
@@ -29,10 +31,10 @@ def mpijob_schema() -> dict:
     return version["schema"]["openAPIV3Schema"]
 
 
-def validate_core(obj: dict) -> None:
+def validate_core(obj: dict, version: str = K8S_VERSION) -> None:
     import kubernetes_validate
 
-    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    kubernetes_validate.validate(obj, version, strict=True)
 
 
 def unknown_fields(obj, schema: dict, path: str = "") -> list[str]:

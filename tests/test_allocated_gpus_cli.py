@@ -6,20 +6,10 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
-from launcher.cli.app import app
 from mpijob.jobspec import names
 from mpijob.scheduling.presets import preset
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload
-
-runner = CliRunner()
-
-
-def hvdk8s(k8s, *args: str):
-    result = runner.invoke(app, [*args, *k8s.cli_args()])
-    assert "Traceback" not in result.output, result.output
-    return result
+from tests.k8s_env import hvdk8s
 
 
 def test_get_shows_the_allocated_gpus_and_the_next_plan_believes_them(k8s):

@@ -117,8 +117,8 @@ def test_more_problems_than_the_line_holds_are_all_listed_one_per_line(tmp_path)
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("name: [unclosed\n", "line 2 column 1: invalid YAML: expected ',' or ']'"),
-    ("name: a\nname: b\nbackend: local\n", "line 2 column 1: invalid YAML: key 'name' appears twice"),
+    ("name: [unclosed\n", "not valid YAML at line 2 column 1: expected ',' or ']'"),
+    ("name: a\nname: b\nbackend: local\n", "not valid YAML at line 2 column 1: key 'name' appears twice"),
     ("", "got an empty file"),
     ("- 1\n- 2\n", "expected a mapping of experiment settings"),
 ])

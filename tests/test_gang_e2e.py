@@ -8,20 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from mpijob.jobspec import names
+from tests.k8s_env import hvdk8s
 
-runner = CliRunner()
 KINDS = ("pods", "jobs", "services", "configmaps", "secrets", "mpijobs", "workloads",
          "podgroups.scheduling.volcano.sh")
-
-
-def hvdk8s(k8s, *args):
-    result = runner.invoke(app, [*args, *k8s.cli_args()])
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 def submit(k8s, name, *args):

@@ -90,7 +90,9 @@ def machine(tmp_path, kube_server):
     return work, env
 
 
-def run(machine, line: str, timeout: float = 120) -> subprocess.CompletedProcess:
+# Examples that train for real take ~60 s on an idle 2-core machine and several times
+# that while other test runs share it; a passing one returns as soon as it ends.
+def run(machine, line: str, timeout: float = 600) -> subprocess.CompletedProcess:
     work, env = machine
     # A zsh example runs in zsh, with $fpath (from $FPATH) a folder of the test's.
     shell = "zsh" if "{fpath[" in line else "bash"

@@ -5,9 +5,7 @@ through the CLI against the test API server, whose scheduler models the NodePort
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import mpirun_argv
@@ -18,8 +16,8 @@ from mpijob.k8s.hostnet import (
     derived_ssh_port,
     free_ssh_port,
 )
+from tests.k8s_env import hvdk8s
 
-runner = CliRunner()
 NODE = "gpu-node-0"
 
 
@@ -29,12 +27,6 @@ def privileged_namespace(k8s):
     these jobs run where an admin allowed it (test_pod_security.py checks the refusal)."""
     if k8s.srv is not None:
         k8s.srv.set_pod_security(k8s.namespace, enforce="privileged")
-
-
-def hvdk8s(k8s, *args: str):
-    result = runner.invoke(app, [*args, *k8s.cli_args()])
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 def submit(k8s, name):

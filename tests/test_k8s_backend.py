@@ -26,6 +26,14 @@ def plan(backend, spec):
     return place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
 
 
+def placed_job(k8s, **fields):
+    """The test server, a backend, a job's spec and its placement on the cluster as it is."""
+    srv = k8s.server()
+    backend = k8s.backend()
+    spec = make_spec(k8s, **fields)
+    return srv, backend, spec, plan(backend, spec)
+
+
 def leftovers(srv, job, extra=()):
     out = []
     for kind in (*KINDS, *extra):
@@ -40,10 +48,7 @@ def posts(srv) -> int:
 
 # --- the happy path -----------------------------------------------------------------------------
 def test_submit_get_wait_logs_delete(k8s):
-    srv = k8s.server()
-    backend = k8s.backend()
-    spec = make_spec(k8s, workers=4, gpus_per_worker=1)
-    placement = plan(backend, spec)
+    srv, backend, spec, placement = placed_job(k8s, workers=4, gpus_per_worker=1)
     k8s.script_launcher("vgg16", [(0.3, "hvdk8s: starting"), (0.2, "total images/sec: 321.5")])
     result = backend.create_job(spec, placement, mode="pods", schedule_timeout=20)
     assert "all workers scheduled; launcher started" in result.message
@@ -84,10 +89,7 @@ def test_server_dry_run_creates_nothing(k8s):
 
 # --- all or nothing -----------------------------------------------------------------------------
 def test_plan_that_no_longer_fits_is_refused_before_anything_is_created(k8s):
-    srv = k8s.server()
-    backend = k8s.backend()
-    spec = make_spec(k8s, workers=2, gpus_per_worker=8)
-    placement = plan(backend, spec)
+    srv, backend, spec, placement = placed_job(k8s, workers=2, gpus_per_worker=8)
     assert placement.feasible
     srv.cordon("gpu-node-1")
     before = posts(srv)
@@ -99,10 +101,7 @@ def test_plan_that_no_longer_fits_is_refused_before_anything_is_created(k8s):
 
 
 def test_stale_plan_is_placed_again(k8s):
-    srv = k8s.server()
-    backend = k8s.backend()
-    spec = make_spec(k8s, workers=1, gpus_per_worker=4)
-    placement = plan(backend, spec)
+    srv, backend, spec, placement = placed_job(k8s, workers=1, gpus_per_worker=4)
     planned = placement.assignments[0].node
     srv.cordon(planned)
     result = backend.create_job(spec, placement, schedule_timeout=20)
@@ -112,10 +111,7 @@ def test_stale_plan_is_placed_again(k8s):
 
 
 def test_workers_not_scheduled_in_time_roll_back_with_the_reason(k8s):
-    srv = k8s.server()
-    backend = k8s.backend()
-    spec = make_spec(k8s, workers=4, gpus_per_worker=1)
-    placement = plan(backend, spec)
+    srv, backend, spec, placement = placed_job(k8s, workers=4, gpus_per_worker=1)
     target = placement.assignments[0].node
     real_create = backend.client.create
 

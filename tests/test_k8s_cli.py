@@ -9,12 +9,9 @@ from typer.testing import CliRunner
 
 from launcher.cli.app import app
 from mpijob.jobspec import names
+from tests.k8s_env import hvdk8s
 
 runner = CliRunner()
-
-
-def hvdk8s(k8s, *args: str):
-    return runner.invoke(app, [*args, *k8s.cli_args()])
 
 
 def job_objects(srv, job):
@@ -26,6 +23,15 @@ def job_objects(srv, job):
 def job_pods(srv, job):
     return [p for p in srv.objects("pods", "default")
             if p["metadata"]["labels"].get(names.LABEL_JOB) == job]
+
+
+def run_to_success(k8s, job, logs):
+    """A one-worker job whose launcher prints `logs`, submitted and waited for to the end."""
+    k8s.server()
+    k8s.script_launcher(job, logs)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", job, "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    assert hvdk8s(k8s, "wait", job, "--timeout", "30").exit_code == 0
 
 
 def test_done_when_submit_wait_logs_delete(k8s):
@@ -124,11 +130,7 @@ def test_operator_mode_creates_the_benchmark_configmap_the_mpijob_mounts(k8s):
 
 
 def test_list_shows_the_rate_get_measured(k8s):
-    k8s.server()
-    k8s.script_launcher("ok1", ["total images/sec: 400.00"])
-    assert hvdk8s(k8s, "submit", "mpi", "--name", "ok1", "--image", k8s.image,
-                  "python", "train.py").exit_code == 0
-    assert hvdk8s(k8s, "wait", "ok1", "--timeout", "30").exit_code == 0
+    run_to_success(k8s, "ok1", ["total images/sec: 400.00"])
     assert "total images/sec: 400.00" in hvdk8s(k8s, "get", "ok1").output
     rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
     assert [(r["name"], r["images_per_sec"]) for r in rows] == [("ok1", 400.0)]
@@ -161,11 +163,7 @@ def test_logs_of_one_worker_and_all(k8s):
 
 
 def test_logs_all_of_a_finished_job_keeps_the_pod_prefix(k8s):
-    k8s.server()
-    k8s.script_launcher("fin", ["launcher says bye"])
-    assert hvdk8s(k8s, "submit", "mpi", "--name", "fin", "--image", k8s.image,
-                  "python", "train.py").exit_code == 0
-    assert hvdk8s(k8s, "wait", "fin", "--timeout", "30").exit_code == 0
+    run_to_success(k8s, "fin", ["launcher says bye"])
     lines = hvdk8s(k8s, "logs", "fin", "--all").output.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("[fin-launcher-") and lines[0].endswith("] launcher says bye")

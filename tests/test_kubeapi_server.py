@@ -53,6 +53,21 @@ def pod(name: str, gpus: int = 0, **spec) -> dict:
             "spec": {"containers": [c], **spec}}
 
 
+def one_container_job(name: str, backoff_limit: int, container: str = "c",
+                      image: str = "x:1") -> dict:
+    """A batch/v1 Job whose pod runs one container and is never restarted in place."""
+    template = {"spec": {"restartPolicy": "Never",
+                         "containers": [{"name": container, "image": image}]}}
+    return {"metadata": {"name": name},
+            "spec": {"backoffLimit": backoff_limit, "template": template}}
+
+
+def job_with_conditions(batch, name: str):
+    """The Job, once it has a condition."""
+    return wait(lambda: (lambda j: j.status.conditions and j)(
+        batch.read_namespaced_job(name, "default")))
+
+
 def wait(pred, timeout=5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -344,9 +359,7 @@ def test_gang_scheduler_pods_wait_for_podgroup(kube_server, core, api):
 def test_job_runs_scripted_pod_to_complete_with_followed_logs(kube_server, core, batch):
     kube_server.script_pod(r"train-\w{5}", logs=[(0.05, f"epoch {i}") for i in range(6)],
                            exit_code=0)
-    batch.create_namespaced_job("default", {"metadata": {"name": "train"}, "spec": {
-        "backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "launcher", "image": "mpi:1"}]}}}})
+    batch.create_namespaced_job("default", one_container_job("train", 0, container="launcher", image="mpi:1"))
     pod_obj = wait(lambda: core.list_namespaced_pod(
         "default", label_selector="job-name=train").items)[0]
     name = pod_obj.metadata.name
@@ -356,8 +369,7 @@ def test_job_runs_scripted_pod_to_complete_with_followed_logs(kube_server, core,
     wait(lambda: core.read_namespaced_pod(name, "default").status.phase != "Pending")
     lines = list(watch.Watch().stream(core.read_namespaced_pod_log, name, "default"))
     assert lines == [f"epoch {i}" for i in range(6)]
-    job = wait(lambda: (lambda j: j.status.conditions and j)(
-        batch.read_namespaced_job("train", "default")))
+    job = job_with_conditions(batch, "train")
     assert [c.type for c in job.status.conditions] == ["SuccessCriteriaMet", "Complete"]
     assert job.status.succeeded == 1 and job.status.completion_time
     assert core.read_namespaced_pod_log(name, "default", tail_lines=2) == "epoch 4\nepoch 5\n"
@@ -370,11 +382,8 @@ def test_job_runs_scripted_pod_to_complete_with_followed_logs(kube_server, core,
 def test_job_backoff_and_restart_logs(kube_server, core, batch):
     kube_server.script_pod(r"retry-.*", runs=[Run(["attempt 1"], exit_code=1),
                                               Run(["attempt 2"], exit_code=0)])
-    batch.create_namespaced_job("default", {"metadata": {"name": "retry"}, "spec": {
-        "backoffLimit": 2, "template": {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "c", "image": "x:1"}]}}}})
-    job = wait(lambda: (lambda j: j.status.conditions and j)(
-        batch.read_namespaced_job("retry", "default")))
+    batch.create_namespaced_job("default", one_container_job("retry", 2))
+    job = job_with_conditions(batch, "retry")
     assert job.status.conditions[-1].type == "Complete"
     assert (job.status.failed, job.status.succeeded) == (1, 1)
     assert len(core.list_namespaced_pod("default", label_selector="job-name=retry").items) == 2
@@ -391,11 +400,8 @@ def test_job_backoff_and_restart_logs(kube_server, core, batch):
     assert wait(lambda: core.read_namespaced_pod_log("crashy", "default")) == "fine\n"
 
     kube_server.script_pod("doomed-.*", logs=["x"], exit_code=2)
-    batch.create_namespaced_job("default", {"metadata": {"name": "doomed"}, "spec": {
-        "backoffLimit": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "c", "image": "x:1"}]}}}})
-    job = wait(lambda: (lambda j: j.status.conditions and j)(
-        batch.read_namespaced_job("doomed", "default")))
+    batch.create_namespaced_job("default", one_container_job("doomed", 1))
+    job = job_with_conditions(batch, "doomed")
     assert job.status.conditions[-1].type == "Failed"
     assert job.status.conditions[-1].reason == "BackoffLimitExceeded" and job.status.failed == 2
 

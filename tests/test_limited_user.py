@@ -8,14 +8,9 @@ from typer.testing import CliRunner
 
 from launcher.cli.app import app
 from mpijob.jobspec import names
+from tests.k8s_env import hvdk8s
 
 runner = CliRunner()
-
-
-def hvdk8s(k8s, *args: str):
-    result = runner.invoke(app, [*args, *k8s.cli_args()])
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 def submit(k8s, name: str, *extra: str):

@@ -3,21 +3,11 @@ through the CLI: what the MPIJob asks of the operator's launcher Job and PodGrou
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
-from launcher.cli.app import app
 from launcher.testing.kubeapi import mpi_operator
 from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
-
-runner = CliRunner()
-
-
-def hvdk8s(k8s, *args: str):
-    result = runner.invoke(app, [*args, *k8s.cli_args()])
-    assert "Traceback" not in result.output, result.output
-    return result
+from tests.k8s_env import hvdk8s
 
 
 def test_failed_launcher_is_not_retried_while_workers_hold_gpus(k8s):

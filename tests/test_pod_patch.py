@@ -144,7 +144,7 @@ def test_adding_a_port_beside_ssh_is_fine(tmp_path):
      ".spec.containers[0].imagePullPolcy: no such field in Container"),
     ({"spec": {"securityContext": {"runAsUser": "root"}}}, "expected int, got 'root'"),
     ("- not a mapping", "must hold a pod template patch"),
-    ("spec: [unclosed", "is not YAML"),
+    ("spec: [unclosed", "not valid YAML at line"),
 ])
 def test_bad_patch_files_are_one_line(tmp_path, content, message):
     path = tmp_path / "bad.yaml"

@@ -13,62 +13,42 @@ from launcher.agent.podresources import ContainerDevices, ContainerResources, Po
 F = descriptor_pb2.FieldDescriptorProto
 
 
+# k8s.io/kubelet/pkg/apis/podresources/v1/api.proto (1.31+): the messages of List's answer,
+# field by field as the .proto declares them.
+API_PROTO = {
+    "NUMANode": ["int64 ID = 1"],
+    "TopologyInfo": ["repeated NUMANode nodes = 1"],
+    "ContainerDevices": ["string resource_name = 1", "repeated string device_ids = 2",
+                         "TopologyInfo topology = 3"],
+    "ContainerMemory": ["string memory_type = 1", "uint64 size = 2", "TopologyInfo topology = 3"],
+    "CDIDevice": ["string name = 1"],
+    "ClaimResource": ["repeated CDIDevice cdi_devices = 1", "string driver_name = 2",
+                      "string pool_name = 3", "string device_name = 4"],
+    "DynamicResource": ["string claim_name = 2", "string claim_namespace = 3",
+                        "repeated ClaimResource claim_resources = 4"],
+    "ContainerResources": ["string name = 1", "repeated ContainerDevices devices = 2",
+                           "repeated int64 cpu_ids = 3", "repeated ContainerMemory memory = 4",
+                           "repeated DynamicResource dynamic_resources = 5"],
+    "PodResources": ["string name = 1", "string namespace = 2",
+                     "repeated ContainerResources containers = 3"],
+    "ListPodResourcesResponse": ["repeated PodResources pod_resources = 1"],
+}
+SCALARS = {"string": F.TYPE_STRING, "int64": F.TYPE_INT64, "uint64": F.TYPE_UINT64}
+
+
 def _podresources_messages():
-    """Message classes built from k8s.io/kubelet/pkg/apis/podresources/v1/api.proto (1.31+),
-    so the decoder is tested on what protobuf itself encodes, including the fields it skips."""
+    """Message classes built from API_PROTO, so the decoder is tested on what protobuf itself
+    encodes, including the fields it skips."""
     proto = descriptor_pb2.FileDescriptorProto(name="podresources_v1_test.proto", package="v1", syntax="proto3")
-
-    def message(name, *fields):
+    for name, fields in API_PROTO.items():
         msg = proto.message_type.add(name=name)
-        for number, fname, ftype, label, type_name in fields:
-            f = msg.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                f.type_name = f".v1.{type_name}"
-
-    one, many = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    message("NUMANode", (1, "ID", F.TYPE_INT64, one, None))
-    message("TopologyInfo", (1, "nodes", F.TYPE_MESSAGE, many, "NUMANode"))
-    message(
-        "ContainerDevices",
-        (1, "resource_name", F.TYPE_STRING, one, None),
-        (2, "device_ids", F.TYPE_STRING, many, None),
-        (3, "topology", F.TYPE_MESSAGE, one, "TopologyInfo"),
-    )
-    message(
-        "ContainerMemory",
-        (1, "memory_type", F.TYPE_STRING, one, None),
-        (2, "size", F.TYPE_UINT64, one, None),
-        (3, "topology", F.TYPE_MESSAGE, one, "TopologyInfo"),
-    )
-    message("CDIDevice", (1, "name", F.TYPE_STRING, one, None))
-    message(
-        "ClaimResource",
-        (1, "cdi_devices", F.TYPE_MESSAGE, many, "CDIDevice"),
-        (2, "driver_name", F.TYPE_STRING, one, None),
-        (3, "pool_name", F.TYPE_STRING, one, None),
-        (4, "device_name", F.TYPE_STRING, one, None),
-    )
-    message(
-        "DynamicResource",
-        (2, "claim_name", F.TYPE_STRING, one, None),
-        (3, "claim_namespace", F.TYPE_STRING, one, None),
-        (4, "claim_resources", F.TYPE_MESSAGE, many, "ClaimResource"),
-    )
-    message(
-        "ContainerResources",
-        (1, "name", F.TYPE_STRING, one, None),
-        (2, "devices", F.TYPE_MESSAGE, many, "ContainerDevices"),
-        (3, "cpu_ids", F.TYPE_INT64, many, None),
-        (4, "memory", F.TYPE_MESSAGE, many, "ContainerMemory"),
-        (5, "dynamic_resources", F.TYPE_MESSAGE, many, "DynamicResource"),
-    )
-    message(
-        "PodResources",
-        (1, "name", F.TYPE_STRING, one, None),
-        (2, "namespace", F.TYPE_STRING, one, None),
-        (3, "containers", F.TYPE_MESSAGE, many, "ContainerResources"),
-    )
-    message("ListPodResourcesResponse", (1, "pod_resources", F.TYPE_MESSAGE, many, "PodResources"))
+        for declaration in fields:
+            *repeated, ftype, fname, _, number = declaration.split()
+            f = msg.field.add(name=fname, number=int(number),
+                              label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL,
+                              type=SCALARS.get(ftype, F.TYPE_MESSAGE))
+            if ftype not in SCALARS:
+                f.type_name = f".v1.{ftype}"
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("v1.ListPodResourcesResponse"))

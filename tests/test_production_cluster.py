@@ -21,16 +21,11 @@ from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import mpirun_argv
 from mpijob.k8s.manifests import render
+from tests.k8s_env import hvdk8s
 from tests.render_cases import FIXED_KEYS as KEYS
 
 runner = CliRunner()
 MISSING = "registry.example/horovod:missing"
-
-
-def hvdk8s(k8s, *args: str):
-    result = runner.invoke(app, [*args, *k8s.cli_args()])
-    assert "Traceback" not in result.output, result.output
-    return result
 
 
 def job_objects(srv, job: str) -> list[dict]:

@@ -33,7 +33,6 @@ Sources:
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -42,6 +41,9 @@ from mpijob.perf.perfmodel import Assumptions, predict_pods
 from mpijob.scheduling.cluster import Node
 from mpijob.scheduling.presets import preset
 from mpijob.scheduling.topology import Topology
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the checkout
+from benchmarks.tables import markdown, write_csv  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 P100_PCIE = "Tesla-P100-PCIE-16GB"
@@ -152,13 +154,8 @@ COLUMNS = ("kind", "case", "model", "metric", "published", "predicted", "error",
 
 def write(out: list[dict], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "fidelity.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(out)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in out]
-    (folder / "fidelity.md").write_text("\n".join(lines) + "\n")
+    write_csv(folder / "fidelity.csv", out, COLUMNS)
+    (folder / "fidelity.md").write_text(markdown(out, COLUMNS) + "\n")
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -16,7 +16,6 @@ Writes nvl72.csv and nvl72.png next to this file and prints a markdown table.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,9 @@ from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.network import NetworkPosition
 from mpijob.scheduling.presets import preset
 from mpijob.wellknown import GPU_PRODUCT_LABEL
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the checkout
+from benchmarks.tables import markdown, write_csv  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PRODUCT = "NVIDIA-GB200"
@@ -95,10 +97,7 @@ def main(argv=None) -> int:
             jobs = nvl72_jobs(args.jobs, seed, cluster, precision)
             for policy, blind in RUNS:
                 out.append(dict(mix=mix, seed=seed, **run(cluster, jobs, policy, blind, precision)))
-    with open(args.out / "nvl72.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(out)
+    write_csv(args.out / "nvl72.csv", out, COLUMNS)
     # Means over seeds, one row per setting and run.
     table = []
     for mix, _, _ in SETTINGS:
@@ -107,11 +106,7 @@ def main(argv=None) -> int:
                     and r["partitions"] == ("ignored" if blind else "aware")]
             mean = {c: round(sum(r[c] for r in rows) / len(rows), 3) for c in COLUMNS[4:]}
             table.append(dict(mix=mix, policy=policy, partitions=rows[0]["partitions"], **mean))
-    cols = list(table[0])
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in table:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    print(markdown(table))
     try:
         import matplotlib
         matplotlib.use("Agg")

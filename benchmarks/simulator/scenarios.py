@@ -11,7 +11,6 @@ topology / spread speed-ups) next to this file and prints a markdown table.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -19,6 +18,9 @@ from mpijob.perf.perfmodel import predict
 from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.placement import PlacementRequest, place
 from mpijob.scheduling.presets import preset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the checkout
+from benchmarks.tables import markdown, write_csv  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 V100 = "Tesla-V100-SXM2-16GB"
@@ -86,15 +88,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args(argv)
     out = rows()
-    cols = list(out[0])
-    with open(args.out / "scenarios.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(out)
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in out:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    write_csv(args.out / "scenarios.csv", out)
+    print(markdown(out))
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -15,7 +15,7 @@ answer is read by a small protobuf wire-format decoder that skips every other fi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from launcher.errors import UserError
@@ -88,38 +88,33 @@ def decode_list_response(data: bytes) -> tuple[PodResources, ...]:
 
 
 def _pod(data: bytes) -> PodResources:
-    name = namespace = ""
-    containers = []
-    for n, v in _fields(data):
-        if n == 1:
-            name = _string(v)
-        elif n == 2:
-            namespace = _string(v)
-        elif n == 3:
-            containers.append(_container(v))
-    return PodResources(name, namespace, tuple(containers))
+    f = _message(data, {1: _string, 2: _string, 3: _container})
+    return PodResources(_last(f[1]), _last(f[2]), tuple(f[3]))
 
 
 def _container(data: bytes) -> ContainerResources:
-    name = ""
-    devices = []
-    for n, v in _fields(data):
-        if n == 1:
-            name = _string(v)
-        elif n == 2:
-            devices.append(_devices(v))
-    return ContainerResources(name, tuple(devices))
+    f = _message(data, {1: _string, 2: _devices})
+    return ContainerResources(_last(f[1]), tuple(f[2]))
 
 
 def _devices(data: bytes) -> ContainerDevices:
-    resource = ""
-    ids = []
+    f = _message(data, {1: _string, 2: _string})
+    return ContainerDevices(_last(f[1]), tuple(f[2]))
+
+
+def _message(data: bytes, schema: Mapping[int, Callable]) -> dict[int, list]:
+    """{field number: its decoded values, in order} for the fields in `schema` (number ->
+    decoder), as the message declarations in this module's docstring list them."""
+    values: dict[int, list] = {n: [] for n in schema}
     for n, v in _fields(data):
-        if n == 1:
-            resource = _string(v)
-        elif n == 2:
-            ids.append(_string(v))
-    return ContainerDevices(resource, tuple(ids))
+        if n in schema:
+            values[n].append(schema[n](v))
+    return values
+
+
+def _last(values: list[str]) -> str:
+    # proto3: the last occurrence of a singular field wins; absent is "".
+    return values[-1] if values else ""
 
 
 def _string(value) -> str:

@@ -193,8 +193,10 @@ def _predict(model, batch_size, precision, result, snapshot, assumptions=None,
         return None, None, None
     from launcher.preparing import network_plan
 
+    # --gpu-request auto (submit's default) takes DRA where the nodes publish DRA GPUs.
+    gpu_request = "dra" if any(n.dra_devices for n in snapshot.nodes) else "device-plugin"
     try:
-        decision = network_plan.decide(rdma, result, snapshot)
+        decision = network_plan.decide(rdma, result, snapshot, gpu_request=gpu_request)
     except ValueError as exc:  # --rdma on that the nodes cannot honour
         raise UsageError(str(exc)) from None
     try:
@@ -213,6 +215,10 @@ def _network_json(network) -> dict:
            "rdma_resource": d.resource.name if d.resource else None}
     if network.alternative is not None:
         out["rdma_images_per_sec"] = network.alternative.images_per_sec
+    if d.pairing is not None:
+        out["nic_pairs"] = {**d.pairing.to_json(), "used": d.paired}
+        if d.pairing_note:
+            out["nic_pairs"]["note"] = d.pairing_note
     return out
 
 

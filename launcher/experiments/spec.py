@@ -49,11 +49,11 @@ def _strict_loader():
         return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return yaml, StrictLoader
+    return StrictLoader
 
 
 def read_yaml(path: Path):
-    yaml, loader = _strict_loader()
+    loader = _strict_loader()
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -62,11 +62,7 @@ def read_yaml(path: Path):
         raise UsageError(f"{path}: is a directory; expected an experiment file (YAML)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read: {exc}") from None
-    try:
-        return yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        where = f"{at}: " if (at := yaml_errors.position(exc)) else ""
-        raise UsageError(f"{path}: {where}invalid YAML: {yaml_errors.problem(exc)}") from None
+    return yaml_errors.load(text, str(path), loader)
 
 
 def format_problems(path: Path, err: ExperimentError) -> str:

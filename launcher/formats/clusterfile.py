@@ -32,6 +32,8 @@
         dra:                         # GPUs published by a DRA driver (mpijob.k8s.dra):
           uuids: [GPU-0a..., GPU-1b...]   # by index; or devices: [{index, uuid, name,
                                           # pcie_root}]; driver: gpu.nvidia.com
+          nics: [{name: eth1, pcie_root: pci0000:00}]  # free NICs of a NIC DRA driver,
+          nic_driver: dra.net             # paired with the GPU under the same PCIe root
     computeDomains: true # optional: the cluster serves NVIDIA's ComputeDomain (DRA driver):
                          # a job across nodes of one NVLink partition gets one
     network_labels: {rack: example.com/tor}   # optional: label keys per level (zone, block,
@@ -78,7 +80,7 @@ from launcher.formats import yaml_errors
 from mpijob.jobspec.defaults import NetworkScheduler
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.toleration import TaintEffect
-from mpijob.k8s.dra import DRIVER, DraDevice
+from mpijob.k8s.dra import DRIVER, NIC_DRIVERS, DraDevice, DraNic
 from mpijob.plural import plural
 from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
@@ -194,8 +196,16 @@ class DraDeviceEntry(_Entry):
     pcie_root: str | None = Field(None, description="a PCIe root name")
 
 
+class DraNicEntry(_Entry):
+    name: str = Field(min_length=1, description="a device name")
+    pcie_root: str | None = Field(None, description="a PCIe root name such as pci0000:00")
+
+
 class DraEntry(_Entry):
     driver: str = Field(DRIVER, min_length=1, description=f"a driver name such as {DRIVER}")
+    nics: list[DraNicEntry] = Field([], description="a list of {name, pcie_root}")
+    nic_driver: Literal["dra.net", "sriovnetwork.k8snetworkplumbingwg.io"] = Field(
+        "dra.net", description=" or ".join(NIC_DRIVERS))
     uuids: list[GpuUuid] | None = Field(None, description="a GPU UUID (GPU-...) for each GPU index")
     devices: list[DraDeviceEntry] | None = Field(
         None, description="a list of {index, uuid, name, pcie_root}")
@@ -372,15 +382,9 @@ def _parse(text: str, path: Path) -> Any:
         except json.JSONDecodeError as exc:
             if path.suffix.lower() == ".json":
                 raise UsageError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    # lazy: a JSON cluster file needs no PyYAML (~8 ms)
-    import yaml
+    import yaml  # lazy: a JSON cluster file needs no PyYAML (~8 ms)
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        where = f" at {at}" if (at := yaml_errors.position(exc)) else ""
-        raise UsageError(f"{path}: not valid YAML{where}: {yaml_errors.problem(exc)}") from None
+    return yaml_errors.load(text, str(path), getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def cluster_from_data(data: Any, *, source: Path | str = "<cluster>"):
@@ -499,6 +503,7 @@ class _Builder:
             # A file gives one figure: what the node offers the job, free and allocatable.
             alloc_cpu=e.cpu, alloc_memory=e.memory,
             network=self._network(e.network, e.labels), dra_devices=_dra(e.dra, gpus),
+            dra_nics=_dra_nics(e.dra),
             rdma=_rdma(e), tcp_efficiency=e.tcp_efficiency,
             nvlink_domain=_nvlink_domain(e),
         )
@@ -568,6 +573,16 @@ def _nvlink_domain(e: NodeEntry) -> str | None:
     except ValueError as exc:
         key = "nvlinkDomain" if e.nvlinkDomain is not None else f"labels: {CLIQUE_LABEL}"
         raise _Problem(f"{key}: {exc}") from None
+
+
+def _dra_nics(entry: DraEntry | None) -> tuple:
+    if entry is None:
+        return ()
+    names = [n.name for n in entry.nics]
+    if len(set(names)) != len(names):
+        raise _Problem("dra: nics: a NIC name appears twice")
+    return tuple(DraNic(name=n.name, driver=entry.nic_driver, pcie_root=n.pcie_root)
+                 for n in entry.nics)
 
 
 def _dra(entry: DraEntry | None, gpus: int) -> tuple:

@@ -50,11 +50,7 @@ def load(path: Path, *, must_exist: bool) -> dict:
         return {}
     except OSError as exc:
         raise UsageError(f"config {path}: cannot read it: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = f" at {at}" if (at := yaml_errors.position(exc)) else ""
-        raise UsageError(f"config {path}: not valid YAML{where}") from None
+    data = yaml_errors.load(text, f"config {path}")
     if data is None:
         return {}
     if not isinstance(data, dict):

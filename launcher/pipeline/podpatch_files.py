@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from launcher.errors import UsageError
 from launcher.formats import yaml_errors
 
@@ -28,11 +26,7 @@ def read_pod_patch(value: str) -> dict:
         text = file.read_text()
     except OSError as exc:
         raise UsageError(f"--pod-patch {value}: cannot read {file}: {exc.strerror}") from None
-    try:
-        patch = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = f" ({at})" if (at := yaml_errors.position(exc)) else ""
-        raise UsageError(f"--pod-patch {value}: {file} is not YAML{where}") from None
+    patch = yaml_errors.load(text, f"--pod-patch {value}: {file}")
     if not isinstance(patch, dict) or not patch:
         raise UsageError(f"--pod-patch {value}: {file} must hold a pod template patch, a "
                          "mapping like {spec: {securityContext: {runAsUser: 1000}}}")

@@ -12,9 +12,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mpijob.k8s.dra import NIC_DRIVERS
 from mpijob.perf import perfmodel
-from mpijob.scheduling import rdma
-from mpijob.scheduling.rdma import RdmaDecision
+from mpijob.scheduling import nic_pairing, rdma
+from mpijob.scheduling.rdma import RdmaDecision, RdmaResource
 
 if TYPE_CHECKING:
     from mpijob.perf.perfmodel import Prediction
@@ -35,11 +36,18 @@ class NetworkPlan:
     warning: str | None = None
 
 
-def decide(choice: str, placement, cluster, *, pod_security: str | None = None) -> RdmaDecision:
-    """--rdma on the planned pods; ValueError (the reason) when `on` cannot be honoured."""
+def decide(choice: str, placement, cluster, *, pod_security: str | None = None,
+           gpu_request: str = "device-plugin") -> RdmaDecision:
+    """--rdma on the planned pods; ValueError (the reason) when `on` cannot be honoured.
+    With GPUs through DRA (`gpu_request` dra) on nodes that publish NICs through DRA too,
+    RDMA is each GPU paired with the NIC under its PCIe root."""
     by_name = {n.name: n for n in cluster.nodes}
     pods = [(by_name[a.node], len(a.gpus)) for a in placement.assignments if a.node in by_name]
-    decision = rdma.decide(choice, pods)
+    decision = None
+    if gpu_request == "dra" and any(n.dra_nics for n, _ in pods):
+        decision = _decide_pairing(choice, placement, by_name, pods)
+    if decision is None:
+        decision = rdma.decide(choice, pods)
     if decision.use and pod_security in FORBID_IPC_LOCK:
         why = (f"the namespace enforces Pod Security '{pod_security}', which forbids adding the "
                "IPC_LOCK capability NCCL needs to pin RDMA buffers")
@@ -48,6 +56,33 @@ def decide(choice: str, placement, cluster, *, pod_security: str | None = None) 
                              "an enforce label), or --rdma off")
         return RdmaDecision(False, decision.resource, why, True)
     return decision
+
+
+def _decide_pairing(choice: str, placement, by_name: dict, pods) -> RdmaDecision:
+    pairing = nic_pairing.pair(placement.assignments, by_name)
+    nics = [nic for n in {n.name: n for n, _ in pods}.values() for nic in n.dra_nics
+            if nic.driver == pairing.driver]
+    res = RdmaResource(NIC_DRIVERS.get(pairing.driver or "", pairing.driver or ""),
+                       len(nics), len(nics))
+    if not pairing.complete:
+        why = pairing.missing[0] + (f" (and {len(pairing.missing) - 1} more)"
+                                    if len(pairing.missing) > 1 else "")
+        if choice == "on":
+            raise ValueError(f"--rdma on: {why}; GPU-NIC pairing through DRA needs a free NIC "
+                             "under every planned GPU's PCIe root: use --rdma auto (no "
+                             "pairing) or off, or plan on other nodes")
+        fallback = rdma.decide(choice, pods)
+        note = f"GPU-NIC pairing: none, {why}" + (
+            "" if choice == "off" else
+            "; the workers' GPU claims ask for no NIC (--rdma on refuses this plan)")
+        return dataclasses.replace(fallback, pairing=pairing, pairing_note=note)
+    if choice == "off":
+        return RdmaDecision(False, res, "--rdma off", True, pairing=pairing)
+    if choice == "auto" and len({a.node for a in placement.assignments}) < 2:
+        return RdmaDecision(False, res, "the job runs on one node (no traffic between nodes)",
+                            True, pairing=pairing)
+    return RdmaDecision(True, res, f"every planned GPU has a free {pairing.driver} NIC under "
+                        "its PCIe root", True, pairing=pairing)
 
 
 def plan_network(choice: str, *, model: str, batch_size: int, precision: str, placement,
@@ -68,7 +103,12 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
     now = on(decision.transport)
     plan = NetworkPlan(decision, prediction=now)
     res = decision.resource
-    if decision.use and res is not None:
+    if decision.paired and decision.pairing is not None:
+        plan.lines = (f"network: RDMA for NCCL between nodes: each GPU's claim also takes the "
+                      f"{decision.pairing.driver} NIC under its PCIe root ({res.name if res else ''} "
+                      f"DeviceClass; {decision.reason}); IPC_LOCK added",
+                      *(f"nic pairs: {w.describe()}" for w in decision.pairing.workers))
+    elif decision.use and res is not None:
         each = "one VF per GPU" if res.kind == "vf" else "one shared HCA per worker pod"
         link = {"roce": "RoCE", "infiniband": "InfiniBand"}.get(res.link or "", "RDMA")
         plan.lines = (f"network: {link} for NCCL between nodes: {res.name}, {each} "
@@ -78,6 +118,8 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
     else:
         plan.lines = (f"network: TCP over the pod network between nodes (NCCL sockets, "
                       f"{base.tcp_efficiency:g} of line rate): {decision.reason}",)
+    if decision.pairing_note:
+        plan.lines = (*plan.lines, decision.pairing_note)
     if decision.offered and not decision.use and spans and res is not None:
         plan.alternative = alt = on("rdma")
         now_ips, then = now.images_per_sec, alt.images_per_sec

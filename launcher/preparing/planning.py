@@ -115,11 +115,15 @@ def _place_and_predict(spec: JobSpec, cluster: Cluster | None, assumptions: Assu
     from mpijob.jobspec.spec import RdmaRequest
 
     try:
-        decision = network_plan.decide(spec.rdma, placement, cluster, pod_security=pod_security)
+        decision = network_plan.decide(spec.rdma, placement, cluster, pod_security=pod_security,
+                                       gpu_request=spec.gpu_request)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     res = decision.resource
-    if decision.use and res is not None:
+    if decision.paired and res is not None and decision.pairing is not None:
+        plan.spec = spec = spec.model_copy(update={"rdma_request": RdmaRequest(
+            resource=res.name, per_gpu=True, nic_driver=decision.pairing.driver)})
+    elif decision.use and res is not None:
         plan.spec = spec = spec.model_copy(update={"rdma_request": RdmaRequest(
             resource=res.name, per_gpu=res.kind == "vf", link=res.link, hcas=res.hcas)})
     try:

@@ -179,6 +179,33 @@ class RdmaRequest(BaseModel):
     per_gpu: bool = False  # an SR-IOV VF per GPU; else one shared HCA per pod
     link: Literal["infiniband", "roce"] | None = None
     hcas: tuple[str, ...] = ()
+    # NICs of this DRA driver, one under each GPU's PCIe root, in the GPUs' claim
+    # (mpijob.k8s.dra); `resource` is then its DeviceClass.
+    nic_driver: str | None = None
+
+
+# A NetworkAttachmentDefinition as Multus's networks annotation names it: [namespace/]name
+# (DNS-1123 subdomains; github.com/k8snetworkplumbingwg/multi-net-spec).
+NAD_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class Network(BaseModel):
+    """`--network NAD`: a Multus secondary network of the worker pods, and the device
+    resource its NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName names (read
+    from the cluster before submitting; None: not read yet, or the NAD names none)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    resource: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _nad_name(cls, v: str) -> str:
+        if len(v) > 253 or not NAD_NAME.match(v):
+            raise ValueError(f"{v!r} is not a NetworkAttachmentDefinition name ([namespace/]name, "
+                             "lowercase letters, digits, '-' and '.')")
+        return v
 
 
 class RunPolicy(BaseModel):
@@ -206,7 +233,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # issue 23: RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {},
+    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": (),
     # issue 20: the workers' default CPU/memory requests
     "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
@@ -339,6 +366,14 @@ class JobSpec(BaseModel):
         help="Another device resource per worker pod, NAME=N (e.g. example.com/fpga=1); "
         "repeatable.")] = Field(
         default_factory=dict)
+    # Multus secondary networks of the worker pods (mpijob.k8s.render_multus); each NAD's
+    # resource is read by the Kubernetes backend's preflight.
+    networks: Annotated[tuple[Network, ...], Flag(
+        "--network", panel="network", metavar="NAD[,NAD]", backends=KUBERNETES_ONLY,
+        help="Multus secondary networks for the workers: NetworkAttachmentDefinitions, "
+        "name or namespace/name; each must exist, and the workers request the resource its "
+        "k8s.v1.cni.cncf.io/resourceName names (read at submit and --dry-run=server). "
+        "Repeatable.")] = ()
     # --- issue 24: the job's data and pod fields without a flag of their own ----------
     data: Annotated[tuple[DataVolume, ...], Flag(
         "--data", panel="data", metavar="PVC:MOUNT[:ro]", parse=parse_data,
@@ -426,6 +461,20 @@ class JobSpec(BaseModel):
             if not ENV_NAME.match(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
         return v
+
+    @field_validator("networks", mode="before")
+    @classmethod
+    def _network_list(cls, v):
+        """--network a,b (repeatable): each comma-separated name is one network."""
+        if isinstance(v, str):
+            v = [v]
+        out = []
+        for item in v or ():
+            if isinstance(item, str):
+                out += [{"name": n.strip()} for n in item.split(",")]
+            else:
+                out.append(item)
+        return out
 
     @field_validator("extra_resources")
     @classmethod

@@ -10,8 +10,9 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from mpijob.errors import SpecError
 
@@ -36,28 +37,35 @@ def _mount_path(path: str) -> str:
     return norm
 
 
+def _claim_name(v: str) -> str:
+    if len(v) > 253 or not DNS1123_SUBDOMAIN.match(v):
+        raise ValueError(f"{v!r} is not a PersistentVolumeClaim name (lower-case letters, "
+                         "digits, '-' and '.', e.g. imagenet)")
+    return v
+
+
+def _host_path(v: str) -> str:
+    if not v.startswith("/"):
+        raise ValueError(f"host path {v!r} is not absolute (e.g. /mnt/imagenet)")
+    return posixpath.normpath(v)
+
+
+# The fields' rules, one type each: DataVolume and HostDir only say which they hold.
+ClaimName = Annotated[str, AfterValidator(_claim_name)]
+HostPath = Annotated[str, AfterValidator(_host_path)]
+# Where a volume goes in the container: absolute, normalised, and clear of RESERVED_MOUNTS.
+MountPath = Annotated[str, AfterValidator(_mount_path)]
+
+
 class DataVolume(BaseModel):
     """A PersistentVolumeClaim mounted in every worker (and the launcher when the user's
     command runs there)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    claim: str
-    mount: str
+    claim: ClaimName
+    mount: MountPath
     read_only: bool = False
-
-    @field_validator("claim")
-    @classmethod
-    def _claim(cls, v: str) -> str:
-        if len(v) > 253 or not DNS1123_SUBDOMAIN.match(v):
-            raise ValueError(f"{v!r} is not a PersistentVolumeClaim name (lower-case letters, "
-                             "digits, '-' and '.', e.g. imagenet)")
-        return v
-
-    @field_validator("mount")
-    @classmethod
-    def _mount(cls, v: str) -> str:
-        return _mount_path(v)
 
 
 class HostDir(BaseModel):
@@ -65,21 +73,9 @@ class HostDir(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    path: str
-    mount: str
+    path: HostPath
+    mount: MountPath
     read_only: bool = False
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError(f"host path {v!r} is not absolute (e.g. /mnt/imagenet)")
-        return posixpath.normpath(v)
-
-    @field_validator("mount")
-    @classmethod
-    def _mount(cls, v: str) -> str:
-        return _mount_path(v)
 
 
 def _split(text: str, option: str, example: str) -> tuple[str, str, bool]:

@@ -17,7 +17,17 @@ The UUIDs are globally unique, so one selector over every planned GPU of the job
 works for a template shared by all workers (operator mode): a pod pinned to a node can only
 get that node's planned GPUs. Without planned devices (no snapshot), the claim asks for
 `count` GPUs sharing one PCIe root through a `matchAttribute` constraint on
-`resource.kubernetes.io/pcieRoot`: the interconnect domain every driver publishes. Pure.
+`resource.kubernetes.io/pcieRoot`: the interconnect domain every driver publishes.
+
+GPU-NIC pairing: where a NIC DRA driver publishes the nodes' NICs too, the claim has one
+request per planned GPU (`gpu-<i>`, that GPU's UUID) and one per NIC (`nic-<i>`, the NIC
+driver's DeviceClass), and per pair a constraint `{requests: [gpu-<i>, nic-<i>],
+matchAttribute: resource.kubernetes.io/pcieRoot}`: the scheduler then gives each GPU a NIC
+under its own PCIe root. The attribute is the standard one both drivers publish, in the
+format `pci<domain>:<bus>` (Kubernetes docs, "Standard Device Attributes for Dynamic
+Resource Allocation"; k8s.io/dynamic-resource-allocation/deviceattribute,
+StandardDeviceAttributePCIeRoot). One constraint over `count: N` GPUs and N NICs would
+instead put all of them under one root. Pure.
 """
 
 from __future__ import annotations
@@ -30,6 +40,15 @@ DEVICE_CLASS = DRIVER  # the DeviceClass NVIDIA's chart installs is named after 
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 REQUEST = "gpus"  # the request's name inside the claim, and the pod's claim name
 API_VERSION = "resource.k8s.io/v1"
+# NIC DRA drivers and the DeviceClass each one's deployment creates: Google's DraNet
+# (github.com/google/dranet: driver `dra.net`, DeviceClass `dranet`, bool attribute `rdma`
+# on RDMA-capable interfaces) and the SR-IOV VF driver (github.com/k8snetworkplumbingwg/
+# dra-driver-sriov, also deployed by NVIDIA's Network Operator: driver and DeviceClass
+# `sriovnetwork.k8snetworkplumbingwg.io`).
+NIC_DRIVERS = {"dra.net": "dranet",
+               "sriovnetwork.k8snetworkplumbingwg.io": "sriovnetwork.k8snetworkplumbingwg.io"}
+# The NIC drivers that mark which of their devices do RDMA (others publish only RDMA VFs).
+NIC_RDMA_ATTRIBUTE = {"dra.net": "rdma"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,50 @@ class DraDevice:
     def to_json(self) -> dict:
         return {"name": self.name, "index": self.index, "uuid": self.uuid, "driver": self.driver,
                 "pcie_root": self.pcie_root, "pool": self.pool}
+
+
+@dataclass(frozen=True)
+class DraNic:
+    """One NIC (or VF) as a NIC DRA driver publishes it."""
+
+    name: str
+    driver: str
+    pcie_root: str | None = None
+    pool: str = ""
+
+    @property
+    def device_class(self) -> str:
+        return NIC_DRIVERS.get(self.driver, self.driver)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "driver": self.driver, "pcie_root": self.pcie_root,
+                "pool": self.pool}
+
+
+def nic_selector(driver: str) -> str | None:
+    """The CEL expression keeping a driver's RDMA-capable devices, where it marks them."""
+    attr = NIC_RDMA_ATTRIBUTE.get(driver)
+    return f"device.attributes[{json.dumps(driver)}].{attr} == true" if attr else None
+
+
+def paired_request(count: int, uuids: list[str], nic_driver: str, driver: str = DRIVER) -> dict:
+    """spec of a ResourceClaim for `count` GPUs, each one of `uuids` (the pod's planned
+    GPUs, or every planned GPU of the job for a shared template), each with a NIC of
+    `nic_driver` under its PCIe root."""
+    wanted = uuid_selector(sorted(uuids), driver)
+    nic_class = NIC_DRIVERS.get(nic_driver, nic_driver)
+    nic_cel = nic_selector(nic_driver)
+    requests: list[dict] = []
+    constraints: list[dict] = []
+    for i in range(count):
+        gpu = {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": 1,
+               "selectors": [{"cel": {"expression": wanted}}]}
+        nic: dict = {"deviceClassName": nic_class, "allocationMode": "ExactCount", "count": 1}
+        if nic_cel:
+            nic["selectors"] = [{"cel": {"expression": nic_cel}}]
+        requests += [{"name": f"gpu-{i}", "exactly": gpu}, {"name": f"nic-{i}", "exactly": nic}]
+        constraints.append({"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": PCIE_ROOT})
+    return {"devices": {"requests": requests, "constraints": constraints}}
 
 
 def uuid_selector(uuids: list[str], driver: str = DRIVER) -> str:
@@ -66,10 +129,13 @@ def device_request(count: int, uuids: list[str] | None, driver: str = DRIVER) ->
 
 
 def claim_template(name: str, namespace: str, labels: dict, count: int,
-                   uuids: list[str] | None) -> dict:
+                   uuids: list[str] | None, nic_driver: str | None = None) -> dict:
+    """nic_driver: pair each GPU with a NIC of that driver (needs the planned UUIDs)."""
+    spec = (paired_request(count, uuids, nic_driver) if nic_driver and uuids
+            else device_request(count, uuids))
     return {"apiVersion": API_VERSION, "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-            "spec": {"spec": device_request(count, uuids)}}
+            "spec": {"spec": spec}}
 
 
 def devices_by_index(devices) -> dict[int, DraDevice]:

@@ -19,6 +19,7 @@ from mpijob.k8s.podpatch import apply_pod_patches
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_computedomain import apply_compute_domain
 from mpijob.k8s.render_dra import apply_dra
+from mpijob.k8s.render_multus import apply_networks
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
@@ -52,6 +53,7 @@ def render(
     objects = apply_dra(objects, spec, placement)
     objects = apply_compute_domain(objects, spec, placement)
     objects = apply_rdma(objects, spec)
+    objects = apply_networks(objects, spec)
     objects = apply_volumes(objects, spec)
     objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
     return with_owner(objects, root_uid) if root_uid else objects

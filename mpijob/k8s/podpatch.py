@@ -20,6 +20,7 @@ import copy
 
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
+from mpijob.k8s.pod_templates import with_pod_templates
 from mpijob.k8s.render import CONFIG_DIR, GPU_RESOURCE, SSH_DIR
 
 # field name -> merge key, as core/v1 declares them (patchMergeKey).
@@ -137,30 +138,11 @@ def _targets(target: str) -> tuple[str, ...]:
 def apply_pod_patches(objects: list[dict], spec, mode: str) -> list[dict]:
     if not spec.pod_patches:
         return objects
-    out = []
-    for obj in objects:
-        kind = obj.get("kind")
-        role = ((obj.get("metadata") or {}).get("labels") or {}).get(names.LABEL_ROLE)
-        if kind == "Pod" and role == names.ROLE_WORKER:
-            obj = copy.deepcopy(obj)
-            template = {"metadata": obj["metadata"], "spec": obj["spec"]}
-            for p in spec.pod_patches:
-                if role in _targets(p.target):
-                    template = patch_template(template, p.patch, role, mode, p.source)
-            obj["metadata"], obj["spec"] = template["metadata"], template["spec"]
-        elif kind == "Job" and role == names.ROLE_LAUNCHER:
-            obj = copy.deepcopy(obj)
-            for p in spec.pod_patches:
-                if role in _targets(p.target):
-                    obj["spec"]["template"] = patch_template(obj["spec"]["template"], p.patch,
-                                                             role, mode, p.source)
-        elif kind == "MPIJob":
-            obj = copy.deepcopy(obj)
-            replicas = obj["spec"]["mpiReplicaSpecs"]
-            for replica, r in (("Launcher", names.ROLE_LAUNCHER), ("Worker", names.ROLE_WORKER)):
-                for p in spec.pod_patches:
-                    if r in _targets(p.target):
-                        replicas[replica]["template"] = patch_template(
-                            replicas[replica]["template"], p.patch, r, mode, p.source)
-        out.append(obj)
-    return out
+
+    def patched(template: dict, role: str) -> dict:
+        for p in spec.pod_patches:
+            if role in _targets(p.target):
+                template = patch_template(template, p.patch, role, mode, p.source)
+        return template
+
+    return with_pod_templates(objects, patched)

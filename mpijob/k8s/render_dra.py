@@ -5,6 +5,8 @@ the pod's planned GPUs; the pod lists it in `spec.resourceClaims` and its contai
 `resources.claims`, and asks no `nvidia.com/gpu`. Operator mode: one template
 `<job>-worker-gpus` for the MPIJob's worker template, selecting every planned GPU of the
 job (UUIDs are unique, so each node-pinned pod gets its own node's planned GPUs).
+Where the plan paired the GPUs with DRA NICs (`spec.rdma_request.nic_driver`), each claim
+asks, per GPU, for the NIC under its PCIe root (mpijob.k8s.dra.paired_request).
 Pure: returns new objects, the templates before the pods that use them.
 """
 
@@ -39,6 +41,8 @@ def apply_dra(objects: list[dict], spec, placement) -> list[dict]:
         return objects
     assignments = list(placement.assignments) if placement is not None and placement.feasible else []
     labels = names.job_labels(spec.name)
+    rdma = getattr(spec, "rdma_request", None)
+    nic_driver = rdma.nic_driver if rdma is not None else None
     out: list[dict] = []
     worker_index = 0
     for obj in objects:
@@ -52,7 +56,7 @@ def apply_dra(objects: list[dict], spec, placement) -> list[dict]:
                 uuids = list(a.device_uuids) if a is not None else []
                 template = f"{meta['name']}-gpus"
                 out.append(claim_template(template, meta.get("namespace", spec.namespace),
-                                          labels, count, uuids))
+                                          labels, count, uuids, nic_driver))
                 obj["spec"]["resourceClaims"] = [{"name": REQUEST, "resourceClaimTemplateName": template}]
             worker_index += 1
         elif kind == "MPIJob":
@@ -62,7 +66,8 @@ def apply_dra(objects: list[dict], spec, placement) -> list[dict]:
             if count:
                 uuids = [u for a in assignments for u in a.device_uuids]
                 template = f"{spec.name}-worker-gpus"
-                out.append(claim_template(template, spec.namespace, labels, count, uuids))
+                out.append(claim_template(template, spec.namespace, labels, count, uuids,
+                                          nic_driver))
                 pod_spec["resourceClaims"] = [{"name": REQUEST, "resourceClaimTemplateName": template}]
             out.insert(0, obj)  # the MPIJob stays the root (first object)
             continue

@@ -7,6 +7,8 @@ A rewrite of rendered objects (both modes), so the renderers stay as they are:
   limit; the Network Operator's RDMA examples add IPC_LOCK for the same reason). NCCL's
   settings (NCCL_IB_HCA ...) are in the job's environment (JobSpec.job_env), which mpirun
   forwards to every rank.
+  NICs paired with the GPUs through DRA (`rdma_request.nic_driver`) are in the GPU claim
+  (mpijob.k8s.render_dra), not resources: those pods get IPC_LOCK only.
 - `spec.extra_resources`: --extra-resource NAME=N, on every worker pod.
 Extended resources are requested as limits and requests alike: the API server requires
 them equal (k8s.io/kubernetes pkg/apis/core/validation: "must be equal to ... limit" for
@@ -24,7 +26,7 @@ from mpijob.wellknown import GPU_RESOURCE
 IPC_LOCK = "IPC_LOCK"
 
 
-def _is_worker_pod(obj: dict) -> bool:
+def is_worker_pod(obj: dict) -> bool:
     return (obj.get("kind") == "Pod"
             and (obj.get("metadata") or {}).get("labels", {}).get(names.LABEL_ROLE) == names.ROLE_WORKER)
 
@@ -41,7 +43,7 @@ def worker_devices(spec, gpus: int) -> dict[str, str]:
     """Extended resources one worker pod with `gpus` GPUs requests besides its GPUs."""
     out = {name: str(count) for name, count in spec.extra_resources.items()}
     req = spec.rdma_request
-    if req is not None:
+    if req is not None and req.nic_driver is None:
         out[req.resource] = str(max(1, gpus) if req.per_gpu else 1)
     return out
 
@@ -64,7 +66,7 @@ def apply_rdma(objects: list[dict], spec) -> list[dict]:
         return objects
     out = []
     for obj in objects:
-        if _is_worker_pod(obj):
+        if is_worker_pod(obj):
             obj = copy.deepcopy(obj)
             for c in obj["spec"]["containers"]:
                 _patch_container(spec, c, _pod_gpus(obj["metadata"], c, spec.gpus_per_worker))

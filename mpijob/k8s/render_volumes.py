@@ -16,10 +16,9 @@ Pure: returns new objects; what it does not touch is returned as it came.
 
 from __future__ import annotations
 
-import copy
-
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.pod_templates import with_pod_templates
 from mpijob.k8s.render import worker_pods
 from mpijob.k8s.render_operator import operator_shape
 
@@ -69,23 +68,15 @@ def apply_volumes(objects: list[dict], spec: JobSpec) -> list[dict]:
     if not _touches(spec):
         return objects
     launcher_data = launcher_mounts_data(spec)
-    out = []
-    for obj in objects:
-        kind = obj.get("kind")
-        role = ((obj.get("metadata") or {}).get("labels") or {}).get(names.LABEL_ROLE)
-        if kind == "Pod" and role == names.ROLE_WORKER:
-            obj = copy.deepcopy(obj)
-            _apply(obj["spec"], spec, "worker", True)
-        elif kind == "Job" and role == names.ROLE_LAUNCHER:
-            obj = copy.deepcopy(obj)
-            _apply(obj["spec"]["template"]["spec"], spec, "launcher", launcher_data)
-        elif kind == "MPIJob":
-            obj = copy.deepcopy(obj)
-            replicas = obj["spec"]["mpiReplicaSpecs"]
-            _apply(replicas["Worker"]["template"]["spec"], spec, "worker", True)
-            _apply(replicas["Launcher"]["template"]["spec"], spec, "launcher", launcher_data)
-        out.append(obj)
-    return out
+
+    def with_volumes(template: dict, role: str) -> dict:
+        if role == names.ROLE_LAUNCHER:
+            _apply(template["spec"], spec, "launcher", launcher_data)
+        else:
+            _apply(template["spec"], spec, "worker", True)
+        return template
+
+    return with_pod_templates(objects, with_volumes)
 
 
 def data_pod_nodes(spec: JobSpec, placement, mode: str) -> tuple[list[str | None], bool]:

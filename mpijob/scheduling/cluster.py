@@ -45,6 +45,8 @@ class Node:
     network: NetworkPosition = UNKNOWN
     # GPUs a DRA driver publishes for this node (mpijob.k8s.dra), by index; () without DRA.
     dra_devices: tuple = ()
+    # Free NICs a NIC DRA driver publishes here (mpijob.k8s.dra.DraNic); () without one.
+    dra_nics: tuple = ()
     # Node ports live pods hold (hostPort, or containerPort on the host network).
     host_ports: frozenset[int] = frozenset()
     # RDMA device resources its device plugins advertise (mpijob.scheduling.rdma).

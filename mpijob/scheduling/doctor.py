@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mpijob import gang as gangs
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
+from mpijob.k8s.render_multus import RESOURCE_ANNOTATION
 from mpijob.scheduling import rdma
 from mpijob.scheduling.findings import FAIL, INFO, OK, WARN, Finding
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
@@ -66,6 +67,11 @@ class Facts:
     dra_gpu_slices: int | None = None  # ResourceSlices of the NVIDIA GPU DRA driver
     namespace_labels: dict | None = None  # the job namespace's labels (None: not readable)
     quotas: list[dict] | None = None  # its ResourceQuotas (None: not readable)
+    # The namespace's NetworkAttachmentDefinitions (None: not served or not readable).
+    nads: list[dict] | None = None
+    # NIC DRA drivers: driver -> (devices published, nodes), and DeviceClass -> driver.
+    nic_slices: dict[str, tuple[int, int]] = field(default_factory=dict)
+    nic_classes: dict[str, str] = field(default_factory=dict)
 
 
 def _gpus(node: dict) -> int:
@@ -397,12 +403,50 @@ def _rdma(f: Facts) -> list[Finding]:
                     "--rdma auto requests them for jobs whose planned nodes all offer them")]
 
 
+def _networks(f: Facts) -> list[Finding]:
+    """Multus NetworkAttachmentDefinitions of the namespace, with the resource each names."""
+    if "k8s.cni.cncf.io" not in f.groups:
+        return [Finding("networks", INFO, "no NetworkAttachmentDefinitions served (Multus is "
+                        "not installed)", "--network is refused; pods get the pod network only")]
+    if f.nads is None:
+        return [Finding("networks", WARN, f"NetworkAttachmentDefinitions in {f.namespace} "
+                        "cannot be listed", "--network cannot be checked before submitting",
+                        "ask your cluster admin for list access to network-attachment-definitions")]
+    if not f.nads:
+        return [Finding("networks", INFO, f"no NetworkAttachmentDefinitions in {f.namespace}",
+                        "--network has nothing to name here",
+                        "kubectl get network-attachment-definitions -A")]
+    listed = ", ".join(
+        f"{n['metadata']['name']} ("
+        + (((n['metadata'].get('annotations') or {}).get(RESOURCE_ANNOTATION)) or "no resource")
+        + ")" for n in sorted(f.nads, key=lambda n: n["metadata"]["name"]))
+    return [Finding("networks", OK, f"NetworkAttachmentDefinitions in {f.namespace}: {listed}",
+                    "--network NAD attaches one to the worker pods, which request its resource")]
+
+
+def _nic_dra(f: Facts) -> list[Finding]:
+    """NIC DRA drivers (mpijob.k8s.dra.NIC_DRIVERS): their slices and DeviceClasses."""
+    if not f.nic_slices and not f.nic_classes:
+        return []
+    parts = []
+    for driver in sorted(set(f.nic_slices) | set(f.nic_classes.values())):
+        devices, nodes = f.nic_slices.get(driver, (0, 0))
+        classes = sorted(c for c, d in f.nic_classes.items() if d == driver)
+        parts.append(f"{driver}: {devices} NIC(s) on {nodes} node(s)"
+                     + (f", DeviceClass {', '.join(classes)}" if classes else ", no DeviceClass"))
+    published = any(n for n, _ in f.nic_slices.values())
+    return [Finding("nic dra", OK if published else INFO, "NIC DRA drivers: " + "; ".join(parts),
+                    "with GPUs through DRA, each GPU's claim takes the NIC under its PCIe root"
+                    if published else "no NICs published: no GPU-NIC pairing")]
+
+
 def assess(facts: Facts) -> list[Finding]:
     findings = _api(facts)
     if facts.version is None:
         return findings
     return [*findings, *_permissions(facts), *_gpu_nodes(facts), *_operator(facts),
-            *_gang(facts), *_dra(facts), *_admission(facts), *_rdma(facts)]
+            *_gang(facts), *_dra(facts), *_admission(facts), *_rdma(facts),
+            *_networks(facts), *_nic_dra(facts)]
 
 
 def can_submit(findings: list[Finding]) -> bool:

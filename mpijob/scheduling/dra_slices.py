@@ -15,13 +15,17 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from mpijob.k8s.dra import DRIVER, PCIE_ROOT, DraDevice
+from mpijob.k8s.dra import DRIVER, NIC_DRIVERS, NIC_RDMA_ATTRIBUTE, PCIE_ROOT, DraDevice, DraNic
 
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")
 
 
-def _attr(device: dict, name: str):
-    value = (device.get("attributes") or {}).get(name) or {}
+def _attr(device: dict, name: str, driver: str | None = None):
+    """A typed attribute's value; an unqualified name is in the driver's own domain, so
+    `<driver>/<name>` and `<name>` are the same attribute (the structured allocator's
+    lookupAttribute)."""
+    attrs = device.get("attributes") or {}
+    value = attrs.get(name) or (attrs.get(f"{driver}/{name}") if driver else None) or {}
     for kind in ("string", "int", "version", "bool"):
         if kind in value:
             return value[kind]
@@ -87,3 +91,29 @@ def slice_cliques(slices: list[dict], attribute: str) -> dict[str, str]:
             if node and isinstance(value, str) and value:
                 out.setdefault(node, value)
     return out
+
+
+def free_nics(slices: list[dict], claims: list[dict]) -> dict[str, list[DraNic]]:
+    """node -> the NICs a NIC DRA driver (mpijob.k8s.dra.NIC_DRIVERS) publishes there that
+    no claim holds; of a driver that marks RDMA, only those marked."""
+    taken = {(r.get("driver"), r.get("pool"), r.get("device"))
+             for c in claims
+             for r in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                       .get("results") or [])}
+    out: dict[str, list[DraNic]] = defaultdict(list)
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver, node = spec.get("driver"), spec.get("nodeName")
+        pool = (spec.get("pool") or {}).get("name", "")
+        if driver not in NIC_DRIVERS or not node:
+            continue
+        for d in spec.get("devices") or []:
+            marker = NIC_RDMA_ATTRIBUTE.get(driver)
+            if marker and _attr(d, marker, driver) is not True:
+                continue
+            if (driver, pool, d.get("name")) in taken or not d.get("name"):
+                continue
+            root = _attr(d, PCIE_ROOT)
+            out[node].append(DraNic(name=d["name"], driver=driver, pool=pool,
+                                    pcie_root=root if isinstance(root, str) else None))
+    return {n: sorted(ns, key=lambda x: (x.driver, x.pool, x.name)) for n, ns in out.items()}

@@ -34,6 +34,7 @@ from mpijob.wellknown import GPU_RESOURCE
 
 if TYPE_CHECKING:  # a type only: cluster.py imports this module
     from mpijob.scheduling.cluster import Node
+    from mpijob.scheduling.nic_pairing import Pairing
 
 SHARED_PREFIXES = ("rdma/",)
 VF_PREFIXES = ("nvidia.com/", "openshift.io/", "intel.com/")
@@ -105,10 +106,19 @@ class RdmaDecision:
     resource: RdmaResource | None  # the resource requested (use), or the one offered (not use)
     reason: str
     offered: bool  # every planned node offers a common RDMA resource
+    # GPU-NIC pairs through DRA (mpijob.scheduling.nic_pairing), where the nodes publish
+    # NICs that way; used when complete, else shown with why not (`pairing_note`).
+    pairing: Pairing | None = None
+    pairing_note: str | None = None
 
     @property
     def transport(self) -> str:
         return "rdma" if self.use else "tcp"
+
+    @property
+    def paired(self) -> bool:
+        """The workers' claims pair each GPU with a NIC (the RDMA this job gets)."""
+        return self.use and self.pairing is not None and self.pairing.complete
 
 
 def common_resource(pods: Sequence[tuple[Node, int]]) -> tuple[RdmaResource | None, str]:

@@ -66,6 +66,7 @@ from launcher.backends.kubernetes.client import (
 from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
 from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
 from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
+from launcher.backends.kubernetes.networks import resolve_networks
 from launcher.backends.kubernetes.queue import queued, queued_without_calls
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
@@ -263,6 +264,8 @@ class KubernetesBackend(BaseBackend):
         if gang:
             gang.require(client, spec, options.mode)
         self._refuse_existing(spec.name, spec.namespace)
+        # --network: each NAD exists; its resource goes on the worker pods (issue 23)
+        plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
             return plan, []

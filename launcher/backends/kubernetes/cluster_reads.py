@@ -20,11 +20,14 @@ from launcher.backends.kubernetes.client import (
     KubeClient,
     api_kind,
 )
+from launcher.backends.kubernetes.networks import NAD
 from launcher.backends.kubernetes.operator import OPERATOR_SELECTOR
 from mpijob import gang as gangs
+from mpijob.k8s.dra import NIC_DRIVERS
 from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False)
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 # Kueue's configuration: config/default/kustomization.yaml (namespace kueue-system, prefix
@@ -103,7 +106,32 @@ def gather(client: KubeClient, namespace: str) -> Facts:
             slices = _optional(lambda: client.items(RESOURCE_SLICE))
             facts.dra_gpu_slices = None if slices is None else sum(
                 1 for s in slices if (s.get("spec") or {}).get("driver") == DRA_DRIVER)
+            facts.nic_slices, facts.nic_classes = _nic_drivers(
+                slices or [], _optional(lambda: client.items(DEVICE_CLASS), []))
+    if "k8s.cni.cncf.io" in facts.groups:
+        facts.nads = _optional(lambda: client.items(NAD, namespace))
     return facts
+
+
+def _nic_drivers(slices: list[dict], classes: list[dict]):
+    """NIC DRA drivers' (devices, nodes) from their slices, and DeviceClasses selecting one
+    (a `device.driver == "<driver>"` selector, as each driver's chart writes it)."""
+    devices: dict[str, int] = {}
+    nodes: dict[str, set] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver = spec.get("driver")
+        if driver in NIC_DRIVERS:
+            devices[driver] = devices.get(driver, 0) + len(spec.get("devices") or [])
+            nodes.setdefault(driver, set()).add(spec.get("nodeName"))
+    by_class = {}
+    for c in classes:
+        for sel in (c.get("spec") or {}).get("selectors") or []:
+            expr = ((sel.get("cel") or {}).get("expression") or "").replace(" ", "")
+            for driver in NIC_DRIVERS:
+                if f'device.driver=="{driver}"' in expr:
+                    by_class[c["metadata"]["name"]] = driver
+    return {d: (n, len(nodes[d])) for d, n in devices.items()}, by_class
 
 
 def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:

@@ -36,7 +36,7 @@ from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
 from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
-from mpijob.scheduling.dra_slices import inventory, slice_cliques
+from mpijob.scheduling.dra_slices import free_nics, inventory, slice_cliques
 from mpijob.scheduling.hypernodes import positions as hypernode_positions
 from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, position_from_labels
 from mpijob.scheduling.nvlink import CLIQUE_ATTRIBUTE, clique_from_labels, parse_clique
@@ -242,6 +242,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
     # GPUs with their UUIDs, without the topology agent.
     dra = inventory(resource_slices or [], resource_claims or [])
     slice_clique = slice_cliques(resource_slices or [], CLIQUE_ATTRIBUTE)
+    nics = free_nics(resource_slices or [], resource_claims or [])  # for GPU-NIC pairing
     usage_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
@@ -283,7 +284,7 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
             alloc_cpu=float(_q(alloc["cpu"])) if "cpu" in alloc else None,
             alloc_memory=float(_q(alloc["memory"])) if "memory" in alloc else None,
-            network=network[name], dra_devices=dra_devices,
+            network=network[name], dra_devices=dra_devices, dra_nics=tuple(nics.get(name, ())),
             host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
             rdma=rdma.from_allocatable(alloc, {k: int(v) for k, v in requested.items()}),
             tcp_efficiency=_tcp_efficiency(labels),

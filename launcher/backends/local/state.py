@@ -28,6 +28,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,9 +47,33 @@ def jobs_root() -> Path:
     return home() / "jobs"
 
 
+class _InDir:
+    """A file or folder of the job directory (`JobPaths.dir`), by its name there."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @overload
+    def __get__(self, paths: None, owner: type) -> _InDir: ...
+    @overload
+    def __get__(self, paths: JobPaths, owner: type) -> Path: ...
+    def __get__(self, paths, owner):
+        return self if paths is None else paths.dir / self.name
+
+
 @dataclass(frozen=True)
 class JobPaths:
     dir: Path
+
+    # The layout the module docstring lists.
+    spec = _InDir("spec.json")
+    launch = _InDir("launch.json")
+    hostfile = _InDir("hostfile")
+    status = _InDir("status.json")
+    supervisor_log = _InDir("supervisor.log")
+    launcher_log = _InDir("launcher.log")
+    ranks = _InDir("ranks")  # OpenMPI's --output-filename directory
+    rank_exits = _InDir("rank-exits")
 
     @property
     def name(self) -> str:
@@ -57,39 +82,6 @@ class JobPaths:
     @property
     def namespace(self) -> str:
         return self.dir.parent.name
-
-    @property
-    def spec(self) -> Path:
-        return self.dir / "spec.json"
-
-    @property
-    def launch(self) -> Path:
-        return self.dir / "launch.json"
-
-    @property
-    def hostfile(self) -> Path:
-        return self.dir / "hostfile"
-
-    @property
-    def status(self) -> Path:
-        return self.dir / "status.json"
-
-    @property
-    def supervisor_log(self) -> Path:
-        return self.dir / "supervisor.log"
-
-    @property
-    def launcher_log(self) -> Path:
-        return self.dir / "launcher.log"
-
-    @property
-    def ranks(self) -> Path:
-        """OpenMPI's --output-filename directory."""
-        return self.dir / "ranks"
-
-    @property
-    def rank_exits(self) -> Path:
-        return self.dir / "rank-exits"
 
     def rank_log(self, rank: int) -> Path:
         """OpenMPI 4.x writes `<dir>/<job id>/rank.<rank>/stdout`; the job id is 1 for the

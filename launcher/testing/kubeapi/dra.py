@@ -7,16 +7,27 @@ ResourceClaimTemplate, in the order the real components do it:
    `status.resourceClaimStatuses`;
 2. kube-scheduler's DynamicResources plugin allocates devices from the ResourceSlices of a
    node the pod may run on: devices of the DeviceClass's driver, not held by another claim,
-   matching every CEL selector, `count` of them, all sharing any `matchAttribute`; it writes
+   matching every CEL selector, `count` of them per request, and every `matchAttribute`
+   constraint over the requests it names (all of the claim's when it names none); it writes
    `status.allocation` (results of driver/pool/device, and the node selector) and
    `status.reservedFor` (the pod), then binds the pod to that node.
+   The search is the structured allocator's (k8s.io/dynamic-resource-allocation/structured,
+   allocator.go): requests in order, `count` devices each, candidates in slice order, and
+   backtracking when a later device cannot satisfy a constraint. A matchAttribute
+   constraint (matchAttributeConstraint.add) ignores requests it does not name, rejects a
+   device without the attribute, takes the first device's value, and then only devices
+   with the same typed value; a fully qualified name `<domain>/<id>` also finds the plain
+   `<id>` of a device whose driver is that domain (lookupAttribute).
 (Kubernetes docs, "Dynamic Resource Allocation", https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/.)
 The CEL evaluator understands only the selector forms hvdk8s emits (`mpijob.k8s.dra`):
 `device.attributes["<domain>"].<attr> in [<string>, ...]`, `device.attributes["<domain>"].<attr>
 == <string>` and `device.driver == <string>`, joined by `&&`; anything else fails allocation
 with the expression named, as a real cluster fails a claim it cannot satisfy.
-ResourceSlices come from `publish_gpus`: the attributes of NVIDIA's driver
-(github.com/NVIDIA/k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go).
+ResourceSlices come from `gpu_slice`: the attributes of NVIDIA's driver
+(github.com/NVIDIA/k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go), and from
+`nic_slice`: a NIC driver's, DraNet's (github.com/google/dranet, driver `dra.net`, DeviceClass
+`dranet`: per interface `ifName`, `rdma` (bool), `pciAddress`, and the standard
+`resource.kubernetes.io/pcieRoot`), the attribute GPU-NIC pairing matches on.
 """
 
 from __future__ import annotations
@@ -39,8 +50,12 @@ TYPES = [
     ResourceType(GROUP, VERSION, "deviceclasses", "DeviceClass", False),
 ]
 DRIVER = "gpu.nvidia.com"
+NIC_DRIVER, NIC_CLASS = "dra.net", "dranet"
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+# Allocation steps before a claim is given up (the real allocator is bounded by a timeout).
+MAX_STEPS = 200_000
 _IN = re.compile(r'^device\.attributes\["([^"]+)"\]\.(\w+)\s+in\s+(\[.*\])$')
-_EQ = re.compile(r'^device\.attributes\["([^"]+)"\]\.(\w+)\s*==\s*(".*")$')
+_EQ = re.compile(r'^device\.attributes\["([^"]+)"\]\.(\w+)\s*==\s*(".*"|true|false)$')
 _DRIVER = re.compile(r'^device\.driver\s*==\s*(".*")$')
 
 
@@ -55,6 +70,14 @@ def _attr_value(device: dict, domain: str, name: str, driver: str):
     if not value:
         return None
     return next((value[k] for k in ("string", "int", "version", "bool") if k in value), None)
+
+
+def _typed_attr(device: dict, qualified: str, driver: str):
+    """The typed value ({"string": ...}) of a fully qualified attribute, or None."""
+    domain, _, name = qualified.rpartition("/")
+    attrs = device.get("attributes") or {}
+    value = attrs.get(qualified) or (attrs.get(name) if domain == driver else None)
+    return json.dumps(value, sort_keys=True) if value else None
 
 
 def cel_matches(expression: str, device: dict, driver: str) -> bool:
@@ -92,6 +115,22 @@ def gpu_slice(node: str, uuids: list[str], pcie_roots: list[str] | None = None,
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceSlice",
             "metadata": {"name": f"{node}-{DRIVER}-gpus"},
             "spec": {"driver": DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+def nic_slice(node: str, nics: list[tuple[str, str | None]], rdma: bool = True) -> dict:
+    """The ResourceSlice DraNet publishes for a node's interfaces: (name, pcieRoot or None)."""
+    devices = []
+    for i, (name, root) in enumerate(nics):
+        attrs = {"ifName": {"string": name}, "rdma": {"bool": rdma},
+                 "pciAddress": {"string": f"0000:{0x80 + i:02x}:00.0"}}
+        if root:
+            attrs[PCIE_ROOT] = {"string": root}
+        devices.append({"name": name, "attributes": attrs})
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{NIC_DRIVER}"},
+            "spec": {"driver": NIC_DRIVER, "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                      "devices": devices}}
 
@@ -205,7 +244,7 @@ class DraController(Loop):
         used = set(taken)
         plan = []
         for claim in claims:
-            results = []
+            slots = []  # (request, candidates), `count` times per request
             for req in claim["spec"]["devices"].get("requests") or []:
                 exactly = req.get("exactly") or {}
                 dc = self.store.get(self._key("deviceclasses"), "", exactly.get("deviceClassName", ""))
@@ -226,32 +265,24 @@ class DraController(Loop):
                         if ok:
                             candidates.append((drv, pool, d))
                 count = int(exactly.get("count") or 1)
-                chosen = self._with_constraints(claim, req["name"], candidates, count)
-                if chosen is None:
+                if len(candidates) < count:
                     return None, (f"cannot allocate all claims: {node} has {len(candidates)} free "
                                   f"matching device(s) for request {req['name']}, needs {count}")
-                for drv, pool, d in chosen:
-                    used.add((drv, pool, d["name"]))
-                    results.append({"request": req["name"], "driver": drv, "pool": pool,
-                                    "device": d["name"]})
+                slots += [(req["name"], candidates)] * count
+            constraints = [(set(c.get("requests") or ()), c["matchAttribute"])
+                           for c in claim["spec"]["devices"].get("constraints") or []
+                           if c.get("matchAttribute")]
+            chosen = _search(slots, constraints)
+            if chosen is None:
+                return None, (f"cannot allocate all claims: no devices of {node} satisfy the "
+                              f"constraints of claim {claim['metadata'].get('name')}")
+            results = []
+            for request, drv, pool, d in chosen:
+                used.add((drv, pool, d["name"]))
+                results.append({"request": request, "driver": drv, "pool": pool,
+                                "device": d["name"]})
             plan.append((claim, results))
         return plan, ""
-
-    @staticmethod
-    def _with_constraints(claim: dict, request: str, candidates: list, count: int) -> list | None:
-        attrs = [c["matchAttribute"] for c in claim["spec"]["devices"].get("constraints") or []
-                 if c.get("matchAttribute") and request in (c.get("requests") or [request])]
-        if not attrs:
-            return candidates[:count] if len(candidates) >= count else None
-        groups: dict = {}
-        for drv, pool, d in candidates:
-            key = tuple(json.dumps((d.get("attributes") or {}).get(a), sort_keys=True) for a in attrs)
-            if all((d.get("attributes") or {}).get(a) is not None for a in attrs):
-                groups.setdefault(key, []).append((drv, pool, d))
-        for key in sorted(groups):
-            if len(groups[key]) >= count:
-                return groups[key][:count]
-        return None
 
     def _write_allocation(self, claim: dict, results: list, node: str, pod: dict) -> None:
         m = claim["metadata"]
@@ -268,17 +299,72 @@ class DraController(Loop):
         self.store.mutate(self._key("resourceclaims"), m["namespace"], m["name"], edit)
 
 
-def install_dra(server, publish: dict[str, list[str]] | None = None) -> DraController:
+def _search(slots: list, constraints: list) -> list | None:
+    """The first devices, one per slot in order, that keep every constraint (upstream's
+    depth-first allocateOne with matchAttributeConstraint add/remove); None if none do."""
+    values: list = [None] * len(constraints)
+    counts = [0] * len(constraints)
+    picked: list = []
+    in_use: set = set()
+    steps = 0
+
+    def go(i: int) -> bool:
+        nonlocal steps
+        if i == len(slots):
+            return True
+        request, candidates = slots[i]
+        for drv, pool, d in candidates:
+            steps += 1
+            if steps > MAX_STEPS or (drv, pool, d["name"]) in in_use:
+                continue
+            added = []
+            for k, (names, attribute) in enumerate(constraints):
+                if names and request not in names:
+                    continue  # the constraint does not apply to this request
+                value = _typed_attr(d, attribute, drv)
+                if value is None or (counts[k] and value != values[k]):
+                    break
+                added.append((k, value))
+            else:
+                for k, value in added:
+                    values[k] = value if counts[k] == 0 else values[k]
+                    counts[k] += 1
+                in_use.add((drv, pool, d["name"]))
+                picked.append((request, drv, pool, d))
+                if go(i + 1):
+                    return True
+                picked.pop()
+                in_use.discard((drv, pool, d["name"]))
+                for k, _ in added:
+                    counts[k] -= 1
+        return False
+
+    return list(picked) if go(0) else None
+
+
+def _device_class(server, name: str, driver: str) -> None:
+    if server.get("deviceclasses", name) is None:
+        server.create({"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeviceClass",
+                       "metadata": {"name": name},
+                       "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+
+
+def install_dra(server, publish: dict[str, list[str]] | None = None,
+                pcie_roots: dict[str, list[str]] | None = None,
+                nics: dict[str, list[tuple[str, str | None]]] | None = None) -> DraController:
     """Serve resource.k8s.io/v1, create the gpu.nvidia.com DeviceClass, publish a slice per
-    {node: [GPU UUIDs]} and run the allocator (threaded when the server's loops are)."""
+    {node: [GPU UUIDs]} (with {node: [pcieRoot per GPU]}), and with `nics` DraNet's DeviceClass
+    and a slice per {node: [(interface, pcieRoot)]}; run the allocator (threaded when the
+    server's loops are)."""
     for rt in TYPES:
         server.registry.add(rt)
-    if server.get("deviceclasses", DRIVER) is None:
-        server.create({"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeviceClass",
-                       "metadata": {"name": DRIVER},
-                       "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+    _device_class(server, DRIVER, DRIVER)
     for node, uuids in (publish or {}).items():
-        server.create(gpu_slice(node, uuids))
+        server.create(gpu_slice(node, uuids, (pcie_roots or {}).get(node)))
+    if nics:
+        _device_class(server, NIC_CLASS, NIC_DRIVER)
+        for node, found in nics.items():
+            server.create(nic_slice(node, found))
     server.dra = DraController(server, server.tick)
     if server.controllers and server._httpd is not None:
         server.dra.start()
