@@ -1,6 +1,7 @@
 """Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
 
 from mpijob.jobspec.spec import build_spec
+from mpijob.jobspec.worker_share import plan_shares
 from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
 
@@ -62,6 +63,10 @@ CASES = {
 def render_case(case: str, placement=None, root_uid=None) -> list[dict]:
     c = CASES[case]
     spec = build_spec(**c["spec"])
+    if spec.cpu is None or spec.memory is None:
+        # As the plan gives them without a cluster (launcher.preparing.planning.plan_job).
+        spec = spec.model_copy(update={"worker_shares": plan_shares(None, None,
+                                                                     spec.gpus_per_worker)})
     return render(spec, mode=c["mode"], placement=placement,
                   ssh=FIXED_KEYS if c["mode"] == "pods" else None,
                   benchmark_source=STUB_BENCHMARK, root_uid=root_uid)

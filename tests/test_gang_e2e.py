@@ -102,8 +102,10 @@ def test_kueue_operator_job_over_quota_holds_no_gpu_and_says_why(k8s, kueue):
     assert status["reason"] == "QueuedByKueue"
     assert (listed(k8s, "big")["phase"], listed(k8s, "big")["reason"]) == ("Queued",
                                                                            "QueuedByKueue")
-    assert ("couldn't assign flavors to pod set worker: insufficient quota for nvidia.com/gpu "
-            "in flavor default-flavor, request > maximum capacity (16 > 8)") in status["message"]
+    # The workers' default cpu/memory (a share of each node) are over this quota too.
+    assert "couldn't assign flavors to pod set worker: " in status["message"]
+    assert ("insufficient quota for nvidia.com/gpu in flavor default-flavor, request > "
+            "maximum capacity (16 > 8)") in status["message"]
     assert gpus_held(kueue) == 0 and kueue.objects("pods", "default") == []
     waited = hvdk8s(k8s, "wait", "big", "--timeout", "0.5")
     assert waited.exit_code == 124 and "still Queued" in waited.output

@@ -80,6 +80,8 @@ def _ssh_calls(tmp_path: Path) -> list[str]:
 def test_launcher_waits_runs_and_releases_workers(tmp_path, env):
     # w1 answers only on its third try: the launcher must keep polling.
     _fake(tmp_path / "bin", "ssh", f"""
+# launcher.sh's ssh wrapper passes -F $HOME/.ssh/config first (ssh reads ~ from passwd)
+[ "$1" = -F ] && [ "$2" = "$HOME/.ssh/config" ] && shift 2 && echo F >> {tmp_path}/ssh-F.log
 echo "$*" >> {tmp_path}/ssh.log
 if [ "$1" = w1 ] && [ "$2" = true ]; then
   n=$(grep -c '^w1 true' {tmp_path}/ssh.log); [ "$n" -ge 3 ] || exit 255
@@ -104,10 +106,16 @@ exit 0
     ]
     ssh_config = (Path(env["HOME"]) / ".ssh/config").read_text()
     assert "StrictHostKeyChecking no" in ssh_config and "Port 2222" in ssh_config
+    # Every ssh was given that config: ssh itself would read the passwd entry's home.
+    assert len((tmp_path / "ssh-F.log").read_text().split()) == len(calls)
 
 
 def test_launcher_keeps_workers_with_clean_pod_policy_none(tmp_path, env):
-    _fake(tmp_path / "bin", "ssh", f'echo "$*" >> {tmp_path}/ssh.log\n')
+    _fake(tmp_path / "bin", "ssh", f"""
+# launcher.sh's ssh wrapper passes -F $HOME/.ssh/config first (ssh reads ~ from passwd)
+[ "$1" = -F ] && [ "$2" = "$HOME/.ssh/config" ] && shift 2 && echo F >> {tmp_path}/ssh-F.log
+echo "$*" >> {tmp_path}/ssh.log
+""")
     hostfile = _hostfile(tmp_path, "w0:1\n")  # Hydra's format
     rc = subprocess.run(["/bin/sh", str(_script(tmp_path, "launcher.sh")), "true"],
                         env={**env, "HVDK8S_HOSTFILE": str(hostfile),
@@ -118,7 +126,12 @@ def test_launcher_keeps_workers_with_clean_pod_policy_none(tmp_path, env):
 
 
 def test_launcher_gives_up_on_a_silent_worker(tmp_path, env):
-    _fake(tmp_path / "bin", "ssh", f'echo "$*" >> {tmp_path}/ssh.log\nexit 255\n')
+    _fake(tmp_path / "bin", "ssh", f"""
+# launcher.sh's ssh wrapper passes -F $HOME/.ssh/config first (ssh reads ~ from passwd)
+[ "$1" = -F ] && [ "$2" = "$HOME/.ssh/config" ] && shift 2 && echo F >> {tmp_path}/ssh-F.log
+echo "$*" >> {tmp_path}/ssh.log
+exit 255
+""")
     hostfile = _hostfile(tmp_path, "w0 slots=1\n")
     result = subprocess.run(
         ["/bin/sh", str(_script(tmp_path, "launcher.sh")), "touch", str(tmp_path / "ran")],
@@ -137,6 +150,8 @@ def _operator_launch(tmp_path, env, *, attempts_before_up: int, limit: str):
     hostfile.write_text("op-worker-0.op.default.svc slots=2\nop-worker-1.op.default.svc slots=2\n")
     # Each host refuses ssh `attempts_before_up` times (its pod not created or not up yet).
     _fake(tmp_path / "bin", "ssh", f"""
+# launcher.sh's ssh wrapper passes -F $HOME/.ssh/config first (ssh reads ~ from passwd)
+[ "$1" = -F ] && [ "$2" = "$HOME/.ssh/config" ] && shift 2 && echo F >> {tmp_path}/ssh-F.log
 host=""
 for a in "$@"; do case "$a" in -*|*=*|true) ;; *) [ -z "$host" ] && host="$a" ;; esac; done
 n=$(cat "{tmp_path}/tries-$host" 2>/dev/null || echo 0)

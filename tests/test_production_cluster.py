@@ -221,6 +221,16 @@ def test_host_network_is_refused_up_front_under_baseline(k8s):
     assert job_objects(srv, "hn") == []
 
 
+def test_data_dir_is_refused_under_baseline_naming_the_option(k8s):
+    srv = k8s.server()
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "dd", "--workers", "1", "--gpus", "1",
+                    "--image", "img:1", "--data-dir", "/mnt/x:/x", "python", "t.py")
+    assert result.exit_code == 2, result.output
+    assert ('--data-dir: namespace default enforces Pod Security "baseline", which forbids '
+            "hostPath volumes; mount the data from a PersistentVolumeClaim") in result.output
+    assert job_objects(srv, "dd") == []
+
+
 @pytest.mark.parametrize("mode", ["pods", "operator"])
 def test_quota_without_room_for_the_job_refuses_naming_the_quota_and_gap(k8s, mode):
     srv = k8s.server()

@@ -73,6 +73,8 @@ def plan(
             data["network"] = _network_json(network)
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
+        data["worker_requests"] = _worker_requests(result, snapshot, spec.gpus_per_worker,
+                                                   spec.cpu, spec.memory)
         results.append((result, data))
     if compare:
         results.extend(_split_what_if(results, snapshot, model, batch_size, precision,
@@ -88,6 +90,34 @@ def plan(
         emit_data(payload, output)
     if not any(r.feasible for r, _ in results):
         raise typer.Exit(1)
+
+
+def _worker_requests(result, snapshot, gpus: int, cpu: str | None,
+                     memory: str | None) -> list[dict]:
+    """What each worker pod of the placement requests, as `submit` renders it (built-in
+    mode): --cpu/--memory per worker, else its node's share (mpijob.jobspec.worker_share),
+    with the memory limit that adds /dev/shm and where the figures came from."""
+    from mpijob.jobspec.quantity import scale_quantity
+    from mpijob.jobspec.worker_share import add_bytes, plan_shares, pod_defaults
+
+    if not result.feasible:
+        return []
+    shares = plan_shares(snapshot, result, gpus) if cpu is None or memory is None else ()
+    out = []
+    for a in result.assignments:
+        slots = len(a.gpus) if gpus else a.workers
+        default = pod_defaults(shares, a.node, slots) or (None, None, "")
+        row = {"node": a.node,
+               "cpu": scale_quantity(cpu, a.workers) if cpu else default[0],
+               "memory": scale_quantity(memory, a.workers) if memory else default[1]}
+        row["memory_limit"] = (add_bytes(row["memory"], defaults.SHM_SIZE) if row["memory"]
+                               else None)
+        sources = [f"{o} per worker" for o, v in (("--cpu", cpu), ("--memory", memory)) if v]
+        if default[2] and not (cpu and memory):
+            sources.append(default[2])
+        row["source"] = "; ".join(sources)
+        out.append(row)
+    return out
 
 
 def _split_what_if(results, snapshot, model, batch_size, precision, assumptions,
@@ -239,9 +269,19 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     table.add_column("node")
     table.add_column("workers", justify="right")
     table.add_column("GPUs")
-    for a in result.assignments:
-        table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-")
+    table.add_column("CPU", justify="right")
+    table.add_column("memory", justify="right")
+    requests = data["worker_requests"]
+    for a, req in zip(result.assignments, requests, strict=True):
+        table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-",
+                      req["cpu"] or "-", f"{req['memory'] or '-'}"
+                      + (f" (limit {req['memory_limit']})" if req["memory_limit"] else ""))
     console.print(plain_when_piped(console, table))
+    for source in dict.fromkeys(r["source"] for r in requests if r["source"]):
+        console.print(f"  requests: {source}", markup=False)
+    if requests:
+        console.print(f"  memory limit: the request plus /dev/shm (--shm-size, default "
+                      f"{defaults.SHM_SIZE}), which is memory-backed", markup=False)
     for line in data["explanation"]:  # the placement's, then the plan's own notes
         console.print(f"  {line}", markup=False)
     if result.nvlink_domain and result.nodes_used > 1:

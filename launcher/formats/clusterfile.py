@@ -500,6 +500,8 @@ class _Builder:
             gpu_model=gpu_model, network_gbps=float(e.network_gbps), labels=dict(e.labels),
             taints=tuple(Taint(key=t.key, value=t.value, effect=t.effect) for t in e.taints),
             free_cpu=e.cpu, free_memory=e.memory, ready=e.ready, pcie_gen=e.pcie_gen,
+            # A file gives one figure: what the node offers the job, free and allocatable.
+            alloc_cpu=e.cpu, alloc_memory=e.memory,
             network=self._network(e.network, e.labels), dra_devices=_dra(e.dra, gpus),
             dra_nics=_dra_nics(e.dra),
             rdma=_rdma(e), tcp_efficiency=e.tcp_efficiency,

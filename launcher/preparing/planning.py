@@ -47,8 +47,46 @@ def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
 def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
              pod_security: str | None = None) -> Plan:
     """Place the job on the snapshot, decide its network (--rdma) and predict its
-    throughput on that network; refuse what cannot fit. `pod_security`: the namespace's
-    enforced Pod Security level, where known."""
+    throughput on that network; refuse what cannot fit; give the workers their default
+    CPU/memory requests. `pod_security`: the namespace's enforced Pod Security level,
+    where known."""
+    plan = _place_and_predict(spec, cluster, assumptions, pod_security)
+    if plan.spec.cpu is None or plan.spec.memory is None:
+        from mpijob.jobspec.worker_share import plan_shares
+
+        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker)
+        plan.spec = plan.spec.model_copy(update={"worker_shares": shares})
+        plan.notes.extend(describe_requests(plan.spec, plan.placement))
+    return plan
+
+
+def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
+    """One line per distinct worker request the defaults give, with where it came from."""
+    from mpijob.jobspec.worker_share import pod_defaults
+
+    pods: list[tuple[str | None, int]] = [(a.node, len(a.gpus) if spec.gpus_per_worker else a.workers)
+            for a in placement.assignments] if placement is not None else []
+    pods = pods or [(None, spec.gpus_per_worker or 1)]
+    lines = []
+    for node, slots in pods:
+        default = pod_defaults(spec.worker_shares, node, slots)
+        if default is None:
+            continue
+        cpu, memory, source = default
+        cpu = f"{spec.cpu} per worker (--cpu)" if spec.cpu else (cpu or "none")
+        memory = f"{spec.memory} per worker (--memory)" if spec.memory else (memory or "none")
+        where = f"pod on {node}" if node else "each pod"
+        line = (f"worker requests ({where}): cpu {cpu}, memory {memory} + --shm-size "
+                f"{spec.shm_size} in its limit ({source})")
+        if line not in lines:
+            lines.append(line)
+    if len(lines) > 1:
+        lines.append("  (in operator mode every worker, from one template, requests the smallest of these)")
+    return lines
+
+
+def _place_and_predict(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+                       pod_security: str | None) -> Plan:
     plan = Plan(spec)
     if cluster is None:
         if spec.rdma == "on" and spec.gpus_per_worker:

@@ -45,6 +45,7 @@ from mpijob.jobspec.toleration import (
     parse_toleration,
 )
 from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts, parse_data, parse_data_dir
+from mpijob.jobspec.worker_share import ResourceShare
 from mpijob.k8s.command import is_launcher_line
 from mpijob.k8s.hostnet import derived_ssh_port
 from mpijob.scheduling.rdma import nccl_env
@@ -232,7 +233,9 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # issue 23: RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": ()}
+    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": (),
+    # issue 20: the workers' default CPU/memory requests
+    "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -397,6 +400,9 @@ class JobSpec(BaseModel):
         elsewhere="refuse",
         help="Strategic-merge patch (YAML) of the pod templates of ROLE (launcher, worker "
         "or all, the default), for fields without a flag; repeatable, applied in order.")] = ()
+    # What the plan decided the workers request where --cpu/--memory are not given: a
+    # share of each planned node (mpijob.jobspec.worker_share); no option of its own.
+    worker_shares: tuple[ResourceShare, ...] = ()
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):

@@ -129,6 +129,9 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 # image's own (issue 20, defect 1: `-o Port=22` against hvdk8s' image's sshd on 2222).
 OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
 sshport="${HVDK8S_SSH_PORT:+-oPort=$HVDK8S_SSH_PORT}"
+# The operator mounts the key at sshAuthMountPath, $HOME/.ssh with --run-as-user; ssh looks
+# in the passwd entry's home (OpenSSH ssh.c: pw->pw_dir), which may be another: name it.
+[ -f "${HOME:-/nonexistent}/.ssh/id_rsa" ] && sshport="$sshport -i $HOME/.ssh/id_rsa"
 deadline=$(( $(date +%s) + limit ))
 for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do
   until ssh $sshport -o ConnectTimeout=5 -o StrictHostKeyChecking=no -o BatchMode=yes \\
@@ -159,9 +162,13 @@ exec "$@"
 # image build, or by systemd, never in a pod), and StrictModes off, since the operator mounts
 # the SSH Secret at ~/.ssh, a tmpfs whose directory is drwxrwxrwt, which StrictModes refuses
 # (issue 10, defect 5; the operator's own base images set `StrictModes no` for that reason).
+# sshd finds authorized_keys in the passwd entry's home (%h); with --run-as-user the
+# operator mounts them in $HOME/.ssh, which may be another, so that file is named first.
 OPERATOR_SSHD_SCRIPT = """mkdir -p /run/sshd 2>/dev/null
 ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A >/dev/null
-exec /usr/sbin/sshd -De -o StrictModes=no "$@"
+keys=".ssh/authorized_keys"
+[ -f "${HOME:-/nonexistent}/.ssh/authorized_keys" ] && keys="$HOME/.ssh/authorized_keys $keys"
+exec /usr/sbin/sshd -De -o StrictModes=no -o "AuthorizedKeysFile=$keys" "$@"
 """
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
+from mpijob.jobspec.worker_share import add_bytes, pod_defaults
 from mpijob.wellknown import GPU_RESOURCE
 
 if TYPE_CHECKING:  # placement is only a type here
@@ -142,13 +143,32 @@ def pod_common(spec: JobSpec) -> dict:
     return pod
 
 
+def worker_requests(spec: JobSpec, pod: WorkerPod) -> tuple[str | None, str | None]:
+    """(cpu, memory) the worker pod requests: --cpu/--memory per worker, else the plan's
+    share of its node (mpijob.jobspec.worker_share); None where neither gives one."""
+    cpu = scale_quantity(spec.cpu, pod.workers) if spec.cpu else None
+    memory = scale_quantity(spec.memory, pod.workers) if spec.memory else None
+    default = pod_defaults(spec.worker_shares, pod.node, pod.slots)
+    if default is not None:
+        cpu = cpu or default[0]
+        memory = memory or default[1]
+    return cpu, memory
+
+
 def worker_resources(spec: JobSpec, pod: WorkerPod) -> dict:
     requests: dict = {}
     limits: dict = {}
-    if spec.cpu:
-        requests["cpu"] = scale_quantity(spec.cpu, pod.workers)
-    if spec.memory:
-        requests["memory"] = limits["memory"] = scale_quantity(spec.memory, pod.workers)
+    cpu, memory = worker_requests(spec, pod)
+    if cpu:
+        # A limit too, so a quota on limits.cpu admits the pod; equal to the request, the
+        # share the plan gave it.
+        requests["cpu"] = limits["cpu"] = cpu
+    if memory:
+        # /dev/shm is a Memory-backed emptyDir, charged to the pod's memory cgroup: the
+        # limit is the request plus its sizeLimit, so a full /dev/shm does not OOM-kill
+        # the ranks (kubernetes.io/docs/concepts/storage/volumes/#emptydir).
+        requests["memory"] = memory
+        limits["memory"] = add_bytes(memory, spec.shm_size)
     if pod.gpu_count:
         # Extended resources: the limit is what counts; the request must equal it.
         limits[GPU_RESOURCE] = requests[GPU_RESOURCE] = str(pod.gpu_count)
@@ -161,10 +181,11 @@ def worker_resources(spec: JobSpec, pod: WorkerPod) -> dict:
 
 
 def launcher_resources(spec: JobSpec) -> dict:
-    # The launcher only runs mpirun: no GPU, so it never takes one from a worker.
+    # The launcher only runs mpirun: no GPU, so it never takes one from a worker. Limits
+    # too, so a quota on limits.cpu/limits.memory admits it; it writes nothing to /dev/shm.
     return {
         "requests": {"cpu": spec.launcher_cpu, "memory": spec.launcher_memory},
-        "limits": {"memory": spec.launcher_memory},
+        "limits": {"cpu": spec.launcher_cpu, "memory": spec.launcher_memory},
     }
 
 

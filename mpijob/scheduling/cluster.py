@@ -35,6 +35,10 @@ class Node:
     # Allocatable minus requested, in cores and bytes; None when unknown (not checked).
     free_cpu: float | None = None
     free_memory: float | None = None
+    # Allocatable, in cores and bytes (the default share of a worker pod,
+    # mpijob.jobspec.worker_share); None when unknown.
+    alloc_cpu: float | None = None
+    alloc_memory: float | None = None
     ready: bool = True
     pcie_gen: int = 3
     # Zone, block and rack (mpijob.scheduling.network); unknown by default.

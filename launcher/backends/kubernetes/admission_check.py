@@ -96,6 +96,12 @@ def _refusal(spec, pod: dict, exc: ApiError) -> str:
                     "forbids hostNetwork; drop --host-network, or use a namespace labelled "
                     "pod-security.kubernetes.io/enforce=privileged (nothing was created; "
                     f"server said for {name}: {said})")
+        if spec.data_dirs and "hostPath volumes" in said:
+            return (f"--data-dir: namespace {ns} enforces Pod Security \"{level}\", which "
+                    "forbids hostPath volumes; mount the data from a PersistentVolumeClaim "
+                    "with --data PVC:MOUNT, or use a namespace labelled "
+                    "pod-security.kubernetes.io/enforce=privileged (nothing was created; "
+                    f"server said for {name}: {said})")
         if level == "restricted" and spec.run_as_user is None:
             return (f"namespace {ns} enforces Pod Security \"restricted\": pods must run as "
                     "a non-root user; add --run-as-user UID (a uid the image serves: it runs "

@@ -67,6 +67,12 @@ def create(client: KubeClient, obj: dict, submission: str, *, dry_run: bool = Fa
     object: recognised by the submission id, it counts as created."""
     obj = _tagged(obj, submission)
     try:
+        # Strict for custom resources (the MPIJob, gang objects): a field the installed CRD
+        # does not declare is an error, never silently dropped (operator_schema.py).
+        group = kind_of(obj).group
+        strict = "Strict" if "." in group and not group.endswith(".k8s.io") else None
+        if strict:
+            return client.create(obj, dry_run=dry_run, field_validation=strict)
         return client.create(obj, dry_run=dry_run)
     except ApiError as exc:
         if not exc.already_exists or dry_run:

@@ -37,7 +37,7 @@ from launcher.backends.base import (
     status_key,
 )
 from launcher.backends.kubernetes import gang as gang_control
-from launcher.backends.kubernetes import start_guard
+from launcher.backends.kubernetes import operator_schema, start_guard
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
@@ -283,6 +283,8 @@ class KubernetesBackend(BaseBackend):
         spec, objects, client = prepared.spec, prepared.objects, self.client
         ns, mode = spec.namespace, options.mode
         gang = gang_control.control(spec.gang)
+        if mode == "operator":  # an operator too old for a field would drop it silently
+            operator_schema.check(client, objects[0])
         # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
         check_admission(client, spec, objects, mode)
         submission = new_submission_id()

@@ -289,6 +289,8 @@ def build_snapshot(nodes: list[dict], pods: list[dict], hypernodes: list[dict] |
             gpu_model=labels.get(GPU_PRODUCT_LABEL) or meta.get("gpu_model") or "unknown",
             network_gbps=_network_gbps(labels), labels=labels, taints=_taints(node),
             free_cpu=free_cpu, free_memory=free_mem, ready=_node_ready(node), pcie_gen=pcie_gen,
+            alloc_cpu=float(_q(alloc["cpu"])) if "cpu" in alloc else None,
+            alloc_memory=float(_q(alloc["memory"])) if "memory" in alloc else None,
             network=network[name], dra_devices=dra_devices, dra_nics=tuple(nics.get(name, ())),
             host_ports=frozenset(port for p in node_pods for port in pod_host_ports(p)),
             rdma=rdma.from_allocatable(alloc, {k: int(v) for k, v in requested.items()}),

@@ -50,6 +50,9 @@ class Admission:
         self._local.warnings = []
         return out
 
+    def add_warnings(self, texts: list[str]) -> None:
+        self._local.warnings = [*getattr(self._local, "warnings", []), *texts]
+
     # -- create ---------------------------------------------------------------------------------
     def default(self, rt, obj: dict) -> None:
         """Defaulting + mutating admission for a new object (uid is already set)."""

@@ -7,7 +7,7 @@ eventual, but tests gain nothing from the delay and ordering stays realistic
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, fieldvalidation
 from .resources import ResourceType
 from .util import deepcopy, new_uid, now_rfc3339, random_suffix
 
@@ -25,11 +25,16 @@ class Objects:
 
     # -- create -----------------------------------------------------------------------------------
     def create(self, rt: ResourceType, body: dict, namespace: str | None = None,
-               dry_run: bool = False) -> dict:
+               dry_run: bool = False, field_validation: str | None = None) -> dict:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request was not a JSON object")
         obj = deepcopy(body)
         self._check_type(rt, obj)
+        # Decoding prunes what the CRD's schema does not declare (fieldvalidation.py).
+        dropped = (fieldvalidation.validate(
+            rt, obj, self.store.get("apiextensions.k8s.io/customresourcedefinitions", "",
+                                    f"{rt.plural}.{rt.group}"), field_validation)
+            if rt.custom else [])
         m = obj.get("metadata")
         if not isinstance(m, dict):
             m = obj["metadata"] = {}
@@ -72,6 +77,7 @@ class Objects:
             self.admission.default(rt, obj)
             self.admission.validate(rt, obj)
             self.admission.admit(rt, obj)
+            self.admission.add_warnings(dropped)
             if dry_run:
                 return obj
             stored = self.store.create(rt.key, obj)

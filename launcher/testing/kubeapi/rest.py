@@ -146,7 +146,8 @@ class Rest:
     # -- writes -----------------------------------------------------------------------------------
     def create(self, rt, ns, body: bytes, query) -> Response:
         data = _decode(body)
-        obj = self.objects.create(rt, data, ns, dry_run=_dry_run(query))
+        obj = self.objects.create(rt, data, ns, dry_run=_dry_run(query),
+                                  field_validation=query.get("fieldValidation"))
         warnings = self.objects.admission.take_warnings()
         # One `Warning: 299 - "text"` header per warning (apiserver's warning.AddWarning).
         return Response(201, obj, {"Warning": ", ".join(f'299 - "{_quote(w)}"' for w in warnings)}

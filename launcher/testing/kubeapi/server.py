@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import errors
+from . import errors, mpijob_crd
 from .admission import Admission
 from .auth import Policy, Tokens
 from .faults import Fault, Faults
@@ -368,13 +368,23 @@ class KubeAPIServer:
         return out
 
     def install_mpi_operator(self, gang_scheduling: str | None = None,
-                             cluster_domain: str = "") -> MPIOperator:
+                             cluster_domain: str = "",
+                             version: str = mpijob_crd.CURRENT) -> MPIOperator:
         """Install the MPIJob CRD and run the MPI Operator's controller (mpi_operator.py).
 
         gang_scheduling is its --gang-scheduling flag: None (the default deployment: no
-        PodGroup), 'volcano', or a scheduler-plugins scheduler name."""
+        PodGroup), 'volcano', or a scheduler-plugins scheduler name. `version` picks the
+        CRD's schema (mpijob_crd.py: an old operator's lacks fields) and the image tag."""
         self.install_crd("mpijob")
-        self._operator_deployment(gang_scheduling, cluster_domain)
+        schema = mpijob_crd.mpijob_schema(version)
+
+        def with_schema(crd):
+            for v in crd["spec"]["versions"]:
+                v["schema"] = {"openAPIV3Schema": schema}
+
+        self.store.mutate("apiextensions.k8s.io/customresourcedefinitions", "",
+                          "mpijobs.kubeflow.org", with_schema)
+        self._operator_deployment(gang_scheduling, cluster_domain, version)
         if self.mpi_operator is not None:
             self.mpi_operator.stop()
         self.mpi_operator = MPIOperator(self.store, self.registry, self.objects_api, self.tick,
@@ -444,7 +454,8 @@ class KubeAPIServer:
                 self.create(obj)
         self.create(local_queue(name, namespace, name))
 
-    def _operator_deployment(self, gang_scheduling: str | None, cluster_domain: str) -> None:
+    def _operator_deployment(self, gang_scheduling: str | None, cluster_domain: str,
+                             version: str = mpijob_crd.CURRENT) -> None:
         """The Deployment the operator's manifests install (mpi-operator/manifests/base/
         deployment.yaml, standalone overlay namespace mpi-operator), its flags in args."""
         if self.get("namespaces", "mpi-operator", "") is None:
@@ -463,7 +474,7 @@ class KubeAPIServer:
                                      "spec": {"serviceAccountName": "mpi-operator",
                                               "containers": [{
                                                   "name": "mpi-operator", "args": args,
-                                                  "image": "mpioperator/mpi-operator:0.8.2"}]}}}}
+                                                  "image": f"mpioperator/mpi-operator:{version}"}]}}}}
         if self.get("deployments", "mpi-operator", "mpi-operator") is not None:
             self.delete("deployments", "mpi-operator", "mpi-operator")
         self.create(dep)

@@ -28,6 +28,16 @@ Host *
   ServerAliveCountMax 3
 CONF
 
+# ssh reads ~/.ssh/config from the home of the user's passwd entry, not $HOME (OpenSSH
+# ssh.c: pw->pw_dir). With --run-as-user, $HOME is the pod's own emptyDir and the image's
+# entry for the uid may name another home: a wrapper first on PATH hands ssh this config,
+# here and in mpirun's and Hydra's ssh alike.
+mkdir -p "$HOME/.ssh/bin"
+printf '#!/bin/sh\nexec %s -F %s "$@"\n' "$(command -v ssh)" "$HOME/.ssh/config" \
+  > "$HOME/.ssh/bin/ssh" && chmod 755 "$HOME/.ssh/bin/ssh"
+PATH="$HOME/.ssh/bin:$PATH"
+export PATH
+
 # "host slots=N" (OpenMPI) or "host:N" (Hydra).
 hosts=$(sed -e 's/[: ].*//' -e '/^$/d' "$HOSTFILE")
 
