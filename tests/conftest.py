@@ -15,7 +15,7 @@ def _kubeconfig_flag_of_this_test_only():
     """`--kubeconfig` is kept in the client module for the command that took it: a test that
     calls the client directly must not see the flag of an earlier test's command."""
     yield
-    from launcher.backends.kubernetes.client import set_kubeconfig_flag
+    from launcher.backends.kubernetes.kubeconfig_flag import set_kubeconfig_flag
 
     set_kubeconfig_flag(None)
 

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from launcher import __version__
-from launcher.backends.kubernetes.client import set_kubeconfig_flag
+from launcher.backends.kubernetes.kubeconfig_flag import set_kubeconfig_flag
 from launcher.cli import (
     agent,
     calibrate,

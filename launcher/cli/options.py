@@ -62,7 +62,7 @@ PANEL_OUTPUT = "Output"
 def _kubeconfig_given(value: str | None) -> str | None:
     # lazy: the Kubernetes client module loads only when the flag is given
     if value:
-        from launcher.backends.kubernetes.client import set_kubeconfig_flag
+        from launcher.backends.kubernetes.kubeconfig_flag import set_kubeconfig_flag
 
         set_kubeconfig_flag(value)
     return value

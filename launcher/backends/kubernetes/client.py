@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from launcher.backends.kubernetes.kubeconfig_flag import kubeconfig_flag
 from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.ratelimit import RateLimiter
 from launcher.errors import UserError
@@ -261,7 +262,7 @@ class RetryPolicy:
 # --- configuration ----------------------------------------------------------------------------
 def kubeconfig_paths(kubeconfig: str | None = None) -> list[str]:
     """The files kubectl would read, in order (existing or not)."""
-    value = kubeconfig or _flag["kubeconfig"] or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    value = kubeconfig or kubeconfig_flag() or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
     return [os.path.expanduser(p) for p in value.split(os.pathsep) if p]
 
 
@@ -313,24 +314,13 @@ def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None)
     return _use_in_cluster(context, kubeconfig)
 
 
-# `--kubeconfig FILE` (kubectl's global flag, taken by every command): it comes before
-# $KUBECONFIG wherever a kubeconfig is read, and errors name it as the user typed it.
-_flag: dict[str, str | None] = {"kubeconfig": None}
-
-
-def set_kubeconfig_flag(path: str | None) -> None:
-    """Set by the command line (the root resets it at each start: one process may run
-    several commands, as the tests do)."""
-    _flag["kubeconfig"] = path
-
-
 def kubeconfig_source(kubeconfig: str | None = None) -> str | None:
     """How Kubernetes was configured, in the user's words ("--kubeconfig FILE",
     "$KUBECONFIG=...", "~/.kube/config", "the pod's service account"), or None when nothing
     is configured at all: only then may a command fall back to this machine."""
     env = os.environ.get("KUBECONFIG")
-    if kubeconfig or _flag["kubeconfig"]:
-        return f"--kubeconfig {kubeconfig or _flag['kubeconfig']}"
+    if kubeconfig or kubeconfig_flag():
+        return f"--kubeconfig {kubeconfig or kubeconfig_flag()}"
     if env:  # kubectl treats an empty $KUBECONFIG as unset
         return f"$KUBECONFIG={env}"
     if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
@@ -377,7 +367,7 @@ def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
 
 
 def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
-    if (context is not None or kubeconfig is not None or _flag["kubeconfig"]
+    if (context is not None or kubeconfig is not None or kubeconfig_flag()
             or os.environ.get("KUBECONFIG")):
         return False
     return in_cluster() and not any(os.path.exists(p) for p in kubeconfig_paths())
