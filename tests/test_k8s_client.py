@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from launcher.backends.kubernetes import client as k8s_client
+from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import (
     JOB,
     MPIJOB,
@@ -13,8 +14,8 @@ from launcher.backends.kubernetes.client import (
     ApiError,
     RetryPolicy,
     connect,
-    kubeconfig_usable,
 )
+from launcher.backends.kubernetes.kubeconfig import kubeconfig_usable
 from launcher.errors import UserError
 
 
@@ -97,16 +98,12 @@ def test_kubeconfig_usable_is_a_cheap_file_check(kubeconfig, tmp_path, monkeypat
 
 
 def test_in_cluster_config_when_run_in_a_pod(tmp_path, monkeypatch):
-    from kubernetes.config import incluster_config
-
     sa = tmp_path / "sa"
     sa.mkdir()
     (sa / "token").write_text("pod-token")
     (sa / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
     (sa / "namespace").write_text("team-b\n")
-    monkeypatch.setattr(k8s_client, "SERVICE_ACCOUNT_DIR", str(sa))
-    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(sa / "token"))
-    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(sa / "ca.crt"))
+    monkeypatch.setattr(kubeconfig_module, "SERVICE_ACCOUNT_DIR", str(sa))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     monkeypatch.delenv("KUBECONFIG", raising=False)

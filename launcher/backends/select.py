@@ -18,7 +18,7 @@ NOTHING_CONFIGURED = "no kubeconfig configured and not in a pod"
 def kubernetes_configured() -> bool:
     """Whether anything names a cluster (usable or not): only when not does a command fall
     back to this machine."""
-    from launcher.backends.kubernetes.client import kubeconfig_source
+    from launcher.backends.kubernetes.kubeconfig import kubeconfig_source
 
     return kubeconfig_source() is not None
 
@@ -35,7 +35,7 @@ def resolve_backend_name(requested: str | None, context: str | None = None, *,
                              "--backend local")
         return requested, "asked for"
     # lazy: only the backend in use is imported (local: pydantic models, ~70 ms; Kubernetes: ~12 ms)
-    from launcher.backends.kubernetes.client import (
+    from launcher.backends.kubernetes.kubeconfig import (
         config_problem,
         kubeconfig_source,
         kubeconfig_usable,

@@ -21,7 +21,7 @@ INSTALL_HINT = "print the manifests with --dry-run"
 def require_kubernetes(context: str | None, hint: str | None) -> None:
     """A usable kubeconfig context (or pod service account), or one line saying what the user
     gave that cannot be used, and the way on `hint` names."""
-    from launcher.backends.kubernetes.client import config_problem, kubeconfig_usable
+    from launcher.backends.kubernetes.kubeconfig import config_problem, kubeconfig_usable
 
     if not kubeconfig_usable(context):
         raise UserError(config_problem(context, offline=hint))

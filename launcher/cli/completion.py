@@ -61,10 +61,9 @@ def job_names(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def contexts(incomplete: str) -> list[str]:
     try:
-        from launcher.backends.kubernetes.client import _read_kubeconfigs
+        from launcher.backends.kubernetes.kubeconfig import context_names
 
-        names = {c.get("name") for doc in _read_kubeconfigs(None)
-                 for c in doc.get("contexts") or [] if isinstance(c, dict)}
+        names = context_names()
     except Exception:  # noqa: BLE001
         return []
     return sorted(n for n in names if isinstance(n, str) and n.startswith(incomplete))
@@ -72,7 +71,8 @@ def contexts(incomplete: str) -> list[str]:
 
 def namespaces(ctx: typer.Context, incomplete: str) -> list[str]:
     try:
-        from launcher.backends.kubernetes.client import NAMESPACE, connect, kubeconfig_usable
+        from launcher.backends.kubernetes.client import NAMESPACE, connect
+        from launcher.backends.kubernetes.kubeconfig import kubeconfig_usable
 
         context = ctx.params.get("context")
         if not kubeconfig_usable(context):

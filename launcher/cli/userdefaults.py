@@ -50,7 +50,7 @@ def give_envvars(command: typer.core.TyperCommand) -> None:
 def current_context(context: str | None) -> str | None:
     if context:
         return context
-    from launcher.backends.kubernetes.client import current_context_name
+    from launcher.backends.kubernetes.kubeconfig import current_context_name
 
     return current_context_name()
 

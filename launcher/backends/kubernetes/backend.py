@@ -56,15 +56,11 @@ from launcher.backends.kubernetes.client import (
     RESOURCE_SLICE,
     ApiError,
     KubeClient,
-    _context_entry,
-    _read_kubeconfigs,
-    _service_account_namespace,
-    _use_in_cluster,
     connect,
-    kubeconfig_usable,
 )
 from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
 from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
+from launcher.backends.kubernetes.kubeconfig import default_namespace, kubeconfig_usable
 from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
 from launcher.backends.kubernetes.networks import resolve_networks
 from launcher.backends.kubernetes.queue import queued, queued_without_calls
@@ -196,10 +192,7 @@ class KubernetesBackend(BaseBackend):
             return self._namespace
         if self._client is not None:
             return self._client.namespace
-        if _use_in_cluster(self.context, self._kubeconfig):
-            return _service_account_namespace()
-        _, entry = _context_entry(_read_kubeconfigs(self._kubeconfig), self.context)
-        return (entry or {}).get("namespace") or "default"
+        return default_namespace(self.context, self._kubeconfig)
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.namespace

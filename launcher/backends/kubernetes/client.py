@@ -1,25 +1,22 @@
-"""The connection to the Kubernetes API: configuration, raw JSON requests, retries, errors.
+"""The connection to the Kubernetes API: raw JSON requests, paged lists, watches, retries,
+errors.
 
-Configuration follows kubectl: `--kubeconfig`, else $KUBECONFIG (a `:`-separated list),
-else ~/.kube/config, else the in-cluster service account when running in a pod; `--context`
-picks the context and the namespace defaults to the context's (or the service account's).
+Which cluster and which credentials come from `kubeconfig` (kubectl's rules); the bytes go
+through `transport` (TLS, auth, proxies over urllib3). Everything is a plain JSON dict:
+deserialising thousands of pods into model objects costs seconds, and every object hvdk8s
+handles (PodGroups, MPIJobs) is a dict anyway.
 
-Requests go through the official client's `ApiClient` (auth, TLS, token refresh, proxies)
-but send and receive plain JSON dicts: deserialising thousands of pods into model objects
-costs seconds, and every object hvdk8s handles (PodGroups, MPIJobs) is a dict anyway.
-
-Transient failures (connection errors, 429, 5xx) are retried by urllib3's `Retry`, set in
-the client configuration, a bounded number of times with exponential backoff and full jitter,
-honouring Retry-After. Every verb is retried, POST included: a create that landed before
-its answer was lost meets 409 on the retry, and k8s_apply.create recognises its own object by
-the submission annotation. 401/403 become one-line errors naming the refused verb and resource.
+Transient failures (connection errors, 429, 5xx) are retried by urllib3's `Retry` a bounded
+number of times with exponential backoff and full jitter, honouring Retry-After. Every verb
+is retried, POST included: a create that landed before its answer was lost meets 409 on the
+retry, and k8s_apply.create recognises its own object by the submission annotation. 401/403
+become one-line errors naming the refused verb and resource.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-import os
 import random
 import re
 import time
@@ -28,17 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from launcher.backends.kubernetes.kubeconfig_flag import kubeconfig_flag
+from launcher.backends.kubernetes.kubeconfig import resolve
 from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.ratelimit import RateLimiter
+from launcher.backends.kubernetes.transport import Transport
 from launcher.errors import UserError
 from mpijob import gang as gangs
 
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-DEFAULT_KUBECONFIG = "~/.kube/config"
-# Where nothing is configured at all; `plan` can still work from a cluster file.
-NO_KUBECONFIG = ("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running "
-                 "in a pod")
 # (connect, read) seconds for ordinary requests; streams use their own read timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -237,8 +230,7 @@ class RetryPolicy:
     def urllib3_retry(self, limiter: RateLimiter | None = None):
         """The urllib3 `Retry` that applies this policy (for the client configuration);
         a retry waits for the rate limiter too, and a 429's Retry-After holds it."""
-        # lazy: urllib3 (~30 ms) and the kubernetes client (~300 ms) load at the first request, not
-        # at every job command's start
+        # lazy: urllib3 (~30 ms) loads at the first connection, not at every command's start
         from urllib3.util.retry import Retry
 
         policy = self
@@ -259,165 +251,23 @@ class RetryPolicy:
                             status_forcelist=RETRYABLE_STATUS, raise_on_status=False)
 
 
-# --- configuration ----------------------------------------------------------------------------
-def kubeconfig_paths(kubeconfig: str | None = None) -> list[str]:
-    """The files kubectl would read, in order (existing or not)."""
-    value = kubeconfig or kubeconfig_flag() or os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
-    return [os.path.expanduser(p) for p in value.split(os.pathsep) if p]
-
-
-def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        os.path.join(SERVICE_ACCOUNT_DIR, "token"))
-
-
-def _read_kubeconfigs(kubeconfig: str | None) -> list[dict]:
-    import yaml
-
-    docs = []
-    for path in kubeconfig_paths(kubeconfig):
-        try:
-            with open(path) as f:
-                doc = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(doc, dict):
-            docs.append(doc)
-    return docs
-
-
-def _context_entry(docs: list[dict], context: str | None) -> tuple[str | None, dict | None]:
-    """(name, context dict) of the named or current context; kubectl's first-file-wins merge."""
-    if context is None:
-        context = next((d.get("current-context") for d in docs if d.get("current-context")), None)
-    if context is None:
-        return None, None
-    for doc in docs:
-        for entry in doc.get("contexts") or []:
-            if isinstance(entry, dict) and entry.get("name") == context:
-                return context, entry.get("context") or {}
-    return context, None
-
-
-def current_context_name(kubeconfig: str | None = None) -> str | None:
-    """The kubeconfig's current-context (no network, no client import)."""
-    return _context_entry(_read_kubeconfigs(kubeconfig), None)[0]
-
-
-def kubeconfig_usable(context: str | None = None, kubeconfig: str | None = None) -> bool:
-    """Cheap check (no network, no client import): a usable context exists, or we run in a pod."""
-    docs = _read_kubeconfigs(kubeconfig)
-    if docs:
-        _, entry = _context_entry(docs, context)
-        if entry is not None:
-            return True
-    return _use_in_cluster(context, kubeconfig)
-
-
-def kubeconfig_source(kubeconfig: str | None = None) -> str | None:
-    """How Kubernetes was configured, in the user's words ("--kubeconfig FILE",
-    "$KUBECONFIG=...", "~/.kube/config", "the pod's service account"), or None when nothing
-    is configured at all: only then may a command fall back to this machine."""
-    env = os.environ.get("KUBECONFIG")
-    if kubeconfig or kubeconfig_flag():
-        return f"--kubeconfig {kubeconfig or kubeconfig_flag()}"
-    if env:  # kubectl treats an empty $KUBECONFIG as unset
-        return f"$KUBECONFIG={env}"
-    if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
-        return DEFAULT_KUBECONFIG
-    if in_cluster():
-        return "the pod's service account"
-    return None
-
-
-def config_problem(context: str | None = None, kubeconfig: str | None = None, *,
-                   offline: str | None = None) -> str:
-    """Why no context can be used, in words that name what the user gave and say what to do
-    (kubeconfig_usable is False); `offline` names what works without a cluster, suggested
-    when none is configured."""
-    paths = kubeconfig_paths(kubeconfig)
-    docs = _read_kubeconfigs(kubeconfig)
-    source = kubeconfig_source(kubeconfig)
-    if source is None:
-        if context:  # the context was named, so the file that has it is what is missing
-            return (f"--context {context}: {NO_KUBECONFIG}; pass --kubeconfig FILE (the "
-                    "kubeconfig that has this context) or set $KUBECONFIG")
-        return (f"{NO_KUBECONFIG}; pass --kubeconfig FILE or set $KUBECONFIG"
-                + (f", or {offline}" if offline else ""))
-    files = os.pathsep.join(p for p in paths if os.path.exists(p))
-    if not docs:
-        if in_cluster() and not files:  # in a pod, but a kubeconfig was asked for
-            looked = (source if source.startswith(("--", "$")) else
-                      "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config)")
-            return ((f"context {context!r} not found: " if context else "")
-                    + f"{looked}{': no such file' if looked == source else ''}; in a pod, "
-                    "leave out --context/--kubeconfig and unset KUBECONFIG to use its service "
-                    "account")
-        if files:
-            return (f"{source}: not a usable kubeconfig ({files} cannot be read or is not "
-                    "a kubeconfig); fix it or point --kubeconfig/$KUBECONFIG at another")
-        return f"{source}: no such file; point --kubeconfig/$KUBECONFIG at a kubeconfig"
-    context_name, _ = _context_entry(docs, context)
-    if context_name is None:
-        return (f"no Kubernetes context: {source} sets no current-context; pass --context NAME "
-                "(kubectl config get-contexts lists them)")
-    given = "--context " if context else "current-context "
-    return (f"{given}{context_name!r} not found in {source} "
-            "(kubectl config get-contexts lists them)")
-
-
-def _use_in_cluster(context: str | None, kubeconfig: str | None) -> bool:
-    if (context is not None or kubeconfig is not None or kubeconfig_flag()
-            or os.environ.get("KUBECONFIG")):
-        return False
-    return in_cluster() and not any(os.path.exists(p) for p in kubeconfig_paths())
-
-
-def _service_account_namespace() -> str:
-    try:
-        with open(os.path.join(SERVICE_ACCOUNT_DIR, "namespace")) as f:
-            return f.read().strip() or "default"
-    except OSError:
-        return "default"
-
-
+# --- connecting -------------------------------------------------------------------------------
 def connect(context: str | None = None, namespace: str | None = None,
             kubeconfig: str | None = None, retry: RetryPolicy | None = None) -> KubeClient:
-    """A client for the chosen context; UserError when no configuration can be loaded."""
-    from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
-    from kubernetes.config.config_exception import ConfigException
-
-    configuration = k8s.Configuration()
-    context_name: str | None
-    try:
-        if _use_in_cluster(context, kubeconfig):
-            k8s_config.load_incluster_config(client_configuration=configuration)
-            context_name, default_ns = "in-cluster", _service_account_namespace()
-        else:
-            docs = _read_kubeconfigs(kubeconfig)
-            context_name, entry = _context_entry(docs, context)
-            if entry is None:
-                raise UserError(config_problem(context, kubeconfig))
-            default_ns = entry.get("namespace") or "default"
-            k8s_config.load_kube_config(
-                config_file=os.pathsep.join(kubeconfig_paths(kubeconfig)),
-                context=context_name, client_configuration=configuration, persist_config=False)
-    except ConfigException as exc:
-        raise UserError(f"cannot load the Kubernetes configuration: {exc}") from None
+    """A client for the chosen context; UserError when no configuration can be loaded.
+    Nothing is sent yet (an exec plugin runs at the first request)."""
+    conn = resolve(context, namespace, kubeconfig)
     retry = retry or RetryPolicy()
     limiter = RateLimiter()
-    configuration.retries = retry.urllib3_retry(limiter)
-    api = k8s.ApiClient(configuration)
-    api.user_agent = "hvdk8s"
-    return KubeClient(api, namespace=namespace or default_ns, context=context_name, retry=retry,
+    transport = Transport(conn, retry.urllib3_retry(limiter), kubeconfig=kubeconfig)
+    return KubeClient(transport, namespace=conn.namespace, context=conn.context, retry=retry,
                       limiter=limiter)
 
 
 # --- the client -------------------------------------------------------------------------------
 @dataclass
 class KubeClient:
-    api: Any  # kubernetes.client.ApiClient (the client is imported lazily: ~300 ms)
+    transport: Transport
     namespace: str = "default"
     context: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
@@ -426,7 +276,7 @@ class KubeClient:
 
     @property
     def host(self) -> str:
-        return self.api.configuration.host
+        return self.transport.conn.server
 
     # -- raw requests --------------------------------------------------------------------------
     def _send(self, method: str, path: str, query: dict, body, content_type: str | None,
@@ -435,24 +285,14 @@ class KubeClient:
         urllib3 response (body unread)."""
         import urllib3
 
-        params = [(k, v) for k, v in query.items() if v is not None]
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-        method_, url, hdrs, body_, post = self.api.param_serialize(
-            method, path, query_params=params, header_params=headers, body=body,
-            auth_settings=["BearerToken"])
         self.limiter.acquire()
         try:
-            resp = self.api.call_api(method_, url, hdrs, body_, post, _request_timeout=timeout)
+            resp = self.transport.request(method, path, query, body=body,
+                                          content_type=content_type, timeout=timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _unreachable(self.host, exc, what) from None
-        except Exception as exc:  # kubernetes.client.ApiException(status=0) for TLS errors
-            if getattr(exc, "status", None) != 0:
-                raise
-            raise _unreachable(self.host, exc, what) from None
         if 200 <= resp.status < 300:
-            return resp.response
+            return resp
         raise self._error(resp, what)
 
     @staticmethod
@@ -475,6 +315,7 @@ class KubeClient:
                 "namespace": namespace, "name": name}
         resp = self._send(method, path, query, body, content_type, timeout, what)
         data = resp.data
+        resp.release_conn()
         if not data:
             return None
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 import sys
 import threading
 import traceback
@@ -117,7 +118,7 @@ class App:
                 srv.tokens.authenticate(header)
             return Response(200, "ok" if path in _HEALTH else
                             discovery.version_info(srv.version))
-        user = srv.tokens.authenticate(header)
+        user = _client_certificate_user(h) or srv.tokens.authenticate(header)
         if method == "GET":
             doc = self._discovery(path)
             if doc is not None:
@@ -290,16 +291,32 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+def _client_certificate_user(h) -> str | None:
+    """The x509 authenticator (k8s.io/apiserver/pkg/authentication/request/x509): a client
+    certificate the TLS handshake verified against the client CA names the user in its
+    Common Name. kube-apiserver's union authenticator tries it before bearer tokens."""
+    getpeercert = getattr(h.connection, "getpeercert", None)
+    cert = getpeercert() if getpeercert else None
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return None
+
+
 class HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     request_queue_size = 256
 
-    def __init__(self, app: App):
+    def __init__(self, app: App, tls: ssl.SSLContext | None = None):
         self.app = app
         self.conns: set = set()
         self.conns_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
+        if tls is not None:  # the handshake happens in the connection's thread, on first read
+            self.socket = tls.wrap_socket(self.socket, server_side=True,
+                                          do_handshake_on_connect=False)
 
     def handle_error(self, request, client_address) -> None:
         # Clients hanging up (or stop() shutting sockets) is normal, not worth a traceback.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -55,8 +56,12 @@ class KubeAPIServer:
     def __init__(self, *, token: str | None = None, user: str = "kubernetes-admin",
                  controllers: bool = True, tick: float = 0.02, start_delay: float = 0.05,
                  readiness_delay: float = 0.0, restart_delay: float = 0.05,
-                 version: str = "v1.31.0", pod_security: dict | None = None):
+                 version: str = "v1.31.0", pod_security: dict | None = None,
+                 tls: ssl.SSLContext | None = None):
         self.version = version
+        # Serve HTTPS with this server context (its certificate; a client CA to verify
+        # client certificates against, which then authenticate as their Common Name).
+        self.tls = tls
         self.store = Store()
         self.registry = Registry()
         self.admission = Admission(self.store, self.registry)
@@ -107,7 +112,7 @@ class KubeAPIServer:
     def start(self) -> KubeAPIServer:
         if self._httpd is not None:
             return self
-        self._httpd = HTTPServer(self._app)
+        self._httpd = HTTPServer(self._app, self.tls)
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.05},
                                         name="kubeapi-http", daemon=True)
@@ -149,7 +154,7 @@ class KubeAPIServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def step(self, times: int = 1) -> None:
         """One deterministic pass of scheduler -> job controller -> kubelet -> job controller."""
