@@ -10,3 +10,5 @@
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# The MPI Operator labels the pods it makes with their MPIJob (pkg/controller/mpi_job_controller.go).
+OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"

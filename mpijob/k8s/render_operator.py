@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # placement is only a type here
 
 API_VERSION = "kubeflow.org/v2beta1"
 OPERATOR_HOSTFILE = "/etc/mpi/hostfile"  # where the operator mounts the hostfile it writes
-OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 
 
 @dataclass(frozen=True)

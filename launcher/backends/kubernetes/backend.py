@@ -73,7 +73,6 @@ from launcher.backends.kubernetes.snapshot import (
     planned_nodes_view,
     take_snapshot,
 )
-from launcher.backends.kubernetes.volumes import check_claims
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
@@ -258,6 +257,9 @@ class KubernetesBackend(BaseBackend):
         if gang:
             gang.require(client, spec, options.mode)
         self._refuse_existing(spec.name, spec.namespace)
+        # lazy: its volume models load pydantic (~85 ms), which list/get/wait/logs never need
+        from launcher.backends.kubernetes.volumes import check_claims
+
         # --network: each NAD exists; its resource goes on the worker pods (issue 23)
         plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):

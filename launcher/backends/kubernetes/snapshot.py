@@ -33,7 +33,6 @@ from launcher.errors import UsageError, UserError
 from mpijob.gang import kai, kueue, volcano
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
-from mpijob.k8s.render_operator import OPERATOR_JOB_LABEL
 from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
 from mpijob.scheduling.dra_slices import free_nics, inventory, slice_cliques
@@ -42,7 +41,7 @@ from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, posi
 from mpijob.scheduling.nvlink import CLIQUE_ATTRIBUTE, clique_from_labels, parse_clique
 from mpijob.scheduling.presets import preset_for
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_annotation
-from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
+from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE, OPERATOR_JOB_LABEL
 
 LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
 # Fraction of line rate NCCL's sockets reach on this node, where an admin measured it.
