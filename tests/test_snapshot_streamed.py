@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from launcher.backends.kubernetes import client as kclient
 from launcher.backends.kubernetes.liststream import parse_list
+from launcher.backends.kubernetes.projections import PlacementNode, PlacementPod
 from launcher.backends.kubernetes.snapshot import (
     LIVE_PODS,
     PodReader,
@@ -89,31 +90,43 @@ requests = st.builds(
     memory_per_worker=st.sampled_from((None, 2.0**34)))
 
 
-def streamed(objects: list[dict], keep, chunk: int) -> list:
+# How a list is read: every field, or only what projections.py declares, from compact JSON
+# as the API server writes it (the msgspec blocks) or from spaced JSON (no item boundary
+# found: the generic parser reads it all).
+READS = st.sampled_from([(False, (",", ":")), (True, (",", ":")), (True, (", ", ": "))])
+
+
+def streamed(objects: list[dict], keep, chunk: int, item_type=None,
+             separators=(",", ":")) -> list:
     """The objects as a list answer, cut in `chunk`-byte pieces and parsed as they come."""
     data = json.dumps({"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "7"},
-                       "items": objects}).encode()
-    _, kept = parse_list((data[i:i + chunk] for i in range(0, len(data), chunk)), keep)
+                       "items": objects}, separators=separators).encode()
+    _, kept = parse_list((data[i:i + chunk] for i in range(0, len(data), chunk)), keep,
+                         item_type)
     return kept
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), requests, st.sampled_from(POLICIES), st.integers(7, 5000))
+@given(clusters(), requests, st.sampled_from(POLICIES), st.integers(7, 5000), READS)
 def test_plan_from_the_streamed_snapshot_equals_the_plan_from_a_full_read(cluster, request,
-                                                                          policy, chunk):
+                                                                          policy, chunk, read):
     nodes, pods = cluster
+    projected, separators = read
+    node_type, pod_type = (PlacementNode, PlacementPod) if projected else (None, None)
     full = build_snapshot(nodes, pods)
-    slim_nodes = streamed(nodes, slim_node, chunk)
+    slim_nodes = streamed(nodes, slim_node, chunk, node_type, separators)
     wanted = gpu_nodes(slim_nodes)
     reader = PodReader(wanted)
-    lean = build_snapshot(slim_nodes, reader.pods(streamed(pods, reader.keep, chunk)))
+    lean = build_snapshot(slim_nodes, reader.pods(streamed(pods, reader.keep, chunk, pod_type,
+                                                           separators)))
     a, b = place(full.cluster, request, policy), place(lean.cluster, request, policy)
     assert (a.feasible, a.reason, a.assignments) == (b.feasible, b.reason, b.assignments)
     gpu_view = [n for n in full.cluster.nodes if n.name in wanted]
     assert gpu_view == [n for n in lean.cluster.nodes if n.name in wanted]
     # Every node's pods: those that hold nothing but requests summed per node, the same snapshot.
     every = PodReader()
-    assert build_snapshot(slim_nodes, every.pods(streamed(pods, every.keep, chunk))) == full
+    assert build_snapshot(slim_nodes, every.pods(streamed(pods, every.keep, chunk, pod_type,
+                                                          separators))) == full
 
 
 def test_the_cache_served_paged_snapshot_equals_a_full_read(k8s, monkeypatch):

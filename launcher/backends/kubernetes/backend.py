@@ -63,6 +63,7 @@ from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_vie
 from launcher.backends.kubernetes.kubeconfig import default_namespace, kubeconfig_usable
 from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log_lines, started
 from launcher.backends.kubernetes.networks import resolve_networks
+from launcher.backends.kubernetes.projections import StatusPod
 from launcher.backends.kubernetes.queue import queued, queued_without_calls
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
@@ -629,7 +630,8 @@ class KubernetesBackend(BaseBackend):
     def _list(self, ns: str, all_namespaces: bool) -> builtins.list[JobStatus]:
         client = self.client
         selector = names.job_selector()
-        pods = client.items(POD, ns, all_namespaces=all_namespaces, label_selector=selector)
+        pods = client.items(POD, ns, all_namespaces=all_namespaces, label_selector=selector,
+                            item_type=StatusPod)
         roots = [j for j in client.items(JOB, ns, all_namespaces=all_namespaces,
                                          label_selector=selector)
                  if not _owned_by_mpijob(j)]

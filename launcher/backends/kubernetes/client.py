@@ -340,10 +340,12 @@ class KubeClient:
     def list(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
              label_selector: str | None = None, field_selector: str | None = None,
              limit: int | None = None, keep: Callable[[dict], object | None] | None = None,
-             cached: bool = False, page_size: int | None = None) -> dict:
+             cached: bool = False, page_size: int | None = None,
+             item_type: type | None = None) -> dict:
         """{"metadata": {"resourceVersion"}, "items": [...]}: the whole list (or the first
         `limit` objects), read in pages of `page_size` with `continue`, each parsed as it
         arrives and reduced by `keep` (the object, what of it to hold, or None to drop it).
+        With an `item_type` (projections.py), keep sees only the fields that type declares.
 
         `cached` reads the API server's watch cache (resourceVersion=0): a fraction of an
         etcd read for the server, possibly a moment stale. A 410 Expired in the middle (the
@@ -363,7 +365,8 @@ class KubeClient:
                     resp = self._send("GET", kind.path(ns), query, None, None, REQUEST_TIMEOUT,
                                       what)
                     try:
-                        head, items = parse_list(_chunks(resp, LIST_READ), keep or _same)
+                        head, items = parse_list(_chunks(resp, LIST_READ), keep or _same,
+                                                 item_type)
                     finally:
                         resp.release_conn()
                     kept.extend(items)

@@ -29,6 +29,7 @@ from launcher.backends.kubernetes.client import (
     ApiError,
     api_kind,
 )
+from launcher.backends.kubernetes.projections import PlacementNode, PlacementPod
 from launcher.errors import UsageError, UserError
 from mpijob.gang import kai, kueue, volcano
 from mpijob.jobspec import names
@@ -431,7 +432,7 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
     """
     keys = network_label_keys()
     try:
-        nodes = client.items(NODE, keep=slim_node, cached=cached)
+        nodes = client.items(NODE, keep=slim_node, cached=cached, item_type=PlacementNode)
     except ApiError as exc:
         if exc.status != 403:
             raise
@@ -455,7 +456,8 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
     reader = PodReader(gpu_nodes(nodes, slices) if gpu_nodes_only else None)
-    kept, skipped = _readable_pods(client, POD, namespace, keep=reader.keep, cached=cached)
+    kept, skipped = _readable_pods(client, POD, namespace, keep=reader.keep, cached=cached,
+                                   item_type=PlacementPod)
     pods = reader.pods(kept)
     # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
     domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
@@ -473,17 +475,19 @@ def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64,
     wanted = set(nodes)
     if len(wanted) > full_lists_from:
         found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"]
-                             in wanted else None)
+                             in wanted else None, item_type=PlacementNode)
         reader = PodReader(wanted)
         return found, reader.pods(client.items(POD, all_namespaces=True,
-                                               field_selector=LIVE_PODS, keep=reader.keep))
+                                               field_selector=LIVE_PODS, keep=reader.keep,
+                                               item_type=PlacementPod))
 
     def read(name: str) -> tuple[dict | None, list]:
         node = client.get(NODE, name)
         if node is None:
             return None, []
         return slim_node(node), client.items(POD, all_namespaces=True, keep=slim_pod,
-                                             field_selector=f"spec.nodeName={name},{LIVE_PODS}")
+                                             field_selector=f"spec.nodeName={name},{LIVE_PODS}",
+                                             item_type=PlacementPod)
 
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hvdk8s-recheck") as pool:
         views = list(pool.map(read, sorted(wanted)))

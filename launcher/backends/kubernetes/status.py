@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from launcher.backends.base import (
     FAILED,
@@ -197,9 +197,13 @@ def _finished_at(root: dict | None, ctype: str) -> str | None:
     return status.get("completionTime") or (cond or {}).get("lastTransitionTime")
 
 
-def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequence[dict] = ()
+def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequence[dict] = (),
+                 replica_of: Callable[[dict], ReplicaStatus] | None = None,
                  ) -> tuple[str, str | None, str | None]:
-    """(phase, reason, message)."""
+    """(phase, reason, message). `replica_of` reads a pod (default: replica(pod, events)):
+    job_status passes one that remembers, so each pod is read once."""
+    if replica_of is None:
+        replica_of = lambda pod: replica(pod, events)  # noqa: E731
     done_type, fail_type = ("Succeeded", "Failed") if mode == "operator" else ("Complete", "Failed")
     if condition(root, done_type) or (mode != "operator" and
                                       int(((root or {}).get("status") or {}).get("succeeded") or 0)):
@@ -232,7 +236,7 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
                     f"{', '.join(gone)} gone (deleted or evicted) before the job ended")
     waiting, stuck, unscheduled = [], None, False
     for w in workers:
-        r = replica(w, events)
+        r = replica_of(w)
         if r.phase == PENDING or r.reason in STUCK_REASONS:
             waiting.append(f"{r.name} {r.phase}: {r.message or r.reason or 'starting'}")
         if r.reason in STUCK_REASONS:
@@ -249,7 +253,7 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
         return PENDING, "Creating", "no worker pods yet"
     if not launchers:
         return PENDING, "LauncherStarting", "the launcher pod is not created yet"
-    current = replica(launchers[-1], events)
+    current = replica_of(launchers[-1])
     if current.phase == RUNNING:
         return RUNNING, None, None
     if current.phase == FAILED:
@@ -263,11 +267,20 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
                failed_logs: dict[str, list[str]] | None = None) -> JobStatus:
     """root: the launcher Job (pods mode) or the MPIJob (operator mode)."""
     spec = job_spec_of(root)
-    phase, reason, message = decide_phase(root, mode, pods, events)
+    read: dict[int, ReplicaStatus] = {}  # id(pod) -> its replica: `list -A` reads 8,000
+
+    def replica_of(pod: dict) -> ReplicaStatus:
+        r = read.get(id(pod))
+        if r is None:
+            r = read[id(pod)] = replica(pod, events)
+        return r
+
+    phase, reason, message = decide_phase(root, mode, pods, events, replica_of)
     workers = _worker_pods(pods)
-    replicas = [replica(p, events) for p in _launcher_pods(pods)[-1:] + workers]
+    launchers = _launcher_pods(pods)
+    replicas = [replica_of(p) for p in launchers[-1:] + workers]
     # Older launcher pods of a retried Job: shown after the current one, for the record.
-    replicas[1:1] = [replica(p, events) for p in _launcher_pods(pods)[:-1]]
+    replicas[1:1] = [replica_of(p) for p in launchers[:-1]]
     placement = [{"pod": r.name, "node": r.node, "gpus": r.gpus} for r in replicas
                  if r.role != names.ROLE_LAUNCHER]
     if not placement:

@@ -229,7 +229,7 @@ class App:
     # -- writing ------------------------------------------------------------------------------
     def _send(self, h, resp: Response) -> None:
         if isinstance(resp.body, RawJSON):
-            data, ctype = bytes(resp.body), "application/json"
+            data, ctype = resp.body.data, "application/json"
         elif isinstance(resp.body, (dict, list)):
             data = json.dumps(resp.body, separators=(",", ":")).encode()
             ctype = "application/json"

@@ -1,0 +1,68 @@
+"""The test scheduler's usage cache, fed by pod events, must count what a recount of the
+stored pods counts: after creates, binds, phase changes, deletes and a compaction."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from launcher.testing.kubeapi.scheduler import Usage, UsageCache
+from launcher.testing.kubeapi.store import Store
+
+
+def pod(name: str, node: str | None, cpu: int, port: int | None) -> dict:
+    container = {"name": "c", "resources": {"requests": {"cpu": str(cpu), "nvidia.com/gpu": "1"}}}
+    if port:
+        container["ports"] = [{"containerPort": port, "hostPort": port}]
+    return {"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"nodeName": node, "containers": [container]}, "status": {"phase": "Pending"}}
+
+
+def recount(store: Store) -> Usage:
+    return Usage(store.items("/pods"))
+
+
+def same(a: Usage, b: Usage) -> bool:
+    nonzero = lambda u: {n: {k: v for k, v in c.items() if v} for n, c in u.by_node.items()}  # noqa: E731
+    drop_empty = lambda d: {k: v for k, v in d.items() if v}  # noqa: E731
+    return drop_empty(nonzero(a)) == drop_empty(nonzero(b)) and \
+        drop_empty(a.ports) == drop_empty(b.ports)
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["create", "bind", "finish", "delete", "compact"]),
+                         st.integers(0, 7), st.sampled_from(["n1", "n2", "n3"]),
+                         st.integers(1, 4), st.sampled_from([None, 8000, 9000])),
+               max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_event_fed_usage_equals_a_recount(ops):
+    store, cache = Store(history=16), UsageCache()  # a short history: trims happen
+    for op, i, node, cpu, port in ops:
+        name = f"p{i}"
+        cur = store.get("/pods", "ns", name)
+        if op == "create" and cur is None:
+            store.create("/pods", pod(name, node if cpu % 2 else None, cpu, port))
+        elif op == "bind" and cur is not None and not cur["spec"]["nodeName"]:
+            store.mutate("/pods", "ns", name, lambda p, node=node: p["spec"].update(nodeName=node))
+        elif op == "finish" and cur is not None:
+            store.mutate("/pods", "ns", name, lambda p: p["status"].update(phase="Succeeded"))
+        elif op == "delete":
+            store.remove("/pods", "ns", name)
+        elif op == "compact":
+            store.compact()
+        if i % 3 == 0:  # the scheduler reads the cache between some writes, not all
+            with store.lock:
+                assert same(cache.current(store), recount(store))
+    with store.lock:
+        assert same(cache.current(store), recount(store))
+
+
+def test_a_cycle_may_assume_pods_on_its_copy_without_changing_the_cache():
+    store, cache = Store(), UsageCache()
+    store.create("/pods", pod("a", "n1", 2, None))
+    with store.lock:
+        usage = cache.current(store)
+        usage.add("n1", pod("b", "n1", 3, None))
+        assert same(cache.current(store), recount(store))
