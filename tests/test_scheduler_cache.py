@@ -1,5 +1,6 @@
 """The test scheduler's usage cache, fed by pod events, must count what a recount of the
-stored pods counts: after creates, binds, phase changes, deletes and a compaction."""
+stored pods counts, and know the same unbound pods: after creates, binds, phase changes,
+deletes and a compaction."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ def pod(name: str, node: str | None, cpu: int, port: int | None) -> dict:
 
 def recount(store: Store) -> Usage:
     return Usage(store.items("/pods"))
+
+
+def unbound(store: Store) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in store.items("/pods")
+                  if not p["spec"].get("nodeName") and p["status"]["phase"] == "Pending")
+
+
+def cached_unbound(cache: UsageCache) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in cache.unbound())
 
 
 def same(a: Usage, b: Usage) -> bool:
@@ -55,8 +65,10 @@ def test_event_fed_usage_equals_a_recount(ops):
         if i % 3 == 0:  # the scheduler reads the cache between some writes, not all
             with store.lock:
                 assert same(cache.current(store), recount(store))
+                assert cached_unbound(cache) == unbound(store)
     with store.lock:
         assert same(cache.current(store), recount(store))
+        assert cached_unbound(cache) == unbound(store)
 
 
 def test_a_cycle_may_assume_pods_on_its_copy_without_changing_the_cache():

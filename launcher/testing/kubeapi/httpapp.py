@@ -229,8 +229,9 @@ class App:
     # -- writing ------------------------------------------------------------------------------
     def _send(self, h, resp: Response) -> None:
         if isinstance(resp.body, RawJSON):
-            data, ctype = resp.body.data, "application/json"
-        elif isinstance(resp.body, (dict, list)):
+            self._send_pieces(h, resp, resp.body)
+            return
+        if isinstance(resp.body, (dict, list)):
             data = json.dumps(resp.body, separators=(",", ":")).encode()
             ctype = "application/json"
         else:
@@ -244,6 +245,18 @@ class App:
         h.end_headers()
         h.wfile.write(data)
         self.bytes_out += len(data)
+
+    def _send_pieces(self, h, resp: Response, body: RawJSON) -> None:
+        length = len(body)
+        h.send_response(resp.code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(length))
+        for k, v in resp.headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        for piece in body.pieces():
+            h.wfile.write(piece)
+        self.bytes_out += length
 
     def _send_error(self, h, e: errors.ApiError) -> None:
         self._send(h, Response(e.code, e.status(), e.headers))
