@@ -125,6 +125,7 @@ _ITEM_BOUNDARY = b'},{"metadata":'
 _ITEMS_KEY = b'"items":['
 _HEAD_LIMIT = 1 << 20  # a list's fields before its items are a few hundred bytes
 _STRAY_LIMIT = 1 << 23  # this much without a boundary: read the rest generically
+_BLOCK = 1 << 16  # bytes decoded at a time (measured fastest at 64 KB: tens of pods)
 
 
 def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | None],
@@ -166,7 +167,11 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
     pos = at + len(_ITEMS_KEY)
     need_more = False
     while True:
-        cut = -1 if need_more else buf.rfind(_ITEM_BOUNDARY, pos)
+        cut = -1
+        if not need_more:  # a block of about _BLOCK: larger ones cost more in copies
+            cut = buf.rfind(_ITEM_BOUNDARY, pos, pos + _BLOCK)
+            if cut < 0:  # an item longer than a block
+                cut = buf.find(_ITEM_BOUNDARY, pos)
         if cut < 0:  # no whole item in the buffer past pos: read on
             chunk = next(chunks, None)
             if chunk is None:
