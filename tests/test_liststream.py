@@ -117,3 +117,17 @@ def _no_generic_beyond_the_last_item():
 def test_small_and_empty_lists(text):
     assert parse_list(iter_chunks(text, 3), lambda p: p, PlacementPod) == \
         parse_list(iter_chunks(text, 3), lambda p: p)
+
+
+def test_a_long_item_with_a_nested_boundary_does_not_send_the_rest_to_the_generic_parser():
+    """An item longer than a block whose nested array looks like an item boundary: the
+    items after it are still decoded in blocks (managed fields dropped), not generically."""
+    items = [pod(i, "plain") for i in range(60)]
+    items[3] = pod(3, "nested")
+    items[3]["metadata"]["annotations"]["big"] = "x" * (liststream._BLOCK + 5000)
+    data = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items},
+                      separators=(",", ":")).encode()
+    _, got = parse_list(iter_chunks(data, 8192), lambda p: p, PlacementPod)
+    assert [p["metadata"]["name"] for p in got] == [f"p{i}" for i in range(60)]
+    assert all("managedFields" not in p["metadata"] for p in got[4:-1])
+    assert got[3]["metadata"]["annotations"]["big"] == items[3]["metadata"]["annotations"]["big"]

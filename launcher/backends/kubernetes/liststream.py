@@ -165,13 +165,12 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
     if head is None:
         return parse_list(itertools.chain([buf], chunks), keep)
     pos = at + len(_ITEMS_KEY)
-    need_more = False
+    floor = pos  # where the next boundary to try may start: past any that did not decode
     while True:
-        cut = -1
-        if not need_more:  # a block of about _BLOCK: larger ones cost more in copies
-            cut = buf.rfind(_ITEM_BOUNDARY, pos, pos + _BLOCK)
-            if cut < 0:  # an item longer than a block
-                cut = buf.find(_ITEM_BOUNDARY, pos)
+        # A block of about _BLOCK (larger ones cost more in copies), else one long item.
+        cut = buf.rfind(_ITEM_BOUNDARY, floor, pos + _BLOCK) if floor < pos + _BLOCK else -1
+        if cut < 0:
+            cut = buf.find(_ITEM_BOUNDARY, floor)
         if cut < 0:  # no whole item in the buffer past pos: read on
             chunk = next(chunks, None)
             if chunk is None:
@@ -180,14 +179,14 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
             if len(buf) - pos > _STRAY_LIMIT:  # items not as the API server writes them
                 head.update(rest_generic(buf, pos, (chunk,)))
                 return head, kept
-            buf, pos, need_more = buf[pos:] + chunk, 0, False
+            buf, floor, pos = buf[pos:] + chunk, floor - pos, 0
             continue
         try:
             out(block.decode(b"[" + buf[pos:cut + 1] + b"]"))
-            pos = cut + 2
+            pos = floor = cut + 2
         except msgspec.DecodeError:
             pos = _one_by_one(buf, pos, cut, block, out)
-            need_more = pos <= cut  # an item runs on past the last boundary we saw
+            floor = max(pos, cut + 1)  # an item may run on past this boundary
 
 
 def _one_by_one(buf: bytes, pos: int, cut: int, block, out) -> int:
