@@ -34,9 +34,10 @@ def cached_unbound(cache: UsageCache) -> list[str]:
 
 def same(a: Usage, b: Usage) -> bool:
     nonzero = lambda u: {n: {k: v for k, v in c.items() if v} for n, c in u.by_node.items()}  # noqa: E731
+    held = lambda u: {n: {p for p, k in c.items() if k > 0} for n, c in u.ports.items()}  # noqa: E731
     drop_empty = lambda d: {k: v for k, v in d.items() if v}  # noqa: E731
     return drop_empty(nonzero(a)) == drop_empty(nonzero(b)) and \
-        drop_empty(a.ports) == drop_empty(b.ports)
+        drop_empty(held(a)) == drop_empty(held(b))
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["create", "bind", "finish", "delete", "compact"]),
@@ -78,3 +79,17 @@ def test_a_cycle_may_assume_pods_on_its_copy_without_changing_the_cache():
         usage = cache.current(store)
         usage.add("n1", pod("b", "n1", 3, None))
         assert same(cache.current(store), recount(store))
+
+
+def test_a_host_port_two_pods_hold_stays_held_when_one_of_them_ends():
+    """Pods bound by hand (nodeName set at create) may share a hostPort; the first to end
+    must not free it for the other (found by the property test above in CI)."""
+    store, cache = Store(), UsageCache()
+    store.create("/pods", pod("a", "n1", 1, 8000))
+    store.create("/pods", pod("b", "n1", 1, 8000))
+    with store.lock:
+        cache.current(store)
+    store.mutate("/pods", "ns", "b", lambda p: p["status"].update(phase="Succeeded"))
+    with store.lock:
+        usage = cache.current(store)
+        assert usage.ports["n1"][("TCP", 8000)] == 1 and same(usage, recount(store))

@@ -106,7 +106,9 @@ class Usage:
 
     def __init__(self, pods: list[dict]):
         self.by_node: dict[str, Counter] = {}
-        self.ports: dict[str, set] = {}
+        # (protocol, port) -> how many pods hold it: pods bound by hand may share one, and
+        # one of them ending must not free it for the other
+        self.ports: dict[str, Counter] = {}
         for p in pods:
             node = p["spec"].get("nodeName")
             if node and not is_terminal(p):
@@ -117,7 +119,7 @@ class Usage:
         for k, v in pod_requests(pod).items():
             c[k] += v
         c["pods"] += 1
-        self.ports.setdefault(node, set()).update(host_ports(pod))
+        self.ports.setdefault(node, Counter()).update(host_ports(pod))
 
     def remove(self, node: str, pod: dict) -> None:
         c = self.by_node.get(node)
@@ -126,12 +128,14 @@ class Usage:
         for k, v in pod_requests(pod).items():
             c[k] -= v
         c["pods"] -= 1
-        self.ports.get(node, set()).difference_update(host_ports(pod))
+        held = self.ports.get(node)
+        if held is not None:
+            held.subtract(host_ports(pod))
 
     def copy(self) -> Usage:
         u = Usage([])
         u.by_node = {k: Counter(v) for k, v in self.by_node.items()}
-        u.ports = {k: set(v) for k, v in self.ports.items()}
+        u.ports = {k: Counter(v) for k, v in self.ports.items()}
         return u
 
 
@@ -224,7 +228,8 @@ def filter_node(pod: dict, node: dict, usage: Usage) -> list[str]:
     alloc = (node.get("status") or {}).get("allocatable") or {}
     used = usage.by_node.get(node["metadata"]["name"], Counter())
     reasons = []
-    if host_ports(pod) & usage.ports.get(node["metadata"]["name"], set()):
+    held = usage.ports.get(node["metadata"]["name"])
+    if held and any(held[port] > 0 for port in host_ports(pod)):
         # kube-scheduler's NodePorts filter (pkg/scheduler/framework/plugins/nodeports).
         reasons.append("node(s) didn't have free ports for the requested pod ports")
     if used["pods"] + 1 > parse_quantity(alloc.get("pods", "110")):
