@@ -151,7 +151,6 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
         tail, items = parse_list(itertools.chain([b'{"items":[' + buf[pos:]], then, chunks),
                                  keep)
         kept.extend(items)
-        tail.pop("items", None)
         return tail
 
     buf = b""

@@ -79,11 +79,7 @@ class PlacementNode(TypedDict, total=False):
     status: _NodeStatus
 
 
-class _StatusMeta(TypedDict, total=False):
-    name: str
-    namespace: str
-    labels: dict[str, Any]
-    annotations: dict[str, Any]
+class _StatusMeta(_Meta, total=False):
     creationTimestamp: Any
     deletionTimestamp: Any
 

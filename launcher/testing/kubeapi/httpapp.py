@@ -228,33 +228,23 @@ class App:
 
     # -- writing ------------------------------------------------------------------------------
     def _send(self, h, resp: Response) -> None:
-        if isinstance(resp.body, RawJSON):
-            self._send_pieces(h, resp, resp.body)
-            return
-        if isinstance(resp.body, (dict, list)):
-            data = json.dumps(resp.body, separators=(",", ":")).encode()
-            ctype = "application/json"
+        if isinstance(resp.body, RawJSON):  # sent as it is joined, never copied whole
+            pieces, length, ctype = resp.body.pieces(), len(resp.body), "application/json"
         else:
-            data = resp.body.encode() if isinstance(resp.body, str) else resp.body
-            ctype = "text/plain"
+            if isinstance(resp.body, (dict, list)):
+                data = json.dumps(resp.body, separators=(",", ":")).encode()
+                ctype = "application/json"
+            else:
+                data = resp.body.encode() if isinstance(resp.body, str) else resp.body
+                ctype = "text/plain"
+            pieces, length = iter((data,)), len(data)
         h.send_response(resp.code)
         h.send_header("Content-Type", ctype)
-        h.send_header("Content-Length", str(len(data)))
-        for k, v in resp.headers.items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data)
-        self.bytes_out += len(data)
-
-    def _send_pieces(self, h, resp: Response, body: RawJSON) -> None:
-        length = len(body)
-        h.send_response(resp.code)
-        h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(length))
         for k, v in resp.headers.items():
             h.send_header(k, v)
         h.end_headers()
-        for piece in body.pieces():
+        for piece in pieces:
             h.wfile.write(piece)
         self.bytes_out += length
 

@@ -11,15 +11,7 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 
 
 def _path(p):
-    parts = p.split(".")  # split once: a field selector reads it for every object listed
-
-    def read(obj):
-        for part in parts:
-            if not isinstance(obj, dict):
-                return None
-            obj = obj.get(part)
-        return obj
-    return read
+    return lambda o: dig(o, p)
 
 
 # Field selectors are whitelisted per kind by the real apiserver; unknown ones are a 400.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import random
 import uuid
 from datetime import datetime, timezone
@@ -40,10 +41,16 @@ def deepcopy(obj):
     return copy.deepcopy(obj)
 
 
+@functools.lru_cache(maxsize=1024)
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
 def dig(obj, path: str, default=None):
-    """Follow a dotted path through nested dicts."""
+    """Follow a dotted path through nested dicts. Each path is split once: field selectors
+    dig the same few paths for every object of a 150,000-pod list."""
     cur = obj
-    for part in path.split("."):
+    for part in _parts(path):
         if not isinstance(cur, dict):
             return default
         cur = cur.get(part)
