@@ -19,7 +19,7 @@ import yaml
 from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy, connect
 from launcher.backends.kubernetes.exec_credential import ExecPlugin
-from launcher.backends.kubernetes.transport import proxy_for
+from launcher.backends.kubernetes.httpproxy import proxy_for
 from launcher.errors import UserError
 from launcher.testing.kubeapi.server import KubeAPIServer
 from tests.tls_certs import Pki, make_pki
@@ -295,16 +295,18 @@ def test_a_failing_exec_plugin_is_one_line_from_the_cli(kube_server, tmp_path, u
 
 
 # --- proxies and imports ----------------------------------------------------------------------
-def test_proxies_follow_the_cluster_then_the_environment_never_for_loopback(monkeypatch):
-    monkeypatch.setenv("HTTPS_PROXY", "http://corp-proxy:3128")
-    monkeypatch.setenv("NO_PROXY", ".internal, 10.0.0.0/8,registry.corp:5000")
+def test_proxies_follow_the_cluster_then_the_environment_as_go_does(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "corp-proxy:3128")  # no scheme: http, as Go reads it
+    monkeypatch.setenv("NO_PROXY", ".internal, 10.0.0.0/8,registry.corp:5000,*.corp.example")
     assert proxy_for("https://api.example.com:6443", {}) == "http://corp-proxy:3128"
     assert proxy_for("https://k8s.internal:6443", {}) is None
-    assert proxy_for("https://internal:6443", {}) is None  # the domain itself, too
-    assert proxy_for("https://notinternal:6443", {}) == "http://corp-proxy:3128"
+    assert proxy_for("https://internal:6443", {}) == "http://corp-proxy:3128"  # subdomains only
     assert proxy_for("https://10.1.2.3:6443", {}) is None
     assert proxy_for("https://11.1.2.3:6443", {}) == "http://corp-proxy:3128"
-    assert proxy_for("https://registry.corp:6443", {}) is None
+    assert proxy_for("https://registry.corp:5000", {}) is None
+    assert proxy_for("https://registry.corp:6443", {}) == "http://corp-proxy:3128"  # the port
+    assert proxy_for("https://api.corp.example", {}) is None
+    assert proxy_for("https://corp.example", {}) == "http://corp-proxy:3128"
     assert proxy_for("https://127.0.0.1:6443", {}) is None
     assert proxy_for("https://localhost:6443", {}) is None
     assert proxy_for("https://[::1]:6443", {}) is None

@@ -229,13 +229,33 @@ def measure_peak(code: Path, env: dict, srv, args, ok=(0,), profile: str | None 
     if done["rc"] not in ok:
         raise RuntimeError(f"{' '.join(args)} exited {done['rc']}: {done['err']}")
     return {"wall_s": round(done["wall"], 3), "cpu_s": round(done["cpu"], 3),
-            "requests": srv.count_requests(),
+            "requests": srv.count_requests(), "by_kind": request_kinds(srv.request_log),
             "mib": round((srv.bytes_out - before) / 2**20, 1),
             "peak_rss_mib": round(done["maxrss_kb"] / 1024, 1),
             # The benchmark's own process is the test API server and its scheduler: their
             # CPU while the command ran, which shares the command's 2 cores.
             "server_cpu_s": round(server_t1.user + server_t1.system
                                   - server_t0.user - server_t0.system, 3)}
+
+
+def request_kinds(log) -> dict[str, int]:
+    """Requests by method and what they read or wrote ("GET pods list", "POST pods"):
+    where a command's requests go."""
+    counts: dict[str, int] = {}
+    for r in list(log):
+        parts = r.path.strip("/").split("/")
+        # /api/v1[/namespaces/NS]/PLURAL[/NAME[/SUB]] or /apis/GROUP/VERSION/...
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
+            rest = rest[2:]
+        what = rest[0] if rest else "/".join(parts) or "/"
+        if r.method == "GET" and len(rest) == 1:
+            what += " watch" if r.query.get("watch") in ("true", "1") else " list"
+        elif r.method == "GET":
+            what += " get"
+        key = f"{r.method} {what}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def median(runs: list[dict]) -> dict:

@@ -129,10 +129,15 @@ def _root(
     kubeconfig: opt.Kubeconfig = None,
     context: opt.Context = None,
     namespace: opt.Namespace = None,
+    as_user: globalflags.AsUser = None,
+    as_groups: globalflags.AsGroups = None,
+    as_uid: globalflags.AsUid = None,
 ):
     _state["debug"] = debug
     set_debug(debug)
     set_kubeconfig_flag(kubeconfig)  # this command's, not an earlier one's in this process
+    globalflags.reset_impersonation()
+    globalflags.pass_down_impersonation(as_user, as_groups, as_uid)
     # kubectl's global flags, before the subcommand: they become the defaults of every
     # subcommand's own (which take them after it too: launcher.cli.globalflags).
     globalflags.pass_down(ctx, context=context, namespace=namespace)

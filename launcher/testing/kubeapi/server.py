@@ -504,9 +504,10 @@ class KubeAPIServer:
 
     # -- policy and faults ---------------------------------------------------------------------------
     def forbid(self, verb: str, resource: str, namespace: str | None = None,
-               user: str | None = None):
-        """Deny (verb, resource[/subresource][.group], namespace) with a real 403."""
-        return self.policy.forbid(verb, resource, namespace, user)
+               user: str | None = None, group: str | None = None):
+        """Deny (verb, resource[/subresource][.group], namespace) with a real 403, to
+        everyone, to `user`, or to the members of `group`."""
+        return self.policy.forbid(verb, resource, namespace, user, group)
 
     def allow(self, verb: str, resource: str, namespace: str | None = None,
               user: str | None = None) -> None:
