@@ -99,6 +99,9 @@ def _added(option, *, hidden: bool):
 
 
 def add_everywhere(root) -> None:
+    from launcher.cli import plainvalues
+
+    plainvalues.install()  # option values without pydantic, where none is needed
     donated = _donated_options()
     for path, command in _commands(root):
         if not path or getattr(command, "commands", None):
