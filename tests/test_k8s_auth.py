@@ -318,8 +318,9 @@ def test_proxies_follow_the_cluster_then_the_environment_as_go_does(monkeypatch)
 
 def test_list_talks_to_the_api_without_the_official_client_or_the_spec_models(kube_server,
                                                                              kubeconfig):
-    # `kubernetes` (with google-auth and oauthlib) costs ~0.2 s to import and the spec's
-    # pydantic models ~0.05 s to build: `hvdk8s list` needs neither.
+    # `kubernetes` (with google-auth and oauthlib) costs ~0.2 s to import, the spec's
+    # pydantic models ~0.05 s to build, and pydantic itself (which typer's option
+    # conversion would import) ~0.06 s: `hvdk8s list` needs none of them.
     code = ("import sys\n"
             "from launcher.cli.app import main\n"
             "try:\n"
@@ -327,7 +328,7 @@ def test_list_talks_to_the_api_without_the_official_client_or_the_spec_models(ku
             "except SystemExit as exc:\n"
             "    assert not exc.code, exc.code\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('kubernetes', 'google', 'oauthlib') or m.startswith('mpijob.jobspec.spec') "
+            "('kubernetes', 'google', 'oauthlib', 'pydantic') or m.startswith('mpijob.jobspec.spec') "
             "or m == 'mpijob.jobspec.volumes'), file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "KUBECONFIG": kubeconfig})
