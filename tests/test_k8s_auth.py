@@ -268,28 +268,30 @@ def test_an_exec_plugin_client_certificate_is_used_for_tls(tls_server, pki, tmp_
     assert err.value.status == 403 and len(_runs(plugin)) == 1
 
 
-@pytest.mark.parametrize("user, expected", [
+@pytest.mark.parametrize("user, expected, code", [
     (_exec("gke-gcloud-auth-plugin-missing",
            installHint="Install gke-gcloud-auth-plugin:\n  gcloud components install"),
      "kubeconfig user 'u': exec plugin 'gke-gcloud-auth-plugin-missing' not found; Install "
-     "gke-gcloud-auth-plugin: gcloud components install"),
+     "gke-gcloud-auth-plugin: gcloud components install", 1),
     (_exec("false"), "kubeconfig user 'u': exec plugin 'false' failed with exit code 1 (its "
-                     "message is above); log in again or fix the plugin"),
+                     "message is above); log in again or fix the plugin", 1),
     ({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}},
      "kubeconfig user 'u': exec plugin 'true': interactiveMode must be set for "
-     "client.authentication.k8s.io/v1 (Never, IfAvailable or Always)"),
+     "client.authentication.k8s.io/v1 (Never, IfAvailable or Always)", 2),
     ({"exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "true"}},
      "kubeconfig user 'u': exec plugin 'true': apiVersion "
      "'client.authentication.k8s.io/v1alpha1' is not supported; use "
-     "client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1"),
-    (_exec("true"), "kubeconfig user 'u': exec plugin 'true' printed no ExecCredential JSON"),
+     "client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1", 2),
+    (_exec("true"), "kubeconfig user 'u': exec plugin 'true' printed no ExecCredential JSON",
+     1),
 ])
-def test_a_failing_exec_plugin_is_one_line_from_the_cli(kube_server, tmp_path, user, expected):
+def test_a_failing_exec_plugin_is_one_line_from_the_cli(kube_server, tmp_path, user, expected,
+                                                        code):
     kc = _write(tmp_path / "kc", kube_server.url, {}, user)
     done = subprocess.run([sys.executable, "-m", "launcher.cli.app", "list", "--kubeconfig", kc],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "NO_COLOR": "1", "COLUMNS": "300"})
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == code, done.stderr  # 2: the kubeconfig is wrong, refused first
     assert done.stderr.strip().splitlines()[-1] == f"error: {expected}"
     assert "Traceback" not in done.stderr
 

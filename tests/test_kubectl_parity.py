@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from launcher.backends.kubernetes.client import NODE, RetryPolicy, connect
-from launcher.errors import UserError
+from launcher.errors import UsageError
 from launcher.testing.kubeapi.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
 from tests.test_k8s_auth import _plugin
@@ -96,7 +96,7 @@ def _cases(pki: Pki, folder: Path) -> dict[str, Case]:
             env={"HTTPS_PROXY": "127.0.0.1:{proxy_port}", "NO_PROXY": "*.svc"},
             server_cert="other", server_url=f"https://{IN_CLUSTER_NAME}:{{port}}",
             proxy={"hosts": {IN_CLUSTER_NAME: "127.0.0.1"}}),
-        "token and basic auth: refused": Case(ca, {"token": "t", "username": "u",
+        "token and basic auth: refused": Case(ca, {"token": "static-token", "username": "u",
                                                    "password": "p"}),
         "insecure-skip-tls-verify with a CA: refused": Case(
             {**ca, "insecure-skip-tls-verify": True}, {"token": "static-token"}),
@@ -162,12 +162,13 @@ def test_kubectl_and_hvdk8s_reach_the_server_as_the_same_user(name, pki, tmp_pat
             monkeypatch.delenv(k, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)
+        refused = None  # hvdk8s's refusal of the kubeconfig (exit 2), before any request
         try:
             nodes = connect(kubeconfig=kc, retry=RetryPolicy(tries=1)).items(NODE)
             hvdk8s_error = None
-        except UserError as exc:
-            nodes, hvdk8s_error = [], str(exc)
-        except Exception as exc:  # an ApiError: not reached
+        except UsageError as exc:
+            nodes, hvdk8s_error, refused = [], str(exc), exc
+        except Exception as exc:  # the server not reached, or an ApiError
             nodes, hvdk8s_error = [], f"{type(exc).__name__}: {exc}"
         by_hvdk8s = list(seen)
 
@@ -178,7 +179,8 @@ def test_kubectl_and_hvdk8s_reach_the_server_as_the_same_user(name, pki, tmp_pat
             return
         if case.user_seen is None:  # both refuse it
             assert done.returncode != 0, done.stdout
-            assert hvdk8s_error is not None and by_kubectl == by_hvdk8s == []
+            assert refused is not None, hvdk8s_error
+            assert by_kubectl == by_hvdk8s == []
             return
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.split() == ["node/gpu-node-0"]
