@@ -345,12 +345,14 @@ class KubeClient:
              label_selector: str | None = None, field_selector: str | None = None,
              limit: int | None = None, keep: Callable[[dict], object | None] | None = None,
              cached: bool = False, page_size: int | None = None,
-             item_type: type | None = None) -> dict:
+             item_type: type | None = None,
+             select: Callable[[bytes], bool] | None = None) -> dict:
         """{"metadata": {"resourceVersion"}, "items": [...]}: the whole list (or the first
         `limit` objects), read in pages of `page_size` (kubectl's --chunk-size, 500) with
         `continue`, each parsed as it arrives and reduced by `keep` (the object, what of it
         to hold, or None to drop it). With an `item_type` (projections.py), keep sees only
-        the fields that type declares.
+        the fields that type declares, and `select` may pass over items by their bytes
+        before any decoding (liststream.parse_projected).
 
         `cached` reads the API server's watch cache in one answer, unpaged (a paged read
         with a resourceVersion goes to etcd before 1.33): resourceVersion=0 the first time,
@@ -378,7 +380,7 @@ class KubeClient:
                                       what)
                     try:
                         head, items = parse_list(_chunks(resp, LIST_READ), keep or _same,
-                                                 item_type)
+                                                 item_type, select)
                     finally:
                         resp.release_conn()
                     kept.extend(items)

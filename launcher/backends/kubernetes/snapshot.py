@@ -468,17 +468,54 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
 def planned_nodes_view(client, nodes: list[str]) -> tuple[list, list]:
     """(nodes, live pods) of the planned nodes only, for submit's re-check: one list of
     nodes and one of pods, each read from the API server's watch cache in one answer, not
-    older than the snapshot the plan came from (KubeClient.list `cached`), and filtered
-    while streaming. Two requests whatever the plan's size, where a GET and a
-    `spec.nodeName` pod list per node made 128 at 64 nodes; the bytes are the cluster's
-    pods once more, decoded into only what placement reads (projections.py)."""
+    older than the snapshot the plan came from (KubeClient.list `cached`). Two requests
+    whatever the plan's size, where a GET and a `spec.nodeName` pod list per node made 128
+    at 64 nodes; of the bytes (the cluster's pods once more) only the planned nodes' objects
+    are decoded, picked by their name and nodeName (named_nodes, pods_on)."""
     wanted = set(nodes)
     found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"] in wanted
-                         else None, item_type=PlacementNode, cached=True)
+                         else None, item_type=PlacementNode, cached=True,
+                         select=named_nodes(wanted))
     reader = PodReader(wanted)
     return found, reader.pods(client.items(POD, all_namespaces=True, field_selector=LIVE_PODS,
                                            keep=reader.keep, item_type=PlacementPod,
-                                           cached=True))
+                                           cached=True, select=pods_on(wanted)))
+
+
+_NODE_NAME = b'{"metadata":{"name":"'
+_POD_NODE = b'"nodeName":"'
+
+
+def named_nodes(names: set[str]):
+    """A list item's bytes -> whether it may be one of these Nodes: the API server writes
+    a Node's metadata first and its name first in that (Go's field order); any other shape
+    is taken, to be decoded and judged by its fields."""
+    wanted = {n.encode() for n in names}
+
+    def select(item: bytes) -> bool:
+        if not item.startswith(_NODE_NAME):
+            return True
+        start = len(_NODE_NAME)
+        return item[start:item.find(b'"', start)] in wanted
+
+    return select
+
+
+def pods_on(names: set[str]):
+    """A list item's bytes -> whether it may be a Pod bound to one of these nodes: a
+    compact `"nodeName":"X"` key (spec.nodeName is a Pod's only key of that name; inside a
+    string its quotes would be escaped) with X not among them rules it out, and so does no
+    nodeName at all (an unbound pod, which PodReader drops); anything else is taken."""
+    wanted = {n.encode() for n in names}
+
+    def select(item: bytes) -> bool:
+        at = item.find(_POD_NODE)
+        if at < 0:
+            return b'"nodeName"' in item
+        start = at + len(_POD_NODE)
+        return item[start:item.find(b'"', start)] in wanted
+
+    return select
 
 
 # --- what placement reads of an object --------------------------------------------------------
