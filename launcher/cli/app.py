@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 import traceback
@@ -160,6 +162,11 @@ def _register() -> None:
 
 
 _register()
+
+# At exit, Python's last garbage collections walk every object still alive (the modules,
+# typer's command tree, a command's answers): ~50 ms of `hvdk8s list -A`'s CPU. Frozen
+# first, they are not walked; each is still freed as its module goes.
+atexit.register(gc.freeze)
 
 
 def main(argv: list[str] | None = None) -> int:
