@@ -16,20 +16,17 @@ from launcher.cli.plainvalues import PlainValues
 
 
 def _params():
-    seen = {}
-    for path, command in _commands(typer.main.get_command(app)):
-        for p in command.params:
-            d = getattr(p, "type_descriptor", None)
-            if d is not None and d.file_annotation is None:
-                seen.setdefault((repr(d.annotation), p.multiple, p.nargs, repr(p.default)),
-                                ("/".join(path) or "hvdk8s", p))
-    return list(seen.values())
+    return [("/".join(path) or "hvdk8s", p)
+            for path, command in _commands(typer.main.get_command(app))
+            for p in command.params
+            if getattr(p, "type_descriptor", None) is not None
+            and p.type_descriptor.file_annotation is None]
 
 
 def _samples(p) -> list:
     # a choice's own values too (get_args of a Literal), and one that is not a choice
-    return [None, p.default, "x", "3", 3, 2.5, True, False, ("a", "b"), ["a"], (),
-            *get_args(p.type_descriptor.annotation)]
+    return [None, p.default, "x", "3", 3, 2.5, True, False, ("a", "b"), ["a"], (), "tcsh",
+            *get_args(p.type_descriptor.annotation), *(p.type_descriptor.choices or ())]
 
 
 @pytest.mark.parametrize("where, param", _params(), ids=lambda v: getattr(v, "name", v))

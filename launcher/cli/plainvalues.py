@@ -21,19 +21,26 @@ class PlainValues:
         self.descriptor = descriptor
         annotation = descriptor.annotation
         self.annotation = annotation
-        self.choices = (frozenset(get_args(annotation)) if get_origin(annotation) is Literal
-                        else None)
+        info = descriptor.parameter_info
+        # Conversions that do more than type-check: a parser of the command's own, a click
+        # type, a path's checks, a range, dates. Those always go to typer.
+        self.special = bool(getattr(info, "parser", None) or getattr(info, "click_type", None)
+                            or descriptor.is_path or descriptor.is_ranged
+                            or descriptor.is_datetime)
+        choices = descriptor.choices
+        self.choices = frozenset(choices) if choices is not None else None
+        self.plain_choices = annotation is str or get_origin(annotation) is Literal
         self.list_of_str = get_origin(annotation) is list and get_args(annotation) == (str,)
         self._typer: Any = None
 
     def _plain(self, value: Any) -> bool:
+        if self.special:
+            return False
         annotation = self.annotation
-        if annotation is str or annotation is bool:
+        if self.choices is not None:  # a choice's own string, exactly (an Enum's is not)
+            return self.plain_choices and type(value) is str and value in self.choices
+        if annotation is str or annotation is bool or annotation is int:
             return type(value) is annotation
-        if self.choices is not None:
-            return isinstance(value, str) and value in self.choices
-        if annotation is int and not self.descriptor.is_ranged:
-            return type(value) is int
         return False
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -42,7 +49,8 @@ class PlainValues:
             return () if many else None
         if self._plain(value):
             return value
-        if (self.list_of_str and isinstance(value, list | tuple)
+        if (self.list_of_str and not self.special and self.choices is None
+                and isinstance(value, list | tuple)
                 and all(type(v) is str for v in value)):
             return list(value)
         if self._typer is None:
