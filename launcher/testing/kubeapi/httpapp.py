@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
-from . import discovery, errors, routes
+from . import compression, discovery, errors, routes
 from .auth import Attributes
 from .impersonation import UserInfo, impersonate
 from .rest import RawJSON, Response, Stream
@@ -242,6 +242,10 @@ class App:
                 data = resp.body.encode() if isinstance(resp.body, str) else resp.body
                 ctype = "text/plain"
             pieces, length = iter((data,)), len(data)
+        if self.srv.gzip_responses and compression.wanted(h.headers.get("Accept-Encoding"),
+                                                          length):
+            self.bytes_out += compression.send(h, resp.code, ctype, resp.headers, pieces)
+            return
         h.send_response(resp.code)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(length))

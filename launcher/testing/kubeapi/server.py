@@ -62,6 +62,8 @@ class KubeAPIServer:
         # Serve HTTPS with this server context (its certificate; a client CA to verify
         # client certificates against, which then authenticate as their Common Name).
         self.tls = tls
+        # Answers of 128 KiB or more gzip-compressed for clients that ask (compression.py).
+        self.gzip_responses = False
         self.store = Store()
         self.registry = Registry()
         self.admission = Admission(self.store, self.registry)
