@@ -43,7 +43,7 @@ from launcher.errors import UserError
 
 USER_AGENT = "hvdk8s"
 TOKEN_FILE_PERIOD = 60.0  # seconds a read token file is trusted (client-go: one minute)
-POOL_SIZE = 16  # connections kept per host: submit re-checks nodes 8 at a time, and watches
+POOL_SIZE = 16  # connections kept per host: a command's watches and requests in flight
 # The official loader refreshes an oidc id-token this long before its `exp`
 # (kube_config.py EXPIRY_SKEW_PREVENTION_DELAY): the header is read again from then on.
 OIDC_SKEW = 300.0
