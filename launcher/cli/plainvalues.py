@@ -22,11 +22,12 @@ class PlainValues:
         annotation = descriptor.annotation
         self.annotation = annotation
         info = descriptor.parameter_info
-        # Conversions that do more than type-check: a parser of the command's own, a click
-        # type, a path's checks, a range, dates. Those always go to typer.
-        self.special = bool(getattr(info, "parser", None) or getattr(info, "click_type", None)
-                            or descriptor.is_path or descriptor.is_ranged
-                            or descriptor.is_datetime)
+        # Conversions that do more than type-check: a click type, a path's checks, a range,
+        # dates. Those always go to typer. A parser of the command's own is run here, and its
+        # answer kept where it is a plain value (else typer runs it again, and says why not).
+        self.special = bool(getattr(info, "click_type", None) or descriptor.is_path
+                            or descriptor.is_ranged or descriptor.is_datetime)
+        self.parser = getattr(info, "parser", None)
         choices = descriptor.choices
         self.choices = frozenset(choices) if choices is not None else None
         self.plain_choices = annotation is str or get_origin(annotation) is Literal
@@ -47,10 +48,18 @@ class PlainValues:
         many = param.multiple or param.nargs == -1
         if value is None:  # as typer's RuntimeParam.coerce
             return () if many else None
-        if self._plain(value):
+        if self.parser is not None:
+            if not many and type(value) is str:
+                try:
+                    parsed = self.parser(value)
+                except Exception:  # noqa: BLE001 - typer runs it again and reports it
+                    parsed = None
+                if parsed is not None and self._plain(parsed):
+                    return parsed
+        elif self._plain(value):
             return value
-        if (self.list_of_str and not self.special and self.choices is None
-                and isinstance(value, list | tuple)
+        if (self.list_of_str and not self.special and self.parser is None
+                and self.choices is None and isinstance(value, list | tuple)
                 and all(type(v) is str for v in value)):
             return list(value)
         if self._typer is None:
