@@ -354,40 +354,71 @@ class _Issuer(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.fixture
+def issuer(pki):
+    """An OpenID provider on loopback over TLS, handing out `fresh` at each refresh."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Issuer)
+    srv.socket = pki.server_context(client_ca=False).wrap_socket(srv.socket, server_side=True)
+    srv.url = f"https://127.0.0.1:{srv.server_address[1]}"  # type: ignore[attr-defined]
+    srv.refreshes = []  # type: ignore[attr-defined]
+    srv.fresh = _jwt("carol", time.time() + 3600)  # type: ignore[attr-defined]
+    srv.next_token = lambda: srv.fresh  # type: ignore[attr-defined]
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv
+    srv.shutdown()
+
+
+def _oidc_user(issuer, pki, id_token: str) -> dict:
+    return {"auth-provider": {"name": "oidc", "config": {
+        "client-id": "k8s", "client-secret": "s", "id-token": id_token,
+        "refresh-token": "refresh-1", "idp-issuer-url": issuer.url,
+        "idp-certificate-authority": str(pki.ca)}}}
+
+
 def test_an_oidc_token_that_expires_mid_command_is_refreshed_at_the_issuer(kube_server, pki,
-                                                                          tmp_path):
-    issuer = ThreadingHTTPServer(("127.0.0.1", 0), _Issuer)
-    issuer.socket = pki.server_context(client_ca=False).wrap_socket(issuer.socket,
-                                                                    server_side=True)
-    issuer.url = f"https://127.0.0.1:{issuer.server_address[1]}"  # type: ignore[attr-defined]
-    issuer.refreshes = []  # type: ignore[attr-defined]
-    fresh = _jwt("carol", time.time() + 3600)
-    issuer.next_token = lambda: fresh  # type: ignore[attr-defined]
-    threading.Thread(target=issuer.serve_forever, daemon=True).start()
-    try:
-        # valid for 2 more seconds: the official loader refreshes 5 minutes before `exp`
-        first = _jwt("carol", time.time() + 300 + 2)
-        kube_server.add_token(first, "carol")
-        kc = _write(tmp_path / "kc", kube_server.url, {}, {"auth-provider": {
-            "name": "oidc", "config": {
-                "client-id": "k8s", "client-secret": "s", "id-token": first,
-                "refresh-token": "refresh-1", "idp-issuer-url": issuer.url,
-                "idp-certificate-authority": str(pki.ca)}}})
-        client = connect(kubeconfig=kc)
-        assert len(client.items(NODE)) == 2
-        assert issuer.refreshes == []
-        time.sleep(2.5)
-        kube_server.tokens.revoke(first)  # expired: the API server refuses it now
-        kube_server.add_token(fresh, "carol")
-        # a watch, as `wait` keeps open: its 401 reads the provider again, which refreshes
-        assert [e for e, _ in client.watch(NODE, timeout_seconds=1)
-                if e != "BOOKMARK"] == ["ADDED", "ADDED"]
-        assert len(client.items(NODE)) == 2
-        assert len(issuer.refreshes) == 1 and "refresh_token=refresh-1" in issuer.refreshes[0]
-        # written back to the kubeconfig, as kubectl does: the refresh token was used up
-        assert fresh in Path(kc).read_text() and "refresh-2" in Path(kc).read_text()
-    finally:
-        issuer.shutdown()
+                                                                          issuer, tmp_path):
+    # valid for 2 more seconds: the official loader refreshes 5 minutes before `exp`
+    first = _jwt("carol", time.time() + 300 + 2)
+    kube_server.add_token(first, "carol")
+    kc = _write(tmp_path / "kc", kube_server.url, {}, _oidc_user(issuer, pki, first))
+    client = connect(kubeconfig=kc)
+    assert len(client.items(NODE)) == 2
+    assert issuer.refreshes == []
+    time.sleep(2.5)
+    kube_server.tokens.revoke(first)  # expired: the API server refuses it now
+    kube_server.add_token(issuer.fresh, "carol")
+    # a watch, as `wait` keeps open: its 401 reads the provider again, which refreshes
+    assert [e for e, _ in client.watch(NODE, timeout_seconds=1)
+            if e != "BOOKMARK"] == ["ADDED", "ADDED"]
+    assert len(client.items(NODE)) == 2
+    assert len(issuer.refreshes) == 1 and "refresh_token=refresh-1" in issuer.refreshes[0]
+    # written back to the kubeconfig, as kubectl does: the refresh token was used up
+    assert issuer.fresh in Path(kc).read_text() and "refresh-2" in Path(kc).read_text()
+
+
+def test_wait_goes_on_past_an_oidc_tokens_expiry(k8s, pki, issuer, tmp_path):
+    from launcher.backends.kubernetes.backend import KubernetesBackend
+    from mpijob.jobspec.spec import build_spec
+
+    srv = k8s.server()
+    first = _jwt("carol", time.time() + 300 + 3)  # expires 3 s into the wait
+    srv.add_token(first, "carol")
+    kc = _write(tmp_path / "kc", srv.url, {}, _oidc_user(issuer, pki, first))
+    k8s.script_launcher("vgg16", logs=[(8.0, "done")], exit_code=0)
+    spec = build_spec(name="vgg16", namespace="default", image=k8s.image, workers=1,
+                      command=("python", "train.py"))
+    k8s.backend().create_job(spec, None, schedule_timeout=20)
+
+    def expire() -> None:
+        srv.tokens.revoke(first)
+        srv.add_token(issuer.fresh, "carol")
+
+    threading.Timer(4.0, expire).start()
+    carol = KubernetesBackend("c", "default", kubeconfig=kc)
+    carol.watch_timeout = 1  # its watches end every second: each one asks again
+    status = carol.wait("vgg16", timeout=60)
+    assert status.phase == "Succeeded"
+    assert len(issuer.refreshes) == 1
 
 
 def test_a_401_reads_an_oidc_token_again(kube_server, tmp_path):
