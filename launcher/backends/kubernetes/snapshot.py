@@ -455,10 +455,8 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
         if slices:
             claims = _optional_items(client, RESOURCE_CLAIM, all_namespaces=True)
     reader = PodReader(gpu_nodes(nodes, slices) if gpu_nodes_only else None)
-    # the pods of other nodes, and unbound ones, are not even decoded (pods_on)
     kept, skipped = _readable_pods(client, POD, namespace, keep=reader.keep, cached=cached,
-                                   item_type=PlacementPod,
-                                   select=None if reader.nodes is None else pods_on(reader.nodes))
+                                   item_type=PlacementPod)
     pods = reader.pods(kept)
     # A job across nodes of one NVLink partition gets a ComputeDomain where the driver serves it.
     domains = COMPUTE_DOMAIN.group in groups and client.serves(COMPUTE_DOMAIN)
