@@ -61,5 +61,7 @@ def test_named_nodes_keeps_the_planned_nodes_only():
     _, selected = parse_list(iter_chunks(data, 4096), keep, PlacementNode,
                              named_nodes(planned))
     assert selected == everything and set(selected) == planned
-    assert not named_nodes(planned)(b'{"metadata":{"name":"node-0","labels":{}}}')
-    assert named_nodes(planned)(b'{"metadata": {"name": "node-0"}}')  # spaced: decoded
+    item = b'{"metadata":{"name":"node-0","labels":{}}}'
+    assert not named_nodes(planned)(item, 0, len(item))
+    spaced = b'{"metadata": {"name": "node-0"}}'  # not as the API server writes it: decoded
+    assert named_nodes(planned)(spaced, 0, len(spaced))

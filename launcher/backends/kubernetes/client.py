@@ -346,7 +346,7 @@ class KubeClient:
              limit: int | None = None, keep: Callable[[dict], object | None] | None = None,
              cached: bool = False, page_size: int | None = None,
              item_type: type | None = None,
-             select: Callable[[bytes], bool] | None = None) -> dict:
+             select: Callable[[bytes, int, int], bool] | None = None) -> dict:
         """{"metadata": {"resourceVersion"}, "items": [...]}: the whole list (or the first
         `limit` objects), read in pages of `page_size` (kubectl's --chunk-size, 500) with
         `continue`, each parsed as it arrives and reduced by `keep` (the object, what of it

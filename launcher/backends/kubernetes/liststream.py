@@ -75,8 +75,9 @@ class _Reader:
             return value
 
 
-# Which items of a list to decode at all, judged from an item's bytes (None: every one).
-Select = Callable[[bytes], bool] | None
+# Which items of a list to decode at all, judged from an item's bytes, buf[start:end]
+# (not copied out: most items are passed over), or None: every one.
+Select = Callable[[bytes, int, int], bool] | None
 
 
 def parse_list(chunks: Iterable[bytes], keep: Callable[[dict], object | None],
@@ -220,9 +221,8 @@ def _decode_block(buf: bytes, pos: int, cut: int, block, select: Select) -> list
     while start <= cut:
         end = buf.find(_ITEM_BOUNDARY, start, cut + 1)
         end = cut if end < 0 else end  # (the last item of the block ends at cut)
-        item = buf[start:end + 1]
-        if select(item):
-            taken.append(item)
+        if select(buf, start, end + 1):
+            taken.append(buf[start:end + 1])
         start = end + 2
     if not taken:
         return []

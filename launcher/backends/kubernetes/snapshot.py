@@ -487,33 +487,33 @@ _POD_NODE = b'"nodeName":"'
 
 
 def named_nodes(names: set[str]):
-    """A list item's bytes -> whether it may be one of these Nodes: the API server writes
+    """A list item's bytes (buf[start:end]) -> whether it may be one of these Nodes: the API server writes
     a Node's metadata first and its name first in that (Go's field order); any other shape
     is taken, to be decoded and judged by its fields."""
     wanted = {n.encode() for n in names}
 
-    def select(item: bytes) -> bool:
-        if not item.startswith(_NODE_NAME):
+    def select(buf: bytes, start: int, end: int) -> bool:
+        if not buf.startswith(_NODE_NAME, start, end):
             return True
-        start = len(_NODE_NAME)
-        return item[start:item.find(b'"', start)] in wanted
+        name = start + len(_NODE_NAME)
+        return buf[name:buf.find(b'"', name, end)] in wanted
 
     return select
 
 
 def pods_on(names: set[str]):
-    """A list item's bytes -> whether it may be a Pod bound to one of these nodes: a
+    """A list item's bytes (buf[start:end]) -> whether it may be a Pod bound to one of these nodes: a
     compact `"nodeName":"X"` key (spec.nodeName is a Pod's only key of that name; inside a
     string its quotes would be escaped) with X not among them rules it out, and so does no
     nodeName at all (an unbound pod, which PodReader drops); anything else is taken."""
     wanted = {n.encode() for n in names}
 
-    def select(item: bytes) -> bool:
-        at = item.find(_POD_NODE)
+    def select(buf: bytes, start: int, end: int) -> bool:
+        at = buf.find(_POD_NODE, start, end)
         if at < 0:
-            return b'"nodeName"' in item
-        start = at + len(_POD_NODE)
-        return item[start:item.find(b'"', start)] in wanted
+            return buf.find(b'"nodeName"', start, end) >= 0
+        name = at + len(_POD_NODE)
+        return buf[name:buf.find(b'"', name, end)] in wanted
 
     return select
 
