@@ -173,6 +173,16 @@ def _load_cluster(path: str | None, context: str | None):
         from launcher.formats.clusterfile import load_cluster
 
         return load_cluster(path)
+    from launcher.backends.select import kubernetes_configured
+
+    if context is None and not kubernetes_configured():
+        # No cluster: this machine, as submit's local backend sees it (its free GPUs).
+        from launcher.backends.local.gpus import local_cluster
+
+        cluster, state = local_cluster()
+        typer.echo("note: no cluster configured: planning on this machine (local backend)"
+                   + (f"; taken: {state.taken_text()}" if state.taken else ""), err=True)
+        return cluster
     try:
         from launcher.backends.kubernetes.backend import cluster_snapshot
     except ImportError:
