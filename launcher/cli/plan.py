@@ -173,6 +173,12 @@ def _load_cluster(path: str | None, context: str | None):
         from launcher.formats.clusterfile import load_cluster
 
         return load_cluster(path)
+    try:
+        from launcher.backends.kubernetes.backend import cluster_snapshot
+    except ImportError:
+        cluster_snapshot = None
+    if cluster_snapshot is None:
+        raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
     from launcher.backends.select import kubernetes_configured
 
     if context is None and not kubernetes_configured():
@@ -183,12 +189,6 @@ def _load_cluster(path: str | None, context: str | None):
         typer.echo("note: no cluster configured: planning on this machine (local backend)"
                    + (f"; taken: {state.taken_text()}" if state.taken else ""), err=True)
         return cluster
-    try:
-        from launcher.backends.kubernetes.backend import cluster_snapshot
-    except ImportError:
-        cluster_snapshot = None
-    if cluster_snapshot is None:
-        raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
     from launcher.cli.common import PLAN_HINT, require_kubernetes
 
     require_kubernetes(context, PLAN_HINT)
