@@ -216,8 +216,21 @@ def _key(r: Run) -> tuple:
     return (r.device, r.model, r.precision, r.image_size)
 
 
-def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "") -> Calibration:
-    """Fit compute rates, link bandwidths and the multi-rank overhead (module docstring)."""
+def thin_groups(runs: Iterable[Run]) -> list[tuple]:
+    """(device, model, precision, image size) of the workloads with a single one-rank run:
+    too few to fit a rate with an uncertainty."""
+    counts: dict[tuple, int] = {}
+    for r in runs:
+        if r.ranks == 1 and r.images_per_sec > 0:
+            counts[_key(r)] = counts.get(_key(r), 0) + 1
+    return [k for k, n in counts.items() if n < 2]
+
+
+def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "",
+        skip_thin: bool = False) -> Calibration:
+    """Fit compute rates, link bandwidths and the multi-rank overhead (module docstring).
+    `skip_thin`: leave out workloads with a single one-rank run (`thin_groups`) instead of
+    refusing, as long as some workload can be fitted."""
     runs = [r for r in runs if r.images_per_sec > 0 and r.ranks >= 1]
     single = [r for r in runs if r.ranks == 1]
     multi = [r for r in runs if r.ranks > 1]
@@ -229,6 +242,10 @@ def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "") 
     for r in single:
         groups.setdefault(_key(r), []).append(r)
     thin = [k for k, g in groups.items() if len(g) < 2]
+    if thin and skip_thin and len(thin) < len(groups):
+        for k in thin:
+            del groups[k]
+        thin = []
     if thin:
         k = thin[0]
         raise CalibrationError(
@@ -271,6 +288,7 @@ def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "") 
     cal = Calibration(created=created, sources=list(sources), compute=list(compute.values()),
                       links=links, multi_rank_overhead_s=overhead or 0.0,
                       multi_rank_overhead_stderr=overhead_err, runs=len(runs))
+    runs = [r for r in runs if _key(r) in compute]  # a skipped workload is not calibrated
     before = [abs(r.predicted_images_per_sec / r.images_per_sec - 1) for r in runs
               if r.predicted_images_per_sec]
     after = [abs(predicted_images_per_sec(cal, r) / r.images_per_sec - 1) for r in runs]
