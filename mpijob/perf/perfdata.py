@@ -19,9 +19,6 @@ Measured single-GPU training throughput (synthetic ImageNet, images/sec, one GPU
     github.com/LambdaColdStorage/lambda-tensorflow-benchmark), rows "V100 32GB" and
     "A100 40GB PCIe"; the data behind https://lambdalabs.com/gpu-benchmarks. "fp32" on the
     A100 is TF32 (TensorFlow's default on Ampere).
-[LAMBDA-PT] Lambda Labs PyTorch benchmarks, github.com/lambdal/deeplearning-benchmark
-    pytorch/pytorch-train-throughput-fp32.csv and -fp16.csv, column resnet50: rows
-    "H100 80GB SXM5" (1753 / 2616 img/s) and "LambdaCloud A100 40GB PCIe" (882 / 1396).
 [NV-DLE-PT] NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/
     README.md (pytorch-21.03 NGC container), "Inference performance: NVIDIA DGX-1 (1x V100
     16GB)", mixed precision: batch 64 / 128 / 256 at 2984 / 3249 / 3382 img/s. A straight
@@ -184,7 +181,6 @@ SOURCES = {
     "TF-P100": "tensorflow.org/performance/benchmarks, DGX-1 P100, training synthetic data, 1 GPU",
     "TF-K80": "tensorflow.org/performance/benchmarks, GCE K80, training synthetic data, 1 GPU",
     "LAMBDA-TF": "github.com/lambdal/lambda-tensorflow-benchmark tf-train-throughput-*.csv, 1 GPU",
-    "LAMBDA-PT": "github.com/lambdal/deeplearning-benchmark pytorch-train-throughput-*.csv, resnet50",
     "NV-DLE": "NVIDIA DeepLearningExamples TF resnet50v1.5 README, T4 vs V100 inference, batch 128",
     "NV-DS": "NVIDIA data sheets (tensor and FP32 TFLOPS, memory bandwidth) and the model's layer mix",
 }
