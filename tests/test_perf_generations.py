@@ -21,7 +21,7 @@ def test_h100_resnet50_within_15_percent_of_a_users_measurements(precision, batc
 
 
 def test_a_faster_gpu_needs_a_larger_batch_for_the_same_share_of_its_peak():
-    t0 = perfdata.STEP_OVERHEAD_S
+    t0 = perfdata.step_overhead_s("resnet50")
     for gpu in ("V100", "A100", "H100"):
         for precision in ("fp32", "fp16"):
             fig = perfdata.figure(gpu, "resnet50", precision)
@@ -56,7 +56,7 @@ def test_each_model_moves_by_its_own_factor_between_the_bandwidth_and_tensor_rat
         assert got.peak == pytest.approx(perfdata.figure("A100", m, precision).peak * f)
         assert "A100 figure" in got.derived
     # VGG16 (no batch norm, big 3x3 convolutions) gains more than the memory-bound ResNets.
-    assert factors["vgg16"] > factors["resnet152"] > factors["resnet50"]
+    assert factors["vgg16"] > max(factors["resnet50"], factors["resnet152"])
 
 
 def test_v100_to_a100_carry_over_holds_within_35_percent_of_lambdas_a100_rows():
@@ -64,4 +64,12 @@ def test_v100_to_a100_carry_over_holds_within_35_percent_of_lambdas_a100_rows():
         for model in MODELS:
             v100, a100 = (perfdata.figure(g, model, precision) for g in ("V100", "A100"))
             factor = perfdata.generation_factor("V100", "A100", model, precision)
-            assert v100.peak * factor == pytest.approx(a100.peak, rel=0.35), (model, precision)
+            carried = v100.scaled(factor, "").at_batch(a100.batch_size)
+            assert carried == pytest.approx(a100.images_per_sec, rel=0.35), (model, precision)
+
+
+def test_the_fixed_step_time_grows_with_a_models_layers():
+    times = {m: perfdata.step_overhead_s(m) for m in perfdata.MODELS}
+    assert times["resnet50"] == perfdata.STEP_OVERHEAD_S
+    assert times["vgg16"] < times["inception3"] < times["resnet50"] < times["resnet101"] \
+        < times["resnet152"]

@@ -81,15 +81,17 @@ from dataclasses import dataclass, replace
 # TensorFlow 1.x tables ([TF-P100], [TF-K80]): t0 is 8 images' worth, fitted on [TF-P100]'s
 # batch 32 vs 64 pairs (ResNet-50 9.0, VGG16 4.8, Inception V3 7.9, ResNet-152 7.9 images).
 BATCH_OVERHEAD_IMAGES = 8.0
-# Every later figure: t0 is a time, STEP_OVERHEAD_S, the same on every GPU: the kernels of a
-# step that take as long whatever the batch (launch latency, small kernels, the optimizer's
-# per-tensor updates). A faster GPU or precision therefore needs a larger batch to come close
-# to its peak (at t0 = 12 ms an H100 at 5,000 img/s loses half its speed at batch 60, a V100
-# at 450 img/s at batch 5). [NV-DLE-PT]: 3.4 ms of fixed time per forward pass; a training
-# step runs the forward pass, a backward pass of about twice its kernels (data and weight
-# gradients) and the optimizer's update of every weight tensor (ResNet-50: 161 tensors, a few
-# kernels each, ~1.5 ms): 3 x 3.4 + 1.5 ~ 12 ms.
-STEP_OVERHEAD_S = 0.012
+# Every later figure: t0 is a time, the same on every GPU: the kernels of a step that take as
+# long whatever the batch (launch latency, small kernels, the optimizer's per-tensor updates).
+# A faster GPU or precision therefore needs a larger batch to come close to its peak (at
+# ResNet-50's 12 ms an H100 at 5,000 img/s loses half its speed at batch 60, a V100 at 450
+# img/s at batch 5). [NV-DLE-PT], ResNet-50: 3.4 ms of fixed time per forward pass; a
+# training step runs the forward pass, a backward pass of about twice its kernels (data and
+# weight gradients) and the optimizer's update of every weight tensor (~1.5 ms):
+# 3 x 3.4 + 1.5 ~ 12 ms. Other models: scaled by their number of weight tensors (each one a
+# layer whose forward, backward and update kernels every step launches; GRADIENT_PROFILES):
+# VGG16 1.8 ms, Inception V3 10.7 ms, ResNet-152 35 ms.
+STEP_OVERHEAD_S = 0.012  # ResNet-50's
 _TF1_SOURCES = ("TF-P100", "TF-K80")
 
 PRECISION_ALIASES = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "amp": "fp16", "mixed": "fp16"}
@@ -125,6 +127,14 @@ MODEL_ALIASES = {
     "vgg-16": "vgg16",
     "vgg-19": "vgg19",
 }
+
+
+def step_overhead_s(model: str) -> float:
+    """`model`'s fixed time per training step (see STEP_OVERHEAD_S)."""
+    def tensors(m: str) -> int:
+        return sum(t for _, _, t in GRADIENT_PROFILES[m])
+
+    return STEP_OVERHEAD_S * tensors(model) / tensors("resnet50")
 
 
 def normalize_model(name: str) -> str | None:
@@ -274,7 +284,7 @@ def _measured(gpu: str, model: str, precision: str) -> Figure | None:
         return None
     ips, batch, source = row
     return Figure(ips, batch, source,
-                  step_overhead_s=None if source in _TF1_SOURCES else STEP_OVERHEAD_S)
+                  step_overhead_s=None if source in _TF1_SOURCES else step_overhead_s(model))
 
 
 def _resnet101(gpu: str, precision: str) -> Figure | None:
@@ -286,7 +296,7 @@ def _resnet101(gpu: str, precision: str) -> Figure | None:
     t101 = t50 + (g101 - g50) / (g152 - g50) * (t152 - t50)
     return Figure.from_peak(1 / t101, r152.batch_size, r50.source,
                             "interpolated between ResNet-50 and ResNet-152 by GMACs",
-                            r152.step_overhead_s)
+                            None if r152.step_overhead_s is None else step_overhead_s("resnet101"))
 
 
 def _vgg19(gpu: str, precision: str) -> Figure | None:
@@ -294,7 +304,9 @@ def _vgg19(gpu: str, precision: str) -> Figure | None:
     if v16 is None:
         return None
     scale = MODELS["vgg16"].gmacs / MODELS["vgg19"].gmacs
-    return v16.scaled(scale, "VGG16 figure scaled by VGG16/VGG19 GMACs")
+    return Figure.from_peak(v16.peak * scale, v16.batch_size, v16.source,
+                            "VGG16 figure scaled by VGG16/VGG19 GMACs",
+                            None if v16.step_overhead_s is None else step_overhead_s("vgg19"))
 
 
 def _published(gpu: str, model: str, precision: str) -> Figure | None:
@@ -437,7 +449,8 @@ def flops_estimate(gpu: str, model: str, precision: str) -> Figure:
     ips = peak * 1e12 * util / (MODELS[model].train_gflops * 1e9)
     # A peak rate is a large-batch rate; quote it at a large batch.
     return Figure.from_peak(ips, 10_000, FLOPS_SOURCE,
-                            f"{MODELS[model].train_gflops:.1f} GFLOP/image, {peak:g} TFLOPS x {util:g}")
+                            f"{MODELS[model].train_gflops:.1f} GFLOP/image, {peak:g} TFLOPS x {util:g}",
+                            step_overhead_s(model))
 
 
 # --------------------------------------------------------------------- communication
