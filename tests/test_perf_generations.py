@@ -73,3 +73,12 @@ def test_the_fixed_step_time_grows_with_a_models_layers():
     assert times["resnet50"] == perfdata.STEP_OVERHEAD_S
     assert times["vgg16"] < times["inception3"] < times["resnet50"] < times["resnet101"] \
         < times["resnet152"]
+
+
+def test_a_gpu_calibrated_at_one_batch_keeps_the_models_fixed_step_time():
+    from mpijob.perf.calibration import Run, fit
+
+    runs = [Run("H100", "resnet50", "fp16", 224, 64, 1, "none", ips) for ips in (2400.0, 2460.0)]
+    (rate,) = fit(runs).compute
+    assert rate.step_overhead_s == perfdata.step_overhead_s("resnet50")
+    assert 64 / rate.step_seconds(64) == pytest.approx(2430, rel=0.01)
