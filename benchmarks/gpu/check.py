@@ -20,6 +20,9 @@ With no NVIDIA GPU it says so in one line and exits 0 (nothing is written). Exit
 step of the check itself failed (the table says which); 2 for bad options.
 
     python benchmarks/gpu/check.py --table DIR   # re-render DIR/table.md from its records
+
+This module runs the jobs; machine.py reads the machine, report.py plans the runs, predicts
+them and writes the records and the table.
 """
 
 from __future__ import annotations
@@ -27,257 +30,43 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shutil
 import socket
-import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script: the checkout's hvdk8s
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.gpu.machine import (  # noqa: E402
+    _run,
+    choose_workload,
+    describe_machine,
+    find_gpus,
+    hvdk8s_command,
+    machine_markdown,
+)
+from benchmarks.gpu.report import (  # noqa: E402
+    Point,
+    Workload,
+    local_node,
+    plan_points,
+    predict,
+    predicted_busbw_gbs,
+    record,
+    render,
+    timed_steps,
+)
 from launcher.experiments.results import ResultsStore  # noqa: E402
-from mpijob.perf import perfdata  # noqa: E402
-from mpijob.perf.perfmodel import allreduce_cost, predict_pods  # noqa: E402
 from mpijob.scheduling.cluster import Node  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-TORCH_PYTHONS = ("/opt/torch/.venv/bin/python",)
-EXPERIMENT = "gpu-check"
 NCCL_PREFIX = "HVDK8S_NCCL "
 RUN_TIMEOUT_S = 240
-# Timed steps: about this many seconds of predicted work, within [MIN, MAX] steps.
-TIMED_SECONDS = 8.0
-MIN_STEPS, MAX_STEPS = 10, 60
 
 
-@dataclass(frozen=True)
-class Workload:
-    framework: str  # "tensorflow" (the built-in benchmark) or "pytorch" (the stand-in)
-    python: str | None  # the stand-in's interpreter
-    version: str
-
-    @property
-    def label(self) -> str:
-        return ("tensorflow built-in benchmark" if self.framework == "tensorflow"
-                else "pytorch stand-in (torchvision)")
-
-
-@dataclass(frozen=True)
-class Point:
-    model: str
-    precision: str
-    batch_size: int
-    gpus: int
-
-
-def plan_points(gpus: int) -> list[Point]:
-    """The runs, most important first: the budget cuts from the end. Two batch sizes per
-    (model, precision), as `hvdk8s calibrate` needs to fit a rate and a per-step cost."""
-    single = [Point("resnet50", "fp32", 64, 1), Point("resnet50", "fp16", 64, 1),
-              Point("resnet50", "fp16", 256, 1), Point("resnet50", "fp32", 128, 1)]
-    multi = [Point("resnet50", "fp16", 256, gpus)] if gpus > 1 else []
-    rest = [Point("vgg16", "fp16", 64, 1), Point("vgg16", "fp16", 128, 1),
-            Point("vgg16", "fp32", 32, 1), Point("vgg16", "fp32", 64, 1),
-            Point("inception3", "fp16", 64, 1), Point("inception3", "fp16", 128, 1)]
-    if gpus > 2:
-        multi.append(Point("resnet50", "fp16", 256, 2))
-    return single + multi + rest
-
-
-def timed_steps(predicted_ips: float, batch_size: int) -> int:
-    steps = round(TIMED_SECONDS * predicted_ips / batch_size)
-    return max(MIN_STEPS, min(MAX_STEPS, steps))
-
-
-# ------------------------------------------------------------------------- predictions
-def local_node(gpu_name: str, topology, count: int) -> Node:
-    return Node(name=socket.gethostname(), gpus=count, topology=topology, gpu_model=gpu_name)
-
-
-def predict(node: Node, point: Point):
-    return predict_pods(model=point.model, batch_size=point.batch_size, precision=point.precision,
-                        pods=[(node, tuple(range(point.gpus)))])
-
-
-def predicted_busbw_gbs(node: Node, ranks: int, nbytes: int) -> float:
-    cost = allreduce_cost([(node, tuple(range(ranks)))], nbytes)
-    seconds = cost.seconds(nbytes, max(1.0, nbytes / perfdata.HOROVOD_FUSION_BYTES))
-    return nbytes / seconds * 2 * (ranks - 1) / ranks / 1e9
-
-
-def record(point: Point, workload: Workload, prediction, *, status: str,
-           images_per_sec: float | None, run_id: str, reason: str | None = None,
-           wall_seconds: float | None = None, extra: dict | None = None) -> dict:
-    """One run as an `experiment run` record (launcher.experiments.results.ResultRow): what
-    `hvdk8s calibrate` reads. The device is the prediction's canonical GPU name."""
-    return {
-        "run_id": run_id, "experiment": EXPERIMENT, "model": point.model, "workers": 1,
-        "gpus": point.gpus, "placement": "topology", "batch_size": point.batch_size,
-        "precision": point.precision, "image_size": 299 if point.model == "inception3" else 224,
-        "repetition": 0, "backend": "local", "status": status, "reason": reason,
-        "images_per_sec": images_per_sec,
-        "predicted_images_per_sec": prediction.images_per_sec if prediction else None,
-        "nodes": 1, "wall_seconds": wall_seconds,
-        "settings": {"framework": workload.framework, "workload": workload.label,
-                     "framework_version": workload.version, **(extra or {})},
-        "prediction": prediction.to_json() if prediction else None,
-    }
-
-
-# ------------------------------------------------------------------------------ tables
-def table_rows(records: list[dict]) -> list[dict]:
-    rows = []
-    for r in records:
-        settings = r.get("settings") or {}
-        measured, predicted = r.get("images_per_sec"), r.get("predicted_images_per_sec")
-        ratio = f"{predicted / measured:.2f}" if measured and predicted else "-"
-        rows.append({
-            "workload": settings.get("workload", "?"), "model": r["model"],
-            "precision": r["precision"], "batch": r["batch_size"], "gpus": r["gpus"],
-            "measured img/s": f"{measured:,.0f}" if measured else r.get("status") or "-",
-            "predicted img/s": f"{predicted:,.0f}" if predicted else "-",
-            "predicted / measured": ratio,
-        })
-    return rows
-
-
-def markdown(rows: list[dict]) -> str:
-    if not rows:
-        return "(no runs)"
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def nccl_markdown(rows: list[dict]) -> str:
-    lines = ["| GPUs | bytes | measured busbw GB/s | predicted busbw GB/s | predicted / measured |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r['ranks']} | {r['bytes']:,} | {r['busbw_gbs']:.1f} | "
-              f"{r['predicted_busbw_gbs']:.1f} | {r['predicted_busbw_gbs'] / r['busbw_gbs']:.2f} |"
-              for r in rows]
-    return "\n".join(lines)
-
-
-def render(out: Path) -> str:
-    """table.md from the directory's records (results.jsonl) and NCCL rows (nccl.json)."""
-    records = list(ResultsStore(out).latest().values())
-    machine = (out / "machine.md").read_text() if (out / "machine.md").exists() else ""
-    text = [f"# GPU check: {out.name}", "", machine.strip(), "",
-            "## Training throughput, measured vs predicted", "", markdown(table_rows(records))]
-    nccl = out / "nccl.json"
-    if nccl.exists():
-        text += ["", "## NCCL all-reduce bus bandwidth", "",
-                 nccl_markdown(json.loads(nccl.read_text()))]
-    where = out.resolve()
-    shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
-    text += ["", f"Calibrate the model on this machine: `hvdk8s calibrate {shown}`", ""]
-    return "\n".join(text)
-
-
-# ----------------------------------------------------------------------- the machine
-def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return subprocess.CompletedProcess(argv, 127, "", f"{type(exc).__name__}: {exc}")
-
-
-def hvdk8s_command() -> list[str]:
-    beside = Path(sys.executable).parent / "hvdk8s"
-    if beside.exists():
-        return [str(beside)]
-    return [sys.executable, "-c", "import sys; from launcher.cli.app import main; "
-            "sys.argv[0] = 'hvdk8s'; sys.exit(main())"]
-
-
-def find_gpus():
-    """(NVML inventory) or a one-line reason why there is no NVIDIA GPU to check."""
-    from launcher.agent import nvml_topology
-
-    try:
-        inventory = nvml_topology.collect(nvml_topology.load_nvml())
-    except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or NVML failing mid-way
-        return None, str(exc).removeprefix("NVML is unavailable: ")
-    if inventory.gpus == 0:
-        return None, "NVML sees no GPU"
-    return inventory, None
-
-
-def choose_workload(hvdk8s_python: str, torch_python: str | None) -> Workload | None:
-    probe = ("import tensorflow as tf, horovod; "
-             "print(tf.__version__ if tf.config.list_physical_devices('GPU') else '')")
-    tf = _run([hvdk8s_python, "-c", probe], timeout=120)
-    if tf.returncode == 0 and tf.stdout.strip():
-        return Workload("tensorflow", None, f"tensorflow {tf.stdout.strip()}")
-    for python in ([torch_python] if torch_python else [hvdk8s_python, *TORCH_PYTHONS]):
-        if not python or not (python == hvdk8s_python or Path(python).exists()):
-            continue
-        got = _run([python, "-c", "import torch, torchvision; "
-                    "print(torch.__version__ if torch.cuda.is_available() else '')"], timeout=120)
-        if got.returncode == 0 and got.stdout.strip():
-            return Workload("pytorch", python, f"pytorch {got.stdout.strip()}")
-    return None
-
-
-def describe_machine(out: Path, hvdk8s: list[str], inventory) -> list[str]:
-    """Write what hvdk8s and the driver see into out/machine/; problems found, as lines."""
-    folder = out / "machine"
-    folder.mkdir(parents=True, exist_ok=True)
-    problems = []
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        q = _run([smi, "--query-gpu=index,name,driver_version,memory.total,power.limit,"
-                       "clocks.max.sm,pci.bus_id", "--format=csv"])
-        (folder / "nvidia-smi.csv").write_text(q.stdout + q.stderr)
-        topo = _run([smi, "topo", "-m"])
-        (folder / "topo.txt").write_text(topo.stdout + topo.stderr)
-        parsed = _run([*hvdk8s, "topology", "parse", str(folder / "topo.txt"), "-o", "json"])
-        (folder / "topology-parse.json").write_text(parsed.stdout + parsed.stderr)
-        if parsed.returncode == 0:
-            links = json.loads(parsed.stdout).get("links")
-            if links is not None and [list(r) for r in links] != [list(r) for r in inventory.links]:
-                problems.append("nvidia-smi topo -m and NVML disagree on the GPU links "
-                                "(machine/topo.txt vs machine/agent.json)")
-        else:
-            problems.append(f"hvdk8s topology parse failed: {parsed.stderr.strip()[:200]}")
-    for name, argv in (("agent.json", ["agent", "--once", "--dry-run"]),
-                       ("doctor.json", ["doctor", "-o", "json"]),
-                       ("top-node.json", ["top", "node", "-o", "json"])):
-        got = _run([*hvdk8s, *argv], timeout=120)
-        (folder / name).write_text(got.stdout)
-        if got.stderr.strip():
-            (folder / (name + ".stderr")).write_text(got.stderr)
-        if got.returncode not in (0, 1) or not got.stdout.strip():
-            problems.append(f"hvdk8s {' '.join(argv)}: exit {got.returncode}: "
-                            f"{got.stderr.strip()[:200]}")
-    return problems
-
-
-def machine_markdown(inventory, workload: Workload | None, problems: list[str]) -> str:
-    smi = shutil.which("nvidia-smi")
-    driver = ""
-    if smi:
-        q = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"])
-        driver = q.stdout.strip().splitlines()[0] if q.returncode == 0 and q.stdout.strip() else ""
-    lines = [f"- machine: {socket.gethostname()}, {platform.platform()}",
-             f"- GPUs: {inventory.gpus} x {inventory.gpu_model}"
-             + (f", driver {driver}" if driver else ""),
-             f"- GPU links (NVML): {json.dumps([list(r) for r in inventory.links])}",
-             f"- workload: {workload.label} ({workload.version})" if workload
-             else "- workload: none (neither TensorFlow+Horovod nor PyTorch sees a GPU)"]
-    lines += [f"- problem: {p}" for p in problems]
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------- runs
 class Runner:
     def __init__(self, hvdk8s: list[str], workload: Workload, out: Path, deadline: float):
         self.hvdk8s, self.workload, self.out, self.deadline = hvdk8s, workload, out, deadline

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from benchmarks.gpu.check import Point, Workload, local_node, predict, record, render  # noqa: E402
+from benchmarks.gpu.report import Point, Workload, local_node, predict, record, render  # noqa: E402
 from launcher.experiments.results import ResultsStore  # noqa: E402
 from mpijob.scheduling.topology import Topology  # noqa: E402
 
