@@ -9,7 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.backends.local import gpus as local_gpus
+from launcher.backends.local import state
 from launcher.cli.app import app
+from mpijob.phases import JobPhase
 from tests import fake_pynvml
 
 runner = CliRunner()
@@ -70,12 +72,22 @@ def test_the_same_gpu_once_free_is_free_for_all_four(machine):
     assert report["free_gpus"] == [0]
 
 
-def test_mig_mode_and_hvdk8s_jobs_take_gpus_too(machine, monkeypatch):
+def test_mig_mode_and_hvdk8s_jobs_take_gpus_too(machine):
     machine.gpus[0].processes.clear()
     machine.gpus[0].mig[0] = "MIG-aaaa"
-    state = local_gpus.gpu_state()
-    assert state.count == 1 and state.free == () and "MIG" in state.taken[0]
+    mig = local_gpus.gpu_state()
+    assert mig.count == 1 and mig.free == () and "MIG" in mig.taken[0]
 
     machine.gpus[0].mig[0] = None
-    monkeypatch.setattr(local_gpus, "_hvdk8s_jobs", lambda: {0: "held by hvdk8s job default/a"})
+    # A job just submitted: its state says GPU 0 before any rank has touched CUDA.
+    paths = state.job_paths("a", "default")
+    paths.dir.mkdir(parents=True)
+    state.write_status(paths.status, state.StatusRecord(uid="u1", phase=JobPhase.PENDING,
+                                                        gpus=[0]))
     assert local_gpus.gpu_state().taken == {0: "held by hvdk8s job default/a"}
+    doctor = json.loads(runner.invoke(app, ["doctor", "-o", "json"]).stdout)
+    assert doctor["taken_gpus"] == {"0": "held by hvdk8s job default/a"}
+    # Its supervisor gone (the machine's processes killed): it holds nothing any more.
+    state.write_status(paths.status, state.StatusRecord(uid="u1", phase=JobPhase.RUNNING,
+                                                        gpus=[0], supervisor_pid=2 ** 22 + 1))
+    assert local_gpus.gpu_state().taken == {}

@@ -121,21 +121,26 @@ def gpu_state(topology=None) -> GpuState:
 
 
 def _hvdk8s_jobs() -> dict[int, str]:
-    """GPUs of this machine's running hvdk8s jobs: held from submit on, before CUDA starts."""
-    # lazy: the backend imports this module
-    from launcher.backends.local.backend import LocalBackend
+    """GPUs of this machine's running hvdk8s jobs: held from submit on, before CUDA starts.
+    A job whose supervisor is gone (killed with the machine's processes) holds none."""
+    from launcher.backends.local import procs, state
 
-    try:
-        jobs = LocalBackend().list(None, True)
-    except UserError:  # unreadable state: the NVML processes still tell
-        return {}
     held: dict[int, str] = {}
-    for job in jobs:
-        if job.done:
+    try:
+        every = state.all_job_paths(None)
+    except OSError:
+        return held
+    for paths in every:
+        try:
+            record = state.read_status(paths.status)
+        except UserError:  # unreadable state: the NVML processes still tell
             continue
-        for p in job.placement:
-            for g in p.get("gpus") or []:
-                held.setdefault(int(g), f"held by hvdk8s job {job.namespace}/{job.name}")
+        if record is None or record.phase.terminal or (
+                record.supervisor_pid is not None
+                and not procs.is_job_process(record.supervisor_pid, record.uid)):
+            continue
+        for g in record.gpus:
+            held.setdefault(g, f"held by hvdk8s job {paths.namespace}/{paths.name}")
     return held
 
 
