@@ -42,7 +42,8 @@ def plan(
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
     Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
-    file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
+    file format (--cluster FILE), with an annotated example: docs/cluster-file.md. With no
+    cluster configured, this machine: its free GPUs, as submit, top node and doctor see them."""
     opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
     spec = _check_job(job, precision)
     policy, model, batch_size, rdma = (spec.placement_policy, spec.benchmark.model,
