@@ -108,3 +108,37 @@ def test_the_check_on_a_stubbed_8_gpu_machine_writes_what_calibrate_reads(monkey
     assert result.exit_code == 0, result.output
     devices = {c["device"] for c in json.loads((tmp_path / "cal.json").read_text())["compute"]}
     assert devices == {"V100"}
+
+
+def test_the_machine_part_runs_hvdk8s_itself(monkeypatch, tmp_path):
+    """agent, doctor and top node as separate hvdk8s processes, NVML a fake one H100 with a
+    process on it (a `pynvml` module on their path that is the fake)."""
+    from benchmarks.gpu import machine
+    from mpijob.scheduling.topology import parse_annotation
+
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "pynvml.py").write_text(
+        "import sys\nfrom tests import fake_pynvml\n_fake = fake_pynvml.one_h100()\n"
+        "_fake.gpus[0].processes.append((777, 'trainer'))\nsys.modules[__name__] = _fake\n")
+    monkeypatch.setenv("PYTHONPATH", f"{shim}:{ROOT}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "hvdk8s"))
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "HVDK8S_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(machine.shutil, "which", lambda name: None)  # no nvidia-smi here
+    fake = fake_pynvml.one_h100()
+    fake.gpus[0].processes.append((777, "trainer"))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+
+    inventory, why = check.find_gpus()
+    assert why is None and inventory.gpu_model == "NVIDIA H100 80GB HBM3"
+    out = tmp_path / "out"
+    assert check.describe_machine(out, check.hvdk8s_command(), inventory) == []
+
+    topology, taken, _ = parse_annotation((out / "machine" / "agent.json").read_text())
+    assert topology.gpus == 1 and taken == frozenset()  # no kubelet: no pod allocations
+    assert "no PodResources" in (out / "machine" / "agent.json.stderr").read_text()
+    (row,) = json.loads((out / "machine" / "top-node.json").read_text())["nodes"]
+    assert row["free"] == [] and row["taken_by"] == {"0": "in use by pid 777 (trainer)"}
+    assert json.loads((out / "machine" / "doctor.json").read_text())["free_gpus"] == []
