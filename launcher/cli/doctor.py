@@ -7,6 +7,7 @@ import json
 import typer
 
 from launcher.cli import options as opt
+from mpijob.plural import plural
 
 STATUS_MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
 
@@ -86,8 +87,8 @@ def _local(output: str) -> None:
     else:
         _table(findings)
         if ok and gpus.count and not gpus.free:
-            verdict = (f"a job can be submitted with --gpus 0 only: none of the "
-                       f"{gpus.count} GPUs is free")
+            verdict = (f"a job can be submitted with --gpus 0 only: 0 of "
+                       f"{plural(gpus.count, 'GPU')} free")
         else:
             verdict = 'a job can be submitted' if ok else 'a job cannot be submitted'
         typer.echo(f"\n{verdict} (local backend, {m.node})")
@@ -100,11 +101,11 @@ def _gpu_finding(finding, gpus):
         return finding("gpus", "info", "none visible (no NVML or no driver)",
                        "--gpus N>0 needs GPUs here")
     free, n = len(gpus.free), gpus.count
-    text = f"{n} NVIDIA GPU{'s' if n != 1 else ''}, {free} free"
+    text = f"{plural(n, 'NVIDIA GPU')}, {free} free"
     if gpus.taken:
         text += f" (taken: {gpus.taken_text()})"
     if not free:
-        return finding("gpus", "warn", f"none of the {n} GPUs is free (taken: {gpus.taken_text()})",
+        return finding("gpus", "warn", f"0 of {plural(n, 'GPU')} free (taken: {gpus.taken_text()})",
                        "--gpus N>0 jobs are refused until one is free", "wait for them, or "
                        "run on the CPU with --gpus 0")
     return finding("gpus", "ok", text, "--gpus N jobs are placed on the free ones by NVLink "
