@@ -42,7 +42,8 @@ def plan(
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
     Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
-    file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
+    file format (--cluster FILE), with an annotated example: docs/cluster-file.md. With no
+    cluster configured, this machine: its free GPUs, as submit, top node and doctor see them."""
     opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
     spec = _check_job(job, precision)
     policy, model, batch_size, rdma = (spec.placement_policy, spec.benchmark.model,
@@ -179,6 +180,16 @@ def _load_cluster(path: str | None, context: str | None):
         cluster_snapshot = None
     if cluster_snapshot is None:
         raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
+    from launcher.backends.select import kubernetes_configured
+
+    if context is None and not kubernetes_configured():
+        # No cluster: this machine, as submit's local backend sees it (its free GPUs).
+        from launcher.backends.local.gpus import local_cluster
+
+        cluster, state = local_cluster()
+        typer.echo("note: no cluster configured: planning on this machine (local backend)"
+                   + (f"; taken: {state.taken_text()}" if state.taken else ""), err=True)
+        return cluster
     from launcher.cli.common import PLAN_HINT, require_kubernetes
 
     require_kubernetes(context, PLAN_HINT)
