@@ -534,12 +534,13 @@ def test_the_rank_wrapper_ends_as_its_program_did_and_records_it(tmp_path):
     assert _run_rank(tmp_path, "true", rank="0").returncode == 0
     killed = _run_rank(tmp_path, "sh", "-c", "kill -TERM $$", rank="2")
     assert killed.returncode == -signal.SIGTERM  # the signal itself, as mpirun would see it
+    assert _run_rank(tmp_path, "sh", "-c", "kill -KILL $$", rank="4").returncode == -signal.SIGKILL
     missing = _run_rank(tmp_path, "/nonexistent/program", rank="3")
     # The program's stderr joins its stdout, as Open MPI's --merge-stderr-to-stdout did.
     assert missing.returncode == 127 and "cannot run /nonexistent/program" in missing.stdout
     assert local_rank.read_records(tmp_path / "job" / "rank-exits") == {
         "0": {"exit_code": 0}, "1": {"exit_code": 3}, "2": {"signal": signal.SIGTERM},
-        "3": {"exit_code": 127}}
+        "3": {"exit_code": 127}, "4": {"signal": signal.SIGKILL}}
     assert local_rank.read_records(tmp_path / "none") == {}
 
 

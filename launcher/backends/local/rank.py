@@ -183,7 +183,8 @@ def main(argv: list[str]) -> int:
 def _die_by(signum: int) -> None:
     """End by `signum` as the program did; no core file of this small process."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(signum, signal.SIG_DFL)
+    if signum not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these
+        signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
     os.kill(os.getpid(), signum)
     os._exit(128 + signum)  # a signal that does not end a process (e.g. SIGCHLD): say which
