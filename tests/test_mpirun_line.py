@@ -45,8 +45,7 @@ def test_open_mpi_5_gets_its_own_names_where_4s_differ():
 def test_what_a_local_run_adds_is_fields_rendered_for_each_mpi():
     local = LocalRun(allow_run_as_root=True, oversubscribe=True, cores_per_rank=2)
     line = mpirun_line(_spec(), "/h", mpirun="/usr/bin/mpirun", local=local)
-    assert (line.map_by, line.bind_to, line.allow_run_as_root, line.oversubscribe) == (
-        "slot:PE=2", "core", True, True)
+    assert (line.cores_per_rank, line.allow_run_as_root, line.oversubscribe) == (2, True, True)
     ompi = line.argv(MpiDialect("OpenMPI", 4))
     assert ompi[0] == "/usr/bin/mpirun"
     assert ompi[ompi.index("--map-by") + 1] == "slot:PE=2" and ompi[ompi.index("--bind-to") + 1] == "core"

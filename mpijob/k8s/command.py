@@ -112,8 +112,9 @@ class MpirunLine:
     hostfile: str
     program: tuple[str, ...]
     exported_env: tuple[str, ...]  # the launcher's values of these reach every rank
-    map_by: str = "slot"
-    bind_to: str = "none"
+    # Each rank bound to its own N cores (a local CPU job); None: ranks by slot, unbound
+    # (pods: the container's CPU set is the binding; GPU ranks).
+    cores_per_rank: int | None = None
     # Open MPI's transports: ob1 over TCP and shared memory, never the old openib BTL.
     mca: tuple[tuple[str, str], ...] = ()
     # Ranks sharing a pod copy through CMA, which needs CAP_SYS_PTRACE that no pod has
@@ -133,8 +134,10 @@ class MpirunLine:
     def _openmpi_argv(self, dialect: MpiDialect) -> list[str]:
         # Double dashes: Open MPI 5 (PRRTE) reads `-bind-to none` as the program `none`;
         # 4.1 takes both spellings.
+        bound = self.cores_per_rank
         argv = [self.mpirun, "-np", str(self.np), "--hostfile", self.hostfile,
-                "--bind-to", self.bind_to, "--map-by", self.map_by]
+                "--bind-to", "core" if bound else "none",
+                "--map-by", f"slot:PE={bound}" if bound else "slot"]
         if self.allow_run_as_root:
             argv.append("--allow-run-as-root")
         if self.oversubscribe:
@@ -144,9 +147,8 @@ class MpirunLine:
         for name, value in self.mca:
             argv += ["-mca", name, value]
         if self.no_single_copy:
-            # Open MPI 5 moved single-copy into its smsc framework, and ignores the 4.x
-            # name; a line for either (pods) keeps the 4.x name (the image's launcher
-            # script sets 5's through the environment).
+            # Open MPI 5 moved single-copy into its smsc framework and ignores the 4.x
+            # name; a line for either (pods, where the image decides) keeps the 4.x name.
             argv += ["-mca", "smsc", "^cma"] if dialect.major == 5 else \
                     ["-mca", "btl_vader_single_copy_mechanism", "none"]
         net = self.network
@@ -165,9 +167,8 @@ class MpirunLine:
         argv = [self.mpirun, "-n", str(self.np), hostfile_flag, self.hostfile]
         if self.exported_env:
             argv += ["-envlist", ",".join(self.exported_env)]
-        if self.bind_to == "core":  # Hydra binds each rank to N cores as core:N
-            pe = self.map_by.partition("PE=")[2] or "1"
-            argv += ["-bind-to", f"core:{pe}"]
+        if self.cores_per_rank:  # Hydra binds each rank to N cores as core:N
+            argv += ["-bind-to", f"core:{self.cores_per_rank}"]
         # Hydra's own traffic follows the hostnames (node addresses): only a named
         # interface is given; Hydra runs as root and oversubscribes without being told.
         if self.network.interface:
@@ -193,12 +194,10 @@ def mpirun_line(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
     else:
         network = Network()
     local = local or LocalRun()
-    bound = local.cores_per_rank
     return MpirunLine(
         implementation=spec.mpi_implementation, np=spec.ranks, hostfile=hostfile,
         program=tuple(program), exported_env=tuple(env_names),
-        map_by=f"slot:PE={bound}" if bound else "slot", bind_to="core" if bound else "none",
-        mca=(("pml", "ob1"), ("btl", "^openib")), no_single_copy=True, network=network,
+        cores_per_rank=local.cores_per_rank, mca=(("pml", "ob1"), ("btl", "^openib")), no_single_copy=True, network=network,
         allow_run_as_root=local.allow_run_as_root, oversubscribe=local.oversubscribe,
         mpirun=mpirun,
     )
