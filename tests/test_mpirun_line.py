@@ -111,7 +111,7 @@ def test_another_mpis_mpirun_is_not_run_in_its_place(fake_path):
 
 
 def test_no_mpi_and_intel_mpi_are_refused_in_one_line(fake_path):
-    with pytest.raises(UserError, match=r"^no MPICH mpirun on PATH \(--mpi mpich\): install it"):
+    with pytest.raises(UserError, match=r"^no MPICH mpirun on PATH \(--mpi mpich\): install MPICH \(apt-get"):
         check_mpi(JobSpec(name="a", command=("t",), mpi_implementation="MPICH"))
     with pytest.raises(UsageError, match="runs Open MPI or MPICH, not Intel MPI"):
         check_mpi(JobSpec(name="a", command=("t",), mpi_implementation="Intel"))

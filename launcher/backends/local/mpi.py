@@ -131,13 +131,14 @@ def check_mpi(spec: JobSpec) -> LocalMpi | None:
         if dialect is not None:
             others.append((found, dialect.implementation))
     option = "--mpi " + wanted.lower()
+    install = f"install {wanted} ({_INSTALL[wanted]})"
     if others:
         path, whose = others[0]
-        hint = f" (give --mpi {whose.lower()} to use it)" if whose in _LAUNCHERS else ""
+        use = f"give --mpi {whose.lower()} to use it, or " if whose in _LAUNCHERS else ""
         raise UserError(f"{path} is {whose}'s mpirun and this job asks for {wanted} "
-                        f"({option}){hint}; or install {wanted}: {_INSTALL[wanted]}")
-    raise UserError(f"no {wanted} mpirun on PATH ({option}): install it "
-                    f"({_INSTALL[wanted]}), or put its bin directory first on PATH")
+                        f"({option}): {use}{install}")
+    raise UserError(f"no {wanted} mpirun on PATH ({option}): {install}, or put its bin "
+                    "directory first on PATH")
 
 
 def usable_cores() -> int:
