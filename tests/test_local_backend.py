@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -223,6 +224,14 @@ def test_a_users_own_mpirun_line_runs_untouched(backend):
     assert "".join(backend.logs("own")).count("42") == 2
     with pytest.raises(UserError, match="writes no per-rank logs"):
         backend.logs("own", rank=0)
+
+
+def test_a_bare_python3_in_a_users_own_mpirun_line_is_this_python(backend):
+    line = "mpirun -np 1 python3 -c 'import sys; print(sys.executable)'"
+    backend.start(JobSpec(name="ownpy", command=(line,), shell=True), None, mode="pods")
+    status = backend.wait("ownpy", timeout=60)
+    assert status.phase == SUCCEEDED, status.log_tail
+    assert list(backend.logs("ownpy")) == [sys.executable]
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")
