@@ -33,6 +33,14 @@ class LocalMpiCase:
     major: int | None
     mpirun: str  # the one the backend finds
 
+    def mpicc(self) -> str | None:
+        """The C compiler wrapper of this MPI (beside its mpirun, else Debian's name)."""
+        beside = Path(self.mpirun).parent / "mpicc"
+        debian = {"openmpi4": "mpicc.openmpi", "mpich": "mpicc.mpich"}.get(self.name)
+        if debian and shutil.which(debian):
+            return shutil.which(debian)
+        return str(beside) if beside.exists() and self.name == "openmpi5" else None
+
     def spec(self, **kw) -> JobSpec:
         return JobSpec(mpi_implementation=self.implementation, **kw)
 

@@ -52,6 +52,41 @@ def test_four_ranks_succeed_and_each_has_its_log(backend, local_mpi: LocalMpiCas
     assert "".join(backend.logs("ok")).count("hello from") == 4
 
 
+ALLREDUCE_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, sum = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d: sum %d\n", rank, size, sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_an_mpi_program_talks_across_four_ranks(backend, local_mpi: LocalMpiCase, tmp_path):
+    """Real MPI traffic under the generated line (its transports and binding), more ranks
+    than this machine may have cores."""
+    mpicc = local_mpi.mpicc()
+    if mpicc is None:
+        pytest.skip(f"{local_mpi.name}: no mpicc (its development package is not installed)")
+    (tmp_path / "allreduce.c").write_text(ALLREDUCE_C)
+    built = subprocess.run([mpicc, "-o", str(tmp_path / "allreduce"), str(tmp_path / "allreduce.c")],
+                           capture_output=True, text=True, timeout=120)
+    if built.returncode != 0:
+        pytest.skip(f"{local_mpi.name}: mpicc cannot build here: {built.stderr.strip()[-200:]}")
+    backend.start(local_mpi.spec(name="mpi", workers=4, command=(str(tmp_path / "allreduce"),)),
+                  None, mode="pods")
+    status = backend.wait("mpi", timeout=120)
+    assert status.phase == SUCCEEDED, status.log_tail
+    assert list(backend.logs("mpi", all_replicas=True)) == [
+        f"[mpi-rank-{r}] rank {r} of 4: sum 6" for r in range(4)]
+
+
 def test_a_failing_rank_is_named_with_its_exit_code(backend, local_mpi: LocalMpiCase):
     program = "print('rank', r, flush=True); time.sleep(0.5) if r == 1 else None; sys.exit(3 if r == 1 else 0)"
     backend.start(local_mpi.spec(name="bad", workers=3, command=_python(program)), None, mode="pods")
