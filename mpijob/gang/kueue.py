@@ -4,10 +4,7 @@ whole (one Workload), and the MPIJob and its pod templates name the queue."""
 
 from __future__ import annotations
 
-import copy
-
 from mpijob.gang.base import OPERATOR, PODS, GangScheduler, condition
-from mpijob.jobspec import names
 from mpijob.scheduling.findings import INFO, OK, WARN, Finding
 
 NAME = "kueue"
@@ -57,6 +54,7 @@ class Kueue(GangScheduler):
     title = reason_word = short_title = "Kueue"
     group = "kueue.x-k8s.io"
     queue = "required"
+    keeps_network_domain = True
     support = {
         PODS: "refused: " + PODS_REFUSED,
         OPERATOR: "gang-admitted by Kueue's MPIJob integration (one Workload, suspended "
@@ -69,20 +67,8 @@ class Kueue(GangScheduler):
     def operator_labels(self, spec) -> dict[str, str]:
         return {QUEUE_LABEL: spec.queue}
 
-    def with_network_topology(self, obj: dict, domain) -> dict | None:
-        if not domain.label:
-            return None
-        if obj.get("kind") == "MPIJob":
-            obj = copy.deepcopy(obj)
-            meta = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"].setdefault("metadata", {})
-        elif (obj.get("kind") == "Pod" and (obj.get("metadata") or {}).get("labels", {}).get(
-                names.LABEL_ROLE) == names.ROLE_WORKER):
-            obj = copy.deepcopy(obj)
-            meta = obj["metadata"]
-        else:
-            return None
-        meta.setdefault("annotations", {})[REQUIRED_TOPOLOGY] = domain.label
-        return obj
+    def topology_annotations(self, domain) -> dict[str, str]:
+        return {REQUIRED_TOPOLOGY: domain.label} if domain.label else {}
 
     def workload_reason(self, workloads: list[dict]) -> str:
         """Why Kueue has not admitted the job, from its Workload's QuotaReserved condition."""

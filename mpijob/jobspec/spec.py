@@ -366,7 +366,7 @@ class JobSpec(BaseModel):
         help="Another device resource per worker pod, NAME=N (e.g. example.com/fpga=1); "
         "repeatable.")] = Field(
         default_factory=dict)
-    # Multus secondary networks of the worker pods (mpijob.k8s.render_multus); each NAD's
+    # Multus secondary networks of the worker pods (mpijob.k8s.multus); each NAD's
     # resource is read by the Kubernetes backend's preflight.
     networks: Annotated[tuple[Network, ...], Flag(
         "--network", panel="network", metavar="NAD[,NAD]", backends=KUBERNETES_ONLY,

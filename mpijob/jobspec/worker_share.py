@@ -77,7 +77,7 @@ def plan_shares(cluster: Cluster | None, placement: Placement | None,
         return tuple(shares)
     slots: Counter[str] = Counter()
     for a in placement.assignments:
-        slots[a.node] += len(a.gpus) if gpus_per_worker else a.workers
+        slots[a.node] += a.slots
     nodes = {n.name: n for n in cluster.nodes}
     for name in sorted(slots):
         shares.append(_node_share(nodes[name], slots[name], gpus_per_worker, base))
