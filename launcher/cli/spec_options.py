@@ -52,7 +52,7 @@ def _parameter(declared: DeclaredOption, required: bool) -> inspect.Parameter:
     kwargs: dict[str, Any] = {"help": flag.help, "rich_help_panel": PANELS[flag.panel]}
     if flag.metavar:
         kwargs["metavar"] = flag.metavar
-    choices = flag.accepts or (kind if get_origin(kind) is Literal else None)
+    choices = kind if get_origin(kind) is Literal else None
     value_type: Any = kind
     if choices is not None:
         value_type = choices
@@ -61,7 +61,7 @@ def _parameter(declared: DeclaredOption, required: bool) -> inspect.Parameter:
         info = typer.Option(*names, **kwargs)
         if get_origin(kind) in (dict, tuple, list):
             value_type = list[str]  # repeatable; each value parsed by the Flag
-    default = flag.shown_default or _default(declared)
+    default = _default(declared)
     annotation = Annotated[value_type | None if default is None else value_type, info]
     return inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY,
                              annotation=annotation,

@@ -51,8 +51,7 @@ def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
 
 def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER):
     """The JobSpec of these options; every problem becomes a UsageError naming the option."""
-    # --gpu-request auto is decided once the cluster is known (_with_gpu_request)
-    values = {k: v for k, v in o.values.items() if k != "gpu_request"}
+    values = dict(o.values)
     if "pod_patches" in values:  # files: read here, the pure core takes their contents
         from launcher.pipeline.podpatch_files import read_pod_patch
 
@@ -144,22 +143,6 @@ def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
          "served; hvdk8s's own all-or-nothing check applies (the job is rolled back if not "
          "all workers schedule)")
     return "none"
-
-
-def _with_gpu_request(spec, choice: defaults.GpuRequestChoice, cluster):
-    """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices."""
-    if not spec.gpus_per_worker:
-        return spec
-    has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
-    mode = choice if choice != "auto" else ("dra" if has_dra else "device-plugin")
-    if mode == "dra" and cluster is not None and not has_dra:
-        raise UsageError("--gpu-request dra: no node of the cluster publishes DRA GPU devices "
-                         "(no gpu.nvidia.com ResourceSlices); use --gpu-request device-plugin")
-    if mode == "dra":
-        note("gpus: requested through DRA ResourceClaims"
-             + (" selecting the planned devices" if has_dra else
-                " (no device data: any GPUs sharing one PCIe root)"))
-    return spec.model_copy(update={"gpu_request": mode})
 
 
 def _free_host_ssh_port(spec, cluster, placement):
@@ -315,8 +298,6 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(spec, options.get("gpu_request", defaults.GPU_REQUEST_CHOICE),
-                             cluster)
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None

@@ -31,7 +31,7 @@ from mpijob.jobspec import defaults, names
 from mpijob.jobspec.defaults import (
     CleanPodPolicy,
     GangScheduler,
-    GpuRequest,
+    GpuRequestChoice,
     MPIImplementation,
     PlacementPolicy,
     Precision,
@@ -92,10 +92,6 @@ class Flag:
     # One value as typed (text, and the option's name for messages) -> the field's value,
     # or one item of it: a (key, value) pair for a mapping field.
     parse: Callable[[str, str], Any] | None = None
-    # The option takes these instead of the field's Literal (--gpu-request auto, which
-    # the pipeline decides once the cluster is known), with this default shown.
-    accepts: Any = None
-    shown_default: str | None = None
     case_sensitive: bool = True
     # The backends the option means something to; the others ignore it, saying so, or
     # refuse it where a job without it would run wrong (a data mount gone missing).
@@ -226,7 +222,9 @@ class RunPolicy(BaseModel):
 
 
 _OMIT_AT_DEFAULT: dict[str, object] = {
-    "cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+    # auto is decided by the plan; both it and the device plugin are what a spec recorded
+    # before DRA meant.
+    "cross_zone": False, "gpu_request": frozenset({"auto", defaults.GPU_REQUEST}),
     "run_as_user": None, "run_as_group": None,
     "start_timeout": defaults.START_TIMEOUT_SECONDS,
     # issue 24: data volumes and pod fields
@@ -332,12 +330,12 @@ class JobSpec(BaseModel):
         "--cross-zone", panel="placement",
         help="Allow the job's nodes in several zones (never by default).")] = False
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
-    # naming the planned devices (mpijob.k8s.dra).
-    gpu_request: Annotated[GpuRequest, Flag(
-        "--gpu-request", panel="placement", accepts=defaults.GpuRequestChoice,
-        shown_default=defaults.GPU_REQUEST_CHOICE,
+    # naming the planned devices (mpijob.k8s.dra); auto is decided by the plan, which sees
+    # whether the cluster publishes DRA GPUs (launcher.preparing.planning).
+    gpu_request: Annotated[GpuRequestChoice, Flag(
+        "--gpu-request", panel="placement",
         help="How workers ask for GPUs (auto: DRA claims naming the planned GPUs where the "
-        "cluster publishes DRA GPU devices, else the device plugin).")] = defaults.GPU_REQUEST
+        "cluster publishes DRA GPU devices, else the device plugin).")] = defaults.GPU_REQUEST_CHOICE
     # Non-root, restricted-compliant pods (mpijob.k8s.security); the uid must be one the
     # image serves (sshd, a writable $HOME).
     run_as_user: Annotated[int | None, Flag(
@@ -410,7 +408,8 @@ class JobSpec(BaseModel):
         # (annotations, golden files) stay as they were for jobs that do not use them.
         data = handler(self)
         for key, default in _OMIT_AT_DEFAULT.items():
-            if key in data and (data[key] == default or (default == () and not data[key])):
+            if key in data and (data[key] == default or (default == () and not data[key])
+                                or (isinstance(default, frozenset) and data[key] in default)):
                 del data[key]
         return data
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)

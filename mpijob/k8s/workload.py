@@ -159,10 +159,17 @@ def operator_shape(spec: JobSpec, placement: Placement | None) -> OperatorShape:
     )
 
 
-def pod_requests(spec: JobSpec, node: str | None, slots: int,
-                 workers: int) -> tuple[str | None, str | None, str]:
-    """(cpu, memory, where they came from) a worker pod requests: --cpu/--memory per
-    worker, else the plan's share of its node (mpijob.jobspec.worker_share)."""
+@dataclass(frozen=True)
+class PodRequests:
+    cpu: str | None
+    memory: str | None
+    memory_limit: str | None  # the request plus /dev/shm (Resources.memory_limit)
+    source: str  # where the figures came from, for people
+
+
+def pod_requests(spec: JobSpec, node: str | None, slots: int, workers: int) -> PodRequests:
+    """What a worker pod requests: --cpu/--memory per worker, else the plan's share of its
+    node (mpijob.jobspec.worker_share); `plan` shows it, the builders render it."""
     cpu = scale_quantity(spec.cpu, workers) if spec.cpu else None
     memory = scale_quantity(spec.memory, workers) if spec.memory else None
     sources = [f"{o} per worker" for o, v in (("--cpu", spec.cpu), ("--memory", spec.memory)) if v]
@@ -172,7 +179,8 @@ def pod_requests(spec: JobSpec, node: str | None, slots: int,
         memory = memory or default[1]
         if default[2] and not (spec.cpu and spec.memory):
             sources.append(default[2])
-    return cpu, memory, "; ".join(sources)
+    return PodRequests(cpu, memory, add_bytes(memory, spec.shm_size) if memory else None,
+                       "; ".join(sources))
 
 
 def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
@@ -199,16 +207,14 @@ def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
 def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], gpu_count: int,
             workers: int, claim: tuple[str, tuple[str, ...]] | None, channel: bool) -> WorkerPod:
     """One worker with what it requests; `claim`: (template, planned UUIDs) for DRA."""
-    slots = gpu_count or workers
-    cpu, memory, _ = pod_requests(spec, node, slots, workers)
+    requests = pod_requests(spec, node, gpu_count or workers, workers)
     dra = spec.gpu_request == "dra" and gpu_count > 0 and claim is not None
     gpu_claim = (GpuClaim(claim[0], gpu_count, claim[1],
                           spec.rdma_request.nic_driver if spec.rdma_request else None)
                  if dra and claim is not None else None)
     claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
-    resources = Resources(cpu=cpu, memory=memory,
-                          memory_limit=add_bytes(memory, spec.shm_size) if memory else None,
-                          gpus=0 if gpu_claim else gpu_count,
+    resources = Resources(cpu=requests.cpu, memory=requests.memory,
+                          memory_limit=requests.memory_limit, gpus=0 if gpu_claim else gpu_count,
                           devices=_devices(spec, gpu_count), claims=claims)
     return WorkerPod(index, node, gpus, gpu_count, workers, resources, gpu_claim)
 
