@@ -36,7 +36,10 @@ def _runtime_nodes(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+def imports_of(module: str, path: Path, modules: dict[str, Path], *,
+               type_only: bool = False) -> set[str]:
+    """The project modules `module` imports; with `type_only`, those under `if
+    TYPE_CHECKING:` too."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
 
     def known(name: str) -> str | None:
@@ -45,7 +48,8 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
         return name or None
 
     found = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if type_only else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(known(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -122,6 +126,25 @@ def test_no_import_cycles_in_the_project():
     modules = project_modules()
     graph = {m: imports_of(m, p, modules) for m, p in modules.items()}
     assert cycles(graph) == []
+
+
+def test_the_core_has_no_circle_even_of_type_only_imports():
+    """A type-only import still says one module knows the other: the core's modules
+    (mpijob/) stand in layers, the job's model at the bottom."""
+    modules = {m: p for m, p in project_modules().items() if m.startswith("mpijob")}
+    graph = {m: imports_of(m, p, modules, type_only=True) for m, p in modules.items()}
+    assert cycles(graph) == []
+
+
+def test_the_job_model_imports_no_renderer():
+    """mpijob.jobspec is the model and its validation: what a job is, not how Kubernetes
+    objects or an mpirun line are made of it (mpijob.k8s), nor how the CLI shows it."""
+    modules = project_modules()
+    found = {
+        m: sorted(i for i in imports_of(m, p, modules, type_only=True)
+                  if i.startswith(("mpijob.k8s", "mpijob.perf", "launcher")))
+        for m, p in modules.items() if m.startswith("mpijob.jobspec")}
+    assert {m: names for m, names in found.items() if names} == {}
 
 
 def _imported_names(path: Path) -> set[str]:

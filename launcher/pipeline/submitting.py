@@ -20,8 +20,8 @@ from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import build_spec, fields_from_options
+from mpijob.jobspec.ssh_port import free_ssh_port
 from mpijob.k8s.gang import refusal
-from mpijob.k8s.hostnet import free_ssh_port
 from mpijob.plural import plural
 
 
@@ -147,7 +147,7 @@ def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
 
 def _free_host_ssh_port(spec, cluster, placement):
     """On the host network the job's sshd port is a port of its nodes: move it past ports
-    the snapshot shows in use there (mpijob.k8s.hostnet)."""
+    the snapshot shows in use there (mpijob.jobspec.ssh_port)."""
     used_on = {a.node for a in placement.assignments} if placement is not None else None
     taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
              for port in n.host_ports}

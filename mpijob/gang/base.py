@@ -13,12 +13,9 @@ declared here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from mpijob.scheduling.findings import OK, WARN, Finding
-
-if TYPE_CHECKING:
-    from mpijob.jobspec.spec import JobSpec
 
 PODS, OPERATOR = "pods", "operator"
 
@@ -41,7 +38,9 @@ class ApiKind:
 class GangRequest:
     """The workers of one job as a gang scheduler sees them."""
 
-    spec: JobSpec
+    job: str  # the job's name
+    queue: str | None  # --queue
+    priority_class: str | None  # --priority
     group: str  # the pod group's name (names.pod_group)
     members: int  # worker pods
     gpus: int  # GPUs of all workers together
@@ -107,7 +106,7 @@ class GangScheduler:
         --gang-scheduling (operator_podgroup schedulers get the operator's own)."""
         return None
 
-    def operator_labels(self, spec: JobSpec) -> dict[str, str]:
+    def operator_labels(self, queue: str | None) -> dict[str, str]:
         """Labels on the MPIJob and on its worker pod template."""
         return {}
 

@@ -55,8 +55,8 @@ def podgroup_name(root: dict, job: str) -> str:
     return names.pod_group(job)
 
 
-def queue_of(spec) -> str:
-    return spec.queue or DEFAULT_QUEUE
+def queue_of(queue: str | None) -> str:
+    return queue or DEFAULT_QUEUE
 
 
 class Kai(GangScheduler):
@@ -77,20 +77,20 @@ class Kai(GangScheduler):
     }
 
     def pod_metadata(self, req: GangRequest) -> dict:
-        return {"labels": {QUEUE_LABEL: queue_of(req.spec)},
+        return {"labels": {QUEUE_LABEL: queue_of(req.queue)},
                 "annotations": {GROUP_ANNOTATION: req.group}}
 
     def objects(self, req: GangRequest) -> list[dict]:
-        body: dict = {"minMember": req.members, "queue": queue_of(req.spec)}
-        if req.spec.priority_class:
-            body["priorityClassName"] = req.spec.priority_class
+        body: dict = {"minMember": req.members, "queue": queue_of(req.queue)}
+        if req.priority_class:
+            body["priorityClassName"] = req.priority_class
         if (constraint := self._constraint(req.domain)) is not None:
             body["topologyConstraint"] = constraint
         return [{"apiVersion": PODGROUP.api_version, "kind": PODGROUP.kind,
                  "metadata": req.meta, "spec": body}]
 
-    def operator_labels(self, spec) -> dict[str, str]:
-        return {QUEUE_LABEL: queue_of(spec)}
+    def operator_labels(self, queue: str | None) -> dict[str, str]:
+        return {QUEUE_LABEL: queue_of(queue)}
 
     def operator_scheduling_policy(self, replicas: int) -> dict | None:
         return {"minAvailable": replicas}

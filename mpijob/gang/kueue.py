@@ -64,8 +64,8 @@ class Kueue(GangScheduler):
     def refusal(self, mode: str) -> str | None:
         return PODS_REFUSED if mode == PODS else None
 
-    def operator_labels(self, spec) -> dict[str, str]:
-        return {QUEUE_LABEL: spec.queue}
+    def operator_labels(self, queue: str | None) -> dict[str, str]:
+        return {QUEUE_LABEL: queue} if queue else {}
 
     def topology_annotations(self, domain) -> dict[str, str]:
         return {REQUIRED_TOPOLOGY: domain.label} if domain.label else {}

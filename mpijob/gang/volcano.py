@@ -37,10 +37,10 @@ class Volcano(GangScheduler):
         # Without it the group is enqueued at once; minMember still binds all or none
         # (launcher/testing/kubeapi/volcano.py cites both).
         body: dict = {"minMember": req.members}
-        if req.spec.queue:
-            body["queue"] = req.spec.queue
-        if req.spec.priority_class:
-            body["priorityClassName"] = req.spec.priority_class
+        if req.queue:
+            body["queue"] = req.queue
+        if req.priority_class:
+            body["priorityClassName"] = req.priority_class
         if req.domain is not None:
             # Volcano network-topology-aware scheduling: `spec.networkTopology: {mode: hard,
             # highestTierAllowed: N}` keeps the whole group inside one HyperNode of tier

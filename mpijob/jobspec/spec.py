@@ -38,17 +38,17 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
     RdmaChoice,
 )
+from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
+from mpijob.jobspec.launch_line import is_launcher_line
 from mpijob.jobspec.options import parse_count, parse_key_value
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.jobspec.ssh_port import derived_ssh_port
 from mpijob.jobspec.toleration import (
     Toleration,
     parse_toleration,
 )
 from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts, parse_data, parse_data_dir
 from mpijob.jobspec.worker_share import ResourceShare
-from mpijob.k8s.command import is_launcher_line
-from mpijob.k8s.hostnet import derived_ssh_port
-from mpijob.scheduling.rdma import nccl_env
 from mpijob.wellknown import GPU_RESOURCE
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -61,10 +61,6 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 BenchmarkModel = defaults.BenchmarkModel
 BENCHMARK_MODELS = defaults.BENCHMARK_MODELS
-# Set in every job unless the user sets them: TensorFlow's C++ INFO lines (the oneDNN notice,
-# the CPU feature guard) would open every rank's log; level 1 keeps warnings and errors
-# (checked with TF 2.15: 0 prints the banners, 1 hides them).
-DEFAULT_JOB_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1"}
 
 
 # Where `submit mpi --help` lists an option (launcher.cli.spec_options gives the titles).
@@ -538,7 +534,7 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _host_network_ssh_port(cls, data):
-        # On the host network the sshd port is the node's: one per job (mpijob.k8s.hostnet).
+        # On the host network the sshd port is the node's: one per job (mpijob.jobspec.ssh_port).
         if isinstance(data, dict) and data.get("host_network") and data.get("ssh_port") is None:
             data = {**data, "ssh_port": derived_ssh_port(data.get("namespace") or "default",
                                                          str(data.get("name", "")))}

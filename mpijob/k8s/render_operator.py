@@ -57,7 +57,7 @@ def _template(work: Workload, role: str, container: dict, benchmark: bool,
     meta = metadata(spec, None, role=role)
     scheduler = gangs.get(spec.gang)
     if gang and scheduler is not None:
-        meta["labels"].update(scheduler.operator_labels(spec))
+        meta["labels"].update(scheduler.operator_labels(spec.queue))
     if worker:
         annotations = {}
         if work.network_domain is not None and scheduler is not None:
@@ -115,7 +115,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
     sshd_args: list[str] = ["-p", str(spec.ssh_port)]
     launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
     if spec.host_network:
-        # Port 22 is the node's own sshd: the job's port is mpijob.k8s.hostnet's. The
+        # Port 22 is the node's own sshd: the job's port is mpijob.jobspec.ssh_port's. The
         # operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port also goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
@@ -163,7 +163,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
     meta = metadata(spec, spec.name, extra_annotations=annotations)
     meta["labels"][names.LABEL_MODE] = "operator"
     if scheduler is not None:
-        meta["labels"].update(scheduler.operator_labels(spec))
+        meta["labels"].update(scheduler.operator_labels(spec.queue))
     mpijob = {
         "apiVersion": API_VERSION,
         "kind": "MPIJob",
