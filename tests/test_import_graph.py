@@ -159,7 +159,7 @@ def _imported_names(path: Path) -> set[str]:
 
 
 def test_nothing_outside_tests_imports_the_test_tree():
-    """Benchmarks and the product stand without tests/ (issue 15): what they share with the
+    """Benchmarks and the product stand without tests/: what they share with the
     tests, such as the test API server, lives in launcher.testing."""
     offenders = {
         str(path.relative_to(ROOT)): sorted(n for n in _imported_names(path)
@@ -207,7 +207,7 @@ def test_the_checker_finds_function_level_imports(tmp_path):
 
 def test_mpijob_has_no_function_level_imports():
     """mpijob/ is the pure core with light dependencies: a lazy import there buys no start-up
-    time, so every import is at the top of its module (issue 15). Where one would make an
+    time, so every import is at the top of its module. Where one would make an
     import cycle, move the shared code instead."""
     found = {
         str(path.relative_to(ROOT)): lines
@@ -217,7 +217,7 @@ def test_mpijob_has_no_function_level_imports():
     assert found == {}
 
 
-# launcher/ is organised by owner (issue 19): each folder may import only the folders below it,
+# launcher/ is organised by owner: each folder may import only the folders below it,
 # so the CLI sits on the pipeline, the pipeline on the backend contract, each backend on what
 # jobs are prepared from, and everything on the pure core (mpijob).
 LAYERS = {

@@ -159,8 +159,8 @@ def _free_host_ssh_port(spec, cluster, placement):
     return spec.model_copy(update={"ssh_port": port})
 
 
-# The ways on when a job with GPUs has neither a cluster nor GPUs here (issue: the
-# design-card command on a laptop).
+# The ways on when a job with GPUs has neither a cluster nor GPUs here: the command a user
+# copies from the README onto a laptop must say what to do, not run something else.
 NO_CLUSTER_NO_GPU = (
     "no cluster configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config or pod service "
     "account) and this machine has {have} for --workers {workers} --gpus {gpus}: configure a "

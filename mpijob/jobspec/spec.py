@@ -109,7 +109,8 @@ class BenchmarkSpec(BaseModel):
     image_size: Annotated[int | None, Flag("--image-size")] = Field(None, ge=32, le=1024)
     use_fp16: Annotated[bool, Flag("--use-fp16")] = False
     xla: Annotated[bool, Flag("--xla")] = False
-    # issue 24: real input (left out of the dump at their defaults, as recorded specs were)
+    # Real input; left out of the dump at their defaults, so specs recorded before they
+    # existed read the same
     data_name: Annotated[defaults.DataName, Flag("--data-name")] = defaults.DATA_NAME
     data_dir: Annotated[str | None, Flag("--benchmark-data-dir")] = None
 
@@ -196,12 +197,12 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "cross_zone": False, "gpu_request": frozenset({"auto", defaults.GPU_REQUEST}),
     "run_as_user": None, "run_as_group": None,
     "start_timeout": defaults.START_TIMEOUT_SECONDS,
-    # issue 24: data volumes and pod fields
+    # data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
-    # issue 23: RDMA and other device resources
+    # RDMA and other device resources
     "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": (),
-    # issue 20: the workers' default CPU/memory requests
+    # the workers' default CPU/memory requests
     "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -272,7 +273,7 @@ class JobSpec(BaseModel):
     # Multus secondary networks of the worker pods (mpijob.k8s.multus); each NAD's
     # resource is read by the Kubernetes backend's preflight.
     networks: Annotated[tuple[Network, ...], Flag("--network", backends=KUBERNETES_ONLY)] = ()
-    # --- issue 24: the job's data and pod fields without a flag of their own ----------
+    # --- the job's data, and pod fields hvdk8s has no other flag for ------------------
     data: Annotated[tuple[DataVolume, ...], Flag("--data", parse=parse_data, backends=KUBERNETES_ONLY, elsewhere="refuse")] = ()
     data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir", parse=parse_data_dir, backends=KUBERNETES_ONLY, elsewhere="refuse")] = ()
     working_dir: Annotated[str | None, Flag("--working-dir")] = None

@@ -92,7 +92,8 @@ def _service(spec: JobSpec) -> dict:
             # Workers must resolve before they are Ready: the launcher polls them itself.
             "publishNotReadyAddresses": True,
             # The launcher too: Hydra's proxies on the workers call mpiexec back by the
-            # launcher's hostname (issue 10, defect 2), as the MPI Operator's Service does.
+            # launcher's hostname, which must resolve; the MPI Operator's Service does
+            # the same.
             "selector": {names.LABEL_JOB: spec.name},
             "ports": [{"name": "ssh", "port": spec.ssh_port, "targetPort": spec.ssh_port}],
         },
@@ -101,10 +102,10 @@ def _service(spec: JobSpec) -> dict:
 
 _OPENMPI_ENV = {
     # OpenMPI cuts hostfile names at the first dot and would `ssh demo-worker-0`, which
-    # cluster DNS does not answer; the MPI Operator sets the same (issue 10, defect 1).
+    # cluster DNS does not answer; the MPI Operator sets the same.
     "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
     # Only the launcher holds the SSH key: no worker-to-worker ssh (tree spawn) on large
-    # jobs, where the routing tree puts workers under workers (issue 10, defect 10).
+    # jobs, where the routing tree puts workers under workers and their ssh would fail.
     "OMPI_MCA_plm_rsh_no_tree_spawn": "true",
 }
 

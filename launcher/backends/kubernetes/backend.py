@@ -261,13 +261,15 @@ class KubernetesBackend(BaseBackend):
         # lazy: its volume models load pydantic (~85 ms), which list/get/wait/logs never need
         from launcher.backends.kubernetes.volumes import check_claims
 
-        # --network: each NAD exists; its resource goes on the worker pods (issue 23)
+        # --network: each NAD must exist, and the device resource it names goes on the
+        # worker pods (a pod that does not request it gets no interface)
         plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
             return plan, []
         placement, notes = self._recheck_capacity(spec, plan.placement)
-        # --data: each claim exists and its access modes allow the final placement (issue 24)
+        # --data: each claim must exist and its access modes allow the final placement, or
+        # the pods would wait on a volume that never attaches
         check_claims(client, spec, placement, options.mode)
         return dataclasses.replace(plan, placement=placement), notes
 
