@@ -54,7 +54,6 @@ class Kueue(GangScheduler):
     title = reason_word = short_title = "Kueue"
     group = "kueue.x-k8s.io"
     queue = "required"
-    keeps_network_domain = True
     support = {
         PODS: "refused: " + PODS_REFUSED,
         OPERATOR: "gang-admitted by Kueue's MPIJob integration (one Workload, suspended "
@@ -66,6 +65,8 @@ class Kueue(GangScheduler):
 
     def operator_labels(self, queue: str | None) -> dict[str, str]:
         return {QUEUE_LABEL: queue} if queue else {}
+
+    keeps_network_domain = True  # by the pod set's required topology:
 
     def topology_annotations(self, domain) -> dict[str, str]:
         return {REQUIRED_TOPOLOGY: domain.label} if domain.label else {}
