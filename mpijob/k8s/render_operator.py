@@ -78,7 +78,7 @@ def _template(work: Workload, role: str, container: dict, benchmark: bool,
         spec, body, data=data, claims=claims)}, role, "operator")
 
 
-def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
+def gang_scheduling_policy(replicas: int, requests: dict[str, str]) -> dict:
     """The PodGroup the operator makes: the workers only, never the launcher.
 
     Unset, the operator's calculateMinAvailable gives `workers + 1`, and
@@ -92,7 +92,6 @@ def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
     mpi_job_controller.go (syncHandler).
     """
     policy: dict = {"minAvailable": replicas}
-    requests = worker_res.get("requests") or {}
     if requests:
         policy["minResources"] = {k: scale_quantity(v, replicas) for k, v in requests.items()}
     return policy
@@ -140,7 +139,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
             run_policy[key] = value
     scheduler = gangs.get(spec.gang)
     if scheduler is not None and scheduler.operator_podgroup:
-        scheduling = gang_scheduling_policy(shape.replicas, worker.resources.to_k8s())
+        scheduling = gang_scheduling_policy(shape.replicas, worker.resources.requests)
         if spec.queue:
             scheduling["queue"] = spec.queue
         if spec.priority_class:

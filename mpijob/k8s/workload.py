@@ -61,20 +61,28 @@ class Resources:
     devices: tuple[tuple[str, str], ...] = ()  # --extra-resource, RDMA, Multus networks
     claims: tuple[str, ...] = ()  # the pod's resourceClaims the container uses
 
-    def to_k8s(self) -> dict:
-        requests: dict = {}
-        limits: dict = {}
+    @property
+    def requests(self) -> dict[str, str]:
+        out = {}
         if self.cpu:
-            # A limit too, so a quota on limits.cpu admits the pod; equal to the request,
-            # the share the plan gave it.
-            requests["cpu"] = limits["cpu"] = self.cpu
+            out["cpu"] = self.cpu
         if self.memory:
-            requests["memory"] = self.memory
-            limits["memory"] = self.memory_limit or self.memory
+            out["memory"] = self.memory
         if self.gpus:
-            limits[GPU_RESOURCE] = requests[GPU_RESOURCE] = str(self.gpus)
-        for name, count in self.devices:
-            limits[name] = requests[name] = count
+            out[GPU_RESOURCE] = str(self.gpus)
+        return {**out, **dict(self.devices)}
+
+    @property
+    def limits(self) -> dict[str, str]:
+        # cpu: a limit too, so a quota on limits.cpu admits the pod; equal to the request,
+        # the share the plan gave it. memory: the request plus /dev/shm.
+        limits = self.requests
+        if self.memory:
+            limits["memory"] = self.memory_limit or self.memory
+        return limits
+
+    def to_k8s(self) -> dict:
+        requests, limits = self.requests, self.limits
         out: dict = {}
         if requests:
             out["requests"] = requests
