@@ -110,7 +110,6 @@ class WorkerPod:
         return self.gpu_count or self.workers
 
 
-
 @dataclass(frozen=True)
 class OperatorShape:
     replicas: int
@@ -213,13 +212,13 @@ def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
 
 
 def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], gpu_count: int,
-            workers: int, claim: tuple[str, tuple[str, ...]] | None, channel: bool) -> WorkerPod:
-    """One worker with what it requests; `claim`: (template, planned UUIDs) for DRA."""
+            workers: int, claim: tuple[str, tuple[str, ...]], channel: bool) -> WorkerPod:
+    """One worker with what it requests; `claim`: its GPU claim template's name and the
+    planned GPUs' UUIDs, should it take its GPUs through DRA."""
     requests = pod_requests(spec, node, gpu_count or workers, workers)
-    dra = spec.gpu_request == "dra" and gpu_count > 0 and claim is not None
     gpu_claim = (GpuClaim(claim[0], gpu_count, claim[1],
                           spec.rdma_request.nic_driver if spec.rdma_request else None)
-                 if dra and claim is not None else None)
+                 if spec.gpu_request == "dra" and gpu_count > 0 else None)
     claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
     resources = Resources(cpu=requests.cpu, memory=requests.memory,
                           memory_limit=requests.memory_limit, gpus=0 if gpu_claim else gpu_count,
