@@ -11,7 +11,7 @@ each object in one place, as the MPI Operator's newLauncherJob/newWorker build t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mpijob import gang as gangs
@@ -215,7 +215,8 @@ def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], 
             workers: int, claim: tuple[str, tuple[str, ...]], channel: bool) -> WorkerPod:
     """One worker with what it requests; `claim`: its GPU claim template's name and the
     planned GPUs' UUIDs, should it take its GPUs through DRA."""
-    requests = pod_requests(spec, node, gpu_count or workers, workers)
+    pod = WorkerPod(index, node, gpus, gpu_count, workers)
+    requests = pod_requests(spec, node, pod.slots, workers)
     gpu_claim = (GpuClaim(claim[0], gpu_count, claim[1],
                           spec.rdma_request.nic_driver if spec.rdma_request else None)
                  if spec.gpu_request == "dra" and gpu_count > 0 else None)
@@ -223,7 +224,7 @@ def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], 
     resources = Resources(cpu=requests.cpu, memory=requests.memory,
                           memory_limit=requests.memory_limit, gpus=0 if gpu_claim else gpu_count,
                           devices=_devices(spec, gpu_count), claims=claims)
-    return WorkerPod(index, node, gpus, gpu_count, workers, resources, gpu_claim)
+    return replace(pod, resources=resources, gpu_claim=gpu_claim)
 
 
 def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
