@@ -197,7 +197,7 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
                                                        or short):
         said = ([f"note: no cluster configured and this machine has {have}: these are the "
                  "objects the job would be on a cluster"] if short and not request.cluster else [])
-        return BaseBackend(), said  # offline: a client dry run asks no cluster anything
+        return select.offline_backend(), said  # a client dry run asks no cluster anything
     if short:  # before a name is generated: no job is created
         o = request.options
         raise UserError(NO_CLUSTER_NO_GPU.format(

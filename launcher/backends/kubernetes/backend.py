@@ -29,7 +29,6 @@ from launcher.backends.base import (
     FAILED,
     SUCCEEDED,
     TERMINAL,
-    BaseBackend,
     JobStatus,
     Prepared,
     SubmitOptions,
@@ -65,6 +64,7 @@ from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log
 from launcher.backends.kubernetes.networks import resolve_networks
 from launcher.backends.kubernetes.projections import StatusPod
 from launcher.backends.kubernetes.queue import queued, queued_without_calls
+from launcher.backends.kubernetes.rendering import KubernetesObjects
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     Snapshot,
@@ -165,7 +165,7 @@ class KubernetesOptions(SubmitOptions):
     delete_on_timeout: bool | None = None
 
 
-class KubernetesBackend(BaseBackend):
+class KubernetesBackend(KubernetesObjects):
     name = "kubernetes"
 
     def __init__(self, context: str | None = None, namespace: str | None = None, *,
