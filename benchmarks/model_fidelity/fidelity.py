@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD .venv/bin/python benchmarks/model_fidelity/fidelity.py [--out DIR]
 
 Writes fidelity.csv, fidelity.md and fidelity.png into DIR (default: this folder) and prints
-the table. Targets (issue 13): the Horovod paper's 128- and 512-GPU scaling efficiencies
+the table. Targets: the Horovod paper's 128- and 512-GPU scaling efficiencies
 within 5 points, the DGX-1 1/2/4/8-GPU tables within 10%. Held-out cases, which no model
 constant was fitted to, are reported the same way. Only RANK_JITTER (mpijob/perf/perfdata.py) was
 fitted, to the 128-GPU Inception V3 row.
