@@ -186,7 +186,8 @@ def test_no_kubeconfig_anywhere_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "hvdk8s"))
     nothing = "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running in a pod"
-    # Each command offers the way on it has (tests/test_cli_no_surprises.py: every hint).
+    # Each command offers the way on it has (every hint: tests/launcher/cli/
+    # test_cli_no_surprises.py).
     for args, expected in (
             (["plan", "--workers", "2", "--gpus", "1"],
              f"{nothing}; pass --kubeconfig FILE or set $KUBECONFIG, or plan against a file "

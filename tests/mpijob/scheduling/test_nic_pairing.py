@@ -1,7 +1,7 @@
 """GPU-NIC pairing through DRA on a cluster file: `plan` shows the pairs (table and JSON),
 the dry run's claims pair each GPU with a NIC under its PCIe root, and the objects validate
 against the Kubernetes 1.34 schema (resource.k8s.io/v1 is GA there). The allocation itself
-against the test API server: tests/test_nic_pairing_kubeapi.py."""
+against the test API server: tests/launcher/backends/kubernetes/test_nic_pairing_kubeapi.py."""
 
 from __future__ import annotations
 
