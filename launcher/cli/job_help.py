@@ -4,7 +4,7 @@ help, the panel `--help` lists it under and the name of its value (`N`, `QUANTIT
 The options themselves are generated from the spec's fields (mpijob.jobspec.spec.Flag: the
 option's names, type, default, choices, parsing); launcher.cli.spec_options adds what is
 here, by the field's path. A field that declares an option and is missing here fails the
-first `submit mpi` (and tests/test_job_options.py).
+first `submit mpi` (and tests/launcher/cli/test_job_options.py).
 """
 
 from __future__ import annotations

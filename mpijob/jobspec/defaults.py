@@ -20,8 +20,8 @@ Precision = Literal["fp32", "fp16"]
 # The built-in benchmark's models (the spec accepts them in any case).
 BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
 BENCHMARK_MODELS = get_args(BenchmarkModel)
-# The gang schedulers (mpijob.gang's registry; tests/test_gang_registry.py keeps them equal),
-# and those that place by network level (a cluster file's `network.scheduler`).
+# The gang schedulers (mpijob.gang's registry; tests/mpijob/gang/test_gang_registry.py keeps
+# them equal), and those that place by network level (a cluster file's `network.scheduler`).
 GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue", "kai", "workload-api"]
 NetworkScheduler = Literal["kueue", "volcano", "kai"]
 # How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
