@@ -20,7 +20,8 @@ from launcher.backends.kubernetes.client import NODE, RetryPolicy, connect
 from launcher.errors import UsageError
 from launcher.testing.kubeapi.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
-from tests.test_k8s_auth import _plugin
+from tests.launcher.backends.kubernetes.test_k8s_auth import _plugin
+from tests.paths import ROOT
 from tests.tls_certs import Pki, make_pki
 
 KUBECTL = shutil.which("kubectl")
@@ -238,7 +239,7 @@ def test_in_a_pod_kubectl_and_hvdk8s_use_the_service_account_alike(pki, tmp_path
         env.update(HOME=str(tmp_path), KUBERNETES_SERVICE_HOST="127.0.0.1",
                    KUBERNETES_SERVICE_PORT=str(srv.port), SA=str(sa), OUT=str(tmp_path),
                    KUBECTL=str(KUBECTL), PYTHON=sys.executable,
-                   PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+                   PYTHONPATH=str(ROOT))
         if pod_namespace:
             env["POD_NAMESPACE"] = pod_namespace
         done = subprocess.run(["unshare", "-m", "sh", "-c", IN_POD], env=env,

@@ -26,10 +26,9 @@ from launcher.errors import UsageError
 from launcher.testing.kubeapi.auth import Attributes
 from launcher.testing.kubeapi.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
-from tests.test_k8s_auth import _b64, _plugin, _runs, _write
+from tests.launcher.backends.kubernetes.test_k8s_auth import _b64, _plugin, _runs, _write
+from tests.paths import ROOT as REPO
 from tests.tls_certs import Pki, make_pki
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.state import job_paths, read_json
 from mpijob.k8s.command import hostfile_text, mpirun_argv
 from tests import local_mpis
+from tests.launcher.backends.local.test_local_backend import _cmdline_pids, _wait_until
 from tests.local_mpis import RANK, LocalMpiCase
-from tests.test_local_backend import _cmdline_pids, _wait_until
 
 local_mpi = local_mpis.local_mpi  # the fixture, by its name here
 
