@@ -6,7 +6,6 @@ Everything here is argv lists; the single place that turns argv into a shell str
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -15,10 +14,9 @@ from typing import TYPE_CHECKING
 from mpijob.jobspec.defaults import MPIImplementation
 from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
 
-if TYPE_CHECKING:  # a type only: spec imports is_launcher_line from here at validation
+if TYPE_CHECKING:  # a type only: the model does not import the renderers
     from mpijob.jobspec.spec import JobSpec
 
-LAUNCHER_PROGRAMS = frozenset({"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"})
 # Exported to every rank: NCCL's log level and the paths the image set up.
 FORWARDED_ENV = ("NCCL_DEBUG", "LD_LIBRARY_PATH", "PATH")
 BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
@@ -26,14 +24,6 @@ BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
 
 def shell_join(argv: list[str] | tuple[str, ...]) -> str:
     return shlex.join(list(argv))
-
-
-def is_launcher_line(command: tuple[str, ...] | list[str], shell: bool) -> bool:
-    """True when the user wrote the whole `mpirun ...` line themselves (arena users do)."""
-    if not command:
-        return False
-    first = shlex.split(command[0])[0] if shell else command[0]
-    return posixpath.basename(first) in LAUNCHER_PROGRAMS
 
 
 def benchmark_argv(spec: JobSpec, *, python: str = "python", script: str = BENCHMARK_IN_POD) -> list[str]:
@@ -234,7 +224,7 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 # The port is the job's (HVDK8S_SSH_PORT, the same JobSpec.ssh_port the worker's `sshd -p`
 # gets), for the wait and, through the rsh/bootstrap arguments, for mpirun itself: a port
 # left to the image's ssh_config and sshd_config disagrees whenever one of them is not the
-# image's own (issue 20, defect 1: `-o Port=22` against hvdk8s' image's sshd on 2222).
+# image's own (`-o Port=22` against hvdk8s' image's sshd on 2222).
 OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
 sshport="${HVDK8S_SSH_PORT:+-oPort=$HVDK8S_SSH_PORT}"
 # The operator mounts the key at sshAuthMountPath, $HOME/.ssh with --run-as-user; ssh looks
@@ -269,7 +259,7 @@ exec "$@"
 # what a stock image lacks: the privilege separation directory and host keys (made at
 # image build, or by systemd, never in a pod), and StrictModes off, since the operator mounts
 # the SSH Secret at ~/.ssh, a tmpfs whose directory is drwxrwxrwt, which StrictModes refuses
-# (issue 10, defect 5; the operator's own base images set `StrictModes no` for that reason).
+# (the operator's own base images set `StrictModes no` for that reason).
 # sshd finds authorized_keys in the passwd entry's home (%h); with --run-as-user the
 # operator mounts them in $HOME/.ssh, which may be another, so that file is named first.
 OPERATOR_SSHD_SCRIPT = """mkdir -p /run/sshd 2>/dev/null

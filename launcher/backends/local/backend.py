@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from launcher.backends.base import (
     FAILED,
@@ -71,10 +70,6 @@ from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.perf.perfmodel import Assumptions
 from mpijob.phases import JobPhase
 from mpijob.plural import plural
-
-if TYPE_CHECKING:  # types only: the perf model loads when a job is planned
-    from mpijob.perf.perfmodel import Assumptions
-    from mpijob.scheduling.cluster import Cluster
 from mpijob.scheduling.cluster import Cluster
 
 POLL_SECONDS = 0.2

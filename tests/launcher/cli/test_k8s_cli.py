@@ -188,7 +188,7 @@ def test_no_kubeconfig_anywhere_says_where_it_looked(tmp_path, monkeypatch):
     nothing = "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running in a pod"
     # Each command offers the way on it has (every hint: tests/launcher/cli/
     # test_cli_no_surprises.py).
-    # (`plan` with nothing configured plans on this machine: tests/test_free_gpus.py.)
+    # (`plan` with nothing configured plans on this machine: tests/launcher/cli/test_free_gpus.py.)
     for args, expected in (
             (["list", "--backend", "kubernetes"],
              f"{nothing}; pass --kubeconfig FILE or set $KUBECONFIG, or see this machine's jobs "
