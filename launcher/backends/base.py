@@ -91,6 +91,10 @@ class SubmitOptions:
     each backend has its own subclass, so no backend receives another's options."""
 
     mode: defaults.Mode = defaults.MODE
+    # Trainer mode: the TrainJob API version the cluster serves; MultiKueue: the manager
+    # Kueue dispatches the job for (runPolicy.managedBy, spec.managedBy).
+    trainer_version: str = "v1alpha1"
+    managed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,13 @@ class BaseBackend:
 
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> SubmitOptions:
-        return SubmitOptions(mode=mode)
+        # Offline nothing says what the cluster has: auto shows built-in mode.
+        return SubmitOptions(mode="pods" if mode == "auto" else mode)
+
+    def job_options(self, spec: JobSpec, options: SubmitOptions) -> SubmitOptions:
+        """The options once the spec is known, from where the job goes (a MultiKueue queue
+        sets managedBy); asked before preflight, never for a client dry run."""
+        return options
 
     def detect_gang_scheduler(self) -> defaults.GangScheduler | None:
         """The gang scheduler installed where jobs run, if any."""
@@ -181,7 +191,8 @@ class BaseBackend:
             spec, mode=options.mode, placement=plan.placement,
             ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
-            prediction=plan.prediction.to_json() if plan.prediction is not None else None)
+            prediction=plan.prediction.to_json() if plan.prediction is not None else None,
+            trainer_version=options.trainer_version, managed_by=options.managed_by)
         return Prepared(spec, plan, tuple(objects))
 
     def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:

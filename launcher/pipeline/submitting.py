@@ -275,6 +275,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
+    # --mode auto: what the cluster has (the backend decides; offline, built-in mode)
+    request = replace(request, mode=submit_options.mode)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
 
     if (refused := refusal(gang, request.mode)) is not None:
@@ -329,6 +331,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         note(start)
 
     if not client_dry_run:
+        submit_options = backend.job_options(spec, submit_options)
         plan, checked = backend.preflight(plan, submit_options)
         spec = plan.spec
         for line in checked:

@@ -18,8 +18,18 @@ SUPPORT = {(mode, name): s.support[mode] if s else _NONE[mode]
            for name, s in ((gangs.NONE, None), *gangs.SCHEDULERS.items())}
 
 
+# Trainer mode: Kueue admits a TrainJob whole (its trainer.kubeflow.org/trainjob
+# integration); the other schedulers group pods through a runtime's podGroupPolicy, which
+# hvdk8s's runtime does not set.
+TRAINJOB_GANG = ("--gang-scheduler {gang} with --mode trainjob: a TrainJob is gang-admitted "
+                 "by Kueue (--gang-scheduler kueue --queue NAME); use --mode operator or "
+                 "--mode pods for {gang}")
+
+
 def refusal(gang: str, mode: str) -> str | None:
     """Why this (gang scheduler, mode) pair cannot be gang-scheduled for real, else None."""
+    if mode == "trainjob" and gang not in (gangs.NONE, "kueue"):
+        return TRAINJOB_GANG.format(gang=gang)
     scheduler = gangs.get(gang)
     return scheduler.refusal(mode) if scheduler is not None else None
 

@@ -6,6 +6,7 @@ Two modes:
   an SSH Secret, a headless Service and one worker Pod per placed node follow, each owned
   by the root so that deleting the Job deletes the whole job.
 - `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator.
+- `trainjob`: one trainer.kubeflow.org TrainJob for Kubeflow Trainer (render_trainjob).
 
 Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
 """
@@ -24,6 +25,8 @@ from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
 from mpijob.k8s.render_rdma import apply_rdma
+from mpijob.k8s.render_trainjob import VERSION as TRAINER_VERSION
+from mpijob.k8s.render_trainjob import render_trainjob
 from mpijob.k8s.render_volumes import apply_volumes
 
 if TYPE_CHECKING:  # only types here
@@ -40,13 +43,19 @@ def render(
     benchmark_source: str | None = None,
     root_uid: str | None = None,
     prediction: dict | None = None,
+    trainer_version: str = TRAINER_VERSION,
+    managed_by: str | None = None,
 ) -> list[dict]:
+    if mode == "trainjob":  # what a TrainJob cannot carry is refused there, not patched in
+        objects = render_trainjob(spec, placement, benchmark_source, prediction,
+                                  version=trainer_version, managed_by=managed_by)
+        return with_owner(objects, root_uid) if root_uid else objects
     if mode == "pods":
         if ssh is None:
             raise ValueError("pods mode needs SSH keys")
         objects = render_pods(spec, placement, ssh, benchmark_source, prediction)
     elif mode == "operator":
-        objects = render_operator(spec, placement, benchmark_source, prediction)
+        objects = render_operator(spec, placement, benchmark_source, prediction, managed_by)
     else:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     objects = apply_network_topology(objects, spec, placement)

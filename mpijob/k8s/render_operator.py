@@ -117,7 +117,7 @@ def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
 
 
 def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source: str | None,
-                    prediction: dict | None) -> list[dict]:
+                    prediction: dict | None, managed_by: str | None = None) -> list[dict]:
     shape = operator_shape(spec, placement)
     benchmark = spec.runs_benchmark
     worker = WorkerPod(0, None, (), shape.slots if spec.gpus_per_worker else 0,
@@ -158,6 +158,8 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
                        ("activeDeadlineSeconds", spec.run_policy.active_deadline_seconds)):
         if value is not None:
             run_policy[key] = value
+    if managed_by:  # kueue.x-k8s.io/multikueue: Kueue dispatches it to a worker cluster
+        run_policy["managedBy"] = managed_by
     scheduler = gangs.get(spec.gang)
     if scheduler is not None and scheduler.operator_podgroup:
         scheduling = gang_scheduling_policy(shape.replicas, worker_resources(spec, worker))

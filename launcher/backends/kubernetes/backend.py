@@ -38,6 +38,7 @@ from launcher.backends.base import (
 )
 from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import operator_schema, start_guard
+from launcher.backends.kubernetes import trainjob as trainer
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
@@ -235,10 +236,27 @@ class KubernetesBackend(BaseBackend):
                                 gpu_nodes_only=True)
 
     # -- submit ------------------------------------------------------------------------------
+    @_api_errors
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> KubernetesOptions:
+        """--mode auto becomes what the cluster has (API discovery: trainjob.resolve_mode);
+        trainer mode speaks the newest Trainer API version served."""
+        mode = trainer.resolve_mode(self.client, mode)  # type: ignore[assignment]
+        kind = trainer.trainjob_kind(self.client) if mode == "trainjob" else None
+        version = kind.api_version.rsplit("/", 1)[1] if kind else "v1alpha1"
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
-                                 schedule_timeout=schedule_timeout)
+                                 schedule_timeout=schedule_timeout, trainer_version=version)
+
+    @_api_errors
+    def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:  # type: ignore[override]
+        """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
+        created for Kueue to copy to a worker cluster (managedBy), not run here."""
+        from launcher.backends.kubernetes import multikueue
+
+        if spec.gang != "kueue" or not spec.queue or options.mode == "pods":
+            return options
+        manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
+        return dataclasses.replace(options, managed_by=manager) if manager else options
 
     @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
@@ -248,6 +266,8 @@ class KubernetesBackend(BaseBackend):
         spec, client = plan.spec, self.client
         if options.mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
+        if options.mode == "trainjob":  # the runtime the TrainJob names exists and fits
+            trainer.require_runtime(client, spec)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
@@ -282,7 +302,8 @@ class KubernetesBackend(BaseBackend):
         if mode == "operator":  # an operator too old for a field would drop it silently
             operator_schema.check(client, objects[0])
         # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
-        check_admission(client, spec, objects, mode)
+        check_admission(client, spec, objects, mode, pods=trainer.expected_pods(
+            trainer.require_runtime(client, spec), objects[0]) if mode == "trainjob" else None)
         submission = new_submission_id()
         if options.server_dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]
@@ -300,11 +321,18 @@ class KubernetesBackend(BaseBackend):
             unowned = gang.scheduler.unowned_kinds if gang else ()
             for obj in with_owner(list(objects), root["metadata"]["uid"], unowned)[1:]:
                 created.append(create(client, obj, submission))
-            if mode == "operator":  # the operator makes the pods and starts the launcher
+            if options.managed_by:  # MultiKueue: Kueue runs it on a worker cluster
                 outcome: str | UserError = (
+                    f"{root['kind']} {spec.name} created for Kueue's MultiKueue (queue "
+                    f"{spec.queue}): Kueue copies it to the worker cluster it admits it on; "
+                    f"hvdk8s get {spec.name} -n {ns} follows it there")
+            elif mode == "operator":  # the operator makes the pods and starts the launcher
+                outcome = (
                     gang.operator_created(client, root, spec, options.schedule_timeout or 30.0,
                                           self.poll) if gang else
                     f"MPIJob {spec.name} created; the MPI operator creates its pods")
+            elif mode == "trainjob":  # Trainer makes the JobSet, which makes the pods
+                outcome = self._trainjob_created(spec, gang, options)
             else:
                 outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
                                                        options.delete_on_timeout)
@@ -400,6 +428,26 @@ class KubernetesBackend(BaseBackend):
         return _plan_conflicts(build_snapshot(nodes, pods, label_keys=network_label_keys()).cluster,
                                placement, spec)
 
+    def _trainjob_created(self, spec, gang, options: KubernetesOptions) -> str | UserError:
+        """Kueue holds a queued TrainJob suspended until it admits it whole; without a gang
+        scheduler hvdk8s's own all-or-nothing check applies: every node pod scheduled
+        within the timeout (the launcher, a node too, starts once they are Ready: the
+        runtime's dependsOn), else the job is deleted."""
+        if gang:
+            return (f"TrainJob {spec.name} created, queued in {gang.scheduler.title} "
+                    f"{spec.queue}: Trainer makes its pods once admitted (hvdk8s get "
+                    f"{spec.name} -n {spec.namespace} says why it waits)")
+        name, ns, timeout = spec.name, spec.namespace, options.schedule_timeout
+        unscheduled = self._await_scheduled(name, ns, timeout)
+        if not unscheduled:
+            return ("all node pods scheduled; Kubeflow Trainer starts the launcher once they "
+                    "are Ready" + self._where(name, ns))
+        why = self._unscheduled_reasons(ns, unscheduled)
+        delete_job_objects(self.client, name, ns, grace_seconds=0)
+        return UserError(f"node pods not scheduled within {timeout or DEFAULT_SCHEDULE_TIMEOUT:g}s: "
+                         f"{why}; job {name} was deleted (all or nothing: no pod keeps GPUs "
+                         "while the others wait)")
+
     def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
         """Wait for the workers to be scheduled, then release the launcher."""
         client, ns, name = self.client, spec.namespace, spec.name
@@ -476,6 +524,11 @@ class KubernetesBackend(BaseBackend):
             mpijob = self.client.get(MPIJOB, name, ns)
             if mpijob is not None:
                 return mpijob, "operator"
+        if (kind := trainer.trainjob_kind(self.client)) is not None:
+            found = self.client.get(kind, name, ns)
+            if found is not None and st.job_name_of(found) == name:
+                found.setdefault("kind", "TrainJob")
+                return found, "trainjob"
         return None, "pods"
 
     def _pods(self, name: str, ns: str) -> builtins.list[dict]:
@@ -556,7 +609,8 @@ class KubernetesBackend(BaseBackend):
             return []
         if st.recorded_images_per_sec(root) is not None:
             return []
-        kind = MPIJOB if mode == "operator" else JOB
+        kind = (MPIJOB if mode == "operator" else
+                trainer.trainjob_kind(self.client) or JOB if mode == "trainjob" else JOB)
         patch = {"metadata": {"annotations": {
             st.ANNOTATION_IMAGES_PER_SEC: repr(float(status.images_per_sec))}}}
         try:
@@ -642,6 +696,11 @@ class KubernetesBackend(BaseBackend):
                                    label_selector=selector):
                 mj.setdefault("kind", "MPIJob")
                 roots.append(mj)
+        if (kind := trainer.trainjob_kind(client)) is not None:
+            for tj in client.items(kind, ns, all_namespaces=all_namespaces,
+                                   label_selector=selector):
+                tj.setdefault("kind", "TrainJob")
+                roots.append(tj)
         return st.group_statuses(roots, pods, refine=queued_without_calls)
 
     # -- wait --------------------------------------------------------------------------------
@@ -710,7 +769,9 @@ class KubernetesBackend(BaseBackend):
                 seen.wait(None)
 
     def _job_watch(self, name: str, ns: str) -> JobWatch:
-        kinds = [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else [])
+        trainjob = trainer.trainjob_kind(self.client)
+        kinds = [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else []) + (
+            [trainjob] if trainjob is not None else [])
         return JobWatch(self.client, ns, names.job_selector(name), kinds,
                         watch_timeout=self.watch_timeout)
 
@@ -891,4 +952,8 @@ def _root_of(name: str, seen: JobWatch) -> tuple[dict | None, str]:
         mpijob = seen.of(MPIJOB).get(name)
         if mpijob is not None:
             return mpijob, "operator"
+    for kind in trainer.TRAINJOBS:
+        if seen.has(kind) and (found := seen.of(kind).get(name)) is not None:
+            found.setdefault("kind", "TrainJob")
+            return found, "trainjob"
     return None, "pods"
