@@ -36,6 +36,9 @@ def plan(
     context: opt.Context = None,
     output: opt.Output = opt.TABLE,
     calibration: opt.Calibration = None,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", metavar="QUEUE", help="The Kueue LocalQueue the job would go to: one that "
+        "dispatches through MultiKueue is placed by its worker cluster, not here.")] = None,
     *,
     job: dict,
 ):
@@ -53,6 +56,9 @@ def plan(
 
     request = PlacementRequest.from_spec(spec)
     cal, cal_source = calibration_file.load(calibration)
+    if queue and not cluster and (why := _multikueue(queue, context)):
+        typer.echo(why)  # nothing to place on: the worker cluster is Kueue's choice
+        return
     snapshot = _load_cluster(cluster, context)
 
     policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
@@ -166,6 +172,16 @@ def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str |
     what = "/".join(w for w, attr in asked if any(getattr(n, attr) is None for n in unknown))
     source = "the cluster file" if from_file else "the cluster"
     return f"{what} not checked: {source} gives no capacity for {plural(len(unknown), 'node')}"
+
+
+def _multikueue(queue: str, context: str | None) -> str | None:
+    """Why no placement is planned for a MultiKueue queue (launcher.backends.kubernetes)."""
+    from launcher.backends.kubernetes.backend import KubernetesBackend
+    from launcher.cli.common import PLAN_HINT, require_kubernetes
+
+    require_kubernetes(context, PLAN_HINT)
+    backend = KubernetesBackend(context)  # the queue of the context's namespace
+    return backend.multikueue_unplanned(queue, backend.namespace)
 
 
 def _load_cluster(path: str | None, context: str | None):

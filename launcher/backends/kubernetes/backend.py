@@ -38,8 +38,8 @@ from launcher.backends.base import (
 )
 from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import operator_schema, start_guard
-from launcher.backends.kubernetes import trainjob as trainer
 from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes import trainjob as trainer
 from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
     create,
@@ -232,8 +232,25 @@ class KubernetesBackend(BaseBackend):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
         if not spec.gpus_per_worker:
             return None
+        if spec.queue and spec.gang == "kueue" and (
+                why := self.multikueue_unplanned(spec.queue, spec.namespace)) is not None:
+            note(f"note: {why}")
+            return None
         return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True,
                                 gpu_nodes_only=True)
+
+    @_api_errors
+    def multikueue_unplanned(self, queue: str, namespace: str) -> str | None:
+        """Why the placement is not planned here: the Kueue queue dispatches through
+        MultiKueue, so the job runs on a worker cluster Kueue picks at admission (None:
+        plan here)."""
+        from launcher.backends.kubernetes import multikueue
+
+        if multikueue.manager_for(self.client, queue, namespace) is None:
+            return None
+        return (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
+                "the worker cluster Kueue admits it on, unknown until then, so no placement is "
+                "planned (the worker cluster's scheduler places it)")
 
     # -- submit ------------------------------------------------------------------------------
     @_api_errors
@@ -663,9 +680,31 @@ class KubernetesBackend(BaseBackend):
         return [f"removing its pods {', '.join(forbidden)} (cleanPodPolicy {policy})"] \
             if forbidden else []
 
+    def _dispatched(self, name: str, ns: str) -> KubernetesBackend | None:
+        """The backend of the worker cluster MultiKueue ran this job on, when the job was
+        dispatched and the kubeconfig has a context of that cluster's name; None to read
+        the job here (not dispatched, not visible: the manager's copy carries its status)."""
+        from launcher.backends.kubernetes import multikueue
+        from launcher.backends.kubernetes.kubeconfig import context_names
+
+        root, _ = self._root(name, ns)
+        if root is None or multikueue.managed_by(root) != multikueue.MULTIKUEUE:
+            return None
+        cluster = multikueue.worker_cluster(self.client, root)
+        if cluster is None:
+            return None
+        if cluster not in context_names(self._kubeconfig):
+            note(f"note: job {name} runs on MultiKueue worker cluster {cluster}; no kubeconfig "
+                 f"context {cluster}, so its pods are not visible here (status from Kueue)")
+            return None
+        note(f"note: job {name} runs on MultiKueue worker cluster {cluster} (context {cluster})")
+        return KubernetesBackend(cluster, ns, kubeconfig=self._kubeconfig, poll=self.poll)
+
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
         ns = self._ns(namespace)
+        if (worker := self._dispatched(name, ns)) is not None:
+            return worker.get(name, ns)
         root, mode = self._root(name, ns)
         pods = self._pods(name, ns)
         if self.fail_overdue(root, mode, pods):  # read again what failing it changed
@@ -710,6 +749,8 @@ class KubernetesBackend(BaseBackend):
         """Block until the job is terminal, woken by watches on its pods and roots
         (watching.py): no request while they are healthy and nothing changes."""
         ns = self._ns(namespace)
+        if (worker := self._dispatched(name, ns)) is not None:
+            return worker.wait(name, ns, timeout=timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
         with self._job_watch(name, ns) as seen:
@@ -784,6 +825,10 @@ class KubernetesBackend(BaseBackend):
             raise UsageError("--rank: ranks are a local-backend notion; on Kubernetes use "
                              "--worker INDEX or --all")
         ns = self._ns(namespace)
+        if (there := self._dispatched(name, ns)) is not None:
+            yield from there.logs(name, ns, follow=follow, worker=worker,
+                                  all_replicas=all_replicas, tail=tail, previous=previous)
+            return
         pods = self._pods(name, ns)
         if not pods and self._root(name, ns)[0] is None:
             raise NotFound(f"job {name} not found in namespace {ns}")

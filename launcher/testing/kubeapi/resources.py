@@ -164,6 +164,12 @@ OPTIONAL["trainer"] = [
     _cr("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
     _cr("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
         False)]
+# Kueue's MultiKueue objects (multikueue.py), apart from the queues so that a plain Kueue
+# install serves what it served before.
+OPTIONAL["multikueue"] = [
+    _cr("kueue.x-k8s.io", "v1beta1", "admissionchecks", "AdmissionCheck", False),
+    _cr("kueue.x-k8s.io", "v1beta1", "multikueueconfigs", "MultiKueueConfig", False),
+    _cr("kueue.x-k8s.io", "v1beta1", "multikueueclusters", "MultiKueueCluster", False)]
 OPTIONAL["jobset"] = [_cr("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", short=("js",))]
 # Friendly aliases accepted by install_group()/install_crd().
 ALIASES = {"mpijobs": "mpijob", "mpijobs.kubeflow.org": "mpijob", "kubeflow.org": "mpijob",

@@ -15,12 +15,12 @@ from .auth import Policy, Tokens
 from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
+from .jobset import JobSetController
 from .kai import KaiPodGrouper
 from .kubelet import Kubelet, PodScript, Run
 from .kueue import DEFAULT_FRAMEWORKS_V0_14, Kueue, cluster_queue, local_queue, manager_config
 from .lifecycle import Objects
 from .logs import LogBook
-from .jobset import JobSetController
 from .mpi_operator import MPIOperator
 from .podutil import set_condition
 from .quota import QuotaController
