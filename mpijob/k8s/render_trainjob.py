@@ -201,6 +201,15 @@ def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
     and the mpirun line (the wait script: mpijob.k8s.command)."""
     lines = ["# hvdk8s: the launcher of this TrainJob (Kubeflow Trainer mode)"]
     lines += [f"export {e['name']}={shlex.quote(e['value'])}" for e in env_list(spec, env)]
+    # Trainer mounts the private key with mode 0640 (pkg/constants/constants.go
+    # MPISSHPrivateKeyFileMode), and ssh refuses a key of its own user that others may read
+    # ("UNPROTECTED PRIVATE KEY FILE", OpenSSH authfile.c sshkey_perm_ok): ssh and mpirun
+    # get a private copy, 0600, through $HOME/.ssh/id_rsa (the wait script's `-i`).
+    lines += [f"key={shlex.quote(ssh_mount(spec))}/id_rsa",
+              'if [ -f "$key" ]; then',
+              '  home=$(mktemp -d) && mkdir -m 700 "$home/.ssh" && cp "$key" "$home/.ssh/id_rsa" '
+              '&& chmod 600 "$home/.ssh/id_rsa" && export HOME="$home"',
+              "fi"]
     lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, HOSTFILE))))
     return "\n".join(lines) + "\n"
 

@@ -265,7 +265,7 @@ class KubernetesBackend(BaseBackend):
                                  schedule_timeout=schedule_timeout, trainer_version=version)
 
     @_api_errors
-    def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:  # type: ignore[override]
+    def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
         """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
         created for Kueue to copy to a worker cluster (managedBy), not run here."""
         from launcher.backends.kubernetes import multikueue
@@ -376,9 +376,11 @@ class KubernetesBackend(BaseBackend):
                    prediction: Prediction | None = None,
                    delete_on_timeout: bool | None = None) -> SubmitResult:
         """preflight, prepare and submit in one call, for callers that plan by themselves."""
-        options = KubernetesOptions(mode=mode, server_dry_run=dry_run,
-                                    schedule_timeout=schedule_timeout,
-                                    delete_on_timeout=delete_on_timeout)
+        options = dataclasses.replace(
+            self.submit_options(mode=mode, server_dry_run=dry_run,
+                                schedule_timeout=schedule_timeout),
+            delete_on_timeout=delete_on_timeout)
+        options = self.job_options(spec, options)
         plan, notes = self.preflight(Plan(spec, placement, prediction), options)
         result = self.submit(self.prepare(plan, options), options)
         if notes and result.message:

@@ -436,3 +436,44 @@ def trainjob_schema() -> dict:
                 "numProcPerNode": {"type": "integer", "format": "int32"},
                 "resourcesPerNode": keep}}}},
         "status": keep}}
+
+
+def completed_objects(trainjob: dict, runtime: dict) -> dict[str, list[dict]]:
+    """Pure: what Trainer, JobSet and the Job controller make of a TrainJob, with no API
+    server, so that a test can run its pods for real: the Secret and ConfigMap (mpi), the
+    headless Service (jobset.py) and, per replicated job in runtime order, its pods as the
+    Job controller stamps an Indexed Job's (`<job>-<i>-<5 chars>`, hostname `<job>-<i>` on
+    the JobSet's subdomain; pkg/controller/job/indexed_job_utils.go)."""
+    import secrets
+
+    from .jobset import construct_job
+
+    tj = deepcopy(trainjob)
+    tj["metadata"].setdefault("namespace", "default")
+    tj["metadata"].setdefault("uid", "trainjob-uid")
+    info = runtime_info(tj, runtime)
+    js = jobset(tj, runtime, info)
+    js["metadata"]["uid"] = "jobset-uid"
+    sub = (js["spec"].get("network") or {}).get("subdomain") or js["metadata"]["name"]
+    out: dict[str, list[dict]] = {
+        "Secret": [ssh_secret(tj)], "ConfigMap": [hostfile_config_map(tj, info)],
+        "Service": [{"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"name": sub, "namespace": js["metadata"]["namespace"]},
+                     "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                              "selector": {"jobset.sigs.k8s.io/jobset-name":
+                                           js["metadata"]["name"]}}}]}
+    for rjob in js["spec"]["replicatedJobs"]:
+        pods = out.setdefault(rjob["name"], [])
+        for r in range(int(rjob.get("replicas") or 1)):
+            job = construct_job(js, rjob, r)
+            for i in range(int(job["spec"].get("completions") or 1)):
+                tmpl = deepcopy(job["spec"]["template"])
+                meta = tmpl.get("metadata") or {}
+                meta["labels"] = {**(meta.get("labels") or {}),
+                                  "batch.kubernetes.io/job-completion-index": str(i)}
+                meta["name"] = f"{job['metadata']['name']}-{i}-{secrets.token_hex(3)[:5]}"
+                meta["namespace"] = js["metadata"]["namespace"]
+                tmpl["spec"]["hostname"] = f"{job['metadata']['name']}-{i}"
+                pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                             "spec": tmpl["spec"]})
+    return out
