@@ -217,3 +217,42 @@ def test_a_start_timeout_suspends_the_trainjob_and_releases_its_pods(k8s):
     assert waited.exit_code not in (0, 124), waited.output
     assert "StartTimeout" in waited.output or "ImagePull" in waited.output
     assert srv.get("trainjobs.trainer.kubeflow.org", "st")["spec"]["suspend"] is True
+
+
+def test_a_quota_without_room_for_the_nodes_refuses_before_anything_is_created(k8s):
+    """The admission dry run and quota sum run on the pods Trainer will make of the
+    TrainJob and its runtime: each node pod alone fits, the two do not."""
+    srv = k8s.server()
+    _trainer(srv)
+    srv.create({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-gpus"},
+                "spec": {"hard": {"requests.nvidia.com/gpu": "12"}}}, "default")
+    srv.wait_for(lambda: srv.get("resourcequotas", "team-gpus").get("status"))
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "q", "--workers", "2", "--gpus", "8",
+                    "--image", IMAGE, "--mode", "trainjob", "python", "t.py")
+    assert result.exit_code == 2, result.output
+    assert ("does not fit ResourceQuota team-gpus in namespace default "
+            "(requests.nvidia.com/gpu: the job needs 16, 12 of 12 free)") in result.output
+    assert srv.objects("trainjobs.trainer.kubeflow.org", "default") == []
+
+
+def test_doctor_reports_trainer_its_runtimes_and_what_auto_takes(kube_server, kubeconfig):
+    def findings():
+        result = runner.invoke(app, ["--kubeconfig", kubeconfig, "doctor", "-o", "json"])
+        assert "Traceback" not in result.output
+        report = json.loads(result.stdout)
+        return {f["check"]: f for f in report["findings"] if f["check"] in ("trainer", "mode")}
+
+    bare = findings()
+    assert bare["trainer"]["status"] == "info"
+    assert "no Kubeflow Trainer" in bare["trainer"]["finding"]
+    assert bare["mode"]["finding"] == "--mode auto takes pods here"
+    kube_server.install_trainer()
+    missing = findings()
+    assert missing["trainer"]["status"] == "warn"
+    assert "hvdk8s install runtime --image IMG" in missing["trainer"]["fix"]
+    assert missing["mode"]["finding"] == "--mode auto takes trainjob here"
+    kube_server.create(tj.horovod_runtime(_spec()))
+    ready = findings()
+    assert ready["trainer"]["status"] == "ok"
+    assert tj.runtime_name(_spec()) in ready["trainer"]["finding"]
+    assert IMAGE in ready["trainer"]["effect"]

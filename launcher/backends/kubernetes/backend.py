@@ -590,6 +590,10 @@ class KubernetesBackend(BaseBackend):
         queued(self.client, status, root, mode)
         if detail and mode == "operator" and not status.done:
             _add_operator_warning(self.client, status, name, ns)
+        if detail and mode == "trainjob" and not status.done:
+            # Trainer's and JobSet's own words (a runtime gone, a Job it could not create)
+            for kind, who in (("TrainJob", "trainer"), ("JobSet", "jobset")):
+                _add_operator_warning(self.client, status, name, ns, kind, who)
         return status
 
     def fail_overdue(self, root: dict | None, mode: str, pods: builtins.list[dict]) -> bool:
@@ -922,17 +926,19 @@ class KubernetesBackend(BaseBackend):
 
 
 # --- helpers ----------------------------------------------------------------------------------
-def _add_operator_warning(client, status: JobStatus, name: str, ns: str) -> None:
-    """The MPI Operator's latest Warning event on the MPIJob (a worker pod refused by
-    admission, a validation error): the operator retries forever, so only it says why."""
+def _add_operator_warning(client, status: JobStatus, name: str, ns: str, kind: str = "MPIJob",
+                          who: str = "operator") -> None:
+    """The controller's latest Warning event on the job's object (the MPI Operator's on the
+    MPIJob: a worker pod refused by admission, a validation error; Trainer's on the
+    TrainJob, JobSet's on the JobSet): they retry forever, so only they say why."""
     try:
-        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind=MPIJob,"
+        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind={kind},"
                               f"involvedObject.name={name},type=Warning")
     except ApiError:
         return
     if events:
         last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-        said = f"operator: {last.get('reason')}: {last.get('message')}"
+        said = f"{who}: {last.get('reason')}: {last.get('message')}"
         status.message = f"{status.message}; {said}" if status.message else said
 
 

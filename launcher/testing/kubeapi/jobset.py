@@ -21,12 +21,13 @@ suspend suspends every Job (their pods go) and resumes them.
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, events
 from .controller import Loop
 from .jobs import finished
 from .util import deepcopy, now_rfc3339
 
 KEY = "jobset.x-k8s.io/jobsets"
+COMPONENT = "jobset-controller"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 RJOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
@@ -76,6 +77,7 @@ class JobSetController(Loop):
     def __init__(self, store, registry, objects, tick: float = 0.02):
         super().__init__(tick)
         self.store, self.registry, self.objects = store, registry, objects
+        self._reported: set[tuple[str, str]] = set()
 
     def _rt(self, key: str):
         return self.registry.by_key(key)
@@ -127,8 +129,15 @@ class JobSetController(Loop):
                     break  # dep: later replicated jobs wait for this one
                 for i in range(replicas[rjob["name"]]):
                     if f"{name}-{rjob['name']}-{i}" not in existing:
-                        self.objects.create(self._rt("batch/jobs"), construct_job(js, rjob, i),
-                                            ns)
+                        try:
+                            self.objects.create(self._rt("batch/jobs"),
+                                                construct_job(js, rjob, i), ns)
+                        except errors.ApiError as e:  # ctl createJobs: an event, requeued
+                            if (m["uid"], e.message) not in self._reported:  # aggregated
+                                self._reported.add((m["uid"], e.message))
+                                events.record(self.store, js, "Warning", "JobCreationFailed",
+                                              e.message, COMPONENT)
+                            raise
             for j in jobs:  # ctl suspendJobs / resumeJobsIfNecessary
                 if bool(j["spec"].get("suspend")) != suspend and not finished(j):
                     self.store.mutate("batch/jobs", ns, j["metadata"]["name"],
