@@ -15,7 +15,8 @@ For JobSet S: the headless Service S (subdomain; publishNotReadyAddresses from
 spec.network), and per replicated job R and replica i the Indexed Job S-R-i with the
 template's pods on subdomain S (the Job controller names them S-R-i-<index>), created once
 R's dependsOn is reached. Completed when every Job of the success policy's targets
-succeeded, Failed when any Job fails; once finished, its active Jobs are deleted (ctl).
+succeeded, Failed when any Job fails (after failurePolicy.maxRestarts restarts, each deleting
+the attempt's Jobs to make them again); once finished, its active Jobs are deleted (ctl).
 suspend suspends every Job (their pods go) and resumes them.
 """
 
@@ -37,6 +38,7 @@ JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
 # pkg/constants/constants.go
 COMPLETED = ("AllJobsCompleted", "jobset completed successfully")
 FAILED = ("FailedJobs", "jobset failed due to one or more job failures")
+REACHED_MAX = ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts")
 
 
 def _true(obj: dict, ctype: str) -> bool:
@@ -114,9 +116,17 @@ class JobSetController(Loop):
         status["replicatedJobsStatus"] = statuses
         by_name = {s["name"]: s for s in statuses}
         replicas = {r["name"]: int(r.get("replicas") or 1) for r in js["spec"]["replicatedJobs"]}
-        failed = [j for j in jobs if finished(j) == "Failed"]
-        if failed:  # fp: no failurePolicy, so no restart
-            self._condition(status, "Failed", *FAILED)
+        live = [j for j in jobs if not j["metadata"].get("deletionTimestamp")]
+        failed = [j for j in live if finished(j) == "Failed"]
+        max_restarts = int((js["spec"].get("failurePolicy") or {}).get("maxRestarts") or 0)
+        if failed and int(status.get("restarts") or 0) < max_restarts:
+            # fp RestartJobSet: this attempt's Jobs go, the next reconcile makes them again
+            for j in live:
+                self.objects.delete(self._rt("batch/jobs"), ns, j["metadata"]["name"],
+                                    "Background")
+            status["restarts"] = int(status.get("restarts") or 0) + 1
+        elif failed:  # fp: no failure policy, or its restarts spent
+            self._condition(status, "Failed", *(REACHED_MAX if max_restarts else FAILED))
             status["terminalState"] = "Failed"
         elif self._succeeded(js, by_name, replicas):
             self._condition(status, "Completed", *COMPLETED)
