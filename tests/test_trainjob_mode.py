@@ -256,3 +256,31 @@ def test_doctor_reports_trainer_its_runtimes_and_what_auto_takes(kube_server, ku
     assert ready["trainer"]["status"] == "ok"
     assert tj.runtime_name(_spec()) in ready["trainer"]["finding"]
     assert IMAGE in ready["trainer"]["effect"]
+
+
+def test_kueue_admits_the_trainjob_whole_or_holds_it_queued_saying_why(k8s):
+    """Kueue's TrainJob integration: the TrainJob names the queue, is created suspended
+    (Trainer makes no pods), and resumes once Kueue admits all of it."""
+    srv = k8s.server()
+    _trainer(srv)
+    srv.install_kueue()
+    srv.kueue_queue("small", {"nvidia.com/gpu": 2, "cpu": 64, "memory": "256Gi"})
+    srv.kueue_queue("big", {"nvidia.com/gpu": 16, "cpu": 64, "memory": "256Gi"})
+    args = ("--workers", "4", "--gpus", "1", "--image", IMAGE, "--mode", "trainjob",
+            "--gang-scheduler", "kueue", "python", "t.py")
+    held = hvdk8s(k8s, "submit", "mpi", "--name", "held", "--queue", "small", *args)
+    assert held.exit_code == 0, held.output
+    assert srv.get("trainjobs.trainer.kubeflow.org", "held")["metadata"]["labels"][
+        "kueue.x-k8s.io/queue-name"] == "small"
+    srv.wait_for(lambda: "insufficient quota" in json.dumps(
+        srv.objects("workloads.kueue.x-k8s.io", "default")))
+    status = json.loads(hvdk8s(k8s, "get", "held", "-o", "json").stdout)
+    assert status["phase"] == "Queued" and "insufficient quota for nvidia.com/gpu" in status[
+        "message"]
+    assert not [p for p in srv.objects("pods", "default")
+                if p["metadata"]["name"].startswith("held-")]
+    srv.script_pod(r"runs-node-0-\d+-\w{5}", exit_code=None)
+    srv.script_pod(r"runs-launcher-0-0-\w{5}", logs=["ok"], exit_code=0)
+    runs = hvdk8s(k8s, "submit", "mpi", "--name", "runs", "--queue", "big", *args)
+    assert runs.exit_code == 0, runs.output
+    assert hvdk8s(k8s, "wait", "runs", "--timeout", "60").exit_code == 0
