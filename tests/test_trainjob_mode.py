@@ -284,3 +284,39 @@ def test_kueue_admits_the_trainjob_whole_or_holds_it_queued_saying_why(k8s):
     runs = hvdk8s(k8s, "submit", "mpi", "--name", "runs", "--queue", "big", *args)
     assert runs.exit_code == 0, runs.output
     assert hvdk8s(k8s, "wait", "runs", "--timeout", "60").exit_code == 0
+
+
+def test_the_agents_sweep_fails_an_unpullable_trainjob_with_nobody_waiting(k8s):
+    """The unattended release: the topology agent's sweep on the nodes (start_guard) finds
+    the TrainJob's node pod past its start timeout and suspends the TrainJob, so Trainer
+    suspends its JobSet and no pod keeps a GPU."""
+    from datetime import timedelta
+
+    from launcher.backends.kubernetes import start_guard
+
+    srv = k8s.server()
+    srv.install_trainer()
+    srv.unpullable_image("gone:1")
+    srv.create(tj.horovod_runtime(_spec(image="gone:1")))
+    submitted = hvdk8s(k8s, "submit", "mpi", "--name", "unp", "--workers", "2", "--gpus", "1",
+                       "--image", "gone:1", "--start-timeout", "30", "python", "t.py")
+    assert submitted.exit_code == 0, submitted.output
+
+    def pulling():
+        pods = [p for p in srv.objects("pods", "default")
+                if p["metadata"]["name"].startswith("unp-node-")]
+        return pods and all((p["status"].get("containerStatuses") or [{}])[0].get(
+            "state", {}).get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")
+            for p in pods)
+    srv.wait_for(pulling)
+    later = start_guard.utc_now() + timedelta(seconds=31)
+    client = k8s.backend().client
+    failed = {j for node in ("gpu-node-0", "gpu-node-1")
+              for j in start_guard.sweep_node(client, node, later)}
+    assert failed == {"default/unp"}
+    assert srv.get("trainjobs.trainer.kubeflow.org", "unp")["spec"]["suspend"] is True
+    srv.wait_for(lambda: not [p for p in srv.objects("pods", "default")
+                              if p["metadata"]["name"].startswith("unp-")
+                              and not p["metadata"].get("deletionTimestamp")])
+    waited = hvdk8s(k8s, "wait", "unp", "--timeout", "30")
+    assert waited.exit_code == 1 and "StartTimeout" in waited.output, waited.output
