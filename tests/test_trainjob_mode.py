@@ -320,3 +320,11 @@ def test_the_agents_sweep_fails_an_unpullable_trainjob_with_nobody_waiting(k8s):
                               and not p["metadata"].get("deletionTimestamp")])
     waited = hvdk8s(k8s, "wait", "unp", "--timeout", "30")
     assert waited.exit_code == 1 and "StartTimeout" in waited.output, waited.output
+
+
+def test_install_runtime_where_trainer_is_missing_says_so_and_installs_nothing(k8s):
+    result = runner.invoke(app, ["install", "runtime", "--image", IMAGE, "--context", k8s.context])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in the "
+        "API); install Kubeflow Trainer first")

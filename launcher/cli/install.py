@@ -134,9 +134,27 @@ def install_runtime(
                           **{k: v for k, v in given.items() if v is not None})
     except SpecError as exc:
         raise UsageError(f"{exc.where}: {exc.message}") from None
-    manifests = [horovod_runtime(spec)]
+    runtime = horovod_runtime(spec)
     if dry_run:
-        emit_objects(manifests, output)
+        emit_objects([runtime], output)
         return
-    for line in apply_manifests(manifests, namespace="default", context=context):
+    version = _trainer_version(context)  # the newest Trainer API the cluster serves
+    runtime = {**runtime, "apiVersion": f"trainer.kubeflow.org/{version}"}
+    for line in apply_manifests([runtime], namespace="default", context=context):
         typer.echo(line)
+
+
+def _trainer_version(context: str | None) -> str:
+    """The ClusterTrainingRuntime version served; refused where Trainer is not installed."""
+    from launcher.backends.kubernetes.client import ApiError, connect
+    from launcher.backends.kubernetes.trainjob import TRAINER_MISSING, runtime_kind
+    from launcher.cli.common import INSTALL_HINT, require_kubernetes
+
+    require_kubernetes(context, INSTALL_HINT)
+    try:
+        kind = runtime_kind(connect(context))
+    except ApiError as exc:
+        raise exc.user_error() from None
+    if kind is None:
+        raise UserError(TRAINER_MISSING.split(";")[0] + "; install Kubeflow Trainer first")
+    return kind.api_version.rsplit("/", 1)[1]
