@@ -112,3 +112,23 @@ def test_get_and_wait_follow_the_job_on_the_worker_cluster_kueue_chose(
             assert "total images/sec: 77.0" in logs.output
         finally:
             loop.stop()
+
+
+def test_the_only_worker_cluster_hvdk8s_can_see_is_where_the_job_is_planned(
+        kube_server, kubeconfig, monkeypatch, tmp_path):
+    kube_server.install_mpi_operator()
+    _manager(kube_server)
+    with KubeAPIServer() as worker:
+        worker.add_node("w-node-0", gpus=8, labels=dict(GPU_NODE_LABELS))
+        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
+        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
+        result = _cli(*SUBMIT, "--name", "seen", "--mode", "operator", "--dry-run=server",
+                      "python", "t.py")
+        assert result.exit_code == 0, result.output
+        assert "to its only worker cluster worker1: planned there" in result.output
+        assert "placement: w-node-0" in result.output
+        root = next(o for o in yaml.safe_load_all(result.stdout) if o)
+        assert "w-node-0" in json.dumps(root["spec"]["mpiReplicaSpecs"]["Worker"]["template"])
+        planned = runner.invoke(app, ["plan", "--workers", "2", "--gpus", "1", "--queue", "team",
+                                      "--context", "test"])
+        assert planned.exit_code == 0 and "w-node-0" in planned.output, planned.output

@@ -56,9 +56,13 @@ def plan(
 
     request = PlacementRequest.from_spec(spec)
     cal, cal_source = calibration_file.load(calibration)
-    if queue and not cluster and (why := _multikueue(queue, context)):
-        typer.echo(why)  # nothing to place on: the worker cluster is Kueue's choice
-        return
+    if queue and not cluster:
+        worker, why = _multikueue(queue, context)
+        if why is not None:
+            typer.echo(why)
+            if worker is None:  # nothing to place on: the worker cluster is Kueue's choice
+                return
+            context = worker
     snapshot = _load_cluster(cluster, context)
 
     policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
@@ -174,14 +178,14 @@ def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str |
     return f"{what} not checked: {source} gives no capacity for {plural(len(unknown), 'node')}"
 
 
-def _multikueue(queue: str, context: str | None) -> str | None:
-    """Why no placement is planned for a MultiKueue queue (launcher.backends.kubernetes)."""
+def _multikueue(queue: str, context: str | None) -> tuple[str | None, str | None]:
+    """Where a MultiKueue queue's job is planned (launcher.backends.kubernetes)."""
     from launcher.backends.kubernetes.backend import KubernetesBackend
     from launcher.cli.common import PLAN_HINT, require_kubernetes
 
     require_kubernetes(context, PLAN_HINT)
     backend = KubernetesBackend(context)  # the queue of the context's namespace
-    return backend.multikueue_unplanned(queue, backend.namespace)
+    return backend.multikueue_target(queue, backend.namespace)
 
 
 def _load_cluster(path: str | None, context: str | None):

@@ -232,25 +232,38 @@ class KubernetesBackend(BaseBackend):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
         if not spec.gpus_per_worker:
             return None
-        if spec.queue and spec.gang == "kueue" and (
-                why := self.multikueue_unplanned(spec.queue, spec.namespace)) is not None:
-            note(f"note: {why}")
-            return None
+        if spec.queue and spec.gang == "kueue":
+            worker, why = self.multikueue_target(spec.queue, spec.namespace)
+            if why is not None:
+                note(f"note: {why}")
+                if worker is None:
+                    return None
+                context = worker  # MultiKueue's only worker cluster, which hvdk8s can see
         return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True,
                                 gpu_nodes_only=True)
 
     @_api_errors
-    def multikueue_unplanned(self, queue: str, namespace: str) -> str | None:
-        """Why the placement is not planned here: the Kueue queue dispatches through
-        MultiKueue, so the job runs on a worker cluster Kueue picks at admission (None:
-        plan here)."""
+    def multikueue_target(self, queue: str, namespace: str) -> tuple[str | None, str | None]:
+        """(the context to plan on, what to say) for a Kueue queue that dispatches through
+        MultiKueue: its only worker cluster where the kubeconfig has that context, else
+        none (the job runs where Kueue admits it, unknown until then); (None, None) for a
+        queue that runs jobs here."""
         from launcher.backends.kubernetes import multikueue
+        from launcher.backends.kubernetes.kubeconfig import context_names
 
-        if multikueue.manager_for(self.client, queue, namespace) is None:
-            return None
-        return (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
-                "the worker cluster Kueue admits it on, unknown until then, so no placement is "
-                "planned (the worker cluster's scheduler places it)")
+        clusters = multikueue.worker_clusters(self.client, queue, namespace)
+        if clusters is None:
+            return None, None
+        if len(clusters) == 1 and clusters[0] in context_names(self._kubeconfig):
+            return clusters[0], (f"--queue {queue} dispatches through Kueue's MultiKueue to "
+                                 f"its only worker cluster {clusters[0]}: planned there "
+                                 f"(context {clusters[0]})")
+        seen = ("" if len(clusters) != 1 else
+                f"; no kubeconfig context {clusters[0]} shows its nodes")
+        return None, (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
+                      "the worker cluster Kueue admits it on"
+                      + (f" ({', '.join(clusters)})" if clusters else "") + seen
+                      + ", so no placement is planned (that cluster's scheduler places it)")
 
     # -- submit ------------------------------------------------------------------------------
     @_api_errors

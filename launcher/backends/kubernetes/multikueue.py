@@ -13,7 +13,9 @@ Kueue v0.14 (kubernetes-sigs/kueue):
   "worker1"` (multikueue/workload.go), worker1 being the MultiKueueCluster's name; newer
   Kueue also writes it to the Workload's status.clusterName.
 
-hvdk8s follows the job there when the kubeconfig has a context of that name.
+hvdk8s follows the job there when the kubeconfig has a context of that name, and plans
+the placement on the worker cluster when the config has only one and the kubeconfig a
+context of its name (the only cluster Kueue can pick).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 CLUSTER_QUEUE = Kind("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", namespaced=False)
 ADMISSION_CHECK = Kind("kueue.x-k8s.io/v1beta1", "AdmissionCheck", "admissionchecks",
                        namespaced=False)
+MULTIKUEUE_CONFIG = Kind("kueue.x-k8s.io/v1beta1", "MultiKueueConfig", "multikueueconfigs",
+                         namespaced=False)
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _RESERVED_ON = re.compile(r'The workload got reservation on "([^"]+)"')
 
@@ -42,9 +46,10 @@ def admission_checks(cluster_queue: dict) -> list[str]:
     return names + [c.get("name") for c in strategy if c.get("name")]
 
 
-def manager_for(client, queue: str, namespace: str) -> str | None:
-    """MULTIKUEUE when the LocalQueue's ClusterQueue has a MultiKueue admission check; None
-    otherwise, and where the queue's objects cannot be read (Kueue then runs it here)."""
+def worker_clusters(client, queue: str, namespace: str) -> tuple[str, ...] | None:
+    """The worker clusters of the queue's MultiKueue admission check (its MultiKueueConfig's
+    spec.clusters; empty where that is not readable), or None when the queue does not
+    dispatch through MultiKueue or its objects cannot be read (Kueue then runs it here)."""
     try:
         lq = client.get(KUEUE_LOCALQUEUE, queue, namespace)
         if lq is None:
@@ -54,12 +59,24 @@ def manager_for(client, queue: str, namespace: str) -> str | None:
             return None
         for name in admission_checks(cq):
             check = client.get(ADMISSION_CHECK, name)
-            if check is not None and (check.get("spec") or {}).get("controllerName") == MULTIKUEUE:
-                return MULTIKUEUE
+            spec = (check or {}).get("spec") or {}
+            if spec.get("controllerName") != MULTIKUEUE:
+                continue
+            params = spec.get("parameters") or {}
+            try:
+                config = client.get(MULTIKUEUE_CONFIG, params.get("name") or "")
+            except ApiError:
+                config = None
+            return tuple(((config or {}).get("spec") or {}).get("clusters") or ())
     except ApiError as exc:
         if exc.status not in (403, 404):
             raise
     return None
+
+
+def manager_for(client, queue: str, namespace: str) -> str | None:
+    """MULTIKUEUE when the LocalQueue's ClusterQueue has a MultiKueue admission check."""
+    return MULTIKUEUE if worker_clusters(client, queue, namespace) is not None else None
 
 
 def managed_by(root: dict | None) -> str | None:
