@@ -328,3 +328,30 @@ def test_install_runtime_where_trainer_is_missing_says_so_and_installs_nothing(k
     assert result.output.strip().splitlines()[-1] == (
         "error: Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in the "
         "API); install Kubeflow Trainer first")
+
+
+def test_auto_choices_take_only_what_a_trainjob_carries_and_given_ones_are_refused():
+    spec, choice = tj.within_trainjob(_spec(), "auto")
+    assert (spec.rdma, choice) == ("off", "device-plugin")
+    spec, choice = tj.within_trainjob(_spec(rdma="on"), "dra")
+    assert (spec.rdma, choice) == ("on", "dra")  # named: refused at rendering, not changed
+
+
+def test_kueue_topology_annotation_goes_on_the_node_pods_and_compute_domains_are_refused():
+    from types import SimpleNamespace
+
+    from mpijob.errors import SpecError
+
+    spec = _spec(gang="kueue", queue="q", gpus_per_worker=2)
+    placement = _placement(spec, [("a", [0, 1]), ("b", [0, 1])])
+    ranked = SimpleNamespace(label="cloud.example/rack", scheduler="kueue")
+    object.__setattr__(placement, "network_domain", ranked)
+    trainjob, _ = render(spec, mode="trainjob", placement=placement)
+    node = trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"][0]["template"]["spec"]["template"]
+    assert node["metadata"]["annotations"][
+        "kueue.x-k8s.io/podset-required-topology"] == "cloud.example/rack"
+    assert trainjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+    object.__setattr__(placement, "compute_domain", True)
+    with pytest.raises(SpecError, match="ComputeDomain IMEX channel"):
+        render(spec, mode="trainjob", placement=placement)

@@ -317,8 +317,12 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(spec, options.get("gpu_request", defaults.GPU_REQUEST_CHOICE),
-                             cluster)
+    gpu_choice = options.get("gpu_request", defaults.GPU_REQUEST_CHOICE)
+    if request.mode == "trainjob":  # auto takes only what a TrainJob can carry
+        from mpijob.k8s.render_trainjob import within_trainjob
+
+        spec, gpu_choice = within_trainjob(spec, gpu_choice)
+    spec = _with_gpu_request(spec, gpu_choice, cluster)
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None

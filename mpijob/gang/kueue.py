@@ -78,6 +78,11 @@ class Kueue(GangScheduler):
         if obj.get("kind") == "MPIJob":
             obj = copy.deepcopy(obj)
             meta = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"].setdefault("metadata", {})
+        elif obj.get("kind") == "TrainJob":  # the node pods' runtime patch (render_trainjob)
+            obj = copy.deepcopy(obj)
+            node = obj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+                "replicatedJobs"][0]
+            meta = node["template"]["spec"]["template"].setdefault("metadata", {})
         elif (obj.get("kind") == "Pod" and (obj.get("metadata") or {}).get("labels", {}).get(
                 names.LABEL_ROLE) == names.ROLE_WORKER):
             obj = copy.deepcopy(obj)

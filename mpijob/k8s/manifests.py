@@ -49,6 +49,7 @@ def render(
     if mode == "trainjob":  # what a TrainJob cannot carry is refused there, not patched in
         objects = render_trainjob(spec, placement, benchmark_source, prediction,
                                   version=trainer_version, managed_by=managed_by)
+        objects = apply_network_topology(objects, spec, placement)  # Kueue's, on the nodes
         return with_owner(objects, root_uid) if root_uid else objects
     if mode == "pods":
         if ssh is None:

@@ -125,6 +125,14 @@ def refusal(spec: JobSpec) -> SpecError | None:
     return None
 
 
+def within_trainjob(spec: JobSpec, gpu_request: str) -> tuple[JobSpec, str]:
+    """--rdma auto and --gpu-request auto as a TrainJob can carry them (`refusal`): no RDMA
+    devices, GPUs by the device plugin's count. What the user named stays, to be refused."""
+    if spec.rdma == "auto":
+        spec = spec.model_copy(update={"rdma": "off"})
+    return spec, "device-plugin" if gpu_request == "auto" else gpu_request
+
+
 def _runtime_spec(spec: JobSpec) -> dict:
     """The runtime's spec: mlPolicy.mpi, a `node` job (the trainer: the TrainJob's image,
     environment, resources and node count go to it, jsb Trainer and core newRuntimeInfo)
@@ -272,6 +280,10 @@ def render_trainjob(spec: JobSpec, placement: Placement | None, benchmark_source
                     managed_by: str | None = None) -> list[dict]:
     if (refused := refusal(spec)) is not None:
         raise refused
+    if placement is not None and getattr(placement, "compute_domain", False):
+        raise SpecError("workers", "the placement spans nodes of one NVLink partition, whose "
+                        "ComputeDomain IMEX channel a TrainJob's runtime patch cannot claim; use "
+                        "--mode pods or --mode operator", "--workers")
     shape = operator_shape(spec, placement)
     worker = WorkerPod(0, None, (), shape.slots if spec.gpus_per_worker else 0,
                        shape.slots if not spec.gpus_per_worker else
