@@ -699,14 +699,14 @@ class KubernetesBackend(BaseBackend):
         return [f"removing its pods {', '.join(forbidden)} (cleanPodPolicy {policy})"] \
             if forbidden else []
 
-    def _dispatched(self, name: str, ns: str) -> KubernetesBackend | None:
-        """The backend of the worker cluster MultiKueue ran this job on, when the job was
-        dispatched and the kubeconfig has a context of that cluster's name; None to read
-        the job here (not dispatched, not visible: the manager's copy carries its status)."""
+    def _dispatched(self, root: dict | None, name: str, ns: str) -> KubernetesBackend | None:
+        """The backend of the worker cluster MultiKueue ran this job (its root here) on,
+        when the job was dispatched and the kubeconfig has a context of that cluster's name;
+        None to read the job here (not dispatched, not visible: the manager's copy carries
+        its status). No request for a root that MultiKueue does not manage."""
         from launcher.backends.kubernetes import multikueue
         from launcher.backends.kubernetes.kubeconfig import context_names
 
-        root, _ = self._root(name, ns)
         if root is None or multikueue.managed_by(root) != multikueue.MULTIKUEUE:
             return None
         cluster = multikueue.worker_cluster(self.client, root)
@@ -722,9 +722,9 @@ class KubernetesBackend(BaseBackend):
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
         ns = self._ns(namespace)
-        if (worker := self._dispatched(name, ns)) is not None:
-            return worker.get(name, ns)
         root, mode = self._root(name, ns)
+        if (worker := self._dispatched(root, name, ns)) is not None:
+            return worker.get(name, ns)
         pods = self._pods(name, ns)
         if self.fail_overdue(root, mode, pods):  # read again what failing it changed
             root, mode = self._root(name, ns)
@@ -768,13 +768,14 @@ class KubernetesBackend(BaseBackend):
         """Block until the job is terminal, woken by watches on its pods and roots
         (watching.py): no request while they are healthy and nothing changes."""
         ns = self._ns(namespace)
-        if (worker := self._dispatched(name, ns)) is not None:
-            return worker.wait(name, ns, timeout=timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
+                if (worker := self._dispatched(root, name, ns)) is not None:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    return worker.wait(name, ns, timeout=left)
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy
@@ -844,13 +845,15 @@ class KubernetesBackend(BaseBackend):
             raise UsageError("--rank: ranks are a local-backend notion; on Kubernetes use "
                              "--worker INDEX or --all")
         ns = self._ns(namespace)
-        if (there := self._dispatched(name, ns)) is not None:
-            yield from there.logs(name, ns, follow=follow, worker=worker,
-                                  all_replicas=all_replicas, tail=tail, previous=previous)
-            return
         pods = self._pods(name, ns)
-        if not pods and self._root(name, ns)[0] is None:
-            raise NotFound(f"job {name} not found in namespace {ns}")
+        if not pods:  # none here: the job is gone, or MultiKueue ran it elsewhere
+            root = self._root(name, ns)[0]
+            if root is None:
+                raise NotFound(f"job {name} not found in namespace {ns}")
+            if (there := self._dispatched(root, name, ns)) is not None:
+                yield from there.logs(name, ns, follow=follow, worker=worker,
+                                      all_replicas=all_replicas, tail=tail, previous=previous)
+                return
         workers = sorted((p for p in pods if st.pod_role(p) != names.ROLE_LAUNCHER),
                          key=st.pod_index)
         if worker is not None:
