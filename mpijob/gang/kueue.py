@@ -66,8 +66,14 @@ class Kueue(GangScheduler):
                   "until admitted)",
     }
 
+    trainjob = True  # its trainer.kubeflow.org/trainjob integration
+    multicluster = True  # MultiKueue
+
     def refusal(self, mode: str) -> str | None:
         return PODS_REFUSED if mode == PODS else None
+
+    def trainjob_labels(self, spec) -> dict[str, str]:
+        return {QUEUE_LABEL: spec.queue}
 
     def operator_labels(self, spec) -> dict[str, str]:
         return {QUEUE_LABEL: spec.queue}

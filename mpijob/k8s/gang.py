@@ -28,9 +28,9 @@ TRAINJOB_GANG = ("--gang-scheduler {gang} with --mode trainjob: a TrainJob is ga
 
 def refusal(gang: str, mode: str) -> str | None:
     """Why this (gang scheduler, mode) pair cannot be gang-scheduled for real, else None."""
-    if mode == "trainjob" and gang not in (gangs.NONE, "kueue"):
-        return TRAINJOB_GANG.format(gang=gang)
     scheduler = gangs.get(gang)
+    if mode == "trainjob" and scheduler is not None and not scheduler.trainjob:
+        return TRAINJOB_GANG.format(gang=gang)
     return scheduler.refusal(mode) if scheduler is not None else None
 
 

@@ -30,6 +30,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
+from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec, option_of
@@ -82,7 +83,6 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 # A runtime patch's manager must be a domain-prefixed path (plugins/jobset Validate).
 PATCH_MANAGER = f"{names.GROUP}/placement"
 ANNOTATION_RUNTIME_IMAGE = f"{names.GROUP}/image"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 CONFIG_VOLUME = "hvdk8s-config"
 LAUNCH_SCRIPT = "launch.sh"
 
@@ -306,8 +306,8 @@ def render_trainjob(spec: JobSpec, placement: Placement | None, benchmark_source
     meta = metadata(spec, spec.name,
                     extra_annotations=root_annotations(spec, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "trainjob"
-    if spec.gang == "kueue" and spec.queue:  # Kueue's TrainJob integration reads it here
-        meta["labels"][QUEUE_LABEL] = spec.queue
+    if (scheduler := gangs.get(spec.gang)) is not None and spec.queue:
+        meta["labels"].update(scheduler.trainjob_labels(spec))  # Kueue's TrainJob integration
     job_spec: dict = {
         "runtimeRef": {"name": runtime_name(spec), "apiGroup": GROUP, "kind": RUNTIME_KIND},
         "trainer": trainer,

@@ -80,6 +80,7 @@ from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
+from mpijob import gang as gangs
 from mpijob.jobspec import defaults, names
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
@@ -232,7 +233,7 @@ class KubernetesBackend(BaseBackend):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
         if not spec.gpus_per_worker:
             return None
-        if spec.queue and spec.gang == "kueue":
+        if spec.queue and getattr(gangs.get(spec.gang), "multicluster", False):
             worker, why = self.multikueue_target(spec.queue, spec.namespace)
             if why is not None:
                 note(f"note: {why}")
@@ -283,7 +284,8 @@ class KubernetesBackend(BaseBackend):
         created for Kueue to copy to a worker cluster (managedBy), not run here."""
         from launcher.backends.kubernetes import multikueue
 
-        if spec.gang != "kueue" or not spec.queue or options.mode == "pods":
+        if (not spec.queue or options.mode == "pods"
+                or not getattr(gangs.get(spec.gang), "multicluster", False)):
             return options
         manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
         return dataclasses.replace(options, managed_by=manager) if manager else options
