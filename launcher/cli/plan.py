@@ -23,7 +23,7 @@ from mpijob.plural import plural
 # The job options plan takes (declared on the spec: launcher.cli.spec_options).
 PLAN_OPTIONS = ("workers", "gpus_per_worker", "placement_policy", "node_selector", "tolerations",
                 "cpu", "memory", "benchmark.model", "benchmark.batch_size", "cross_zone",
-                "rdma")
+                "rdma", "queue")
 
 
 @job_options(PLAN_OPTIONS, required=("workers", "gpus_per_worker"))
@@ -36,9 +36,6 @@ def plan(
     context: opt.Context = None,
     output: opt.Output = opt.TABLE,
     calibration: opt.Calibration = None,
-    queue: Annotated[str | None, typer.Option(
-        "--queue", metavar="QUEUE", help="The Kueue LocalQueue the job would go to: one that "
-        "dispatches through MultiKueue is placed by its worker cluster, not here.")] = None,
     *,
     job: dict,
 ):
@@ -47,6 +44,9 @@ def plan(
     Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
     file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
     opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
+    # --queue: only where the job would go (a MultiKueue queue is placed by its worker
+    # cluster); the plan asks no gang scheduler, so the spec does not take it
+    queue = job.pop("queue", None)
     spec = _check_job(job, precision)
     policy, model, batch_size, rdma = (spec.placement_policy, spec.benchmark.model,
                                        spec.benchmark.batch_size, spec.rdma)
