@@ -124,8 +124,10 @@ def runtime_info(trainjob: dict, runtime: dict) -> dict:
                 (ancestor == "trainer" and ml) or (as_node and rjob["name"] == NODE)):
             for c in job_spec["template"]["spec"].get("containers") or []:
                 if c.get("name") == NODE:
-                    c["resources"] = {**(c.get("resources") or {}),
-                                      **deepcopy(trainer["resourcesPerNode"])}
+                    # pkg/util/trainingruntime MergeResourceRequirements: a strategic
+                    # merge, so the runtime's other requests and limits stay
+                    c["resources"] = strategic_merge(c.get("resources") or {},
+                                                     trainer["resourcesPerNode"])
                     break
         counts[rjob["name"]] = count
     if mpi is not None:
