@@ -65,9 +65,8 @@ if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
 
 GROUP = "trainer.kubeflow.org"
-# The versions hvdk8s speaks, newest first: Trainer v2.3.0 serves v1alpha1 only
-# (manifests/base/crds); v1beta1 is taken where a cluster serves it.
-VERSIONS = ("v1beta1", "v1alpha1")
+# Trainer v2.3.0 serves v1alpha1 only (manifests/base/crds); the backend renders the
+# newest version a cluster serves (launcher.backends.kubernetes.client.TRAINJOBS).
 VERSION = "v1alpha1"
 RUNTIME_KIND = "ClusterTrainingRuntime"
 # pkg/constants/constants.go
@@ -77,9 +76,6 @@ NODE, LAUNCHER = "node", "launcher"  # replicated jobs, and the MPI plugin's con
 HOSTFILE = "/etc/mpi/hostfile"  # MPIHostfileDir/MPIHostfileName
 ROOT_SSH = "/root/.ssh"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
-# spec.managedBy values (pkg/apis/trainer/v1alpha1/trainjob_types.go).
-TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 # A runtime patch's manager must be a domain-prefixed path (plugins/jobset Validate).
 PATCH_MANAGER = f"{names.GROUP}/placement"
 ANNOTATION_RUNTIME_IMAGE = f"{names.GROUP}/image"
@@ -134,11 +130,11 @@ def within_trainjob(spec: JobSpec, gpu_request: str) -> tuple[JobSpec, str]:
 
 
 def _runtime_spec(spec: JobSpec) -> dict:
-    """The runtime's spec: mlPolicy.mpi, a `node` job (the trainer: the TrainJob's image,
-    environment, resources and node count go to it, jsb Trainer and core newRuntimeInfo)
-    running sshd, and a `launcher` job, started once every node is Ready (dependsOn), that
-    runs the job's launch script from its ConfigMap (a runtime patch mounts it: a patch
-    may not set a container's command or environment)."""
+    """The runtime's spec: mlPolicy.mpi; a `node` job running sshd, the trainer, so the
+    TrainJob's image, environment, resources and node count go to it (plugins/jobset/
+    builder.go Trainer, core/trainingruntime.go newRuntimeInfo); and a `launcher` job,
+    started once every node is Ready (dependsOn), running the job's launch script from its
+    ConfigMap (a runtime patch mounts it: a patch may not set a command or environment)."""
     sshd = {"name": NODE, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
             "command": operator_sshd(["-p", str(spec.ssh_port)]),
             "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2}}
