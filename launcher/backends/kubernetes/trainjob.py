@@ -28,11 +28,16 @@ TRAINER_MISSING = ("Kubeflow Trainer is not installed (no trainer.kubeflow.org T
 
 
 def trainjob_kind(client) -> Kind | None:
-    """The TrainJob kind of the newest Trainer API version served, or None."""
+    """The TrainJob kind of the newest Trainer API version served, or None. The group list
+    (one cached discovery call) first: a cluster without Trainer costs no more requests."""
+    if tj.GROUP not in client.api_groups():
+        return None
     return next((k for k in TRAINJOBS if client.serves(k)), None)
 
 
 def runtime_kind(client) -> Kind | None:
+    if tj.GROUP not in client.api_groups():
+        return None
     return next((k for k in CLUSTER_TRAINING_RUNTIMES if client.serves(k)), None)
 
 
