@@ -132,3 +132,40 @@ def test_the_only_worker_cluster_hvdk8s_can_see_is_where_the_job_is_planned(
         planned = runner.invoke(app, ["plan", "--workers", "2", "--gpus", "1", "--queue", "team",
                                       "--context", "test"])
         assert planned.exit_code == 0 and "w-node-0" in planned.output, planned.output
+
+
+def test_a_trainjob_dispatched_by_multikueue_is_followed_and_waited_on_there(
+        kube_server, kubeconfig, monkeypatch, tmp_path):
+    manager = kube_server
+    runtime = tj.horovod_runtime(build_spec(name="r", image=IMAGE))
+    manager.install_trainer()  # leaves a TrainJob managed by MultiKueue alone
+    manager.create(runtime)
+    _manager(manager)
+    with KubeAPIServer() as worker:
+        for i in range(2):
+            worker.add_node(f"w-node-{i}", gpus=8, labels=dict(GPU_NODE_LABELS))
+        worker.install_trainer()
+        worker.create(runtime)
+        worker.script_pod(r"tfar-node-0-\d+-\w{5}", exit_code=None)
+        worker.script_pod(r"tfar-launcher-0-0-\w{5}", logs=["total images/sec: 55.0"],
+                          exit_code=0)
+        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
+        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
+        loop = multikueue.MultiKueue(manager, {"worker1": worker})
+        loop.start()
+        try:
+            result = _cli(*SUBMIT, "--name", "tfar", "--mode", "trainjob", "python", "t.py")
+            assert result.exit_code == 0, result.output
+            assert manager.get("trainjobs.trainer.kubeflow.org", "tfar")["spec"][
+                "managedBy"] == MANAGED
+            assert manager.objects("jobsets.jobset.x-k8s.io", "default") == []
+            waited = _cli("wait", "tfar", "--timeout", "60")
+            assert waited.exit_code == 0, waited.output
+            assert "worker cluster worker1" in waited.output
+            remote = worker.get("trainjobs.trainer.kubeflow.org", "tfar")
+            assert "managedBy" not in remote["spec"]
+            status = json.loads(_cli("get", "tfar", "-o", "json").stdout)
+            assert status["phase"] == "Succeeded" and status["mode"] == "trainjob"
+            assert status["images_per_sec"] == pytest.approx(55.0)
+        finally:
+            loop.stop()

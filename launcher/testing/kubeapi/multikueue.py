@@ -1,5 +1,5 @@
-"""Kueue's MultiKueue admission check for MPIJobs: the manager cluster's job copied to a
-worker cluster (another test API server), its status copied back.
+"""Kueue's MultiKueue admission check for MPIJobs and TrainJobs: the manager cluster's job
+copied to a worker cluster (another test API server), its status copied back.
 
 A model of github.com/kubernetes-sigs/kueue v0.14 (abbreviations):
   wl  = pkg/controller/admissionchecks/multikueue/workload.go (reconcileGroup: the first
@@ -11,6 +11,9 @@ A model of github.com/kubernetes-sigs/kueue v0.14 (abbreviations):
         false)
   api = apis/kueue/v1beta1 (AdmissionCheck.spec.controllerName/parameters,
         MultiKueueConfig.spec.clusters, constants)
+  tj  = site/content/en/docs/tasks/run/multikueue/trainjob.md (TrainJobs in MultiKueue,
+        spec.managedBy kueue.x-k8s.io/multikueue; modelled as mpi's adapter, spec.managedBy
+        cleared on the remote copy)
 
 Simplified: the worker cluster runs no Kueue of its own (the remote job is created
 unsuspended, where Kueue there would admit its prebuilt Workload), the worker is the
@@ -22,7 +25,15 @@ from __future__ import annotations
 
 from . import errors
 from .controller import Loop
-from .kueue import CQ_KEY, LQ_KEY, MPIJOB_KEY, QUEUE_LABEL, WORKLOAD_KEY, workload_name
+from .kueue import (
+    CQ_KEY,
+    LQ_KEY,
+    MPIJOB_KEY,
+    QUEUE_LABEL,
+    TRAINJOB_KEY,
+    WORKLOAD_KEY,
+    workload_name,
+)
 from .util import deepcopy, now_rfc3339
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"  # api MultiKueueControllerName
@@ -74,13 +85,12 @@ class MultiKueue(Loop):
 
     def _step(self) -> None:
         store = self.manager.store
-        for job in store.items(MPIJOB_KEY):
-            run = job["spec"].get("runPolicy") or {}
+        for job in [*store.items(MPIJOB_KEY), *store.items(TRAINJOB_KEY)]:
             queue = (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
-            if run.get("managedBy") != CONTROLLER or not queue:
+            if _managed_by(job) != CONTROLLER or not queue:
                 continue
             ns = job["metadata"]["namespace"]
-            wl = store.get(WORKLOAD_KEY, ns, workload_name(job))
+            wl = store.get(WORKLOAD_KEY, ns, _workload_name(job))
             if wl is None or not (wl.get("status") or {}).get("admission"):
                 continue  # wl: the check runs once quota is reserved
             lq = store.get(LQ_KEY, ns, queue) or {}
@@ -97,9 +107,12 @@ class MultiKueue(Loop):
         """mpi SyncJob, then wl's admission check state."""
         worker = self.workers[cluster]
         m = job["metadata"]
-        remote = worker.get("mpijobs.kubeflow.org", m["name"], m["namespace"])
+        trainjob = job.get("kind") == "TrainJob"
+        key = TRAINJOB_KEY if trainjob else MPIJOB_KEY
+        remote = worker.get("trainjobs.trainer.kubeflow.org" if trainjob
+                            else "mpijobs.kubeflow.org", m["name"], m["namespace"])
         if remote is None:
-            copy = {"apiVersion": job["apiVersion"], "kind": "MPIJob",
+            copy = {"apiVersion": job["apiVersion"], "kind": job.get("kind") or "MPIJob",
                     "metadata": {k: deepcopy(v) for k, v in m.items()
                                  if k in ("name", "namespace", "labels", "annotations")},
                     "spec": deepcopy(job["spec"])}
@@ -107,12 +120,13 @@ class MultiKueue(Loop):
             labels[PREBUILT_LABEL] = wl["metadata"]["name"]
             labels[ORIGIN_LABEL] = ORIGIN
             labels.pop(QUEUE_LABEL, None)  # no Kueue on the worker here (module docstring)
-            copy["spec"]["runPolicy"].pop("managedBy", None)
-            copy["spec"]["runPolicy"]["suspend"] = False
+            run = copy["spec"] if trainjob else copy["spec"]["runPolicy"]
+            run.pop("managedBy", None)
+            run["suspend"] = False
             worker.create(copy)
         elif remote.get("status") != job.get("status"):
             status = deepcopy(remote.get("status") or {})
-            self.manager.store.mutate(MPIJOB_KEY, m["namespace"], m["name"],
+            self.manager.store.mutate(key, m["namespace"], m["name"],
                                       lambda j: j.__setitem__("status", status))
         message = f'The workload got reservation on "{cluster}"'
 
@@ -126,3 +140,14 @@ class MultiKueue(Loop):
         if (current.get(check) or {}).get("message") != message:
             self.manager.store.mutate(WORKLOAD_KEY, m["namespace"], wl["metadata"]["name"],
                                       set_check)
+
+
+def _managed_by(job: dict) -> str | None:
+    spec = job.get("spec") or {}
+    return spec.get("managedBy") or (spec.get("runPolicy") or {}).get("managedBy")
+
+
+def _workload_name(job: dict) -> str:
+    if job.get("kind") == "TrainJob":
+        return workload_name(job, "TrainJob", "trainer.kubeflow.org")
+    return workload_name(job)
