@@ -331,10 +331,10 @@ def test_install_runtime_where_trainer_is_missing_says_so_and_installs_nothing(k
 
 
 def test_auto_choices_take_only_what_a_trainjob_carries_and_given_ones_are_refused():
-    spec, choice = tj.within_trainjob(_spec(), "auto")
-    assert (spec.rdma, choice) == ("off", "device-plugin")
-    spec, choice = tj.within_trainjob(_spec(rdma="on"), "dra")
-    assert (spec.rdma, choice) == ("on", "dra")  # named: refused at rendering, not changed
+    spec = tj.within_trainjob(_spec())
+    assert (spec.rdma, spec.gpu_request) == ("off", "device-plugin")
+    spec = tj.within_trainjob(_spec(rdma="on", gpu_request="dra"))
+    assert (spec.rdma, spec.gpu_request) == ("on", "dra")  # named: refused at rendering, not changed
 
 
 def test_kueue_topology_annotation_goes_on_the_node_pods_and_compute_domains_are_refused():

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from typing import TYPE_CHECKING
 
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
@@ -43,26 +42,22 @@ from mpijob.k8s.command import (
 )
 from mpijob.k8s.render import (
     CONFIG_DIR,
-    WorkerPod,
+    data_volumes,
     env_list,
+    launcher_mounts_data,
     launcher_resources,
     metadata,
     node_affinity,
     root_annotations,
     shm_volume,
-    worker_resources,
 )
-from mpijob.k8s.render_operator import operator_shape
-from mpijob.k8s.render_volumes import _volumes, launcher_mounts_data
 from mpijob.k8s.security import (
     HOME_VOLUME,
     RUN_AS_HOME,
     container_security_context,
     pod_security_context,
 )
-
-if TYPE_CHECKING:  # placement is only a type here
-    from mpijob.scheduling.placement import Placement
+from mpijob.k8s.workload import Workload
 
 GROUP = "trainer.kubeflow.org"
 # Trainer v2.3.0 serves v1alpha1 only (manifests/base/crds); the backend renders the
@@ -121,12 +116,15 @@ def refusal(spec: JobSpec) -> SpecError | None:
     return None
 
 
-def within_trainjob(spec: JobSpec, gpu_request: str) -> tuple[JobSpec, str]:
+def within_trainjob(spec: JobSpec) -> JobSpec:
     """--rdma auto and --gpu-request auto as a TrainJob can carry them (`refusal`): no RDMA
     devices, GPUs by the device plugin's count. What the user named stays, to be refused."""
+    update: dict[str, str] = {}
     if spec.rdma == "auto":
-        spec = spec.model_copy(update={"rdma": "off"})
-    return spec, "device-plugin" if gpu_request == "auto" else gpu_request
+        update["rdma"] = "off"
+    if spec.gpu_request == "auto":
+        update["gpu_request"] = "device-plugin"
+    return spec.model_copy(update=update) if update else spec
 
 
 def _runtime_spec(spec: JobSpec) -> dict:
@@ -218,17 +216,23 @@ def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pod_patch(spec: JobSpec, role: str, affinity: dict | None) -> dict:
+def _pod_patch(work: Workload, role: str, affinity: dict | None) -> dict:
     """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go)."""
-    meta = metadata(spec, "x", role=role)
+    spec = work.spec
+    meta = metadata(spec, None, role=role)
+    scheduler = gangs.get(spec.gang)
+    if role == names.ROLE_WORKER and work.network_domain is not None and scheduler is not None:
+        # Kueue's pod set topology on the node pods, as on operator mode's worker template
+        meta.setdefault("annotations", {}).update(
+            scheduler.topology_annotations(work.network_domain))
     volumes = [{"name": CONFIG_VOLUME, "configMap": {"name": names.config(spec.name)}}]
     mounts: list[dict] = [{"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     if role == names.ROLE_WORKER:  # NCCL's ranks of one pod share /dev/shm
         volumes.insert(0, shm_volume(spec))
         mounts.insert(0, {"name": "dshm", "mountPath": "/dev/shm"})
     if role == names.ROLE_WORKER or launcher_mounts_data(spec):
-        data_volumes, data_mounts = _volumes(spec)
-        volumes += data_volumes
+        data, data_mounts = data_volumes(spec)
+        volumes += data
         mounts += data_mounts
     pod: dict = {}
     if spec.service_account:
@@ -271,19 +275,19 @@ def _affinity(spec: JobSpec, nodes: tuple[str, ...]) -> dict | None:
     return affinity
 
 
-def render_trainjob(spec: JobSpec, placement: Placement | None, benchmark_source: str | None,
-                    prediction: dict | None, *, version: str = VERSION,
-                    managed_by: str | None = None) -> list[dict]:
+def render_trainjob(work: Workload, benchmark_source: str | None, prediction: dict | None, *,
+                    version: str = VERSION, managed_by: str | None = None) -> list[dict]:
+    """`managed_by`: spec.managedBy, the controller that runs the TrainJob (MultiKueue's
+    kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
+    spec, placement, shape = work.spec, work.placement, work.shape
+    assert shape is not None  # a Trainer-mode workload
     if (refused := refusal(spec)) is not None:
         raise refused
-    if placement is not None and getattr(placement, "compute_domain", False):
+    if work.compute_domain_nodes is not None:
         raise SpecError("workers", "the placement spans nodes of one NVLink partition, whose "
                         "ComputeDomain IMEX channel a TrainJob's runtime patch cannot claim; use "
                         "--mode pods or --mode operator", "--workers")
-    shape = operator_shape(spec, placement)
-    worker = WorkerPod(0, None, (), shape.slots if spec.gpus_per_worker else 0,
-                       shape.slots if not spec.gpus_per_worker else
-                       max(1, shape.slots // max(spec.gpus_per_worker, 1)))
+    worker = work.workers[0]
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": HOSTFILE, "HVDK8S_SSH_PORT": str(spec.ssh_port),
                     # Kueue may hold the nodes in its queue for long: no limit then.
@@ -293,17 +297,17 @@ def render_trainjob(spec: JobSpec, placement: Placement | None, benchmark_source
     node_env = {"HOME": RUN_AS_HOME} if spec.run_as_user is not None else {}
     trainer: dict = {"image": spec.image, "env": env_list(spec, node_env),
                      "numNodes": shape.replicas, "numProcPerNode": shape.slots}
-    if resources := worker_resources(spec, worker):
+    if resources := worker.resources.to_k8s():
         trainer["resourcesPerNode"] = resources
     affinity = _affinity(spec, shape.nodes)
     patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
-        "replicatedJobs": [_pod_patch(spec, names.ROLE_WORKER, affinity),
-                           _pod_patch(spec, names.ROLE_LAUNCHER, None)]}}}}
+        "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity),
+                           _pod_patch(work, names.ROLE_LAUNCHER, None)]}}}}
     meta = metadata(spec, spec.name,
                     extra_annotations=root_annotations(spec, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "trainjob"
     if (scheduler := gangs.get(spec.gang)) is not None and spec.queue:
-        meta["labels"].update(scheduler.trainjob_labels(spec))  # Kueue's TrainJob integration
+        meta["labels"].update(scheduler.trainjob_labels(spec.queue))  # Kueue's TrainJob integration
     job_spec: dict = {
         "runtimeRef": {"name": runtime_name(spec), "apiGroup": GROUP, "kind": RUNTIME_KIND},
         "trainer": trainer,

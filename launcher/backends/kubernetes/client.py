@@ -45,15 +45,8 @@ LIST_READ = 2 ** 20
 
 # --- resource kinds ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Kind:
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
+class Kind(gangs.ApiKind):
+    """A kind as the client reads and writes it: the core's ApiKind, with its URL."""
 
     @property
     def version(self) -> str:

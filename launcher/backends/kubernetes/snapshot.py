@@ -208,7 +208,7 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
                kueue_topologies: list[dict] | None = None,
                kai_topologies: list[dict] | None = None) -> dict:
     """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
-    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
+    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.gang: GangScheduler.keeps_network_domain)."""
     labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
     out = {name: position_from_labels(labels, label_keys or DEFAULT_LABEL_KEYS)
            for name, labels in labels_of.items()}
