@@ -72,3 +72,28 @@ def validate_object(obj: dict) -> None:
         validate_mpijob(obj)
     elif obj["kind"] in CORE_KINDS:
         validate_core(obj)
+
+
+# Kubeflow Trainer's CRDs at v2.3.0 (manifests/base/crds), vendored with its LICENSE.
+TRAINER_CRDS = Path(__file__).resolve().parent / "data/trainer"
+TRAINER_VERSION = "v2.3.0"
+
+
+@lru_cache
+def trainer_schema(kind: str) -> dict:
+    plural = {"TrainJob": "trainjobs", "ClusterTrainingRuntime": "clustertrainingruntimes"}[kind]
+    text = (TRAINER_CRDS / f"trainer.kubeflow.org_{plural}.yaml").read_text()
+    crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def validate_trainer(obj: dict) -> None:
+    """A TrainJob or ClusterTrainingRuntime against Trainer's published schema: types,
+    required fields and enums, and no field the API server would prune."""
+    import jsonschema
+
+    schema = trainer_schema(obj["kind"])
+    jsonschema.validate(obj, schema)
+    extra = unknown_fields(obj, schema)
+    assert not extra, f"fields unknown to the {obj['kind']} CRD: {extra}"

@@ -91,6 +91,10 @@ class SubmitOptions:
     each backend has its own subclass, so no backend receives another's options."""
 
     mode: defaults.Mode = defaults.MODE
+    # Trainer mode: the TrainJob API version the cluster serves; MultiKueue: the manager
+    # Kueue dispatches the job for (runPolicy.managedBy, spec.managedBy).
+    trainer_version: str = "v1alpha1"
+    managed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,13 @@ class BaseBackend:
 
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> SubmitOptions:
-        return SubmitOptions(mode=mode)
+        # Offline nothing says what the cluster has: auto shows built-in mode.
+        return SubmitOptions(mode="pods" if mode == "auto" else mode)
+
+    def job_options(self, spec: JobSpec, options: SubmitOptions) -> SubmitOptions:
+        """The options once the spec is known, from where the job goes (a MultiKueue queue
+        sets managedBy); asked before preflight, never for a client dry run."""
+        return options
 
     def detect_gang_scheduler(self) -> defaults.GangScheduler | None:
         """The gang scheduler installed where jobs run, if any."""

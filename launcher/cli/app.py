@@ -158,7 +158,7 @@ def _register() -> None:
     completion.register(app)
     app.add_typer(experiment.app, name="experiment")
     app.add_typer(config.app, name="config")
-    app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
+    app.add_typer(install.app, name="install", help="Install cluster components (the topology agent, the Trainer runtime).")
 
 
 _register()

@@ -190,6 +190,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Print its manifests instead", "hvdk8s install agent --dry-run -o yaml"),
         ("Where the NVIDIA runtime is not the default", "hvdk8s install agent --runtime-class nvidia"),
     ],
+    "install runtime": [
+        ("Print hvdk8s's Kubeflow Trainer runtime for an image first",
+         "hvdk8s install runtime --image horovod/horovod:0.28.1 --dry-run"),
+        ("Then install it (--mode trainjob runs TrainJobs on it)",
+         "hvdk8s install runtime --image horovod/horovod:0.28.1"),
+    ],
 }
 
 

@@ -105,3 +105,56 @@ def apply_manifests(manifests: list[dict], *, namespace: str, context: str | Non
             raise exc.user_error() from None
         lines.append(f"{ref} {'created' if created else 'configured'}")
     return lines
+
+
+@app.command("runtime", help="Install hvdk8s's Horovod ClusterTrainingRuntime for an image "
+             "(Kubeflow Trainer mode: --mode trainjob runs its TrainJobs on it).")
+def install_runtime(
+    image: str = typer.Option(..., "--image", help="The training image the job runs."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the runtime; apply nothing."),
+    output: opt.ObjectsOutput = opt.YAML,
+    context: opt.Context = None,
+    image_pull_policy: str = typer.Option(None, "--image-pull-policy",
+                                          help="When the kubelet pulls the image."),
+    launcher_cpu: str = typer.Option(None, "--launcher-cpu", help="The launcher's CPU."),
+    launcher_memory: str = typer.Option(None, "--launcher-memory", help="The launcher's memory."),
+    run_as_user: int = typer.Option(None, "--run-as-user",
+                                    help="The uid the job runs as (the SSH keys' mount)."),
+    ssh_port: int = typer.Option(None, "--ssh-port", help="The nodes' sshd port."),
+):
+    # lazy: the spec's models load only for this command
+    from mpijob.jobspec.spec import build_spec
+    from mpijob.k8s.render_trainjob import horovod_runtime
+
+    given = {"image_pull_policy": image_pull_policy, "launcher_cpu": launcher_cpu,
+             "launcher_memory": launcher_memory, "run_as_user": run_as_user,
+             "ssh_port": ssh_port}
+    try:
+        spec = build_spec(name="runtime", image=image,
+                          **{k: v for k, v in given.items() if v is not None})
+    except SpecError as exc:
+        raise UsageError(f"{exc.where}: {exc.message}") from None
+    runtime = horovod_runtime(spec)
+    if dry_run:
+        emit_objects([runtime], output)
+        return
+    version = _trainer_version(context)  # the newest Trainer API the cluster serves
+    runtime = {**runtime, "apiVersion": f"trainer.kubeflow.org/{version}"}
+    for line in apply_manifests([runtime], namespace="default", context=context):
+        typer.echo(line)
+
+
+def _trainer_version(context: str | None) -> str:
+    """The ClusterTrainingRuntime version served; refused where Trainer is not installed."""
+    from launcher.backends.kubernetes.client import ApiError, connect
+    from launcher.backends.kubernetes.trainjob import TRAINER_MISSING, runtime_kind
+    from launcher.cli.common import INSTALL_HINT, require_kubernetes
+
+    require_kubernetes(context, INSTALL_HINT)
+    try:
+        kind = runtime_kind(connect(context))
+    except ApiError as exc:
+        raise exc.user_error() from None
+    if kind is None:
+        raise UserError(TRAINER_MISSING.split(";")[0] + "; install Kubeflow Trainer first")
+    return kind.api_version.rsplit("/", 1)[1]

@@ -127,8 +127,10 @@ Command = Annotated[list[str] | None, typer.Argument(
     help="Program and arguments, one shell string (arena style), or a whole `mpirun ...` "
     "line.")]
 Mode = Annotated[defaults.Mode, choice(
-    defaults.Mode, "--mode", help="pods: hvdk8s makes the pods (no operator); operator: a "
-    "Kubeflow MPIJob for the MPI Operator.", rich_help_panel=PANEL_JOB)]
+    defaults.Mode, "--mode", help="auto: what the cluster has (the MPI Operator, else Kubeflow "
+    "Trainer, else pods); pods: hvdk8s makes the pods (no operator); operator: a Kubeflow "
+    "MPIJob for the MPI Operator; trainjob: a Kubeflow Trainer TrainJob.",
+    rich_help_panel=PANEL_JOB)]
 Gang = Annotated[bool, typer.Option(
     "--gang", help="Gang-schedule with Volcano, scheduler-plugins or Kueue when installed "
     "(hvdk8s's own all-or-nothing check applies either way).", rich_help_panel=PANEL_PLACEMENT)]

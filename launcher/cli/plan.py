@@ -23,7 +23,7 @@ from mpijob.plural import plural
 # The job options plan takes (declared on the spec: launcher.cli.spec_options).
 PLAN_OPTIONS = ("workers", "gpus_per_worker", "placement_policy", "node_selector", "tolerations",
                 "cpu", "memory", "benchmark.model", "benchmark.batch_size", "cross_zone",
-                "rdma")
+                "rdma", "queue")
 
 
 @job_options(PLAN_OPTIONS, required=("workers", "gpus_per_worker"))
@@ -45,6 +45,9 @@ def plan(
     file format (--cluster FILE), with an annotated example: docs/cluster-file.md. With no
     cluster configured, this machine: its free GPUs, as submit, top node and doctor see them."""
     opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
+    # --queue: only where the job would go (a MultiKueue queue is placed by its worker
+    # cluster); the plan asks no gang scheduler, so the spec does not take it
+    queue = job.pop("queue", None)
     spec = _check_job(job, precision)
     policy, model, batch_size = spec.placement_policy, spec.benchmark.model, spec.benchmark.batch_size
     # lazy: every CLI start imports the command modules; placement, the perf model and cluster files
@@ -54,6 +57,13 @@ def plan(
     request = PlacementRequest.from_spec(spec)
     cal, cal_source = calibration_file.load(calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
+    if queue and not cluster:
+        worker, why = _multikueue(queue, context)
+        if why is not None:
+            typer.echo(why)
+            if worker is None:  # nothing to place on: the worker cluster is Kueue's choice
+                return
+            context = worker
     snapshot = _load_cluster(cluster, context)
 
     policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
@@ -148,6 +158,16 @@ def _unchecked_resources(request, result, snapshot, *, from_file: bool) -> str |
     what = "/".join(w for w, attr in asked if any(getattr(n, attr) is None for n in unknown))
     source = "the cluster file" if from_file else "the cluster"
     return f"{what} not checked: {source} gives no capacity for {plural(len(unknown), 'node')}"
+
+
+def _multikueue(queue: str, context: str | None) -> tuple[str | None, str | None]:
+    """Where a MultiKueue queue's job is planned (launcher.backends.kubernetes)."""
+    from launcher.backends.kubernetes.backend import KubernetesBackend
+    from launcher.cli.common import PLAN_HINT, require_kubernetes
+
+    require_kubernetes(context, PLAN_HINT)
+    backend = KubernetesBackend(context)  # the queue of the context's namespace
+    return backend.multikueue_target(queue, backend.namespace)
 
 
 def _load_cluster(path: str | None, context: str | None):

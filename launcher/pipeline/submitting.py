@@ -258,6 +258,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
+    # --mode auto: what the cluster has (the backend decides; offline, built-in mode)
+    request = replace(request, mode=submit_options.mode)
     gang = _resolve_gang(request, backend, detect=not client_dry_run)
 
     if (refused := refusal(gang, request.mode)) is not None:
@@ -298,6 +300,10 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
+    if request.mode == "trainjob":  # auto takes only what a TrainJob can carry
+        from mpijob.k8s.render_trainjob import within_trainjob
+
+        spec = within_trainjob(spec)
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
@@ -310,6 +316,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         note(start)
 
     if not client_dry_run:
+        submit_options = backend.job_options(spec, submit_options)
         plan, checked = backend.preflight(plan, submit_options)
         spec = plan.spec
         for line in checked:

@@ -77,6 +77,11 @@ class GangScheduler:
     # runPolicy.schedulingPolicy when it runs with --gang-scheduling=<operator_flag_hint>.
     operator_podgroup: ClassVar[bool] = False
     operator_flag_hint: ClassVar[str] = ""
+    # Trainer mode: the scheduler admits a TrainJob whole, from these labels on it
+    # (trainjob_labels); False: --mode trainjob is refused with it (mpijob.k8s.gang).
+    trainjob: ClassVar[bool] = False
+    # Its queues may dispatch jobs to other clusters (Kueue's MultiKueue).
+    multicluster: ClassVar[bool] = False
     support: ClassVar[dict[str, str]]  # README "Gang scheduling by mode", per mode
     # It can keep a gang inside one network domain (defaults.NetworkScheduler): the
     # snapshot marks the levels it knows, and the plan's domain goes on what it reads.
@@ -86,6 +91,10 @@ class GangScheduler:
     def refusal(self, mode: str) -> str | None:
         """Why this scheduler cannot gang-schedule a job of `mode`, else None."""
         return None
+
+    def trainjob_labels(self, queue: str | None) -> dict[str, str]:
+        """Trainer mode: labels on the TrainJob that put it in the scheduler's queue."""
+        return {}
 
     # -- built-in mode ------------------------------------------------------------------
     def pod_metadata(self, req: GangRequest) -> dict:

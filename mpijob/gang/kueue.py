@@ -11,6 +11,7 @@ NAME = "kueue"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # Kueue labels a job's Workload with its uid
 MPIJOB_FRAMEWORK = "kubeflow.org/mpijob"
+TRAINJOB_FRAMEWORK = "trainer.kubeflow.org/trainjob"
 # Kueue topology-aware scheduling: this pod template annotation makes Kueue admit the pod
 # set only inside one domain of the level whose node label it names (Kueue docs, "Run
 # Workloads with Topology-Aware Scheduling",
@@ -45,6 +46,8 @@ def frameworks(config: dict | None) -> set[str] | None:
 def suspended(root: dict) -> bool:
     """Kueue's job webhook suspends every MPIJob naming a queue (jobframework
     ApplyDefaultForSuspend) until it admits it: suspended = waiting, or not managed."""
+    if root.get("kind") == "TrainJob":  # its TrainJob integration, the same way
+        return bool((root.get("spec") or {}).get("suspend"))
     return root.get("kind") == "MPIJob" and bool(
         ((root.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
 
@@ -60,8 +63,14 @@ class Kueue(GangScheduler):
                   "until admitted)",
     }
 
+    trainjob = True  # its trainer.kubeflow.org/trainjob integration
+    multicluster = True  # MultiKueue
+
     def refusal(self, mode: str) -> str | None:
         return PODS_REFUSED if mode == PODS else None
+
+    def trainjob_labels(self, queue: str | None) -> dict[str, str]:
+        return {QUEUE_LABEL: queue} if queue else {}
 
     def operator_labels(self, queue: str | None) -> dict[str, str]:
         return {QUEUE_LABEL: queue} if queue else {}

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 BackendName = Literal["local", "kubernetes"]
-Mode = Literal["pods", "operator"]
+# How the job reaches the cluster: built-in pods, an MPIJob (MPI Operator), a TrainJob
+# (Kubeflow Trainer); auto takes what the cluster has (launcher.backends.kubernetes.modes).
+Mode = Literal["auto", "pods", "operator", "trainjob"]
+ResolvedMode = Literal["pods", "operator", "trainjob"]
 MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
 CleanPodPolicy = Literal["Running", "All", "None"]
 PlacementPolicy = Literal["topology", "binpack", "spread"]
@@ -39,7 +42,7 @@ DryRun = Literal["client", "server", "none"]
     get_args(choice) for choice in (BackendName, Mode, MPIImplementation, CleanPodPolicy,
                                     PlacementPolicy, PullPolicy, Precision, GangScheduler))
 
-MODE: Mode = "pods"
+MODE: Mode = "auto"
 MPI_IMPLEMENTATION: MPIImplementation = "OpenMPI"
 CLEAN_POD_POLICY: CleanPodPolicy = "Running"
 PLACEMENT_POLICY: PlacementPolicy = "topology"

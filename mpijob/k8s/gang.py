@@ -22,9 +22,19 @@ SUPPORT = {(mode, name): s.support[mode] if s else _NONE[mode]
            for name, s in ((gangs.NONE, None), *gangs.SCHEDULERS.items())}
 
 
+# Trainer mode: Kueue admits a TrainJob whole (its trainer.kubeflow.org/trainjob
+# integration); the other schedulers group pods through a runtime's podGroupPolicy, which
+# hvdk8s's runtime does not set.
+TRAINJOB_GANG = ("--gang-scheduler {gang} with --mode trainjob: a TrainJob is gang-admitted "
+                 "by Kueue (--gang-scheduler kueue --queue NAME); use --mode operator or "
+                 "--mode pods for {gang}")
+
+
 def refusal(gang: str, mode: str) -> str | None:
     """Why this (gang scheduler, mode) pair cannot be gang-scheduled for real, else None."""
     scheduler = gangs.get(gang)
+    if mode == "trainjob" and scheduler is not None and not scheduler.trainjob:
+        return TRAINJOB_GANG.format(gang=gang)
     return scheduler.refusal(mode) if scheduler is not None else None
 
 

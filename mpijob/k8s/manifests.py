@@ -8,6 +8,8 @@ claims and devices), then one builder turns them into objects, each object whole
   by the root so that deleting the Job deletes the whole job (mpijob.k8s.render_pods).
 - `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator
   (mpijob.k8s.render_operator).
+- `trainjob`: one trainer.kubeflow.org TrainJob for Kubeflow Trainer
+  (mpijob.k8s.render_trainjob).
 
 Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
 """
@@ -20,6 +22,8 @@ from mpijob.jobspec.defaults import MODES
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
+from mpijob.k8s.render_trainjob import VERSION as TRAINER_VERSION
+from mpijob.k8s.render_trainjob import render_trainjob
 from mpijob.k8s.workload import workload
 
 if TYPE_CHECKING:  # only types here
@@ -36,13 +40,19 @@ def render(
     benchmark_source: str | None = None,
     root_uid: str | None = None,
     prediction: dict | None = None,
+    trainer_version: str = TRAINER_VERSION,
+    managed_by: str | None = None,
 ) -> list[dict]:
     if mode == "pods":
         if ssh is None:
             raise ValueError("pods mode needs SSH keys")
         objects = render_pods(workload(spec, placement, mode), ssh, benchmark_source, prediction)
     elif mode == "operator":
-        objects = render_operator(workload(spec, placement, mode), benchmark_source, prediction)
+        objects = render_operator(workload(spec, placement, mode), benchmark_source, prediction,
+                                  managed_by)
+    elif mode == "trainjob":  # what a TrainJob cannot carry is refused there
+        objects = render_trainjob(workload(spec, placement, mode), benchmark_source, prediction,
+                                  version=trainer_version, managed_by=managed_by)
     else:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     return with_owner(objects, root_uid) if root_uid else objects

@@ -98,7 +98,9 @@ def gang_scheduling_policy(replicas: int, requests: dict[str, str]) -> dict:
 
 
 def render_operator(work: Workload, benchmark_source: str | None,
-                    prediction: dict | None) -> list[dict]:
+                    prediction: dict | None, managed_by: str | None = None) -> list[dict]:
+    """`managed_by`: runPolicy.managedBy, the controller that runs the MPIJob (MultiKueue's
+    kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
     spec, placement, shape = work.spec, work.placement, work.shape
     assert shape is not None  # an operator-mode workload
     benchmark = spec.runs_benchmark
@@ -137,6 +139,8 @@ def render_operator(work: Workload, benchmark_source: str | None,
                        ("activeDeadlineSeconds", spec.run_policy.active_deadline_seconds)):
         if value is not None:
             run_policy[key] = value
+    if managed_by:  # kueue.x-k8s.io/multikueue: Kueue dispatches it to a worker cluster
+        run_policy["managedBy"] = managed_by
     scheduler = gangs.get(spec.gang)
     if scheduler is not None and scheduler.operator_podgroup:
         scheduling = gang_scheduling_policy(shape.replicas, worker.resources.requests)

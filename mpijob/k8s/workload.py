@@ -4,9 +4,10 @@ claim, RDMA and other device resources, the IMEX channel), and what every pod of
 shares (data volumes, the RDMA capability, Multus networks, the gang scheduler's network
 domain).
 
-The builders (mpijob.k8s.render_pods, mpijob.k8s.render_operator) turn this into objects,
-each object in one place, as the MPI Operator's newLauncherJob/newWorker build theirs
-(pkg/controller/mpi_job_controller.go); none of them reads back what another wrote. Pure.
+The builders (mpijob.k8s.render_pods, mpijob.k8s.render_operator,
+mpijob.k8s.render_trainjob) turn this into objects, each object in one place, as the MPI
+Operator's newLauncherJob/newWorker build theirs (pkg/controller/mpi_job_controller.go);
+none of them reads back what another wrote. Pure.
 """
 
 from __future__ import annotations
@@ -93,9 +94,14 @@ class Resources:
         return out
 
 
+# Modes whose workers come from one template (an MPIJob's Worker, a TrainJob's node job):
+# uniform pods, replicas x slots (operator_shape).
+TEMPLATE_MODES = ("operator", "trainjob")
+
+
 @dataclass(frozen=True)
 class WorkerPod:
-    """One worker pod (built-in mode), or the one worker template (operator mode)."""
+    """One worker pod (built-in mode), or the one worker template (operator, Trainer mode)."""
 
     index: int
     node: str | None
@@ -125,8 +131,8 @@ class Workload:
     spec: JobSpec
     mode: str
     placement: Placement | None
-    workers: tuple[WorkerPod, ...]  # built-in: one per pod; operator: the template's one
-    shape: OperatorShape | None  # operator mode: replicas x slotsPerWorker
+    workers: tuple[WorkerPod, ...]  # built-in: one per pod; TEMPLATE_MODES: the template's one
+    shape: OperatorShape | None  # TEMPLATE_MODES: replicas x slots per worker
     compute_domain_nodes: int | None  # the ComputeDomain's size, where the job gets one
     ipc_lock: bool  # NCCL pins RDMA buffers (ibv_reg_mr) past the default memlock limit
     networks: tuple[str, ...]  # Multus networks of the workers
@@ -229,12 +235,12 @@ def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], 
 
 def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
     """Decide the job's pods: one per placement assignment (built-in), or one uniform
-    template (operator), each with what it requests."""
+    template (TEMPLATE_MODES), each with what it requests."""
     placed = placement is not None and placement.feasible
     assignments = list(placement.assignments) if placement is not None and placed else []
     channel = bool(placement is not None and placement.compute_domain)
     shape = None
-    if mode == "operator":
+    if mode in TEMPLATE_MODES:
         shape = operator_shape(spec, placement)
         gpus = shape.slots if spec.gpus_per_worker else 0
         workers_each = (shape.slots if not spec.gpus_per_worker
@@ -268,7 +274,7 @@ def data_pod_nodes(spec: JobSpec, placement: Placement | None,
     """The planned node of every pod that mounts the job's claims (None: not known), and
     whether the pods are held there (required node affinity: no gang scheduler)."""
     pinned = spec.gang == "none"
-    if mode == "operator":
+    if mode in TEMPLATE_MODES:
         shape = operator_shape(spec, placement)
         nodes: list[str | None] = (list(shape.nodes) if len(shape.nodes) == shape.replicas
                                    else [None] * shape.replicas)

@@ -59,6 +59,8 @@ class Facts:
     pods: list[dict] | None = None  # pods of all namespaces, for the agent's freshness
     groups: set[str] = field(default_factory=set)
     mpijob_versions: tuple[str, ...] = ()  # kubeflow.org versions serving mpijobs
+    trainer_versions: tuple[str, ...] = ()  # trainer.kubeflow.org versions serving trainjobs
+    trainer_runtimes: list[dict] | None = None  # ClusterTrainingRuntimes (None: not readable)
     operator_deployment: dict | None = None  # the mpi-operator Deployment, when readable
     kueue_config: dict | None = None  # parsed controller_manager_config.yaml, when readable
     kueue_config_error: str | None = None
@@ -314,7 +316,7 @@ def _operator(f: Facts) -> list[Finding]:
                             "--mode operator needs kubeflow.org/v2beta1; built-in mode works",
                             "install MPI Operator v2: " + OPERATOR_INSTALL)]
         return [Finding("mpi operator", INFO, "no MPIJob CRD", "--mode operator is refused; "
-                        "built-in mode (--mode pods, the default) needs no operator",
+                        "built-in mode (--mode pods) needs no operator",
                         OPERATOR_INSTALL)]
     dep = f.operator_deployment
     if dep is None:
@@ -325,6 +327,39 @@ def _operator(f: Facts) -> list[Finding]:
     return [Finding("mpi operator", OK, f"MPIJob kubeflow.org/v2beta1 served; {where} runs "
                     f"{_image_tag(dep)}" + (f" with --gang-scheduling={flag}" if flag else
                                             " without --gang-scheduling"))]
+
+
+def _trainer(f: Facts) -> list[Finding]:
+    """Kubeflow Trainer (--mode trainjob) and its runtimes, and what --mode auto takes."""
+    has_operator = "v2beta1" in f.mpijob_versions
+    out = []
+    if not f.trainer_versions:
+        out.append(Finding("trainer", INFO, "no Kubeflow Trainer (no trainer.kubeflow.org "
+                           "TrainJob CRD)", "--mode trainjob is refused"))
+    else:
+        api = f"TrainJob trainer.kubeflow.org/{f.trainer_versions[0]} served"
+        runtimes = f.trainer_runtimes
+        if runtimes is None:
+            out.append(Finding("trainer", OK, f"Kubeflow Trainer: {api} (ClusterTrainingRuntimes "
+                               "not readable)"))
+        else:
+            mpi = sorted(r["metadata"]["name"] for r in runtimes
+                         if ((r.get("spec") or {}).get("mlPolicy") or {}).get("mpi") is not None)
+            ours = [r for r in runtimes if _labels(r).get("app.kubernetes.io/managed-by") == "hvdk8s"]
+            images = sorted((r["metadata"].get("annotations") or {}).get("hvdk8s.io/image", "?")
+                             for r in ours)
+            out.append(Finding(
+                "trainer", OK if ours else WARN,
+                f"Kubeflow Trainer: {api}; {len(runtimes)} ClusterTrainingRuntime(s), with MPI: "
+                f"{', '.join(mpi) or 'none'}",
+                f"--mode trainjob runs images {', '.join(images)}" if ours else
+                "--mode trainjob needs hvdk8s's runtime for the job's image",
+                "" if ours else "hvdk8s install runtime --image IMG (--dry-run shows it)"))
+    auto = "operator" if has_operator else ("trainjob" if f.trainer_versions else "pods")
+    out.append(Finding("mode", INFO, f"--mode auto takes {auto} here",
+                       "the MPI Operator where installed, else Kubeflow Trainer, else built-in "
+                       "pods"))
+    return out
 
 
 def _gang(f: Facts) -> list[Finding]:
@@ -445,7 +480,7 @@ def assess(facts: Facts) -> list[Finding]:
     if facts.version is None:
         return findings
     return [*findings, *_permissions(facts), *_gpu_nodes(facts), *_operator(facts),
-            *_gang(facts), *_dra(facts), *_admission(facts), *_rdma(facts),
+            *_trainer(facts), *_gang(facts), *_dra(facts), *_admission(facts), *_rdma(facts),
             *_networks(facts), *_nic_dra(facts)]
 
 

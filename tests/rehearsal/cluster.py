@@ -233,3 +233,48 @@ class OperatorJob:
                        worker_exits={}, still_running=[p.name for p in [self.launcher,
                                                                          *self.workers]
                                                        if p.running()])
+
+
+class TrainerJob:
+    """A Trainer-mode job (hvdk8s submit --mode trainjob): the TrainJob hvdk8s renders on
+    hvdk8s's runtime, turned into the Secret, ConfigMaps, Service and pods Kubeflow Trainer,
+    JobSet and the Job controller make of it (launcher/testing/kubeapi/trainer.py models
+    them), run on the rehearsal cluster. As JobSet's dependsOn does, the launcher starts
+    once every node is Ready; once it has finished the JobSet completes and its node Jobs
+    (sshd never exits by itself) are deleted."""
+
+    def __init__(self, cluster: Cluster, objects: list[dict], runtime: dict, *,
+                 ready_timeout: float = 60) -> None:
+        from launcher.testing.kubeapi.trainer import completed_objects
+
+        self.cluster = cluster
+        trainjob = next(o for o in objects if o["kind"] == "TrainJob")
+        made = completed_objects(trainjob, runtime)
+        self.configmaps = {o["metadata"]["name"]: o for o in [
+            *made["ConfigMap"], *(o for o in objects if o["kind"] == "ConfigMap")]}
+        self.secrets = {o["metadata"]["name"]: o for o in made["Secret"]}
+        cluster.services.extend(made["Service"])
+        self.nodes = [cluster.add_pod(p, configmaps=self.configmaps, secrets_=self.secrets,
+                                      extra_env=None) for p in made["node"]]
+        deadline = time.monotonic() + ready_timeout
+        while not all(n.ready for n in self.nodes):
+            if time.monotonic() > deadline or any(n.exit_code() is not None for n in self.nodes):
+                raise AssertionError("nodes never became Ready:\n" + "\n".join(
+                    f"{n.name} (exit {n.exit_code()}):\n{n.log()}" for n in self.nodes))
+            time.sleep(0.2)
+        (launcher,) = made["launcher"]
+        self.launcher = cluster.add_pod(launcher, configmaps=self.configmaps,
+                                        secrets_=self.secrets, extra_env=None)
+
+    def finish(self, timeout: float = 180) -> Outcome:
+        self.launcher.wait(timeout)
+        code = self.launcher.exit_code()
+        node_logs = {n.name: n.log() for n in self.nodes}
+        for n in self.nodes:
+            n.destroy()
+        phase = "Running" if code is None else "Succeeded" if code == 0 else "Failed"
+        return Outcome(phase=phase, reason=None, message=None, launcher_exit=code,
+                       launcher_log=self.launcher.log(), worker_logs=node_logs,
+                       worker_exits={}, still_running=[p.name for p in [self.launcher,
+                                                                         *self.nodes]
+                                                       if p.running()])

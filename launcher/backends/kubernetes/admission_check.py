@@ -64,10 +64,13 @@ def _pod(name: str, ns: str, tmpl: dict, spec: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def check_admission(client, spec, objects: Sequence[dict], mode: str) -> None:
-    """Refuse (exit 2, one line, nothing created) what admission would refuse."""
+def check_admission(client, spec, objects: Sequence[dict], mode: str,
+                    pods: list[tuple[dict, int]] | None = None) -> None:
+    """Refuse (exit 2, one line, nothing created) what admission would refuse. `pods`: the
+    job's pods where another controller makes them from more than the objects (Trainer
+    from its runtime: launcher.backends.kubernetes.trainjob.expected_pods)."""
     admitted = []
-    for pod, count in job_pods(objects, mode):
+    for pod, count in pods if pods is not None else job_pods(objects, mode):
         try:
             made, warnings = client.create_with_warnings(pod, dry_run=True)
         except ApiError as exc:

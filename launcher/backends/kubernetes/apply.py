@@ -21,6 +21,7 @@ from launcher.backends.kubernetes.client import (
     RESOURCE_CLAIM_TEMPLATE,
     SECRET,
     SERVICE,
+    TRAINJOBS,
     ApiError,
     KubeClient,
     kind_of,
@@ -31,7 +32,7 @@ from mpijob.jobspec import names
 SUBMISSION_ANNOTATION = f"{names.GROUP}/submission"
 BASE_KINDS = (JOB, POD, SERVICE, CONFIGMAP, SECRET)
 # ResourceClaimTemplates: a DRA job's worker GPUs (mpijob.k8s.dra).
-OPTIONAL_KINDS = (MPIJOB, *GANG_KINDS, RESOURCE_CLAIM_TEMPLATE)
+OPTIONAL_KINDS = (MPIJOB, *TRAINJOBS, *GANG_KINDS, RESOURCE_CLAIM_TEMPLATE)
 
 
 def job_kinds(client: KubeClient) -> list:
@@ -95,7 +96,8 @@ def delete_job_objects(client: KubeClient, name: str, namespace: str, *,
     by label selector, stragglers included."""
     kinds = job_kinds(client)
     existing = find_job_objects(client, name, namespace, kinds)
-    roots = [(JOB, names.launcher(name))] + ([(MPIJOB, name)] if MPIJOB in kinds else [])
+    roots = [(JOB, names.launcher(name))] + [(k, name) for k in (MPIJOB, *TRAINJOBS)
+                                             if k in kinds]
     existed = bool(existing)
     for kind, root in roots:
         existed |= client.delete(kind, root, namespace, propagation="Background",

@@ -38,6 +38,7 @@ from launcher.backends.base import (
 from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import operator_schema, start_guard
 from launcher.backends.kubernetes import status as st
+from launcher.backends.kubernetes import trainjob as trainer
 from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
     create,
@@ -79,6 +80,7 @@ from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
+from mpijob import gang as gangs
 from mpijob.jobspec import defaults, names
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
@@ -231,14 +233,62 @@ class KubernetesBackend(KubernetesObjects):
         # Only GPU jobs are placed by hvdk8s; CPU workers are left to the scheduler.
         if not spec.gpus_per_worker:
             return None
+        if spec.queue and getattr(gangs.get(spec.gang), "multicluster", False):
+            worker, why = self.multikueue_target(spec.queue, spec.namespace)
+            if why is not None:
+                note(f"note: {why}")
+                if worker is None:
+                    return None
+                context = worker  # MultiKueue's only worker cluster, which hvdk8s can see
         return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True,
                                 gpu_nodes_only=True)
 
+    @_api_errors
+    def multikueue_target(self, queue: str, namespace: str) -> tuple[str | None, str | None]:
+        """(the context to plan on, what to say) for a Kueue queue that dispatches through
+        MultiKueue: its only worker cluster where the kubeconfig has that context, else
+        none (the job runs where Kueue admits it, unknown until then); (None, None) for a
+        queue that runs jobs here."""
+        from launcher.backends.kubernetes import multikueue
+        from launcher.backends.kubernetes.kubeconfig import context_names
+
+        clusters = multikueue.worker_clusters(self.client, queue, namespace)
+        if clusters is None:
+            return None, None
+        if len(clusters) == 1 and clusters[0] in context_names(self._kubeconfig):
+            return clusters[0], (f"--queue {queue} dispatches through Kueue's MultiKueue to "
+                                 f"its only worker cluster {clusters[0]}: planned there "
+                                 f"(context {clusters[0]})")
+        seen = ("" if len(clusters) != 1 else
+                f"; no kubeconfig context {clusters[0]} shows its nodes")
+        return None, (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
+                      "the worker cluster Kueue admits it on"
+                      + (f" ({', '.join(clusters)})" if clusters else "") + seen
+                      + ", so no placement is planned (that cluster's scheduler places it)")
+
     # -- submit ------------------------------------------------------------------------------
+    @_api_errors
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> KubernetesOptions:
+        """--mode auto becomes what the cluster has (API discovery: trainjob.resolve_mode);
+        trainer mode speaks the newest Trainer API version served."""
+        mode = trainer.resolve_mode(self.client, mode)  # type: ignore[assignment]
+        kind = trainer.trainjob_kind(self.client) if mode == "trainjob" else None
+        version = kind.api_version.rsplit("/", 1)[1] if kind else "v1alpha1"
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
-                                 schedule_timeout=schedule_timeout)
+                                 schedule_timeout=schedule_timeout, trainer_version=version)
+
+    @_api_errors
+    def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
+        """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
+        created for Kueue to copy to a worker cluster (managedBy), not run here."""
+        from launcher.backends.kubernetes import multikueue
+
+        if (not spec.queue or options.mode == "pods"
+                or not getattr(gangs.get(spec.gang), "multicluster", False)):
+            return options
+        manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
+        return dataclasses.replace(options, managed_by=manager) if manager else options
 
     @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
@@ -248,6 +298,8 @@ class KubernetesBackend(KubernetesObjects):
         spec, client = plan.spec, self.client
         if options.mode == "operator" and not client.serves(MPIJOB):
             raise UserError(OPERATOR_MISSING)
+        if options.mode == "trainjob":  # the runtime the TrainJob names exists and fits
+            trainer.require_runtime(client, spec)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
@@ -284,7 +336,8 @@ class KubernetesBackend(KubernetesObjects):
         if mode == "operator":  # an operator too old for a field would drop it silently
             operator_schema.check(client, objects[0])
         # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
-        check_admission(client, spec, objects, mode)
+        check_admission(client, spec, objects, mode, pods=trainer.expected_pods(
+            trainer.require_runtime(client, spec), objects[0]) if mode == "trainjob" else None)
         submission = new_submission_id()
         if options.server_dry_run:
             made = [create(client, obj, submission, dry_run=True) for obj in objects]
@@ -302,11 +355,18 @@ class KubernetesBackend(KubernetesObjects):
             unowned = gang.scheduler.unowned_kinds if gang else ()
             for obj in with_owner(list(objects), root["metadata"]["uid"], unowned)[1:]:
                 created.append(create(client, obj, submission))
-            if mode == "operator":  # the operator makes the pods and starts the launcher
+            if options.managed_by:  # MultiKueue: Kueue runs it on a worker cluster
                 outcome: str | UserError = (
+                    f"{root['kind']} {spec.name} created for Kueue's MultiKueue (queue "
+                    f"{spec.queue}): Kueue copies it to the worker cluster it admits it on; "
+                    f"hvdk8s get {spec.name} -n {ns} follows it there")
+            elif mode == "operator":  # the operator makes the pods and starts the launcher
+                outcome = (
                     gang.operator_created(client, root, spec, options.schedule_timeout or 30.0,
                                           self.poll) if gang else
                     f"MPIJob {spec.name} created; the MPI operator creates its pods")
+            elif mode == "trainjob":  # Trainer makes the JobSet, which makes the pods
+                outcome = self._trainjob_created(spec, gang, options)
             else:
                 outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
                                                        options.delete_on_timeout)
@@ -333,9 +393,11 @@ class KubernetesBackend(KubernetesObjects):
                    prediction: Prediction | None = None,
                    delete_on_timeout: bool | None = None) -> SubmitResult:
         """preflight, prepare and submit in one call, for callers that plan by themselves."""
-        options = KubernetesOptions(mode=mode, server_dry_run=dry_run,
-                                    schedule_timeout=schedule_timeout,
-                                    delete_on_timeout=delete_on_timeout)
+        options = dataclasses.replace(
+            self.submit_options(mode=mode, server_dry_run=dry_run,
+                                schedule_timeout=schedule_timeout),
+            delete_on_timeout=delete_on_timeout)
+        options = self.job_options(spec, options)
         plan, notes = self.preflight(Plan(spec, placement, prediction), options)
         result = self.submit(self.prepare(plan, options), options)
         if notes and result.message:
@@ -401,6 +463,26 @@ class KubernetesBackend(KubernetesObjects):
             return None  # said at plan time; the scheduler has the last word
         return _plan_conflicts(build_snapshot(nodes, pods, label_keys=network_label_keys()).cluster,
                                placement, spec)
+
+    def _trainjob_created(self, spec, gang, options: KubernetesOptions) -> str | UserError:
+        """Kueue holds a queued TrainJob suspended until it admits it whole; without a gang
+        scheduler hvdk8s's own all-or-nothing check applies: every node pod scheduled
+        within the timeout (the launcher, a node too, starts once they are Ready: the
+        runtime's dependsOn), else the job is deleted."""
+        if gang:
+            return (f"TrainJob {spec.name} created, queued in {gang.scheduler.title} "
+                    f"{spec.queue}: Trainer makes its pods once admitted (hvdk8s get "
+                    f"{spec.name} -n {spec.namespace} says why it waits)")
+        name, ns, timeout = spec.name, spec.namespace, options.schedule_timeout
+        unscheduled = self._await_scheduled(name, ns, timeout)
+        if not unscheduled:
+            return ("all node pods scheduled; Kubeflow Trainer starts the launcher once they "
+                    "are Ready" + self._where(name, ns))
+        why = self._unscheduled_reasons(ns, unscheduled)
+        delete_job_objects(self.client, name, ns, grace_seconds=0)
+        return UserError(f"node pods not scheduled within {timeout or DEFAULT_SCHEDULE_TIMEOUT:g}s: "
+                         f"{why}; job {name} was deleted (all or nothing: no pod keeps GPUs "
+                         "while the others wait)")
 
     def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
         """Wait for the workers to be scheduled, then release the launcher."""
@@ -478,6 +560,11 @@ class KubernetesBackend(KubernetesObjects):
             mpijob = self.client.get(MPIJOB, name, ns)
             if mpijob is not None:
                 return mpijob, "operator"
+        if (kind := trainer.trainjob_kind(self.client)) is not None:
+            found = self.client.get(kind, name, ns)
+            if found is not None and st.job_name_of(found) == name:
+                found.setdefault("kind", "TrainJob")
+                return found, "trainjob"
         return None, "pods"
 
     def _pods(self, name: str, ns: str) -> builtins.list[dict]:
@@ -520,6 +607,10 @@ class KubernetesBackend(KubernetesObjects):
         queued(self.client, status, root, mode)
         if detail and mode == "operator" and not status.done:
             _add_operator_warning(self.client, status, name, ns)
+        if detail and mode == "trainjob" and not status.done:
+            # Trainer's and JobSet's own words (a runtime gone, a Job it could not create)
+            for kind, who in (("TrainJob", "trainer"), ("JobSet", "jobset")):
+                _add_operator_warning(self.client, status, name, ns, kind, who)
         return status
 
     def fail_overdue(self, root: dict | None, mode: str, pods: builtins.list[dict]) -> bool:
@@ -558,7 +649,8 @@ class KubernetesBackend(KubernetesObjects):
             return []
         if st.recorded_images_per_sec(root) is not None:
             return []
-        kind = MPIJOB if mode == "operator" else JOB
+        kind = (MPIJOB if mode == "operator" else
+                trainer.trainjob_kind(self.client) or JOB if mode == "trainjob" else JOB)
         patch = {"metadata": {"annotations": {
             st.ANNOTATION_IMAGES_PER_SEC: repr(float(status.images_per_sec))}}}
         try:
@@ -611,10 +703,32 @@ class KubernetesBackend(KubernetesObjects):
         return [f"removing its pods {', '.join(forbidden)} (cleanPodPolicy {policy})"] \
             if forbidden else []
 
+    def _dispatched(self, root: dict | None, name: str, ns: str) -> KubernetesBackend | None:
+        """The backend of the worker cluster MultiKueue ran this job (its root here) on,
+        when the job was dispatched and the kubeconfig has a context of that cluster's name;
+        None to read the job here (not dispatched, not visible: the manager's copy carries
+        its status). No request for a root that MultiKueue does not manage."""
+        from launcher.backends.kubernetes import multikueue
+        from launcher.backends.kubernetes.kubeconfig import context_names
+
+        if root is None or multikueue.managed_by(root) != multikueue.MULTIKUEUE:
+            return None
+        cluster = multikueue.worker_cluster(self.client, root)
+        if cluster is None:
+            return None
+        if cluster not in context_names(self._kubeconfig):
+            note(f"note: job {name} runs on MultiKueue worker cluster {cluster}; no kubeconfig "
+                 f"context {cluster}, so its pods are not visible here (status from Kueue)")
+            return None
+        note(f"note: job {name} runs on MultiKueue worker cluster {cluster} (context {cluster})")
+        return KubernetesBackend(cluster, ns, kubeconfig=self._kubeconfig, poll=self.poll)
+
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
         ns = self._ns(namespace)
         root, mode = self._root(name, ns)
+        if (worker := self._dispatched(root, name, ns)) is not None:
+            return worker.get(name, ns)
         pods = self._pods(name, ns)
         if self.fail_overdue(root, mode, pods):  # read again what failing it changed
             root, mode = self._root(name, ns)
@@ -644,6 +758,11 @@ class KubernetesBackend(KubernetesObjects):
                                    label_selector=selector):
                 mj.setdefault("kind", "MPIJob")
                 roots.append(mj)
+        if (kind := trainer.trainjob_kind(client)) is not None:
+            for tj in client.items(kind, ns, all_namespaces=all_namespaces,
+                                   label_selector=selector):
+                tj.setdefault("kind", "TrainJob")
+                roots.append(tj)
         return st.group_statuses(roots, pods, refine=queued_without_calls)
 
     # -- wait --------------------------------------------------------------------------------
@@ -658,6 +777,9 @@ class KubernetesBackend(KubernetesObjects):
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
+                if (worker := self._dispatched(root, name, ns)) is not None:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    return worker.wait(name, ns, timeout=left)
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy
@@ -712,7 +834,9 @@ class KubernetesBackend(KubernetesObjects):
                 seen.wait(None)
 
     def _job_watch(self, name: str, ns: str) -> JobWatch:
-        kinds = [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else [])
+        trainjob = trainer.trainjob_kind(self.client)
+        kinds = [POD, JOB] + ([MPIJOB] if self.client.serves(MPIJOB) else []) + (
+            [trainjob] if trainjob is not None else [])
         return JobWatch(self.client, ns, names.job_selector(name), kinds,
                         watch_timeout=self.watch_timeout)
 
@@ -726,8 +850,14 @@ class KubernetesBackend(KubernetesObjects):
                              "--worker INDEX or --all")
         ns = self._ns(namespace)
         pods = self._pods(name, ns)
-        if not pods and self._root(name, ns)[0] is None:
-            raise NotFound(f"job {name} not found in namespace {ns}")
+        if not pods:  # none here: the job is gone, or MultiKueue ran it elsewhere
+            root = self._root(name, ns)[0]
+            if root is None:
+                raise NotFound(f"job {name} not found in namespace {ns}")
+            if (there := self._dispatched(root, name, ns)) is not None:
+                yield from there.logs(name, ns, follow=follow, worker=worker,
+                                      all_replicas=all_replicas, tail=tail, previous=previous)
+                return
         workers = sorted((p for p in pods if st.pod_role(p) != names.ROLE_LAUNCHER),
                          key=st.pod_index)
         if worker is not None:
@@ -816,17 +946,19 @@ class KubernetesBackend(KubernetesObjects):
 
 
 # --- helpers ----------------------------------------------------------------------------------
-def _add_operator_warning(client, status: JobStatus, name: str, ns: str) -> None:
-    """The MPI Operator's latest Warning event on the MPIJob (a worker pod refused by
-    admission, a validation error): the operator retries forever, so only it says why."""
+def _add_operator_warning(client, status: JobStatus, name: str, ns: str, kind: str = "MPIJob",
+                          who: str = "operator") -> None:
+    """The controller's latest Warning event on the job's object (the MPI Operator's on the
+    MPIJob: a worker pod refused by admission, a validation error; Trainer's on the
+    TrainJob, JobSet's on the JobSet): they retry forever, so only they say why."""
     try:
-        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind=MPIJob,"
+        events = client.items(EVENT, ns, field_selector=f"involvedObject.kind={kind},"
                               f"involvedObject.name={name},type=Warning")
     except ApiError:
         return
     if events:
         last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-        said = f"operator: {last.get('reason')}: {last.get('message')}"
+        said = f"{who}: {last.get('reason')}: {last.get('message')}"
         status.message = f"{status.message}; {said}" if status.message else said
 
 
@@ -893,4 +1025,8 @@ def _root_of(name: str, seen: JobWatch) -> tuple[dict | None, str]:
         mpijob = seen.of(MPIJOB).get(name)
         if mpijob is not None:
             return mpijob, "operator"
+    for kind in trainer.TRAINJOBS:
+        if seen.has(kind) and (found := seen.of(kind).get(name)) is not None:
+            found.setdefault("kind", "TrainJob")
+            return found, "trainjob"
     return None, "pods"

@@ -85,6 +85,12 @@ NAMESPACE = Kind("v1", "Namespace", "namespaces", namespaced=False)
 RESOURCE_QUOTA = Kind("v1", "ResourceQuota", "resourcequotas")
 JOB = Kind("batch/v1", "Job", "jobs")
 MPIJOB = Kind("kubeflow.org/v2beta1", "MPIJob", "mpijobs")
+# Kubeflow Trainer (mpijob.k8s.render_trainjob): the versions hvdk8s speaks, newest first.
+TRAINJOBS = tuple(Kind(f"trainer.kubeflow.org/{v}", "TrainJob", "trainjobs")
+                  for v in ("v1beta1", "v1alpha1"))
+CLUSTER_TRAINING_RUNTIMES = tuple(
+    Kind(f"trainer.kubeflow.org/{v}", "ClusterTrainingRuntime", "clustertrainingruntimes",
+         namespaced=False) for v in ("v1beta1", "v1alpha1"))
 # What hvdk8s creates for a gang scheduler in built-in mode (a PodGroup): mpijob.gang.
 GANG_KINDS = tuple(api_kind(k) for s in gangs.SCHEDULERS.values() for k in s.created_kinds)
 KUEUE_LOCALQUEUE = Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues")
@@ -101,6 +107,7 @@ KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", nam
 _KNOWN = {(k.api_version, k.kind): k for k in (
     POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, *GANG_KINDS, KUEUE_WORKLOAD,
     RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, COMPUTE_DOMAIN,
+    *TRAINJOBS, *CLUSTER_TRAINING_RUNTIMES,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
     NAMESPACE,

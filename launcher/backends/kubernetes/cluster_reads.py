@@ -92,6 +92,14 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         deployments = _optional(lambda: client.items(DEPLOYMENT, all_namespaces=True,
                                                      label_selector=OPERATOR_SELECTOR), [])
         facts.operator_deployment = deployments[0] if deployments else None
+    if "trainer.kubeflow.org" in facts.groups:
+        from launcher.backends.kubernetes.trainjob import runtime_kind, trainjob_kind
+
+        kind = _optional(lambda: trainjob_kind(client))
+        if kind is not None:
+            facts.trainer_versions = (kind.api_version.rsplit("/", 1)[1],)
+            rkind = _optional(lambda: runtime_kind(client))
+            facts.trainer_runtimes = _optional(lambda: client.items(rkind)) if rkind else None
     # Gang schedulers whose group alone does not tell (the Workload API): is the kind served?
     facts.served = {f"{k.api_version}/{k.plural}" for s in gangs.SCHEDULERS.values()
                     if (k := s.detect_kind) is not None and k.group in facts.groups

@@ -73,12 +73,21 @@ class GangControl:
         return next((r.message for r in waiting if r.message), "workers not schedulable yet")
 
 
+TRAINJOB_OFF = ("--gang-scheduler kueue: Kueue does not manage TrainJobs here (its "
+                "trainer.kubeflow.org/trainjob integration is off), so the job would not be "
+                "gang-admitted; add trainer.kubeflow.org/trainjob to integrations.frameworks "
+                "in kueue-system/kueue-manager-config")
+
+
 class KueueControl(GangControl):
     def require(self, client, spec, mode: str) -> None:
         super().require(client, spec, mode)
         config, _ = kueue_config(client)
         frameworks = kueue.frameworks(config)
-        if frameworks is not None and kueue.MPIJOB_FRAMEWORK not in frameworks:
+        if mode == "trainjob":
+            if frameworks is not None and kueue.TRAINJOB_FRAMEWORK not in frameworks:
+                raise UserError(TRAINJOB_OFF)
+        elif frameworks is not None and kueue.MPIJOB_FRAMEWORK not in frameworks:
             raise UserError(kueue.MPIJOB_OFF)
         if spec.queue:
             # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.

@@ -28,5 +28,6 @@ class KubernetesObjects(BaseBackend):
             spec, mode=options.mode, placement=plan.placement,
             ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
-            prediction=plan.prediction.to_json() if plan.prediction is not None else None)
+            prediction=plan.prediction.to_json() if plan.prediction is not None else None,
+            trainer_version=options.trainer_version, managed_by=options.managed_by)
         return Prepared(spec, plan, tuple(objects))

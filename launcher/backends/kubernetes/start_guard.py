@@ -25,7 +25,15 @@ from datetime import datetime, timezone
 
 from launcher.backends.base import FAILED, PENDING, SUCCEEDED
 from launcher.backends.kubernetes import status as st
-from launcher.backends.kubernetes.client import EVENT, JOB, MPIJOB, POD, ApiError
+from launcher.backends.kubernetes.client import (
+    EVENT,
+    JOB,
+    MPIJOB,
+    POD,
+    TRAINJOBS,
+    ApiError,
+    kind_of,
+)
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
 
@@ -125,13 +133,15 @@ def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> None:
     """Record the reason on the root and release the pods per the clean pod policy."""
     m = root["metadata"]
     ns, kind = m["namespace"], MPIJOB if mode == "operator" else JOB
+    if mode == "trainjob":  # suspended, Trainer suspends its JobSet, which ends the pods
+        kind = kind_of(root)
     patch: dict = {"metadata": {"annotations": {ANNOTATION_FAILED: f"{REASON}: {reason}"}}}
     if mode == "operator":
         patch["spec"] = {"runPolicy": {"suspend": True}}
     else:
         patch["spec"] = {"suspend": True}
     client.patch(kind, m["name"], patch, ns)
-    if mode == "operator" or st.clean_pod_policy(root) == "None":
+    if mode in ("operator", "trainjob") or st.clean_pod_policy(root) == "None":
         return
     for pod in pods:
         if st.pod_role(pod) == names.ROLE_LAUNCHER or st.meta(pod).get("deletionTimestamp"):
@@ -188,4 +198,8 @@ def _root(client, name: str, ns: str) -> tuple[dict | None, str]:
         if not any(r.get("kind") == "MPIJob" for r in st.meta(job).get("ownerReferences") or []):
             return job, "pods"
     mpijob = client.get(MPIJOB, name, ns) if client.serves(MPIJOB) else None
+    if mpijob is None:
+        for kind in TRAINJOBS:
+            if client.serves(kind) and (found := client.get(kind, name, ns)) is not None:
+                return found, "trainjob"
     return mpijob, "operator"

@@ -62,9 +62,13 @@ def pod_role(pod: dict) -> str:
     return lab.get(names.LABEL_ROLE) or lab.get(OPERATOR_ROLE_LABEL) or "worker"
 
 
+# The Job controller's index of an Indexed Job's pod (a JobSet's, in trainer mode).
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
+
 def pod_index(pod: dict) -> int:
     try:
-        return int(labels(pod).get(names.LABEL_INDEX, ""))
+        return int(labels(pod).get(names.LABEL_INDEX) or labels(pod).get(COMPLETION_INDEX_LABEL, ""))
     except ValueError:
         name = meta(pod).get("name", "")
         tail = name.rsplit("-", 1)[-1]
@@ -245,11 +249,16 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
     if waiting:
         reason = stuck or ("Unschedulable" if unscheduled else "WorkersStarting")
         return PENDING, reason, "; ".join(waiting)
+    if mode == "trainjob" and suspended:  # Kueue holds it until it admits it whole
+        return PENDING, "Suspended", "the TrainJob is suspended: Kubeflow Trainer makes no pods"
     if mode != "operator" and suspended:
         return PENDING, "WaitingForGang", "the launcher starts once every worker is scheduled"
     if not workers:
         if mode == "operator":
             return PENDING, "WaitingForOperator", "the MPI operator has not created the pods yet"
+        if mode == "trainjob":
+            return (PENDING, "WaitingForTrainer",
+                    "Kubeflow Trainer and its JobSet have not created the pods yet")
         return PENDING, "Creating", "no worker pods yet"
     if not launchers:
         return PENDING, "LauncherStarting", "the launcher pod is not created yet"
@@ -355,7 +364,8 @@ def group_statuses(roots: list[dict], pods: list[dict], refine=None) -> list[Job
             continue
         entry = by_job[(meta(root).get("namespace", ""), name)]
         entry["root"] = root
-        entry["mode"] = "operator" if root.get("kind") == "MPIJob" else "pods"
+        entry["mode"] = {"MPIJob": "operator", "TrainJob": "trainjob"}.get(root.get("kind") or "",
+                                                                          "pods")
     for pod in pods:
         name = job_name_of(pod)
         if name:

@@ -143,7 +143,7 @@ class LocalBackend(BaseBackend):
         if server_dry_run:
             raise UsageError("--dry-run=server needs the Kubernetes backend; --dry-run shows "
                              "what the local backend would run")
-        return LocalOptions(mode=mode)
+        return LocalOptions(mode="pods" if mode == "auto" else mode)  # no operator here
 
     def plan(self, spec: JobSpec, cluster: Cluster | None,
              assumptions: Assumptions | None) -> Plan:
@@ -160,7 +160,7 @@ class LocalBackend(BaseBackend):
         return self.start(prepared.spec, prepared.plan.placement, mode=options.mode)
 
     def start(self, spec: JobSpec, placement=None, *,
-              mode: defaults.Mode = defaults.MODE) -> SubmitResult:
+              mode: defaults.Mode = "pods") -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
         paths = job_paths(spec.name, spec.namespace)
         if paths.dir.exists():
@@ -459,7 +459,7 @@ def _not_here(spec: JobSpec, what: str) -> list[str]:
 
 def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
     """The options given for this job that the local backend does not use, by option name."""
-    names = ["--mode operator"] if mode == "operator" else []
+    names = [f"--mode {mode}"] if mode in ("operator", "trainjob") else []
     names += _not_here(spec, "ignore")
     if spec.gang != defaults.GANG_SCHEDULER:
         names.append("--gang-scheduler")

@@ -32,6 +32,10 @@ from .util import deepcopy, now_rfc3339
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MPIJOB_KEY, WORKLOAD_KEY = "kubeflow.org/mpijobs", "kueue.x-k8s.io/workloads"
+# The TrainJob integration (pkg/controller/jobs/trainjob): suspend is spec.suspend, the
+# pod sets are Trainer's runtime info's (the runtime's jobs, their counts and resources).
+TRAINJOB_KEY, TRAINJOB_FRAMEWORK = "trainer.kubeflow.org/trainjobs", "trainer.kubeflow.org/trainjob"
+_INTEGRATIONS = {MPIJOB_KEY: "kubeflow.org/mpijob", TRAINJOB_KEY: TRAINJOB_FRAMEWORK}
 LQ_KEY, CQ_KEY = "kueue.x-k8s.io/localqueues", "kueue.x-k8s.io/clusterqueues"
 MAX_POD_SETS = 8  # wl: +kubebuilder:validation:MaxItems=8
 # cfg at v0.14.0: "pod" (and deployment/statefulset/LWS, which need it) commented out.
@@ -101,35 +105,47 @@ class Kueue(Loop):
 
     # -- webhook (dflt) ----------------------------------------------------------------------------
     def webhook(self, rt, obj: dict, store) -> None:
-        """A new MPIJob naming a queue is created suspended (when the integration is on)."""
-        if rt.key != MPIJOB_KEY or "kubeflow.org/mpijob" not in self.frameworks:
+        """A new MPIJob (TrainJob) naming a queue is created suspended (when the integration
+        is on)."""
+        if _INTEGRATIONS.get(rt.key) not in self.frameworks:
             return
         if (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL):
-            obj.setdefault("spec", {}).setdefault("runPolicy", {})["suspend"] = True
+            if rt.key == TRAINJOB_KEY:
+                obj.setdefault("spec", {})["suspend"] = True
+            else:
+                obj.setdefault("spec", {}).setdefault("runPolicy", {})["suspend"] = True
 
     # -- controller ------------------------------------------------------------------------------
     def _step(self) -> None:
-        if "kubeflow.org/mpijob" not in self.frameworks:
-            return
-        for job in self.store.items(MPIJOB_KEY):
-            queue = (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
-            if not queue or job["metadata"].get("deletionTimestamp"):
+        for key, framework in _INTEGRATIONS.items():
+            if framework not in self.frameworks:
                 continue
-            try:
-                self._reconcile(job, queue)
-            except errors.ApiError:
-                pass  # retried next tick
+            for job in self.store.items(key):
+                queue = (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+                if not queue or job["metadata"].get("deletionTimestamp"):
+                    continue
+                try:
+                    self._reconcile(job, queue)
+                except errors.ApiError:
+                    pass  # retried next tick
 
     def _reconcile(self, job: dict, queue: str) -> None:
         ns = job["metadata"]["namespace"]
-        name = workload_name(job)
+        trainjob = job.get("kind") == "TrainJob"
+        name = (workload_name(job, "TrainJob", "trainer.kubeflow.org") if trainjob
+                else workload_name(job))
         wl = self.store.get(WORKLOAD_KEY, ns, name)
         if wl is None:
             wl = self.objects.create(self.registry.by_key(WORKLOAD_KEY),
                                      self._new_workload(job, name, queue), ns)
         if _finished(job):
             self._set(wl, "Finished", "True", "Succeeded" if _cond(job, "Succeeded")
-                      else "Failed", "Job finished")
+                      or _cond(job, "Complete") else "Failed", "Job finished")
+            return
+        if trainjob and (wl.get("status") or {}).get("admission"):
+            if job["spec"].get("suspend"):
+                self.store.mutate(TRAINJOB_KEY, ns, job["metadata"]["name"],
+                                  lambda j: j["spec"].__setitem__("suspend", False))
             return
         if (wl.get("status") or {}).get("admission"):
             if job["spec"].get("runPolicy", {}).get("suspend"):
@@ -139,9 +155,21 @@ class Kueue(Loop):
             return
         self._admit(wl)
 
+    def _trainjob_pod_sets(self, job: dict) -> list[dict]:
+        from .trainer import CLUSTER_RUNTIME_KEY, runtime_info
+
+        ref = (job["spec"].get("runtimeRef") or {}).get("name") or ""
+        runtime = self.store.get(CLUSTER_RUNTIME_KEY, "", ref)
+        if runtime is None:
+            raise errors.ApiError(404, "NotFound", f"runtime {ref} not found")
+        info = runtime_info(job, runtime)
+        return [{"name": r["name"], "count": info["counts"][r["name"]],
+                 "template": deepcopy(r["template"]["spec"]["template"])}
+                for r in info["template"].get("replicatedJobs") or []]
+
     def _new_workload(self, job: dict, name: str, queue: str) -> dict:
         replicas = job["spec"].get("mpiReplicaSpecs") or {}
-        sets = []
+        sets = self._trainjob_pod_sets(job) if job.get("kind") == "TrainJob" else []
         for rtype in ("Launcher", "Worker"):  # MPIJob integration: one PodSet per replica type
             rs = replicas.get(rtype)
             if rs is not None:
@@ -152,7 +180,8 @@ class Kueue(Loop):
                 "metadata": {"name": name, "namespace": m["namespace"],
                              "labels": {"kueue.x-k8s.io/job-uid": m["uid"]},
                              "ownerReferences": [{"apiVersion": job["apiVersion"],
-                                                  "kind": "MPIJob", "name": m["name"],
+                                                  "kind": job.get("kind") or "MPIJob",
+                                                  "name": m["name"],
                                                   "uid": m["uid"], "controller": True,
                                                   "blockOwnerDeletion": True}]},
                 "spec": {"queueName": queue, "podSets": sets}}
@@ -241,7 +270,7 @@ def _cond(obj: dict, ctype: str) -> bool:
 
 
 def _finished(job: dict) -> bool:
-    return _cond(job, "Succeeded") or _cond(job, "Failed")
+    return _cond(job, "Succeeded") or _cond(job, "Failed") or _cond(job, "Complete")
 
 
 def _set_cond(status: dict, ctype: str, value: str, reason: str, message: str) -> None:

@@ -158,6 +158,19 @@ OPTIONAL: dict[str, list[ResourceType]] = {
                   short=("flavor", "flavors", "rf")),
               _cr("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", short=("wl",))],
 }
+# Kubeflow Trainer v2.3.0 (trainer.py) and the JobSet v0.12.0 it runs on (jobset.py).
+OPTIONAL["trainer"] = [
+    _cr("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", short=("tj",)),
+    _cr("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
+    _cr("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
+        False)]
+# Kueue's MultiKueue objects (multikueue.py), apart from the queues so that a plain Kueue
+# install serves what it served before.
+OPTIONAL["multikueue"] = [
+    _cr("kueue.x-k8s.io", "v1beta1", "admissionchecks", "AdmissionCheck", False),
+    _cr("kueue.x-k8s.io", "v1beta1", "multikueueconfigs", "MultiKueueConfig", False),
+    _cr("kueue.x-k8s.io", "v1beta1", "multikueueclusters", "MultiKueueCluster", False)]
+OPTIONAL["jobset"] = [_cr("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", short=("js",))]
 # Friendly aliases accepted by install_group()/install_crd().
 ALIASES = {"mpijobs": "mpijob", "mpijobs.kubeflow.org": "mpijob", "kubeflow.org": "mpijob",
            "mpi-operator": "mpijob", "scheduling.volcano.sh": "volcano",

@@ -15,6 +15,7 @@ from .auth import Policy, Tokens
 from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
+from .jobset import JobSetController
 from .kai import KaiPodGrouper
 from .kubelet import Kubelet, PodScript, Run
 from .kueue import DEFAULT_FRAMEWORKS_V0_14, Kueue, cluster_queue, local_queue, manager_config
@@ -27,6 +28,7 @@ from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceTyp
 from .rest import Rest
 from .scheduler import Scheduler
 from .store import Store
+from .trainer import Trainer, trainjob_schema
 from .util import deepcopy, now_rfc3339
 from .volcano import VolcanoWebhook
 
@@ -90,6 +92,9 @@ class KubeAPIServer:
         self.compute_domains = None
         self.kueue: Kueue | None = None  # install_kueue() deploys it
         self.kai: KaiPodGrouper | None = None  # install_kai() deploys its podgrouper
+        # install_trainer() deploys Kubeflow Trainer (trainer.py) and JobSet (jobset.py).
+        self.trainer: Trainer | None = None
+        self.jobsets: JobSetController | None = None
         # Volcano's pod webhook (volcano.py); set .version to "v1.5.0" for the older check.
         self.volcano_webhook = VolcanoWebhook()
         self.controllers = controllers
@@ -144,7 +149,8 @@ class KubeAPIServer:
 
     @property
     def loops(self):
-        extra = tuple(c for c in (self.kueue, self.kai, self.mpi_operator) if c is not None)
+        extra = tuple(c for c in (self.kueue, self.kai, self.mpi_operator, self.trainer,
+                                  self.jobsets) if c is not None)
         dra = tuple(c for c in (self.compute_domains, self.dra) if c is not None)
         return (*dra, self.scheduler, *extra, self.jobs, self.kubelet, self.quotas)
 
@@ -172,6 +178,9 @@ class KubeAPIServer:
                 self.kai.step()
             if self.mpi_operator is not None:
                 self.mpi_operator.step()
+            for loop in (self.trainer, self.jobsets):
+                if loop is not None:
+                    loop.step()
             self.jobs.step()
             self.kubelet.step()
             self.jobs.step()
@@ -399,6 +408,43 @@ class KubeAPIServer:
         if self.controllers and self._httpd is not None:
             self.mpi_operator.start()
         return self.mpi_operator
+
+    def install_trainer(self, version: str = "v2.3.0") -> Trainer:
+        """Kubeflow Trainer's CRDs and controller manager (trainer.py: the TrainJob
+        controller with its MPI and JobSet plugins, and its webhook) and the JobSet
+        controller it needs (jobset.py), in kubeflow-system as its manifests install them."""
+        self.install_crd("trainer")
+        self.install_crd("jobset")
+        schema = trainjob_schema()
+
+        def with_schema(crd):
+            for v in crd["spec"]["versions"]:
+                v["schema"] = {"openAPIV3Schema": schema}
+
+        self.store.mutate("apiextensions.k8s.io/customresourcedefinitions", "",
+                          "trainjobs.trainer.kubeflow.org", with_schema)
+        if self.get("namespaces", "kubeflow-system", "") is None:
+            self.create({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": "kubeflow-system"}})
+        if self.get("deployments", "kubeflow-trainer-controller-manager",
+                    "kubeflow-system") is None:
+            labels = {"app.kubernetes.io/name": "trainer"}
+            self.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+                "name": "kubeflow-trainer-controller-manager", "namespace": "kubeflow-system",
+                "labels": labels},
+                "spec": {"selector": {"matchLabels": labels}, "template": {
+                    "metadata": {"labels": labels}, "spec": {"containers": [{
+                        "name": "manager",
+                        "image": f"ghcr.io/kubeflow/trainer/trainer-controller-manager:{version}"}]}}}})
+        if self.trainer is None:
+            self.trainer = Trainer(self.store, self.registry, self.objects_api, self.tick)
+            self.jobsets = JobSetController(self.store, self.registry, self.objects_api,
+                                            self.tick)
+            self.admission.webhooks.append(self.trainer.webhook)
+            if self.controllers and self._httpd is not None:
+                self.trainer.start()
+                self.jobsets.start()
+        return self.trainer
 
     def install_kueue(self, frameworks=DEFAULT_FRAMEWORKS_V0_14, version: str = "v0.14.0",
                       controller: bool = True) -> Kueue:

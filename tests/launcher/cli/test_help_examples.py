@@ -43,6 +43,8 @@ RESULTS = {"results/local-cpu": "hvdk8s experiment run benchmarks/experiments/lo
                               "--out results/scaling"}
 LOCAL_JOB = "try"  # the local job the examples name
 CLUSTER_JOBS = {"vgg16": ("default", "team-a"), "resnet50-x7k2p": ("team-a",)}
+# Examples for a cluster with Kubeflow Trainer installed (the test server gets it for them).
+TRAINER_EXAMPLES = ("hvdk8s install runtime",)
 # What an example exits with when it succeeds, where that is not 0.
 EXIT_CODES: dict[str, int] = {}
 
@@ -134,11 +136,13 @@ def _prepare(machine, path: str, i: int, line: str) -> str:
 
 
 @pytest.mark.parametrize("path,i", _cases())
-def test_example_runs_as_printed(machine, path, i):
+def test_example_runs_as_printed(machine, kube_server, path, i):
     line = EXAMPLES[path][i][1]
     for marker, (why, available) in ELSEWHERE.items():
         if marker in line and not available():
             pytest.skip(f"{why}: {line}")
+    if line.startswith(TRAINER_EXAMPLES):  # it describes a cluster with Kubeflow Trainer
+        kube_server.install_trainer()
     line = _prepare(machine, path, i, line)
     done = run(machine, line)
     assert done.returncode == EXIT_CODES.get(line, 0), \
