@@ -110,8 +110,8 @@ class BaseBackend:
     offline (a client dry run without a cluster), it plans without a snapshot and renders
     the Kubernetes objects. Backends override what they do differently.
 
-    The pipeline calls, in order: `plan`, then (not for a client dry run) `preflight`, then
-    `prepare`, then (not for a client dry run) `submit` with what `prepare` returned."""
+    The pipeline calls, in order: `plan`, then `preflight`, then `prepare`, then `admit`
+    (a client dry run) or `submit` with what `prepare` returned."""
 
     name = "offline"
     # Jobs run as processes of this machine: a bare benchmark gets the quick size, and the
@@ -169,6 +169,11 @@ class BaseBackend:
         refuse what cannot be created, refresh a plan gone stale. Returns the plan to
         prepare and notes for the user. Nothing is created."""
         return plan, []
+
+    def admit(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
+        """Would the cluster take exactly these objects? Refuse (UsageError) what it would
+        not; read and dry-run only, never write. Returns notes for the user."""
+        return []
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""

@@ -16,6 +16,7 @@ from launcher.cli import (
     calibrate,
     completion,
     config,
+    dev,
     doctor,
     experiment,
     globalflags,
@@ -151,6 +152,7 @@ def _register() -> None:
     completion.register(app)
     app.add_typer(experiment.app, name="experiment")
     app.add_typer(config.app, name="config")
+    app.add_typer(dev.app, name="dev")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent).")
 
 

@@ -39,7 +39,10 @@ from launcher.backends.base import (
 from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import operator_schema, start_guard
 from launcher.backends.kubernetes import status as st
-from launcher.backends.kubernetes.admission_check import check_admission
+from launcher.backends.kubernetes.admission_check import (
+    check_admission,
+    webhook_wants_earlier_object,
+)
 from launcher.backends.kubernetes.apply import (
     create,
     delete_job_objects,
@@ -92,7 +95,7 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
-OPERATOR_MISSING = ("the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
+OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
                     "in the API); install it or use --mode pods")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
@@ -246,8 +249,9 @@ class KubernetesBackend(BaseBackend):
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
         fresh snapshot: keep the plan if it still fits, else place again."""
         spec, client = plan.spec, self.client
+        self._require_namespace(spec.namespace)
         if options.mode == "operator" and not client.serves(MPIJOB):
-            raise UserError(OPERATOR_MISSING)
+            raise UsageError(OPERATOR_MISSING)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
@@ -272,6 +276,27 @@ class KubernetesBackend(BaseBackend):
         return dataclasses.replace(plan, placement=placement), notes
 
     @_api_errors
+    def reachable(self) -> None:
+        """One discovery read: UserError naming why when the API server cannot be used."""
+        self.client.served_resources("v1")
+
+    @_api_errors
+    def admit(self, prepared: Prepared, options: KubernetesOptions) -> builtins.list[str]:
+        return self._admit(prepared, options, create_optional=True)
+
+    def _admit(self, prepared: Prepared, options: KubernetesOptions, *,
+               create_optional: bool = False) -> builtins.list[str]:
+        """What the cluster would refuse of these objects, asked before any is created.
+        `create_optional`: a user who may not create pods (a client dry run) is told the
+        admission chain went unasked, instead of being refused."""
+        spec, objects, client = prepared.spec, prepared.objects, self.client
+        if options.mode == "operator":  # an operator too old for a field would drop it silently
+            operator_schema.check(client, objects[0])
+        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
+        return check_admission(client, spec, objects, options.mode,
+                               create_optional=create_optional)
+
+    @_api_errors
     def submit(self, prepared: Prepared, options: KubernetesOptions) -> SubmitResult:
         """Create exactly the prepared objects, all or nothing (module docstring). With a gang
         scheduler the job is left queued on timeout unless `options.delete_on_timeout`;
@@ -279,13 +304,10 @@ class KubernetesBackend(BaseBackend):
         spec, objects, client = prepared.spec, prepared.objects, self.client
         ns, mode = spec.namespace, options.mode
         gang = gang_control.control(spec.gang)
-        if mode == "operator":  # an operator too old for a field would drop it silently
-            operator_schema.check(client, objects[0])
-        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
-        check_admission(client, spec, objects, mode)
+        self._admit(prepared, options)
         submission = new_submission_id()
         if options.server_dry_run:
-            made = [create(client, obj, submission, dry_run=True) for obj in objects]
+            made = [self._dry_run_create(obj, submission) for obj in objects]
             return SubmitResult(spec.name, ns, self.name, made,
                                 f"server dry run: {len(made)} object(s) accepted by the API "
                                 "server, nothing created")
@@ -325,6 +347,19 @@ class KubernetesBackend(BaseBackend):
             raise outcome
         return SubmitResult(spec.name, ns, self.name, created, f"job {spec.name}: {outcome}")
 
+    def _dry_run_create(self, obj: dict, submission: str) -> dict:
+        """One object sent with dryRun=All; where a webhook wants an object this job creates
+        before it (a dry run made none), the object as sent, said in a note."""
+        try:
+            return create(self.client, obj, submission, dry_run=True)
+        except ApiError as exc:
+            if not webhook_wants_earlier_object(exc):
+                raise
+            note(f"note: {obj['kind']} {obj['metadata']['name']}: not dry-run by the server: "
+                 f"its webhook looks up an object of this job that a dry run does not create "
+                 f"({exc.message})")
+            return obj
+
     def create_job(self, spec: JobSpec, placement: Placement | None = None, *,
                    mode: defaults.Mode = defaults.MODE, dry_run: bool = False,
                    schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
@@ -339,6 +374,18 @@ class KubernetesBackend(BaseBackend):
         if notes and result.message:
             result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
         return result
+
+    def _require_namespace(self, ns: str) -> None:
+        """-n names a namespace that exists (where namespaces can be read)."""
+        try:
+            found = self.client.get(NAMESPACE, ns)
+        except ApiError as exc:
+            if exc.status == 403:  # no get on namespaces: the create says
+                return
+            raise
+        if found is None:
+            raise UsageError(f"-n/--namespace {ns}: no namespace {ns} in this cluster "
+                             "(kubectl get namespaces)")
 
     def _refuse_existing(self, name: str, ns: str) -> None:
         """A name in use (or leftovers of it) fails before anything is created."""
