@@ -39,6 +39,7 @@ class _OptionalValueDryRun(JobOptionsCommand):
         given = userdefaults.prescan(list(args), takes_value, "--config", "--context")
         resolved = userdefaults.resolve(ctx, self, given["--config"], given["--context"])
         ctx.default_map = {**(ctx.default_map or {}), **resolved.default_map}
+        ctx.meta[userdefaults.SOURCES_META] = resolved.sources
         args = list(args)
         i = 0
         while i < len(args):
@@ -113,7 +114,10 @@ def submit_mpi(
         gang_scheduler=gang_scheduler, mode=mode, backend=backend, context=context,
         cluster=cluster, dry_run=dry_run, schedule_timeout=schedule_timeout,
         calibration=calibration)
-    outcome = run_submit(request)
+    try:
+        outcome = run_submit(request)
+    except UsageError as exc:  # a value from the config file names the file and key
+        raise userdefaults.naming_source(ctx, exc) from None
     if outcome.objects is not None:
         emit_objects(outcome.objects, output)
         return

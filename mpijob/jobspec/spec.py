@@ -38,6 +38,7 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
     RdmaChoice,
 )
+from mpijob.jobspec.image_ref import image_problem
 from mpijob.jobspec.options import parse_count, parse_key_value
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.toleration import (
@@ -437,8 +438,9 @@ class JobSpec(BaseModel):
     @field_validator("image")
     @classmethod
     def _image(cls, v: str) -> str:
-        if not v or any(c.isspace() for c in v):
-            raise ValueError(f"{v!r} is not an image reference (e.g. horovod/horovod:0.28.1)")
+        if (why := image_problem(v)) is not None:
+            raise ValueError(f"{v!r} is not an image reference: {why} (e.g. "
+                             "horovod/horovod:0.28.1)")
         return v
 
     @field_validator("cpu", "memory", "launcher_cpu", "launcher_memory", "shm_size")
