@@ -103,6 +103,7 @@ class Prepared:
     spec: JobSpec
     plan: Plan
     objects: tuple[dict, ...]
+    admitted: bool = False  # `admit` passed: `submit` need not ask again
 
 
 class BaseBackend:
@@ -170,9 +171,11 @@ class BaseBackend:
         prepare and notes for the user. Nothing is created."""
         return plan, []
 
-    def admit(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
+    def admit(self, prepared: Prepared, options: SubmitOptions, *,
+              dry_run: bool = False) -> list[str]:
         """Would the cluster take exactly these objects? Refuse (UsageError) what it would
-        not; read and dry-run only, never write. Returns notes for the user."""
+        not; read and dry-run only, never write. `dry_run`: for a client dry run, where
+        what the user may not do is a note, not a refusal. Returns notes for the user."""
         return []
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:

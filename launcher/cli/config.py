@@ -112,10 +112,10 @@ def _write(key: str, values: list[str], config, context, how: str) -> None:
     if how == "add":
         parsed: object = had + [v for v in values if v not in had]
     elif how == "remove":
-        missing = [v for v in values if v not in had]
-        if missing:
-            raise UsageError(f"config remove {key}: {missing[0]!r} is not among its values "
-                             f"({_shown(had)}) in {path}")
+        for v in values:
+            if v not in had:  # already as asked: said, not an error
+                typer.echo(f"{key}: {v!r} was not among its values ({_shown(had)}); "
+                           "nothing to remove", err=True)
         parsed = [v for v in had if v not in values]
     elif param.multiple:
         parsed = list(values)

@@ -27,11 +27,7 @@ def _shapes():
     return devcluster
 
 
-@app.command("cluster", epilog="Examples:\n\n"
-             "  hvdk8s dev cluster &                        # two 8-GPU nodes\n\n"
-             "  export KUBECONFIG=~/.hvdk8s/dev/kubeconfig; kubectl get nodes\n\n"
-             "  hvdk8s dev cluster --shape operator --port 6443\n\n"
-             "  hvdk8s dev cluster --list-shapes")
+@app.command("cluster")
 def cluster(
     shape: str = typer.Option("two-nodes", "--shape", metavar="SHAPE",
                               help="Which cluster to serve (--list-shapes names them)."),

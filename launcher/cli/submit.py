@@ -55,6 +55,12 @@ class _OptionalValueDryRun(JobOptionsCommand):
 
 
 
+EXIT_CODES = ("Exit codes: 0 created (with --wait: the job succeeded); 1 the job ran and "
+              "failed, or the cluster failed while creating it (rolled back); 2 bad input, or "
+              "a request the cluster cannot serve as asked (nothing created); 124 --wait "
+              "timed out; 130 interrupted.")
+
+
 # Options of submit alone (the shared ones are in launcher.cli.options).
 DryRun = Annotated[defaults.DryRun | None, opt.choice(
     defaults.DryRun, "--dry-run", help="Print what would run instead of running it (the "
@@ -75,7 +81,7 @@ ScheduleTimeout = Annotated[float, typer.Option(
     cls=_OptionalValueDryRun,
     context_settings={"allow_interspersed_args": False},
     help="Submit an MPI/Horovod allreduce job. With no COMMAND it runs the built-in "
-    "tf_cnn_benchmarks-compatible benchmark.",
+    "tf_cnn_benchmarks-compatible benchmark.\n\n" + EXIT_CODES,
 )
 @job_options()
 def submit_mpi(

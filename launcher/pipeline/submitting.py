@@ -349,9 +349,10 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     for line in checked:
         note(f"note: {line}")
     prepared = _rendering(backend.prepare, plan, submit_options)
+    for line in backend.admit(prepared, submit_options, dry_run=client_dry_run):
+        note(f"note: {line}")
+    prepared = replace(prepared, admitted=True)
     if client_dry_run:
-        for line in backend.admit(prepared, submit_options):
-            note(f"note: {line}")
         objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "

@@ -281,8 +281,9 @@ class KubernetesBackend(BaseBackend):
         self.client.served_resources("v1")
 
     @_api_errors
-    def admit(self, prepared: Prepared, options: KubernetesOptions) -> builtins.list[str]:
-        return self._admit(prepared, options, create_optional=True)
+    def admit(self, prepared: Prepared, options: KubernetesOptions, *,
+              dry_run: bool = False) -> builtins.list[str]:
+        return self._admit(prepared, options, create_optional=dry_run)
 
     def _admit(self, prepared: Prepared, options: KubernetesOptions, *,
                create_optional: bool = False) -> builtins.list[str]:
@@ -304,7 +305,8 @@ class KubernetesBackend(BaseBackend):
         spec, objects, client = prepared.spec, prepared.objects, self.client
         ns, mode = spec.namespace, options.mode
         gang = gang_control.control(spec.gang)
-        self._admit(prepared, options)
+        if not prepared.admitted:
+            self._admit(prepared, options)
         submission = new_submission_id()
         if options.server_dry_run:
             made = [self._dry_run_create(obj, submission) for obj in objects]
@@ -827,6 +829,11 @@ class KubernetesBackend(BaseBackend):
 
     def _follow_target(self, name, ns, role, pod, tail, stop):
         def job_done() -> bool:
+            # The step get and wait take: a pod past --start-timeout (an image that never
+            # pulls) fails the job, which ends the stream instead of waiting on silently.
+            root, mode = self._root(name, ns)
+            if root is not None:
+                self.fail_overdue(root, mode, self._pods(name, ns))
             try:
                 return self._status(name, ns).done
             except NotFound:
@@ -851,7 +858,32 @@ class KubernetesBackend(BaseBackend):
                 return (not pods or (pods[0].get("status") or {}).get("phase") in TERMINAL
                         or job_done())
 
-        return follow_pod(self.client, find, finished, tail=tail, poll=self.poll, stop=stop)
+        return follow_pod(self.client, find, finished, tail=tail, poll=self.poll, stop=stop,
+                          waiting=self._saying_what_logs_wait_for(name, ns, role))
+
+    def _saying_what_logs_wait_for(self, name: str, ns: str, role: str):
+        """`logs -f` before a pod has started: say what it waits for (an image that cannot
+        be pulled, unscheduled workers), once each time that changes, instead of silence."""
+        said = [""]
+
+        def waiting(pods: builtins.list[dict]) -> None:
+            pod = pods[-1] if pods else None
+            if pod is None:
+                status = self._status(name, ns)
+                what = (f"waiting for job {name}'s {role} pod ({status.phase}"
+                        + (f": {status.message}" if status.message else "") + ")")
+            else:
+                r = st.replica(pod)
+                detail = ": ".join(x for x in (r.reason, r.message) if x)
+                what = (f"waiting for {pod['metadata']['name']} to start ({r.phase}"
+                        + (f": {detail}" if detail else "") + ")")
+            # The kubelet alternates ErrImagePull and ImagePullBackOff: one cause, said once.
+            key = "image pull" if "ImagePull" in what else what
+            if key != said[0]:
+                said[0] = key
+                note(what)
+
+        return waiting
 
     # -- delete ------------------------------------------------------------------------------
     @_api_errors
