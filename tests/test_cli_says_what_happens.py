@@ -206,3 +206,20 @@ def test_install_agent_needs_an_image_the_nodes_can_pull(kube_server, kubeconfig
     from mpijob.scheduling import doctor
 
     assert "--image REF" in doctor.INSTALL_AGENT
+
+
+# --- 9: list shows a measured rate without a get or wait first -----------------------------------
+def test_list_shows_the_rate_of_a_job_nobody_waited_for(k8s):
+    srv = k8s.server()
+    k8s.script_launcher("quiet", ["total images/sec: 400.00"])
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "quiet", "--image", k8s.image,
+                  "python", "train.py").exit_code == 0
+    srv.wait_for(lambda: any((p.get("status") or {}).get("phase") == "Succeeded"
+                             for p in srv.objects("pods", "default")
+                             if "launcher" in p["metadata"]["name"]))
+    rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
+    assert [(r["name"], r["phase"], r["images_per_sec"]) for r in rows] == [
+        ("quiet", "Succeeded", 400.0)]
+    srv.clear_requests()
+    hvdk8s(k8s, "list", "-o", "json")  # recorded: the log is read once
+    assert srv.count_requests("GET", r"/log$") == 0

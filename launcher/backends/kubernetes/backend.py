@@ -691,7 +691,33 @@ class KubernetesBackend(BaseBackend):
                                    label_selector=selector):
                 mj.setdefault("kind", "MPIJob")
                 roots.append(mj)
-        return st.group_statuses(roots, pods, refine=queued_without_calls)
+        statuses = st.group_statuses(roots, pods, refine=queued_without_calls)
+        self._measured_rates(statuses, roots)
+        return statuses
+
+    def _measured_rates(self, statuses: builtins.list[JobStatus],
+                        roots: builtins.list[dict]) -> None:
+        """A finished job whose rate no `get`/`wait` recorded yet: read from its launcher's
+        log, once, and recorded on its root (so `list` never hides a measured rate, and
+        reads each job's log at most once)."""
+        by_job = {(r["metadata"].get("namespace"), st.job_name_of(r)): r for r in roots}
+        for status in statuses:
+            if status.phase != SUCCEEDED or status.images_per_sec is not None:
+                continue
+            root = by_job.get((status.namespace, status.name))
+            launcher = next((r for r in status.replicas if r.role == names.ROLE_LAUNCHER), None)
+            if root is None or launcher is None:
+                continue
+            try:
+                text = self.client.pod_log(launcher.name, status.namespace,
+                                           tail=LOG_TAIL_FOR_RESULT)
+            except ApiError as exc:
+                if exc.status in (400, 403, 404):  # gone, or not readable: shown as unknown
+                    continue
+                raise
+            status.images_per_sec, status.result = st.parse_result(text.splitlines())
+            mode = "operator" if root.get("kind") == "MPIJob" else "pods"
+            self._record_images_per_sec(root, mode, status)
 
     # -- wait --------------------------------------------------------------------------------
     @_api_errors
