@@ -223,3 +223,67 @@ def test_list_shows_the_rate_of_a_job_nobody_waited_for(k8s):
     srv.clear_requests()
     hvdk8s(k8s, "list", "-o", "json")  # recorded: the log is read once
     assert srv.count_requests("GET", r"/log$") == 0
+
+
+# --- smaller ones ------------------------------------------------------------------------------
+def test_gang_help_names_every_gang_scheduler():
+    from launcher.cli.options import GANG_HELP
+    from mpijob import gang as gangs
+
+    assert gangs.listed() in GANG_HELP and gangs.listed(built_in=True) in GANG_HELP
+    queue = next(d for d in __import__("mpijob.jobspec.spec", fromlist=["x"])
+                 .DECLARED_BY_PATH.values() if d.path == "queue")
+    for s in gangs.SCHEDULERS.values():
+        if s.queue:
+            assert s.short_title in queue.flag.help, s.name
+
+
+def test_namespace_completion_lists_the_clusters_namespaces(kube_server, kubeconfig,
+                                                            monkeypatch):
+    import typer
+
+    from launcher.cli import completion
+
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    ctx = typer.Context(typer.main.get_command(app))
+    assert completion.namespaces(ctx, "kube-") == ["kube-node-lease", "kube-public",
+                                                   "kube-system"]
+
+
+def test_config_view_into_a_closed_pipe_is_quiet(tmp_path):
+    """`config view --all | head -1`: the reader gone, the writer stops without a word (a
+    pipe whose reader closed before the first write makes it certain)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HVDK8S_HOME": str(tmp_path)}
+    env.pop("HVDK8S_CONFIG", None)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "launcher.cli.app", "config", "view",
+                               "--all"], env=env, stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert done.stderr == "", done.stderr
+
+
+def test_no_rdma_warning_for_a_job_rdma_would_not_speed_up():
+    from launcher.formats.clusterfile import cluster_from_data
+    from launcher.preparing.planning import plan_job
+    from mpijob.jobspec.spec import build_spec
+    from tests.test_rdma import two_nodes
+
+    spec = build_spec(name="j", workers=16, gpus_per_worker=1, rdma="off",
+                      benchmark={"model": "resnet50", "batch_size": 256})
+    plan = plan_job(spec, cluster_from_data(two_nodes()))
+    assert plan.network.warning is None
+    assert "would be no faster with it" in plan.network.lines[-1]
+
+
+def test_doctor_at_80_columns_cuts_no_command(kube_server, kubeconfig, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    result = runner.invoke(app, ["doctor"], env={"COLUMNS": "80"})
+    assert "kubectl" in result.output and "…" not in result.output, result.output

@@ -279,7 +279,7 @@ class JobSpec(BaseModel):
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
     gang: Annotated[GangScheduler, Flag("--gang-scheduler")] = defaults.GANG_SCHEDULER
     queue: Annotated[str | None, Flag(
-        "--queue", panel="placement", metavar="QUEUE", help="Volcano queue or Kueue LocalQueue.",
+        "--queue", panel="placement", metavar="QUEUE", help="Volcano queue, Kueue LocalQueue or KAI Queue.",
         backends=KUBERNETES_ONLY)] = None
     # Defaults to the gang scheduler's own name (volcano, scheduler-plugins-scheduler).
     scheduler_name: Annotated[str | None, Flag(
