@@ -52,6 +52,10 @@ class ChunkWriter:
         sock = self.h.connection
         try:
             readable, _, _ = select.select([sock], [], [], 0)
+            if isinstance(sock, ssl.SSLSocket):
+                # TLS cannot peek (recv flags raise ValueError); a client sends nothing while
+                # it reads a stream, so a readable socket is its close_notify or EOF.
+                return not readable
             # A readable socket with nothing to read means the peer closed it.
             return not readable or sock.recv(1, socket.MSG_PEEK) != b""
         except OSError:
