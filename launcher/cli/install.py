@@ -54,7 +54,11 @@ def install_agent(
         raise UsageError("--supplemental-group: only meaningful with --non-root")
     if image is None and not dry_run:
         # A default that no registry serves would put a pod in ImagePullBackOff on every
-        # GPU node, at system-node-critical priority.
+        # GPU node, at system-node-critical priority. A kubeconfig that cannot be used is
+        # said first: it is the first thing to fix.
+        from launcher.cli.common import INSTALL_HINT, require_kubernetes
+
+        require_kubernetes(context, INSTALL_HINT)
         raise UsageError(f"--image: give the agent image the nodes can pull; none is "
                          f"published ({default_image(__version__)} does not exist yet): build "
                          "it with bash images/build.sh agent and push it to your registry")
