@@ -51,6 +51,8 @@ ROWS = {
     "one-node-packed": (_setup_plain, ["--workers", "4", "--gpus", "1"]),
     "two-nodes-rwx-claim": (_setup_plain, ["--workers", "16", "--gpus", "1",
                                            "--data", "data-rwx:/data"]),
+    "rwo-claim-one-node": (lambda srv, tmp: srv.add_pvc("data-rwo", ["ReadWriteOnce"]),
+                           ["--workers", "4", "--gpus", "2", "--data", "data-rwo:/data:ro"]),
     "cpu-workers": (_setup_plain, ["--workers", "2", "--gpus", "0", "--cpu", "2"]),
     "host-network": (lambda srv, tmp: srv.set_pod_security("default", enforce="privileged"), ["--workers", "2", "--gpus", "4", "--host-network"]),
     "worker-patch": (_setup_plain, ["--workers", "2", "--gpus", "2", "--pod-patch", "PATCH"]),
@@ -60,6 +62,15 @@ ROWS = {
             ["--workers", "2", "--gpus", "4", "--gang-scheduler", "kai"]),
     "operator": (lambda srv, tmp: srv.install_mpi_operator(),
                  ["--workers", "2", "--gpus", "1", "--mode", "operator"]),
+    "operator-kueue": (lambda srv, tmp: (srv.install_mpi_operator(), srv.install_kueue(),
+                                         srv.kueue_queue("team", {"nvidia.com/gpu": "16"})),
+                       ["--workers", "2", "--gpus", "1", "--mode", "operator",
+                        "--gang-scheduler", "kueue", "--queue", "team"]),
+    "scheduler-plugins": (lambda srv, tmp: srv.install_group("scheduler-plugins"),
+                          ["--workers", "2", "--gpus", "4", "--gang-scheduler",
+                           "scheduler-plugins"]),
+    "workload-api": (lambda srv, tmp: srv.serve_workload_api(),
+                     ["--workers", "2", "--gpus", "8", "--gang-scheduler", "workload-api"]),
 }
 
 
