@@ -292,5 +292,5 @@ def test_kueue_without_its_mpijob_integration_is_refused(k8s):
     # not manage it; the job is rolled back.
     srv.forbid("get", "configmaps", namespace="kueue-system")
     result = submit(k8s, "off", *args)
-    assert result.exit_code == 1 and "kubeflow.org/mpijob integration is off" in result.output
+    assert result.exit_code == 2 and "kubeflow.org/mpijob integration is off" in result.output
     srv.wait_for(lambda: leftovers(srv, "off") == [])
