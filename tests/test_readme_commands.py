@@ -5,6 +5,7 @@ and deleted. Placeholders (`--cluster C`) and this machine's commands are left o
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -52,4 +53,8 @@ def test_the_readme_commands_run_as_printed(dev):
         assert result.exit_code == 0, (command, result.output)
         if "--dry-run" in command:
             assert re.search(r"^kind: (Job|MPIJob)$", result.stdout, re.M), command
+        if command.startswith("hvdk8s submit mpi --name vgg16"):  # it runs what it is named
+            job = dev.server.get("jobs", "vgg16-launcher")
+            spec = json.loads(job["metadata"]["annotations"]["hvdk8s.io/spec"])
+            assert spec["benchmark"]["model"] == "vgg16"
     assert dev.server.objects("jobs", "default") == []  # the README deletes what it made
