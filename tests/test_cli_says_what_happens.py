@@ -4,6 +4,7 @@ server (two 8-GPU nodes) or offline. Every test here failed before its fix."""
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
@@ -14,7 +15,6 @@ from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes.client import ApiError
 from launcher.cli.app import app
-from mpijob.jobspec.image_ref import image_problem
 from tests.k8s_env import hvdk8s
 
 runner = CliRunner()
@@ -118,7 +118,13 @@ def test_logs_follow_says_it_waits_for_an_image_and_ends_with_the_reason(k8s, mo
 
     monkeypatch.setattr(k8s_backend, "note", record)
     monkeypatch.setattr(start_guard, "utc_now", pulled_for_a_while)
-    result = hvdk8s(k8s, "logs", "-f", "unp")
+    done: dict = {}  # in a thread: a stream that never ends fails the test, not hangs it
+    follow = threading.Thread(target=lambda: done.update(r=hvdk8s(k8s, "logs", "-f", "unp")),
+                              daemon=True)
+    follow.start()
+    follow.join(120)
+    assert "r" in done, f"logs -f still silent after 120 s; it said {said}"
+    result = done["r"]
     assert any(m.startswith("waiting for unp-launcher") and "ErrImagePull" in m or
                "ImagePullBackOff" in m for m in said), said
     assert result.exit_code == 1, result.output
@@ -182,6 +188,8 @@ def test_exit_codes_are_documented_in_help():
 # --- 8: image references -----------------------------------------------------------------------
 @pytest.mark.parametrize("ref", ["IMG", "repo/Name:1", "a//b", "x:bad tag", "x@sha256:zz"])
 def test_an_invalid_image_reference_is_refused_before_anything(ref, tmp_path):
+    from mpijob.jobspec.image_ref import image_problem
+
     assert image_problem(ref) is not None
     result = runner.invoke(app, ["submit", "mpi", "--backend", "kubernetes", "--cluster",
                                  "tests/data/clusters/two-dgx1.yaml", "--workers", "1",
@@ -194,6 +202,8 @@ def test_an_invalid_image_reference_is_refused_before_anything(ref, tmp_path):
                                  "registry.example:5000/a/b_c:v1", "nvcr.io/nvidia/pytorch",
                                  "ghcr.io/x/y@sha256:" + "a" * 64])
 def test_valid_image_references_pass(ref):
+    from mpijob.jobspec.image_ref import image_problem
+
     assert image_problem(ref) is None
 
 
