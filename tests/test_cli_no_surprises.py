@@ -101,7 +101,6 @@ def test_a_named_context_is_named_back_without_the_flag_it_already_gave(nothing_
 @pytest.mark.parametrize(("args", "hint"), [
     (["list", "--backend", "kubernetes"], "see this machine's jobs with --backend local"),
     (["get", "x", "--backend", "kubernetes"], "see this machine's jobs with --backend local"),
-    (["plan", "-w", "1", "-g", "1"], "plan against a file with --cluster FILE"),
     (["top", "node", "--backend", "kubernetes"], "read a cluster file with --cluster FILE"),
     (["install", "agent"], "print the manifests with --dry-run"),
 ])

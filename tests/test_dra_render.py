@@ -147,3 +147,24 @@ def test_rendered_template_also_validates_with_kubernetes_validate_1_34():
     for obj in render(spec, placement=plan.placement, ssh=SSH, benchmark_source="x"):
         if obj["kind"] in ("ResourceClaimTemplate", "Pod"):
             kv.validate(obj, "1.34.0", strict=True)
+
+
+def test_operator_podgroup_min_resources_count_what_the_workers_request():
+    """The MPI Operator's PodGroup (Volcano) must ask for what the worker template requests:
+    with GPUs through DRA no nvidia.com/gpu (the workers ask none), with an RDMA device
+    that device. Fails on the build-then-patch renderer, which summed the requests before
+    the DRA and RDMA passes rewrote them."""
+    cluster = cluster_from_data(dra_cluster())
+    spec = build_spec(name="g", workers=2, gpus_per_worker=2, gang="volcano",
+                      gpu_request="dra")
+    plan = plan_job(spec, cluster)
+    mpijob = render(plan.spec, mode="operator", placement=plan.placement,
+                    benchmark_source="")[0]
+    container = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    minimum = mpijob["spec"]["runPolicy"]["schedulingPolicy"]["minResources"]
+    assert "nvidia.com/gpu" not in container["resources"].get("requests", {})
+    assert "nvidia.com/gpu" not in minimum
+    rdma = build_spec(name="r", workers=2, gpus_per_worker=1, gang="volcano",
+                      rdma_request={"resource": "rdma/hca", "per_gpu": False})
+    mpijob = render(rdma, mode="operator", benchmark_source="")[0]
+    assert mpijob["spec"]["runPolicy"]["schedulingPolicy"]["minResources"]["rdma/hca"] == "2"

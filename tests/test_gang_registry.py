@@ -40,8 +40,7 @@ def test_the_check_finds_a_comparison(tmp_path):
 
 def test_the_declared_choices_are_the_registry():
     assert get_args(defaults.GangScheduler) == gangs.NAMES
-    placing = {s.name for s in gangs.SCHEDULERS.values()
-               if type(s).with_network_topology is not gangs.GangScheduler.with_network_topology}
+    placing = {s.name for s in gangs.SCHEDULERS.values() if s.keeps_network_domain}
     assert set(get_args(defaults.NetworkScheduler)) == placing
 
 

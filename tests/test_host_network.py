@@ -8,14 +8,9 @@ import pytest
 
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
+from mpijob.jobspec.ssh_port import HOST_SSH_PORTS, derived_ssh_port, free_ssh_port
 from mpijob.k8s.command import mpirun_argv
-from mpijob.k8s.hostnet import (
-    HOST_SSH_PORTS,
-    NCCL_SOCKET_IFNAME_DEFAULT,
-    OMPI_TCP_EXCLUDE,
-    derived_ssh_port,
-    free_ssh_port,
-)
+from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
 from tests.k8s_env import hvdk8s
 
 NODE = "gpu-node-0"

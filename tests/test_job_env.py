@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.local.mpi import build_launch
+from launcher.backends.local.mpi import LocalMpi, build_launch
 from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.command import MpiDialect
 from mpijob.k8s.manifests import render
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK
 
@@ -52,8 +53,8 @@ def test_the_users_level_wins_in_the_pods(mode):
 
 def _local_env(tmp_path, env, environ):
     spec = build_spec(name="tf", workers=2, env=env)
-    launch = build_launch(spec, mpirun="/usr/bin/mpirun", hostfile=tmp_path / "h",
-                          ranks_dir=tmp_path / "r", gpus=[], python="/venv/bin/python",
+    launch = build_launch(spec, mpi=LocalMpi("/usr/bin/mpirun", MpiDialect("OpenMPI", 4)),
+                          hostfile=tmp_path / "h", job_dir=None, gpus=[], python="/venv/bin/python",
                           script=tmp_path / "b.py", cores=4, is_root=False, environ=environ)
     exported = [launch.argv[i + 1] for i, w in enumerate(launch.argv) if w == "-x"]
     return launch.env, exported

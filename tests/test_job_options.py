@@ -161,3 +161,21 @@ def test_commands_start_without_the_spec_models_and_submit_loads_them_when_used(
     assert not loads_the_spec("top", "--help")
     assert loads_the_spec("submit", "mpi", "--help")
     assert loads_the_spec("plan", "--help")
+
+
+def test_every_declared_option_is_presented_and_nothing_else():
+    """The spec declares the options; the CLI says how each reads in --help
+    (launcher.cli.job_help), for those and only those."""
+    from launcher.cli.job_help import SHOWN
+    from mpijob.jobspec.spec import DECLARED_OPTIONS
+
+    assert set(SHOWN) == {d.path for d in DECLARED_OPTIONS}
+    assert all(s.help for s in SHOWN.values())
+
+
+def test_the_job_model_holds_no_presentation():
+    """Help texts, panels and value names are the CLI's: spec.py is the model and its
+    validation (a Flag names the option, its parsing and the backends it applies to)."""
+    from dataclasses import fields
+
+    assert {f.name for f in fields(Flag)}.isdisjoint({"help", "panel", "metavar"})

@@ -19,7 +19,7 @@ import yaml
 from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy, connect
 from launcher.backends.kubernetes.exec_credential import ExecPlugin
-from launcher.backends.kubernetes.transport import proxy_for
+from launcher.backends.kubernetes.httpproxy import proxy_for
 from launcher.errors import UserError
 from launcher.testing.kubeapi.server import KubeAPIServer
 from tests.tls_certs import Pki, make_pki
@@ -268,43 +268,47 @@ def test_an_exec_plugin_client_certificate_is_used_for_tls(tls_server, pki, tmp_
     assert err.value.status == 403 and len(_runs(plugin)) == 1
 
 
-@pytest.mark.parametrize("user, expected", [
+@pytest.mark.parametrize("user, expected, code", [
     (_exec("gke-gcloud-auth-plugin-missing",
            installHint="Install gke-gcloud-auth-plugin:\n  gcloud components install"),
      "kubeconfig user 'u': exec plugin 'gke-gcloud-auth-plugin-missing' not found; Install "
-     "gke-gcloud-auth-plugin: gcloud components install"),
+     "gke-gcloud-auth-plugin: gcloud components install", 1),
     (_exec("false"), "kubeconfig user 'u': exec plugin 'false' failed with exit code 1 (its "
-                     "message is above); log in again or fix the plugin"),
+                     "message is above); log in again or fix the plugin", 1),
     ({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}},
      "kubeconfig user 'u': exec plugin 'true': interactiveMode must be set for "
-     "client.authentication.k8s.io/v1 (Never, IfAvailable or Always)"),
+     "client.authentication.k8s.io/v1 (Never, IfAvailable or Always)", 2),
     ({"exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "true"}},
      "kubeconfig user 'u': exec plugin 'true': apiVersion "
      "'client.authentication.k8s.io/v1alpha1' is not supported; use "
-     "client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1"),
-    (_exec("true"), "kubeconfig user 'u': exec plugin 'true' printed no ExecCredential JSON"),
+     "client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1", 2),
+    (_exec("true"), "kubeconfig user 'u': exec plugin 'true' printed no ExecCredential JSON",
+     1),
 ])
-def test_a_failing_exec_plugin_is_one_line_from_the_cli(kube_server, tmp_path, user, expected):
+def test_a_failing_exec_plugin_is_one_line_from_the_cli(kube_server, tmp_path, user, expected,
+                                                        code):
     kc = _write(tmp_path / "kc", kube_server.url, {}, user)
     done = subprocess.run([sys.executable, "-m", "launcher.cli.app", "list", "--kubeconfig", kc],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "NO_COLOR": "1", "COLUMNS": "300"})
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == code, done.stderr  # 2: the kubeconfig is wrong, refused first
     assert done.stderr.strip().splitlines()[-1] == f"error: {expected}"
     assert "Traceback" not in done.stderr
 
 
 # --- proxies and imports ----------------------------------------------------------------------
-def test_proxies_follow_the_cluster_then_the_environment_never_for_loopback(monkeypatch):
-    monkeypatch.setenv("HTTPS_PROXY", "http://corp-proxy:3128")
-    monkeypatch.setenv("NO_PROXY", ".internal, 10.0.0.0/8,registry.corp:5000")
+def test_proxies_follow_the_cluster_then_the_environment_as_go_does(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "corp-proxy:3128")  # no scheme: http, as Go reads it
+    monkeypatch.setenv("NO_PROXY", ".internal, 10.0.0.0/8,registry.corp:5000,*.corp.example")
     assert proxy_for("https://api.example.com:6443", {}) == "http://corp-proxy:3128"
     assert proxy_for("https://k8s.internal:6443", {}) is None
-    assert proxy_for("https://internal:6443", {}) is None  # the domain itself, too
-    assert proxy_for("https://notinternal:6443", {}) == "http://corp-proxy:3128"
+    assert proxy_for("https://internal:6443", {}) == "http://corp-proxy:3128"  # subdomains only
     assert proxy_for("https://10.1.2.3:6443", {}) is None
     assert proxy_for("https://11.1.2.3:6443", {}) == "http://corp-proxy:3128"
-    assert proxy_for("https://registry.corp:6443", {}) is None
+    assert proxy_for("https://registry.corp:5000", {}) is None
+    assert proxy_for("https://registry.corp:6443", {}) == "http://corp-proxy:3128"  # the port
+    assert proxy_for("https://api.corp.example", {}) is None
+    assert proxy_for("https://corp.example", {}) == "http://corp-proxy:3128"
     assert proxy_for("https://127.0.0.1:6443", {}) is None
     assert proxy_for("https://localhost:6443", {}) is None
     assert proxy_for("https://[::1]:6443", {}) is None
@@ -316,8 +320,9 @@ def test_proxies_follow_the_cluster_then_the_environment_never_for_loopback(monk
 
 def test_list_talks_to_the_api_without_the_official_client_or_the_spec_models(kube_server,
                                                                              kubeconfig):
-    # `kubernetes` (with google-auth and oauthlib) costs ~0.2 s to import and the spec's
-    # pydantic models ~0.05 s to build: `hvdk8s list` needs neither.
+    # `kubernetes` (with google-auth and oauthlib) costs ~0.2 s to import, the spec's
+    # pydantic models ~0.05 s to build, and pydantic itself (which typer's option
+    # conversion would import) ~0.06 s: `hvdk8s list` needs none of them.
     code = ("import sys\n"
             "from launcher.cli.app import main\n"
             "try:\n"
@@ -325,7 +330,7 @@ def test_list_talks_to_the_api_without_the_official_client_or_the_spec_models(ku
             "except SystemExit as exc:\n"
             "    assert not exc.code, exc.code\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('kubernetes', 'google', 'oauthlib') or m.startswith('mpijob.jobspec.spec') "
+            "('kubernetes', 'google', 'oauthlib', 'pydantic') or m.startswith('mpijob.jobspec.spec') "
             "or m == 'mpijob.jobspec.volumes'), file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "KUBECONFIG": kubeconfig})

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.kubernetes.backend import OPERATOR_MISSING
+from launcher.backends.kubernetes import backend as backend_module
+from launcher.backends.kubernetes.backend import OPERATOR_MISSING, KubernetesOptions
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.status import ANNOTATION_IMAGES_PER_SEC
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.preparing.planning import Plan
 from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
@@ -44,6 +46,36 @@ def leftovers(srv, job, extra=()):
 
 def posts(srv) -> int:
     return srv.count_requests("POST")
+
+
+def without_owner(obj: dict) -> dict:
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "ownerReferences"}}
+
+
+@pytest.mark.parametrize("mode", ["pods", "operator"])
+def test_submit_sends_exactly_what_prepare_returned(k8s, monkeypatch, mode):
+    """The backend contract (launcher.backends.base.Prepared): what a client dry run
+    prints is what is created, but for the ownerReference to the root, whose uid only
+    exists once the root does."""
+    srv, backend, spec, placement = placed_job(k8s, workers=2, gpus_per_worker=1)
+    if mode == "operator":
+        srv.install_mpi_operator()
+    sent: list[dict] = []
+    real_create = backend_module.create
+
+    def recording_create(client, obj, submission, **kw):
+        sent.append(obj)
+        return real_create(client, obj, submission, **kw)
+
+    monkeypatch.setattr(backend_module, "create", recording_create)
+    options = KubernetesOptions(mode=mode, schedule_timeout=20)
+    planned, _ = backend.preflight(Plan(spec, placement), options)
+    prepared = backend.prepare(planned, options)
+    backend.submit(prepared, options)
+    assert [without_owner(o) for o in sent] == [without_owner(o) for o in prepared.objects]
+    assert "ownerReferences" not in sent[0]["metadata"]
+    assert all(o["metadata"]["ownerReferences"][0]["name"] == sent[0]["metadata"]["name"]
+               for o in sent[1:])
 
 
 # --- the happy path -----------------------------------------------------------------------------

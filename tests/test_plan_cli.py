@@ -241,6 +241,20 @@ def test_cpu_job_plan(tmp_path):
     assert all(p["gpus"] == [] for p in data["placement"])
 
 
+def test_plan_shows_the_network_submit_gives_the_job(tmp_path):
+    """plan takes submit's plan of the placement (launcher.preparing.planning.plan_placed):
+    a CPU job's workers request no RDMA device, so no network decision is shown for it,
+    though its nodes offer RDMA; a GPU job's is submit's."""
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("defaults: {topology: dgx1-v100, resources: {rdma/hca: 10}}\n"
+                       "nodes:\n  - {name: a, cpu: '64', memory: 256Gi}\n"
+                       "  - {name: b, cpu: '64', memory: 256Gi}\n")
+    _, cpu = plan_json("--workers", "2", "--gpus", "0", "--cluster", str(cluster))
+    assert cpu["feasible"] and "network" not in cpu
+    _, gpu = plan_json("--workers", "16", "--gpus", "1", "--cluster", str(cluster))
+    assert gpu["network"]["rdma_resource"] == "rdma/hca"
+
+
 # --- topology commands ----------------------------------------------------------------------
 def test_topology_parse_json_is_the_matrix_as_printed():
     result = run("topology", "parse", str(DATA / "topo" / "k40-soc-mlx4.txt"), "-o", "json")

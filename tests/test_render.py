@@ -95,7 +95,7 @@ def test_written_mpirun_line():
     assert cmd[:2] == ["/bin/sh", "/etc/hvdk8s/launcher.sh"]
     mpirun = cmd[2:]
     assert mpirun[:3] == ["mpirun", "-np", "8"]
-    for flag in (["-bind-to", "none"], ["-map-by", "slot"], ["-x", "NCCL_DEBUG"],
+    for flag in (["--bind-to", "none"], ["--map-by", "slot"], ["-x", "NCCL_DEBUG"],
                  ["-x", "LD_LIBRARY_PATH"], ["-x", "PATH"], ["-x", "LR"], ["-mca", "pml", "ob1"],
                  ["-mca", "btl", "^openib"], ["-mca", "btl_tcp_if_include", "ib0"]):
         assert any(mpirun[i:i + len(flag)] == flag for i in range(len(mpirun))), flag

@@ -141,14 +141,18 @@ def test_the_cache_served_paged_snapshot_equals_a_full_read(k8s, monkeypatch):
                                  "limits": {"nvidia.com/gpu": "1"} if i < 4 else {},
                                  "requests": {"cpu": "1"}}}]}})
     client = k8s.backend().client
+    before = srv.store.rv
     full = take_snapshot(client, "default")
+    after = srv.store.rv
     monkeypatch.setattr(kclient, "PAGE_SIZE", 2)
     srv.clear_requests()
     lean = take_snapshot(client, "default", cached=True, gpu_nodes_only=True)
     lists = [r for r in srv.request_log if r.path in ("/api/v1/nodes", "/api/v1/pods")]
-    # The watch cache answers resourceVersion=0 whole, whatever the limit (cacher.go).
-    assert [(r.query.get("resourceVersion"), r.query.get("limit")) for r in lists] == [
-        ("0", "2"), ("0", "2")]
+    # The watch cache answers in one, unpaged (a limit would send it to etcd), no older
+    # than what this client read before (the full snapshot's resourceVersion).
+    assert [(r.query.get("resourceVersionMatch"), r.query.get("limit")) for r in lists] == [
+        ("NotOlderThan", None)] * 2
+    assert all(before <= int(r.query["resourceVersion"]) <= after for r in lists)
     assert lists[1].query["fieldSelector"] == LIVE_PODS
     req = PlacementRequest(workers=2, gpus_per_worker=4)
     assert place(full.cluster, req).assignments == place(lean.cluster, req).assignments

@@ -9,7 +9,7 @@ be with no snapshot, which is not what submit would create.
 
 from __future__ import annotations
 
-from launcher.backends.base import BaseBackend
+from launcher.backends import select
 from launcher.errors import UserError
 
 
@@ -19,7 +19,8 @@ def live_or_offline(backend, said: list[str]) -> tuple[object, list[str]]:
     try:
         backend.reachable()
     except UserError as exc:
-        return BaseBackend(), [f"note: offline dry run: {exc}; nothing was read from the "
-                               "cluster, so the plan, claims, quotas and CRDs are unchecked "
-                               "and the objects below are not what submit would create"]
+        return select.offline_backend(), [
+            f"note: offline dry run: {exc}; nothing was read from the cluster, so the plan, "
+            "claims, quotas and CRDs are unchecked and the objects below are not what submit "
+            "would create"]
     return backend, said

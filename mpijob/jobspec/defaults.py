@@ -73,7 +73,7 @@ QUICK_BATCH_SIZE = 8
 QUICK_NUM_BATCHES = 10
 QUICK_NUM_WARMUP_BATCHES = 2
 # The benchmark's input: synthetic images, or ImageNet TFRecords (tf_cnn_benchmarks'
-# --data_name; issue 24).
+# --data_name), so a run can also measure the input pipeline.
 DataName = Literal["synthetic", "imagenet"]
 DATA_NAMES = get_args(DataName)
 DATA_NAME: DataName = "synthetic"
