@@ -28,7 +28,12 @@ class UsageError(UserError):
     def naming_option(cls, err: SpecError) -> UsageError:
         """A spec problem as the CLI reports it: the option that sets the field (its
         `Flag`), then what is wrong."""
-        return cls(f"{err.where}: {err.message}")
+        made = cls(f"{err.where}: {err.message}")
+        made.option, made.detail = err.where, err.message
+        return made
+
+    option: str | None = None  # the option it names (naming_option), and what is wrong
+    detail: str | None = None
 
 
 class NotFound(UserError):

@@ -62,9 +62,38 @@ def emit_data(data: Any, fmt: str) -> bool:
     return False
 
 
+_held: list[list[str]] = []
+
+
 def note(message: str) -> None:
     """Information for people, on stderr so stdout stays machine-readable."""
+    if _held:
+        _held[-1].append(message)
+        return
     typer.echo(message, err=True)
+
+
+class HeldNotes:
+    """Notes kept back while a request is checked: a request refused as asked (a
+    UsageError, exit 2) is its one line, with no plan before it; any other end prints them."""
+
+    def release(self) -> None:
+        if _held:
+            for line in _held.pop():
+                typer.echo(line, err=True)
+            _held.append([])
+
+    def __enter__(self) -> HeldNotes:
+        _held.append([])
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        from launcher.errors import UsageError  # lazy: errors imports nothing of output
+
+        lines = _held.pop()
+        if not (kind is not None and issubclass(kind, UsageError)):
+            for line in lines:
+                typer.echo(line, err=True)
 
 
 def plain_when_piped(console, table):

@@ -107,6 +107,7 @@ class Prepared:
     spec: JobSpec
     plan: Plan
     objects: tuple[dict, ...]
+    admitted: bool = False  # `admit` passed: `submit` need not ask again
 
 
 class BaseBackend:
@@ -115,8 +116,8 @@ class BaseBackend:
     what they do (launcher.backends.kubernetes.rendering renders Kubernetes objects for
     both Kubernetes backends, the offline one of a client dry run among them).
 
-    The pipeline calls, in order: `plan`, then (not for a client dry run) `preflight`, then
-    `prepare`, then (not for a client dry run) `submit` with what `prepare` returned."""
+    The pipeline calls, in order: `plan`, then `preflight`, then `prepare`, then `admit`
+    (a client dry run) or `submit` with what `prepare` returned."""
 
     name = "offline"
     # Jobs run as processes of this machine: a bare benchmark gets the quick size, and the
@@ -140,7 +141,7 @@ class BaseBackend:
 
     def job_options(self, spec: JobSpec, options: SubmitOptions) -> SubmitOptions:
         """The options once the spec is known, from where the job goes (a MultiKueue queue
-        sets managedBy); asked before preflight, never for a client dry run."""
+        sets managedBy); asked before preflight, for a dry run too (it shows what is sent)."""
         return options
 
     def detect_gang_scheduler(self) -> defaults.GangScheduler | None:
@@ -180,6 +181,13 @@ class BaseBackend:
         refuse what cannot be created, refresh a plan gone stale. Returns the plan to
         prepare and notes for the user. Nothing is created."""
         return plan, []
+
+    def admit(self, prepared: Prepared, options: SubmitOptions, *,
+              dry_run: bool = False) -> list[str]:
+        """Would the cluster take exactly these objects? Refuse (UsageError) what it would
+        not; read and dry-run only, never write. `dry_run`: for a client dry run, where
+        what the user may not do is a note, not a refusal. Returns notes for the user."""
+        return []
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Everything the job is, computed once, without a call to anything: what a client

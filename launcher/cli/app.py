@@ -18,6 +18,7 @@ from launcher.cli import (
     calibrate,
     completion,
     config,
+    dev,
     doctor,
     experiment,
     globalflags,
@@ -76,6 +77,13 @@ class _OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # `hvdk8s ... | head`: the reader has what it wanted. Quiet, as a program killed
+            # by SIGPIPE is; stdout goes to /dev/null so the exit's flush cannot fail again
+            # (the Python docs' recipe, library/signal.html "Note on SIGPIPE").
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141) from None
         except (typer.Exit, typer.Abort):
             raise
         except Exception as exc:
@@ -158,6 +166,7 @@ def _register() -> None:
     completion.register(app)
     app.add_typer(experiment.app, name="experiment")
     app.add_typer(config.app, name="config")
+    app.add_typer(dev.app, name="dev")
     app.add_typer(install.app, name="install", help="Install cluster components (the topology agent, the Trainer runtime).")
 
 

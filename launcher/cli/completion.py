@@ -77,7 +77,7 @@ def namespaces(ctx: typer.Context, incomplete: str) -> list[str]:
         context = ctx.params.get("context")
         if not kubeconfig_usable(context):
             return ["default"] if "default".startswith(incomplete) else []
-        items = connect(context).list(NAMESPACE)
+        items = connect(context).items(NAMESPACE)
         names = [i["metadata"]["name"] for i in items]
     except Exception:  # noqa: BLE001
         return []

@@ -18,7 +18,8 @@ def doctor(
     output: opt.ReportOutput = opt.TABLE,
 ):
     """Check the cluster: API version, your permissions, GPU nodes and labels, the topology
-    agent, the MPI Operator, gang schedulers (Volcano, scheduler-plugins, Kueue) and DRA.
+    agent, the MPI Operator, gang schedulers (Volcano, scheduler-plugins, Kueue, KAI, the
+    Workload API) and DRA.
     With no cluster configured, this machine for the local backend: cores, memory, GPUs, MPI,
     Horovod and TensorFlow. Exit 0 when a job can be submitted, 1 otherwise."""
     from launcher.backends.select import kubernetes_configured
@@ -119,6 +120,8 @@ def _table(findings) -> None:
     console = Console(soft_wrap=False)
     table = Table("CHECK", "STATUS", "FINDING", "WHAT IT CHANGES / HOW TO FIX", box=None,
                   show_edge=False)
+    for column in table.columns:  # a command or URL longer than the column continues on
+        column.overflow = "fold"  # the next line, never cut with "..." (80 columns)
     for f in findings:
         detail = f.effect + (f" -- fix: {f.fix}" if f.fix else "")
         table.add_row(f.check, STATUS_MARK[f.status], f.finding, detail)

@@ -60,7 +60,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "gang-scheduled (the name is generated and printed)",
          "hvdk8s submit mpi --workers 4 --gpus 1 --gang --gputopology --model vgg16"),
         ("Print the objects for your own program instead of creating them",
-         'hvdk8s submit mpi --name train --workers 2 --gpus 1 --image IMG --dry-run "python train.py --lr 0.1"'),
+         'hvdk8s submit mpi --name train --workers 2 --gpus 1 --image registry.example/train:1 --dry-run "python train.py --lr 0.1"'),
         ("Two ranks on this machine's CPU, the quick benchmark (64 px, batch 8); wait for the "
          "images/sec",
          "hvdk8s submit mpi --backend local --workers 2 --gpus 0 --wait"),
@@ -175,20 +175,41 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Set the image for every submit", "hvdk8s config set image registry.example.com/train:1"),
         ("A queue and pull secrets for one kubeconfig context only",
          "hvdk8s config set queue research --context prod"),
-        ("", "hvdk8s config set image-pull-secret regcred,mirror --context prod"),
+        ("", "hvdk8s config set image-pull-secret regcred mirror --context prod"),
+    ],
+    "config add": [
+        ("Add an environment variable to every submit (a comma is part of the value)",
+         "hvdk8s config add env NCCL_SOCKET_IFNAME=^lo,docker0"),
+        ("A pull secret for one context", "hvdk8s config add image-pull-secret regcred --context prod"),
+    ],
+    "config remove": [
+        ("Drop one environment variable of the defaults", "hvdk8s config remove env NCCL_DEBUG=INFO"),
+        ("", "hvdk8s config remove image-pull-secret regcred --context prod"),
+    ],
+    "dev": [
+        ("The shapes of test cluster it serves", "hvdk8s dev cluster --list-shapes"),
+        ("One of them, with Volcano, until Ctrl-C", "hvdk8s dev cluster --shape volcano"),
+    ],
+    "dev cluster": [
+        ("The shapes it serves", "hvdk8s dev cluster --list-shapes"),
+        ("With the MPI Operator, on a fixed port, until Ctrl-C; then, in another shell: "
+         "export KUBECONFIG=~/.hvdk8s/dev/kubeconfig",
+         "hvdk8s dev cluster --shape operator --port 6443"),
     ],
     "experiment report": [
         ("Tables and plots of the runs so far", "hvdk8s experiment report results/local-cpu"),
         ("As JSON, without plots", "hvdk8s experiment report results/local-cpu -o json --no-plots"),
     ],
     "install": [
-        ("Deploy the topology agent", "hvdk8s install agent"),
+        ("Deploy the topology agent, from the image you built and pushed (bash images/build.sh "
+         "agent)", "hvdk8s install agent --image registry.example/hvdk8s-agent:0.1.0"),
         ("Print its manifests", "hvdk8s install agent --dry-run"),
     ],
     "install agent": [
-        ("Deploy the topology agent to kube-system", "hvdk8s install agent"),
+        ("Deploy the topology agent to kube-system, from the image you pushed",
+         "hvdk8s install agent --image registry.example/hvdk8s-agent:0.1.0"),
         ("Print its manifests instead", "hvdk8s install agent --dry-run -o yaml"),
-        ("Where the NVIDIA runtime is not the default", "hvdk8s install agent --runtime-class nvidia"),
+        ("Where the NVIDIA runtime is not the default", "hvdk8s install agent --image registry.example/hvdk8s-agent:0.1.0 --runtime-class nvidia"),
     ],
     "install runtime": [
         ("Print hvdk8s's Kubeflow Trainer runtime for an image first",

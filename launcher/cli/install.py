@@ -9,6 +9,7 @@ from launcher.cli import options as opt
 from launcher.errors import UsageError, UserError
 from launcher.output import emit_objects
 from mpijob.errors import SpecError
+from mpijob.jobspec.image_ref import image_problem
 from mpijob.k8s.agent_manifests import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_NAMESPACE,
@@ -27,7 +28,9 @@ def install_agent(
     namespace: str = typer.Option(
         DEFAULT_NAMESPACE, "-n", "--namespace", help="An existing namespace to run the agent in."
     ),
-    image: str = typer.Option(None, "--image", help="Agent image (default: ghcr.io/hvdk8s/hvdk8s-agent:<version>)."),
+    image: str = typer.Option(None, "--image", metavar="REF", help="Agent image, as the "
+                              "nodes pull it (build: bash images/build.sh agent). Needed "
+                              "to install: no agent image is published."),
     output: opt.ObjectsOutput = opt.YAML,
     context: opt.Context = None,
     interval: opt.AgentInterval = DEFAULT_INTERVAL_SECONDS,
@@ -49,6 +52,18 @@ def install_agent(
 ):
     if supplemental_group is not None and not non_root:
         raise UsageError("--supplemental-group: only meaningful with --non-root")
+    if image is None and not dry_run:
+        # A default that no registry serves would put a pod in ImagePullBackOff on every
+        # GPU node, at system-node-critical priority. A kubeconfig that cannot be used is
+        # said first: it is the first thing to fix.
+        from launcher.cli.common import INSTALL_HINT, require_kubernetes
+
+        require_kubernetes(context, INSTALL_HINT)
+        raise UsageError(f"--image: give the agent image the nodes can pull; none is "
+                         f"published ({default_image(__version__)} does not exist yet): build "
+                         "it with bash images/build.sh agent and push it to your registry")
+    if image is not None and (why := image_problem(image)):
+        raise UsageError(f"--image: {image!r} is not an image reference: {why}")
     try:
         manifests = agent_manifests(
             image=image or default_image(__version__),

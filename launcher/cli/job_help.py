@@ -74,7 +74,7 @@ SHOWN: dict[str, Shown] = {
     "mpi_implementation": Shown("job", help=(
         "MPI implementation of the image (any case).")),
     "queue": Shown("placement", "QUEUE", help=(
-        "Volcano queue or Kueue LocalQueue.")),
+        "Volcano queue, Kueue LocalQueue or KAI Queue.")),
     "scheduler_name": Shown("placement", "SCHEDULER", help=(
         "Scheduler for the workers (default: the gang scheduler's, else the cluster "
         "default).")),

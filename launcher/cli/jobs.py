@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from launcher.backends.base import FAILED
 from launcher.cli import options as opt
 from launcher.cli.common import exit_for_status, open_backend, print_status, print_status_list
+from launcher.errors import UserError
 
 
 def get(
@@ -55,7 +57,9 @@ def logs(
     context: opt.Context = None,
     backend: opt.Backend = None,
 ):
-    """Print a job's logs: the launcher's by default."""
+    """Print a job's logs: the launcher's by default. With -f: say what the stream waits
+    for (a pod not started, an image that does not pull), and end with exit 1 and the
+    reason when the job fails."""
     from launcher.formats.benchmark_result import is_result_line
 
     b = open_backend(backend, context, namespace)
@@ -63,6 +67,11 @@ def logs(
                        all_replicas=all_replicas, tail=tail):
         if not is_result_line(line):  # `get -o json` has it as `result`
             typer.echo(line)
+    if follow:  # the stream ended with the job: a failure ends with its reason, exit 1
+        status = b.get(name, namespace)
+        if status.phase == FAILED:
+            raise UserError(f"job {name} failed" + "".join(
+                f": {x}" for x in (status.reason, status.message) if x))
 
 
 def wait(

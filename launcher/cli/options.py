@@ -131,9 +131,13 @@ Mode = Annotated[defaults.Mode, choice(
     "Trainer, else pods); pods: hvdk8s makes the pods (no operator); operator: a Kubeflow "
     "MPIJob for the MPI Operator; trainjob: a Kubeflow Trainer TrainJob.",
     rich_help_panel=PANEL_JOB)]
+# Written out, not joined from mpijob.gang (its modules would load at every start): a test
+# checks it names every scheduler (tests/test_cli_says_what_happens.py).
+GANG_HELP = ("Gang-schedule with what the cluster has: Volcano, scheduler-plugins, Kueue or "
+             "KAI, else the Workload API (scheduling.k8s.io/v1alpha1); hvdk8s's own "
+             "all-or-nothing check applies either way.")
 Gang = Annotated[bool, typer.Option(
-    "--gang", help="Gang-schedule with Volcano, scheduler-plugins or Kueue when installed "
-    "(hvdk8s's own all-or-nothing check applies either way).", rich_help_panel=PANEL_PLACEMENT)]
+    "--gang", help=GANG_HELP, rich_help_panel=PANEL_PLACEMENT)]
 GangScheduler = Annotated[defaults.GangScheduler | None, choice(
     defaults.GangScheduler, "--gang-scheduler",
     help="The gang scheduler to use (default: detect the installed one).", rich_help_panel=PANEL_PLACEMENT)]

@@ -39,6 +39,7 @@ class _OptionalValueDryRun(JobOptionsCommand):
         given = userdefaults.prescan(list(args), takes_value, "--config", "--context")
         resolved = userdefaults.resolve(ctx, self, given["--config"], given["--context"])
         ctx.default_map = {**(ctx.default_map or {}), **resolved.default_map}
+        ctx.meta[userdefaults.SOURCES_META] = resolved.sources
         args = list(args)
         i = 0
         while i < len(args):
@@ -52,6 +53,12 @@ class _OptionalValueDryRun(JobOptionsCommand):
             i += 1
         return super().parse_args(ctx, args)
 
+
+
+EXIT_CODES = ("Exit codes: 0 created (with --wait: the job succeeded); 1 the job ran and "
+              "failed, or the cluster failed while creating it (rolled back); 2 bad input, or "
+              "a request the cluster cannot serve as asked (nothing created); 124 --wait "
+              "timed out; 130 interrupted.")
 
 
 # Options of submit alone (the shared ones are in launcher.cli.options).
@@ -74,7 +81,7 @@ ScheduleTimeout = Annotated[float, typer.Option(
     cls=_OptionalValueDryRun,
     context_settings={"allow_interspersed_args": False},
     help="Submit an MPI/Horovod allreduce job. With no COMMAND it runs the built-in "
-    "tf_cnn_benchmarks-compatible benchmark.",
+    "tf_cnn_benchmarks-compatible benchmark.\n\n" + EXIT_CODES,
 )
 @job_options()
 def submit_mpi(
@@ -113,7 +120,10 @@ def submit_mpi(
         gang_scheduler=gang_scheduler, mode=mode, backend=backend, context=context,
         cluster=cluster, dry_run=dry_run, schedule_timeout=schedule_timeout,
         calibration=calibration)
-    outcome = run_submit(request)
+    try:
+        outcome = run_submit(request)
+    except UsageError as exc:  # a value from the config file names the file and key
+        raise userdefaults.naming_source(ctx, exc) from None
     if outcome.objects is not None:
         emit_objects(outcome.objects, output)
         return

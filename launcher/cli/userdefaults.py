@@ -65,9 +65,34 @@ def check_value(ctx: typer.Context, param: typer.core.TyperOption, value, where:
             param.type_descriptor.annotation not in (int, float):
         value = str(value)  # YAML's `shm-size: 4` is the text "4" to a text option
     try:
-        return param.process_value(ctx, value)
+        processed = param.process_value(ctx, value)
     except typer.BadParameter as exc:
         raise UsageError(f"{where}: key {key_of(param)}: {exc.message}") from None
+    return processed
+
+
+def check_syntax(param: typer.core.TyperOption, value, where: str) -> None:
+    """A job option's own parser (`-e` takes KEY=VALUE, `--image` a reference) on a value
+    about to be written, so a bad one is refused naming the key, not at a later submit.
+    What depends on the rest of a job (`--queue` needs a gang scheduler) is left to it."""
+    from mpijob.errors import SpecError  # lazy: the spec's models load only for submit
+    from mpijob.jobspec.image_ref import image_problem
+    from mpijob.jobspec.spec import DECLARED_BY_PATH
+
+    declared = next((d for d in DECLARED_BY_PATH.values() if d.name == param.name), None)
+    if declared is None or value is None:
+        return
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if not isinstance(item, str):
+            continue
+        if declared.path == "image" and (why := image_problem(item)):
+            raise UsageError(f"{where}: key {key_of(param)}: {item!r} is not an image "
+                             f"reference: {why}")
+        if declared.flag.parse is not None:
+            try:
+                declared.flag.parse(item, declared.flag.option)
+            except SpecError as exc:
+                raise UsageError(f"{where}: key {key_of(param)}: {exc.message}") from None
 
 
 @dataclass
@@ -122,3 +147,26 @@ def prescan(args: list[str], takes_value: set[str], *options: str) -> dict[str, 
             i += 1  # skip the option's value
         i += 1
     return found
+
+
+SOURCES_META = "hvdk8s.config_sources"  # ctx.meta: param name -> "config FILE [...]"
+
+
+def naming_source(ctx: typer.Context, exc: UsageError) -> UsageError:
+    """A problem with an option's value that the user did not type (their config file or
+    `HVDK8S_<OPTION>`) names where the value came from, not the flag."""
+    if not exc.option or exc.detail is None:
+        return exc
+    spellings = set(exc.option.split("/"))
+    param = next((p for p in ctx.command.params if spellings & set(getattr(p, "opts", ()))),
+                 None)
+    if param is None:
+        return exc
+    source = ctx.get_parameter_source(param.name)
+    if source is not None and source.name == "ENVIRONMENT":
+        return UsageError(f"{env_name(param)} (environment, for {exc.option}): {exc.detail}")
+    if source is not None and source.name == "DEFAULT_MAP":
+        where = ctx.meta.get(SOURCES_META, {}).get(param.name, "config")
+        return UsageError(f"{where}: key {key_of(param)}: {exc.detail}")
+    return exc
+

@@ -13,7 +13,7 @@ from launcher.backends import select
 from launcher.backends.base import BaseBackend
 from launcher.errors import UsageError, UserError
 from launcher.formats import calibration_file
-from launcher.output import note
+from launcher.output import HeldNotes, note
 from launcher.pipeline.jobnames import generated_name
 from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
@@ -193,11 +193,21 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
     name, why = select.resolve_backend_name(request.backend, request.context, hint=SUBMIT_HINT)
     fell_back = request.backend is None and name == "local"
     short, have = _local_gpus_short(request.options) if fell_back else (False, "")
-    if client_dry_run and request.backend is None and (name == "kubernetes" or request.cluster
-                                                       or short):
+    if client_dry_run and request.backend is None and (request.cluster or short):
+        # offline: nothing to read, or the user's cluster file is the cluster
         said = ([f"note: no cluster configured and this machine has {have}: these are the "
-                 "objects the job would be on a cluster"] if short and not request.cluster else [])
+                 "objects the job would be on a cluster"] if short and not request.cluster else
+                [f"note: offline dry run: planned on {request.cluster}, nothing read from a "
+                 "cluster (submit re-checks the plan, claims and quotas on the live one)"]
+                if request.cluster else [])
         return select.offline_backend(), said  # a client dry run asks no cluster anything
+    if client_dry_run and name == "kubernetes":
+        # A client dry run reads all that submit reads, and only writes nothing.
+        from launcher.pipeline.dry_run import live_or_offline
+
+        return live_or_offline(select.make_backend(
+            name, context=request.context, namespace=request.options.get("namespace")),
+            [f"backend: {name} ({why})"] if request.backend is None else [])
     if short:  # before a name is generated: no job is created
         o = request.options
         raise UserError(NO_CLUSTER_NO_GPU.format(
@@ -252,15 +262,21 @@ def _rendering(step, plan, options):
 def run_submit(request: SubmitRequest) -> SubmitOutcome:
     """Validate, plan, render (what a dry run shows), then hand the job to the backend, which
     never needs to be asked which one it is (launcher.backends.base.BaseBackend)."""
+    with HeldNotes() as held:  # a request refused as asked is one line (output.HeldNotes)
+        return _run_submit(request, held)
+
+
+def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     client_dry_run = request.dry_run == "client"
     server_dry_run = request.dry_run == "server"
     backend, why_this_backend = _choose_backend(request, client_dry_run)
     submit_options = backend.submit_options(mode=request.mode,
                                             server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
+    offline = backend.name == BaseBackend.name  # a client dry run that reads no cluster
     # --mode auto: what the cluster has (the backend decides; offline, built-in mode)
     request = replace(request, mode=submit_options.mode)
-    gang = _resolve_gang(request, backend, detect=not client_dry_run)
+    gang = _resolve_gang(request, backend, detect=not offline)
 
     if (refused := refusal(gang, request.mode)) is not None:
         raise UsageError(refused)
@@ -279,7 +295,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         options = options.setting({"name": generated_name(
             model=options.get("benchmark.model", defaults.MODEL), command=command, shell=shell,
             workers=options.get("workers", defaults.WORKERS),
-            backend=None if client_dry_run and request.backend is None else backend,
+            backend=None if offline else backend,
             namespace=options.get("namespace"))})
     spec = build_spec_from_options(options, gang=gang)
     if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
@@ -315,13 +331,15 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if backend.runs_here and (start := describe_start(spec, plan, quick)):
         note(start)
 
-    if not client_dry_run:
-        submit_options = backend.job_options(spec, submit_options)
-        plan, checked = backend.preflight(plan, submit_options)
-        spec = plan.spec
-        for line in checked:
-            note(f"note: {line}")
+    submit_options = backend.job_options(spec, submit_options)
+    plan, checked = backend.preflight(plan, submit_options)
+    spec = plan.spec
+    for line in checked:
+        note(f"note: {line}")
     prepared = _rendering(backend.prepare, plan, submit_options)
+    for line in backend.admit(prepared, submit_options, dry_run=client_dry_run):
+        note(f"note: {line}")
+    prepared = replace(prepared, admitted=True)
     if client_dry_run:
         objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
@@ -329,6 +347,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
                  "(its uid is assigned by the API server)")
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
+    held.release()  # checked: the plan is shown before anything is created
     result = backend.submit(prepared, submit_options)
     note(result.message or f"job {spec.name} submitted ({result.backend}, namespace {spec.namespace})")
     if server_dry_run:

@@ -126,8 +126,12 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
         fix = ("use --rdma auto or on" if choice == "off" else
                "run it in a namespace whose Pod Security level allows IPC_LOCK (privileged)"
                if "Pod Security" in decision.reason else "use --rdma on")
-        gain = (f"with RDMA {then:,.0f} ({then / now_ips - 1:+.0%})" if then > now_ips * 1.005
-                else f"with RDMA {then:,.0f} (no difference for this job)")
-        plan.warning = (f"the nodes offer RDMA ({res.name}) but this job will use TCP: "
-                        f"predicted {now_ips:,.0f} images/sec, {gain}; {fix}")
+        if then > now_ips * 1.005:
+            plan.warning = (f"the nodes offer RDMA ({res.name}) but this job will use TCP: "
+                            f"predicted {now_ips:,.0f} images/sec, with RDMA {then:,.0f} "
+                            f"({then / now_ips - 1:+.0%}); {fix}")
+        else:  # nothing to fix: said, not warned
+            plan.lines = (*plan.lines, f"network: the nodes offer RDMA ({res.name}); this job "
+                          f"would be no faster with it (predicted {now_ips:,.0f} images/sec "
+                          "either way)")
     return plan

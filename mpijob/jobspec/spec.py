@@ -39,6 +39,7 @@ from mpijob.jobspec.defaults import (
     RdmaChoice,
 )
 from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
+from mpijob.jobspec.image_ref import image_problem
 from mpijob.jobspec.launch_line import is_launcher_line
 from mpijob.jobspec.options import parse_count, parse_key_value
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
@@ -317,8 +318,9 @@ class JobSpec(BaseModel):
     @field_validator("image")
     @classmethod
     def _image(cls, v: str) -> str:
-        if not v or any(c.isspace() for c in v):
-            raise ValueError(f"{v!r} is not an image reference (e.g. horovod/horovod:0.28.1)")
+        if (why := image_problem(v)) is not None:
+            raise ValueError(f"{v!r} is not an image reference: {why} (e.g. "
+                             "horovod/horovod:0.28.1)")
         return v
 
     @field_validator("cpu", "memory", "launcher_cpu", "launcher_memory", "shm_size")

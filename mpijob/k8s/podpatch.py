@@ -122,6 +122,7 @@ def patch_template(template: dict, patch: dict, role: str, mode: str, source: st
         patched = strategic_merge(template, patch)
     except PatchError as exc:
         raise SpecError("pod_patches", f"{source}: {exc}", option="--pod-patch") from None
+    _check_new_containers(template, patched, role, source)
     before, after = relied_on(template, role, mode), relied_on(patched, role, mode)
     for what, value in before.items():
         if after.get(what) != value:
@@ -129,6 +130,26 @@ def patch_template(template: dict, patch: dict, role: str, mode: str, source: st
                             "which hvdk8s relies on; leave it out of the patch",
                             option="--pod-patch")
     return patched
+
+
+def _check_new_containers(template: dict, patched: dict, role: str, source: str) -> None:
+    """A container the patch adds must be a whole one: one that merely names a container
+    the pod lacks (a patch of the worker's env applied to the launcher too, a misspelled
+    name) would add a container without an image, which the API server refuses only at
+    create (spec.containers[1].image: Required value)."""
+    for field in ("containers", "initContainers"):
+        had = {c.get("name") for c in (template.get("spec") or {}).get(field) or []}
+        for c in (patched.get("spec") or {}).get(field) or []:
+            if c.get("name") in had or c.get("image"):
+                continue
+            have = ", ".join(sorted(n for n in had if n)) or "none"
+            hint = (f"; to patch the {c.get('name')} pod only, give "
+                    f"--pod-patch {c.get('name')}={source}"
+                    if c.get("name") in (names.ROLE_LAUNCHER, names.ROLE_WORKER) else "")
+            raise SpecError("pod_patches", f"{source} names {field[:-1]} {c.get('name')!r}, "
+                            f"which the {role} pod does not have (its {field}: {have}); a "
+                            f"{field[:-1]} the patch adds needs an image{hint}",
+                            option="--pod-patch")
 
 
 def _targets(target: str) -> tuple[str, ...]:

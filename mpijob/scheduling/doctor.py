@@ -76,6 +76,12 @@ class Facts:
     nic_classes: dict[str, str] = field(default_factory=dict)
 
 
+
+# The agent's image is not published (images/README.md): the fix names the build and the
+# --image to give, never a default that would not pull on any node.
+INSTALL_AGENT = ("hvdk8s install agent --image REF (a DaemonSet reading NVML; build REF with "
+                 "bash images/build.sh agent and push it where the nodes pull from)")
+
 def _gpus(node: dict) -> int:
     alloc = (node.get("status") or {}).get("allocatable") or {}
     try:
@@ -199,7 +205,7 @@ def _unattended(gpu_nodes: list[dict]) -> list[Finding]:
     return [Finding("unattended cleanup", WARN, f"not available on {_names(without)} (no agent)",
                     "a job whose pods never start there (image pull, config error) keeps its "
                     "GPUs until someone runs hvdk8s get, wait or delete",
-                    "hvdk8s install agent")]
+                    INSTALL_AGENT)]
 
 
 PSA_PREFIX = "pod-security.kubernetes.io/"
@@ -276,11 +282,11 @@ def _agent(f: Facts, gpu_nodes: list[dict]) -> list[Finding]:
                            f"no {ANNOTATION_TOPOLOGY} annotation on {_names(missing)}",
                            "placement uses presets from GPU Feature Discovery labels and "
                            "guesses which GPU indices are taken",
-                           "hvdk8s install agent (a DaemonSet reading NVML)"))
+                           INSTALL_AGENT))
     if unreadable:
         out.append(Finding("topology agent", WARN, f"unreadable {ANNOTATION_TOPOLOGY} on "
                            f"{_names(unreadable)}", "those nodes are planned from presets",
-                           "upgrade the agent to this hvdk8s version (hvdk8s install agent)"))
+                           "upgrade the agent to this hvdk8s version: " + INSTALL_AGENT))
     if stale:
         out.append(Finding("topology agent", WARN, f"stale {ANNOTATION_TOPOLOGY} on "
                            f"{_names(stale)}: its GPU pods differ from the API's",

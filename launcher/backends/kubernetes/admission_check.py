@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from launcher.backends.kubernetes.client import RESOURCE_QUOTA, ApiError
+from launcher.backends.kubernetes.references import check_references
 from launcher.errors import UsageError
 from launcher.output import note
 from mpijob.jobspec import names
@@ -64,21 +65,41 @@ def _pod(name: str, ns: str, tmpl: dict, spec: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def check_admission(client, spec, objects: Sequence[dict], mode: str,
-                    pods: list[tuple[dict, int]] | None = None) -> None:
+def webhook_wants_earlier_object(exc: ApiError) -> bool:
+    """A webhook refusing a dry-run pod for want of an object the same job creates first:
+    a gang scheduler's webhook looks up the job's PodGroup, which a dry run cannot have
+    made (Volcano's validatepod.volcano.sh). The real create asks it again, in order."""
+    return "admission webhook" in exc.message and exc.status != 403
+
+
+def check_admission(client, spec, objects: Sequence[dict], mode: str, *,
+                    pods: list[tuple[dict, int]] | None = None,
+                    create_optional: bool = False) -> list[str]:
     """Refuse (exit 2, one line, nothing created) what admission would refuse. `pods`: the
     job's pods where another controller makes them from more than the objects (Trainer
-    from its runtime: launcher.backends.kubernetes.trainjob.expected_pods)."""
+    from its runtime: launcher.backends.kubernetes.trainjob.expected_pods). With
+    `create_optional` (a client dry run), a user RBAC keeps from creating pods gets a note
+    instead: the pods are then summed against the quotas as rendered."""
     admitted = []
-    for pod, count in pods if pods is not None else job_pods(objects, mode):
+    notes: list[str] = []
+    if pods is None:
+        pods = job_pods(objects, mode)
+    # A missing ServiceAccount, PriorityClass, Secret...: named, not read as a 403 (RBAC).
+    check_references(client, spec, [pod for pod, _ in pods], objects)
+    for pod, count in pods:
         try:
             made, warnings = client.create_with_warnings(pod, dry_run=True)
         except ApiError as exc:
             if exc.status == 403 and exc.admission_refusal():
                 raise UsageError(_refusal(spec, pod, exc)) from None
-            if "admission webhook" in exc.message and exc.status != 403:
-                # A gang scheduler's webhook looks up the job's PodGroup, which a dry run
-                # cannot have made yet: the real create asks it again, in order.
+            if create_optional and exc.status == 403:
+                if not notes:
+                    notes.append(f"cannot create pods in {spec.namespace} (RBAC): admission "
+                                 "(Pod Security, LimitRange, webhooks) was not asked; submit "
+                                 "would be refused the same way")
+                admitted.append((pod, count))
+                continue
+            if webhook_wants_earlier_object(exc):
                 admitted.append((pod, count))
                 continue
             raise
@@ -86,6 +107,7 @@ def check_admission(client, spec, objects: Sequence[dict], mode: str,
             note(f"warning: {pod['metadata']['name']}: {w}")
         admitted.append((made, count))
     _check_quotas(client, spec, admitted)
+    return notes
 
 
 def _refusal(spec, pod: dict, exc: ApiError) -> str:

@@ -39,7 +39,10 @@ from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import operator_schema, start_guard
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes import trainjob as trainer
-from launcher.backends.kubernetes.admission_check import check_admission
+from launcher.backends.kubernetes.admission_check import (
+    check_admission,
+    webhook_wants_earlier_object,
+)
 from launcher.backends.kubernetes.apply import (
     create,
     delete_job_objects,
@@ -94,7 +97,7 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
-OPERATOR_MISSING = ("the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
+OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
                     "in the API); install it or use --mode pods")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
@@ -296,8 +299,9 @@ class KubernetesBackend(KubernetesObjects):
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
         fresh snapshot: keep the plan if it still fits, else place again."""
         spec, client = plan.spec, self.client
+        self._require_namespace(spec.namespace)
         if options.mode == "operator" and not client.serves(MPIJOB):
-            raise UserError(OPERATOR_MISSING)
+            raise UsageError(OPERATOR_MISSING)
         if options.mode == "trainjob":  # the runtime the TrainJob names exists and fits
             trainer.require_runtime(client, spec)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
@@ -326,6 +330,30 @@ class KubernetesBackend(KubernetesObjects):
         return dataclasses.replace(plan, placement=placement), notes
 
     @_api_errors
+    def reachable(self) -> None:
+        """One discovery read: UserError naming why when the API server cannot be used."""
+        self.client.served_resources("v1")
+
+    @_api_errors
+    def admit(self, prepared: Prepared, options: KubernetesOptions, *,
+              dry_run: bool = False) -> builtins.list[str]:
+        return self._admit(prepared, options, create_optional=dry_run)
+
+    def _admit(self, prepared: Prepared, options: KubernetesOptions, *,
+               create_optional: bool = False) -> builtins.list[str]:
+        """What the cluster would refuse of these objects, asked before any is created.
+        `create_optional`: a user who may not create pods (a client dry run) is told the
+        admission chain went unasked, instead of being refused."""
+        spec, objects, client = prepared.spec, prepared.objects, self.client
+        if options.mode == "operator":  # an operator too old for a field would drop it silently
+            operator_schema.check(client, objects[0])
+        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
+        pods = (trainer.expected_pods(trainer.require_runtime(client, spec), objects[0])
+                if options.mode == "trainjob" else None)
+        return check_admission(client, spec, objects, options.mode, pods=pods,
+                               create_optional=create_optional)
+
+    @_api_errors
     def submit(self, prepared: Prepared, options: KubernetesOptions) -> SubmitResult:
         """Create exactly the prepared objects, all or nothing (module docstring). With a gang
         scheduler the job is left queued on timeout unless `options.delete_on_timeout`;
@@ -333,14 +361,11 @@ class KubernetesBackend(KubernetesObjects):
         spec, objects, client = prepared.spec, prepared.objects, self.client
         ns, mode = spec.namespace, options.mode
         gang = gang_control.control(spec.gang)
-        if mode == "operator":  # an operator too old for a field would drop it silently
-            operator_schema.check(client, objects[0])
-        # Pod Security, quotas, LimitRanges: refused now, not after half the job exists.
-        check_admission(client, spec, objects, mode, pods=trainer.expected_pods(
-            trainer.require_runtime(client, spec), objects[0]) if mode == "trainjob" else None)
+        if not prepared.admitted:
+            self._admit(prepared, options)
         submission = new_submission_id()
         if options.server_dry_run:
-            made = [create(client, obj, submission, dry_run=True) for obj in objects]
+            made = [self._dry_run_create(obj, submission) for obj in objects]
             return SubmitResult(spec.name, ns, self.name, made,
                                 f"server dry run: {len(made)} object(s) accepted by the API "
                                 "server, nothing created")
@@ -387,6 +412,19 @@ class KubernetesBackend(KubernetesObjects):
             raise outcome
         return SubmitResult(spec.name, ns, self.name, created, f"job {spec.name}: {outcome}")
 
+    def _dry_run_create(self, obj: dict, submission: str) -> dict:
+        """One object sent with dryRun=All; where a webhook wants an object this job creates
+        before it (a dry run made none), the object as sent, said in a note."""
+        try:
+            return create(self.client, obj, submission, dry_run=True)
+        except ApiError as exc:
+            if not webhook_wants_earlier_object(exc):
+                raise
+            note(f"note: {obj['kind']} {obj['metadata']['name']}: not dry-run by the server: "
+                 f"its webhook looks up an object of this job that a dry run does not create "
+                 f"({exc.message})")
+            return obj
+
     def create_job(self, spec: JobSpec, placement: Placement | None = None, *,
                    mode: defaults.Mode = defaults.MODE, dry_run: bool = False,
                    schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
@@ -403,6 +441,18 @@ class KubernetesBackend(KubernetesObjects):
         if notes and result.message:
             result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
         return result
+
+    def _require_namespace(self, ns: str) -> None:
+        """-n names a namespace that exists (where namespaces can be read)."""
+        try:
+            found = self.client.get(NAMESPACE, ns)
+        except ApiError as exc:
+            if exc.status == 403:  # no get on namespaces: the create says
+                return
+            raise
+        if found is None:
+            raise UsageError(f"-n/--namespace {ns}: no namespace {ns} in this cluster "
+                             "(kubectl get namespaces)")
 
     def _refuse_existing(self, name: str, ns: str) -> None:
         """A name in use (or leftovers of it) fails before anything is created."""
@@ -763,7 +813,33 @@ class KubernetesBackend(KubernetesObjects):
                                    label_selector=selector):
                 tj.setdefault("kind", "TrainJob")
                 roots.append(tj)
-        return st.group_statuses(roots, pods, refine=queued_without_calls)
+        statuses = st.group_statuses(roots, pods, refine=queued_without_calls)
+        self._measured_rates(statuses, roots)
+        return statuses
+
+    def _measured_rates(self, statuses: builtins.list[JobStatus],
+                        roots: builtins.list[dict]) -> None:
+        """A finished job whose rate no `get`/`wait` recorded yet: read from its launcher's
+        log, once, and recorded on its root (so `list` never hides a measured rate, and
+        reads each job's log at most once)."""
+        by_job = {(r["metadata"].get("namespace"), st.job_name_of(r)): r for r in roots}
+        for status in statuses:
+            if status.phase != SUCCEEDED or status.images_per_sec is not None:
+                continue
+            root = by_job.get((status.namespace, status.name))
+            launcher = next((r for r in status.replicas if r.role == names.ROLE_LAUNCHER), None)
+            if root is None or launcher is None:
+                continue
+            try:
+                text = self.client.pod_log(launcher.name, status.namespace,
+                                           tail=LOG_TAIL_FOR_RESULT)
+            except ApiError as exc:
+                if exc.status in (400, 403, 404):  # gone, or not readable: shown as unknown
+                    continue
+                raise
+            status.images_per_sec, status.result = st.parse_result(text.splitlines())
+            mode = {"MPIJob": "operator", "TrainJob": "trainjob"}.get(root.get("kind", ""), "pods")
+            self._record_images_per_sec(root, mode, status)
 
     # -- wait --------------------------------------------------------------------------------
     @_api_errors
@@ -912,6 +988,11 @@ class KubernetesBackend(KubernetesObjects):
 
     def _follow_target(self, name, ns, role, pod, tail, stop):
         def job_done() -> bool:
+            # The step get and wait take: a pod past --start-timeout (an image that never
+            # pulls) fails the job, which ends the stream instead of waiting on silently.
+            root, mode = self._root(name, ns)
+            if root is not None:
+                self.fail_overdue(root, mode, self._pods(name, ns))
             try:
                 return self._status(name, ns).done
             except NotFound:
@@ -936,7 +1017,32 @@ class KubernetesBackend(KubernetesObjects):
                 return (not pods or (pods[0].get("status") or {}).get("phase") in TERMINAL
                         or job_done())
 
-        return follow_pod(self.client, find, finished, tail=tail, poll=self.poll, stop=stop)
+        return follow_pod(self.client, find, finished, tail=tail, poll=self.poll, stop=stop,
+                          waiting=self._saying_what_logs_wait_for(name, ns, role))
+
+    def _saying_what_logs_wait_for(self, name: str, ns: str, role: str):
+        """`logs -f` before a pod has started: say what it waits for (an image that cannot
+        be pulled, unscheduled workers), once each time that changes, instead of silence."""
+        said = [""]
+
+        def waiting(pods: builtins.list[dict]) -> None:
+            pod = pods[-1] if pods else None
+            if pod is None:
+                status = self._status(name, ns)
+                what = (f"waiting for job {name}'s {role} pod ({status.phase}"
+                        + (f": {status.message}" if status.message else "") + ")")
+            else:
+                r = st.replica(pod)
+                detail = ": ".join(x for x in (r.reason, r.message) if x)
+                what = (f"waiting for {pod['metadata']['name']} to start ({r.phase}"
+                        + (f": {detail}" if detail else "") + ")")
+            # The kubelet alternates ErrImagePull and ImagePullBackOff: one cause, said once.
+            key = "image pull" if "ImagePull" in what else what
+            if key != said[0]:
+                said[0] = key
+                note(what)
+
+        return waiting
 
     # -- delete ------------------------------------------------------------------------------
     @_api_errors

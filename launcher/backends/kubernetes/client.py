@@ -175,6 +175,11 @@ class ApiError(Exception):
         what = f"{self.resource}/{self.name}" if self.name else self.resource
         if self.status == 403 and (admission := self.admission_refusal()):
             return UserError(admission)
+        if self.status == 403 and not _RBAC_DENIAL.search(self.message):
+            # Not the authorizer: an admission plugin (a ServiceAccount, PriorityClass or
+            # webhook refusing): its own words name the cause.
+            return UserError(f"cannot {self.verb} {what}{self.where()}: refused by the API "
+                             f"server's admission: {self.message}")
         if self.status == 403:
             return UserError(
                 f"forbidden: cannot {self.verb} {self.resource}{self.where()} (RBAC); ask your "
@@ -189,6 +194,12 @@ class ApiError(Exception):
             return UserError(f"cannot reach the Kubernetes API server: {self.message}")
         return UserError(f"cannot {self.verb} {what}{self.where()}: {self.message} "
                          f"(HTTP {self.status} {self.reason})")
+
+
+# The authorizer's denial (k8s.io/apiserver endpoints/handlers/responsewriters/errors.go
+# forbiddenMessage): `User "u" cannot VERB resource "R" ...`, or, for an anonymous
+# request, `cannot VERB path "/..."`.
+_RBAC_DENIAL = re.compile(r'cannot [a-z]+ (resource|path) "')
 
 
 def _warnings(header: str) -> list[str]:

@@ -19,7 +19,7 @@ from launcher.backends.kubernetes.client import (
     api_kind,
 )
 from launcher.backends.kubernetes.cluster_reads import kueue_config
-from launcher.errors import UserError
+from launcher.errors import UsageError
 from mpijob import gang as gangs
 from mpijob.gang import kai, kueue
 from mpijob.jobspec import names
@@ -37,8 +37,9 @@ class GangControl:
         if not s.installed(client.api_groups(), lambda kind: client.serves(api_kind(kind))):
             what = (f"{s.group} API group" if s.detect_kind is None else
                     f"{s.detect_kind.api_version} {s.detect_kind.plural} served")
-            raise UserError(f"--gang-scheduler {s.name}: {s.title} is not installed (no "
-                            f"{what}); install it, pick another, or drop --gang")
+            raise UsageError(f"--gang-scheduler {s.name}: {s.title} is not installed (no "
+                             f"{what}); install it, or pick another --gang-scheduler ("
+                             "hvdk8s doctor lists what this cluster has)")
         if mode == gangs.OPERATOR and s.operator_podgroup:
             operator_gang.precheck(client, s)
 
@@ -86,9 +87,9 @@ class KueueControl(GangControl):
         frameworks = kueue.frameworks(config)
         if mode == "trainjob":
             if frameworks is not None and kueue.TRAINJOB_FRAMEWORK not in frameworks:
-                raise UserError(TRAINJOB_OFF)
+                raise UsageError(TRAINJOB_OFF)
         elif frameworks is not None and kueue.MPIJOB_FRAMEWORK not in frameworks:
-            raise UserError(kueue.MPIJOB_OFF)
+            raise UsageError(kueue.MPIJOB_OFF)
         if spec.queue:
             # Kueue would keep the job Inadmissible ("LocalQueue ... doesn't exist") forever.
             try:
@@ -96,7 +97,7 @@ class KueueControl(GangControl):
             except ApiError:
                 return  # not readable: Kueue itself will say so on the Workload
             if found is None:
-                raise UserError(f"--queue {spec.queue}: no Kueue LocalQueue of that name in "
+                raise UsageError(f"--queue {spec.queue}: no Kueue LocalQueue of that name in "
                                 f"namespace {spec.namespace} (kubectl get localqueues -n "
                                 f"{spec.namespace})")
 
@@ -104,7 +105,7 @@ class KueueControl(GangControl):
         if not kueue.suspended(root):
             # Kueue's job webhook suspends every MPIJob naming a queue; not suspended = not
             # managed.
-            raise UserError(kueue.MPIJOB_OFF)
+            raise UsageError(kueue.MPIJOB_OFF)
         return (f"MPIJob {spec.name} created, queued in Kueue LocalQueue {spec.queue}: Kueue "
                 f"admits it whole, then the MPI operator creates its pods (hvdk8s get "
                 f"{spec.name} -n {spec.namespace} says why it waits)")
@@ -132,7 +133,7 @@ class KaiControl(GangControl):
         except ApiError:
             return  # not readable: the job waits, and `get` shows KAI's events
         if found is None:
-            raise UserError(f"--queue {queue}: no KAI Queue of that name (kubectl get "
+            raise UsageError(f"--queue {queue}: no KAI Queue of that name (kubectl get "
                             "queues.scheduling.run.ai); name one with --queue")
 
     def waiting_reason(self, client, root: dict, status) -> str | None:

@@ -62,7 +62,8 @@ def pod_log_lines(client: KubeClient, pod: dict, *, tail: int | None = None,
 def follow_pod(client: KubeClient, find_pods: Callable[[], list[dict]],
                finished: Callable[[list[dict]], bool], *, tail: int | None = None,
                poll: float = 1.0, stop: threading.Event | None = None,
-               sleep: Callable[[float], None] = time.sleep) -> Iterator[tuple[str, str]]:
+               sleep: Callable[[float], None] = time.sleep,
+               waiting: Callable[[list[dict]], None] | None = None) -> Iterator[tuple[str, str]]:
     """(pod name, line) from the pods `find_pods` returns (oldest first), each container
     instance read once to its end: a restarted container is a new instance, a replacement
     pod another. Ends when every instance is read and `finished(pods)` says so."""
@@ -75,6 +76,8 @@ def follow_pod(client: KubeClient, find_pods: Callable[[], list[dict]],
         if not todo:
             if finished(pods):
                 return
+            if waiting is not None:
+                waiting(pods)
             sleep(poll)
             continue
         pod, instance = todo[0]

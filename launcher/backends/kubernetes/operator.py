@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from launcher.backends.kubernetes.client import POD, ApiError, Kind, api_kind
-from launcher.errors import UserError
+from launcher.errors import UsageError, UserError
 from mpijob.gang import GangScheduler
 from mpijob.jobspec import names
 from mpijob.scheduling.doctor import operator_gang_flag
@@ -39,7 +39,7 @@ def precheck(client, gang: GangScheduler) -> None:
             where = f"{dep['metadata'].get('namespace')}/{dep['metadata']['name']}"
             why = (f"runs with --gang-scheduling={flag}" if flag else
                    "runs without --gang-scheduling")
-            raise UserError(not_gang_scheduling(gang, where, why))
+            raise UsageError(not_gang_scheduling(gang, where, why))
 
 
 def confirm(client, gang: GangScheduler, name: str, ns: str, timeout: float, poll: float = 0.5) -> bool:

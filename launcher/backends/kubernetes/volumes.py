@@ -5,7 +5,7 @@ a claim that is missing or in ContainerCreating on a volume that never attaches.
 from __future__ import annotations
 
 from launcher.backends.kubernetes.client import PVC, ApiError, KubeClient
-from launcher.errors import UserError
+from launcher.errors import UsageError, UserError
 from mpijob.jobspec.volumes import claim_refusal
 from mpijob.k8s.workload import data_pod_nodes
 
@@ -32,11 +32,11 @@ def check_claims(client: KubeClient, spec, placement, mode: str) -> None:
                                 "checked; ask your cluster admin for read access") from None
             raise
         if claim is None:
-            raise UserError(f"--data {volume.claim}: no PersistentVolumeClaim {volume.claim} in "
+            raise UsageError(f"--data {volume.claim}: no PersistentVolumeClaim {volume.claim} in "
                             f"namespace {spec.namespace} (kubectl get pvc -n {spec.namespace})")
         if (claim.get("status") or {}).get("phase") == "Lost":
-            raise UserError(f"--data {volume.claim}: claim {volume.claim} is Lost (its "
+            raise UsageError(f"--data {volume.claim}: claim {volume.claim} is Lost (its "
                             "PersistentVolume is gone)")
         why = claim_refusal(volume, access_modes(claim), nodes, pinned=pinned)
         if why:
-            raise UserError(why)
+            raise UsageError(why)

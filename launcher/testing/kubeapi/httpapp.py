@@ -54,6 +54,10 @@ class ChunkWriter:
         sock = self.h.connection
         try:
             readable, _, _ = select.select([sock], [], [], 0)
+            if isinstance(sock, ssl.SSLSocket):
+                # TLS cannot peek (recv flags raise ValueError); a client sends nothing while
+                # it reads a stream, so a readable socket is its close_notify or EOF.
+                return not readable
             # A readable socket with nothing to read means the peer closed it.
             return not readable or sock.recv(1, socket.MSG_PEEK) != b""
         except OSError:
@@ -320,11 +324,11 @@ class HTTPServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 256
 
-    def __init__(self, app: App, tls: ssl.SSLContext | None = None):
+    def __init__(self, app: App, tls: ssl.SSLContext | None = None, port: int = 0):
         self.app = app
         self.conns: set = set()
         self.conns_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
         if tls is not None:  # the handshake happens in the connection's thread, on first read
             self.socket = tls.wrap_socket(self.socket, server_side=True,
                                           do_handshake_on_connect=False)

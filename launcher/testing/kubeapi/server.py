@@ -116,10 +116,11 @@ class KubeAPIServer:
             "spec": {"clusterIP": "10.96.0.1", "ports": [
                 {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}})
 
-    def start(self) -> KubeAPIServer:
+    def start(self, port: int = 0) -> KubeAPIServer:
+        """Serve on 127.0.0.1:port (0: an ephemeral port)."""
         if self._httpd is not None:
             return self
-        self._httpd = HTTPServer(self._app, self.tls)
+        self._httpd = HTTPServer(self._app, self.tls, port)
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.05},
                                         name="kubeapi-http", daemon=True)

@@ -191,7 +191,7 @@ def test_cli_applies_then_updates(apiserver):
 
 
 def test_cli_refuses_a_missing_namespace(apiserver):
-    result = runner.invoke(app, ["install", "agent", "-n", "gpu-tools"])
+    result = runner.invoke(app, ["install", "agent", "-n", "gpu-tools", "--image", "reg/agent:1"])
 
     assert result.exit_code == 2
     assert "namespace 'gpu-tools' does not exist" in result.stderr
@@ -206,10 +206,10 @@ def test_cli_context_picks_the_kubeconfig_context(apiserver, tmp_path, monkeypat
     config["current-context"] = "elsewhere"
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
 
-    result = runner.invoke(app, ["install", "agent", "--context", "lab"])
+    result = runner.invoke(app, ["install", "agent", "--context", "lab", "--image", "reg/agent:1"])
     assert result.exit_code == 0, result.output
     assert apiserver.get("ClusterRole", "hvdk8s-agent") is not None
 
-    missing = runner.invoke(app, ["install", "agent", "--context", "nope"])
+    missing = runner.invoke(app, ["install", "agent", "--context", "nope", "--image", "reg/agent:1"])
     assert missing.exit_code == 2
     assert missing.stderr.startswith("error: --context 'nope' not found in ")

@@ -103,7 +103,7 @@ def test_operator_mode_through_the_cli(k8s):
     args = ["submit", "mpi", "--name", "op", "--workers", "2", "--gpus", "1", "--mode",
             "operator", "--image", k8s.image, "python", "train.py"]
     missing = hvdk8s(k8s, *args)
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2
     assert "the Kubeflow MPI Operator is not installed" in missing.output
     srv.install_crd("mpijob")
     assert hvdk8s(k8s, *args).exit_code == 0

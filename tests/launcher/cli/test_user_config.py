@@ -165,7 +165,7 @@ def test_a_named_config_file_must_exist(tmp_path):
 
 def test_config_set_writes_keeps_the_rest_and_refuses_bad_input(tmp_path):
     path = _home_config(tmp_path, {"image": "a/b:1", "contexts": {"prod": {"queue": "q"}}})
-    ok = runner.invoke(app, ["config", "set", "image-pull-secret", "regcred,other",
+    ok = runner.invoke(app, ["config", "set", "image-pull-secret", "regcred", "other",
                              "--context", "prod"])
     assert ok.exit_code == 0, ok.output
     assert runner.invoke(app, ["config", "set", "gang", "true"]).exit_code == 0

@@ -182,7 +182,7 @@ def test_done_when_an_rwo_claim_on_a_two_node_placement_is_refused_before_anythi
     srv = k8s.server()
     srv.add_pvc("imagenet", RWO)
     result = _submit(k8s, "--workers", "2", "--gpus", "8", "--data", "imagenet:/data:ro")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     line = result.output.strip().splitlines()[-1]
     assert "claim imagenet is RWO" in line and "gpu-node-0, gpu-node-1" in line
     assert _created(srv) == []
@@ -203,7 +203,7 @@ def test_an_rwo_claim_on_one_node_and_an_rwx_claim_anywhere_are_accepted(k8s):
 def test_a_missing_claim_is_refused_with_the_namespace(k8s):
     srv = k8s.server()
     result = _submit(k8s, "--workers", "1", "--gpus", "1", "--data", "nope:/data")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no PersistentVolumeClaim nope in namespace default" in result.output
     assert _created(srv) == []
 

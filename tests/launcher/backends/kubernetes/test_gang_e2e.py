@@ -118,7 +118,7 @@ def test_kueue_unknown_local_queue_is_refused_before_anything_is_created(k8s, ku
     before = kueue.count_requests("POST")
     result = submit(k8s, "lost", "--workers", "2", "--gpus", "1", "--gang-scheduler", "kueue",
                     "--queue", "nope", "--mode", "operator")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--queue nope: no Kueue LocalQueue of that name in namespace default" in result.output
     assert kueue.count_requests("POST") == before
 
@@ -235,7 +235,7 @@ def test_operator_without_gang_scheduling_is_refused_before_anything_is_created(
     before = srv.count_requests("POST")
     result = submit(k8s, "nog", "--workers", "2", "--gpus", "1", "--gang-scheduler", "volcano",
                     "--mode", "operator")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert ("the MPI Operator (mpi-operator/mpi-operator) runs without --gang-scheduling, so "
             "it makes no PodGroup") in result.output
     assert "use --mode pods" in result.output
@@ -286,11 +286,11 @@ def test_kueue_without_its_mpijob_integration_is_refused(k8s):
     args = ("--workers", "2", "--gpus", "1", "--gang-scheduler", "kueue", "--queue", "team-a",
             "--mode", "operator")
     result = submit(k8s, "off", *args)
-    assert result.exit_code == 1 and "kubeflow.org/mpijob integration is off" in result.output
+    assert result.exit_code == 2 and "kubeflow.org/mpijob integration is off" in result.output
     assert srv.count_requests("POST") == before  # read from kueue-manager-config: refused first
     # Configuration hidden: the MPIJob comes back from the API not suspended, so Kueue does
     # not manage it; the job is rolled back.
     srv.forbid("get", "configmaps", namespace="kueue-system")
     result = submit(k8s, "off", *args)
-    assert result.exit_code == 1 and "kubeflow.org/mpijob integration is off" in result.output
+    assert result.exit_code == 2 and "kubeflow.org/mpijob integration is off" in result.output
     srv.wait_for(lambda: leftovers(srv, "off") == [])

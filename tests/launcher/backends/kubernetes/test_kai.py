@@ -85,7 +85,7 @@ def test_kai_without_the_queue_is_refused_before_anything_is_created(k8s, kai):
     before = kai.count_requests("POST")
     result = submit(k8s, "lost", "--workers", "2", "--gpus", "1", "--gang-scheduler", "kai",
                     "--queue", "team-b")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--queue team-b: no KAI Queue of that name" in result.output
     assert kai.count_requests("POST") == before
 

@@ -1,0 +1,181 @@
+"""`hvdk8s dev cluster`: the test API server as a user tries hvdk8s without a cluster.
+
+It serves HTTPS with a certificate of its own CA (kubectl sends a bearer token only over
+TLS: client-go's transport refuses no token, but kubectl's `--token` over plain HTTP is
+a warning and many plugins refuse it), and writes a kubeconfig that both kubectl and
+hvdk8s read: the CA as `certificate-authority-data`, a token user, a context with its
+namespace. The cluster is one of a few shipped shapes, each a function below.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import ssl
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .server import KubeAPIServer
+
+# Two DGX-1-like V100 nodes, as the tests' kube_server fixture has (tests/kubeapi_fixtures.py).
+GPU_LABELS = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.count": "8"}
+
+
+def _two_nodes(srv: KubeAPIServer) -> None:
+    for i in range(2):
+        srv.add_node(f"gpu-node-{i}", gpus=8, labels=dict(GPU_LABELS))
+    srv.add_pvc("data-rwx", ["ReadWriteMany"])
+    srv.add_pvc("data-rwo", ["ReadWriteOnce"])
+
+
+def _operator(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_mpi_operator()
+
+
+def _trainer(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_trainer()
+
+
+def _volcano(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_group("volcano")
+    srv.install_mpi_operator(gang_scheduling="volcano")
+
+
+def _kueue(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_mpi_operator()
+    srv.install_kueue()
+    srv.kueue_queue("team", {"nvidia.com/gpu": "16", "cpu": "128", "memory": "1Ti"})
+
+
+def _kai(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_kai()
+    srv.kai_queue("default-queue")
+
+
+def _racks(srv: KubeAPIServer) -> None:
+    """Eight 8-GPU nodes in two racks (topology.kubernetes.io labels placement reads)."""
+    for i in range(8):
+        rack = f"rack-{i // 4}"
+        srv.add_node(f"gpu-node-{i}", gpus=8, labels={
+            **GPU_LABELS, "topology.kubernetes.io/zone": "zone-a",
+            "topology.kubernetes.io/rack": rack})
+    srv.add_pvc("data-rwx", ["ReadWriteMany"])
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    description: str
+    build: Callable[[KubeAPIServer], None]
+
+
+SHAPES = {s.name: s for s in (
+    Shape("two-nodes", "two 8-GPU V100 nodes; claims data-rwx (ReadWriteMany) and data-rwo "
+          "(ReadWriteOnce)", _two_nodes),
+    Shape("operator", "two-nodes plus the Kubeflow MPI Operator", _operator),
+    Shape("trainer", "two-nodes plus Kubeflow Trainer and JobSet (no MPI Operator)", _trainer),
+    Shape("volcano", "two-nodes plus Volcano and the MPI Operator (--gang-scheduling=volcano)",
+          _volcano),
+    Shape("kueue", "two-nodes plus Kueue (LocalQueue team) and the MPI Operator", _kueue),
+    Shape("kai", "two-nodes plus the KAI Scheduler (Queue default-queue)", _kai),
+    Shape("racks", "eight 8-GPU nodes in two racks; claim data-rwx", _racks),
+)}
+DEFAULT_SHAPE = "two-nodes"
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A CA and a server certificate for 127.0.0.1/localhost, in PEM."""
+
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+
+    def server_context(self, folder: Path) -> ssl.SSLContext:
+        cert, key = folder / "server.crt", folder / "server.key"
+        cert.write_bytes(self.cert_pem)
+        key.write_bytes(self.key_pem)
+        key.chmod(0o600)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        return ctx
+
+
+def make_pki() -> Pki:
+    """A throwaway CA (two days) and a server certificate signed by it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    later = now + datetime.timedelta(days=2)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hvdk8s-dev-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now).not_valid_after(later)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(later)
+            .add_extension(x509.SubjectAlternativeName([
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+                critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    return Pki(ca.public_bytes(pem), cert.public_bytes(pem),
+               key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption()))
+
+
+def write_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path, context: str) -> Path:
+    """A kubeconfig kubectl and hvdk8s both read: the CA inline, a token user."""
+    import yaml
+
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": context, "cluster": {
+            "server": srv.url,
+            "certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}}],
+        "users": [{"name": f"{context}-admin", "user": {"token": srv.token}}],
+        "contexts": [{"name": context, "context": {
+            "cluster": context, "user": f"{context}-admin", "namespace": "default"}}],
+        "current-context": context,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class DevCluster:
+    server: KubeAPIServer
+    kubeconfig: Path
+
+
+def start(shape: str, kubeconfig: Path, *, context: str = "hvdk8s-dev",
+          port: int = 0) -> DevCluster:
+    """Start a TLS test API server of this shape and write its kubeconfig."""
+    pki = make_pki()
+    with tempfile.TemporaryDirectory() as tmp:  # loaded into the context, then gone
+        tls = pki.server_context(Path(tmp))
+    srv = KubeAPIServer(tls=tls)
+    SHAPES[shape].build(srv)
+    srv.start(port=port)
+    return DevCluster(srv, write_kubeconfig(srv, pki, kubeconfig, context))
