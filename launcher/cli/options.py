@@ -132,7 +132,7 @@ Mode = Annotated[defaults.Mode, choice(
     "MPIJob for the MPI Operator; trainjob: a Kubeflow Trainer TrainJob.",
     rich_help_panel=PANEL_JOB)]
 # Written out, not joined from mpijob.gang (its modules would load at every start): a test
-# checks it names every scheduler (tests/test_cli_says_what_happens.py).
+# checks it names every scheduler (tests/launcher/cli/test_cli_says_what_happens.py).
 GANG_HELP = ("Gang-schedule with what the cluster has: Volcano, scheduler-plugins, Kueue or "
              "KAI, else the Workload API (scheduling.k8s.io/v1alpha1); hvdk8s's own "
              "all-or-nothing check applies either way.")

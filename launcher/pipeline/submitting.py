@@ -126,23 +126,30 @@ OPERATOR_GANG_NONE = (f"--gang with --mode operator needs {gangs.listed()}, and 
                       "check applies (the job is deleted unless every worker is scheduled)")
 
 
-def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
-                  detect: bool) -> defaults.GangScheduler:
+def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *, detect: bool,
+                  auto_mode: bool) -> tuple[defaults.GangScheduler, defaults.Mode]:
+    """The gang scheduler, and the mode: --mode auto picks the MPI Operator where it is
+    installed, but with --gang and no gang scheduler only built-in pods are all or nothing."""
     if request.gang_scheduler:
-        return request.gang_scheduler
+        return request.gang_scheduler, request.mode
     if not request.gang or backend.gang_note or not detect:
-        return "none"
+        return "none", request.mode
     found = backend.detect_gang_scheduler()
     if found:
         note(f"gang: {found} found in the cluster; it schedules the workers together")
-        return found
-    if request.mode == "operator":
+        return found, request.mode
+    mode = request.mode
+    if mode == "operator":
         # The operator creates the pods; nothing would hold them back all or nothing.
-        raise UsageError(OPERATOR_GANG_NONE)
+        if not auto_mode:
+            raise UsageError(OPERATOR_GANG_NONE)
+        note("mode: pods, not the MPI Operator (--mode auto): --gang needs a gang scheduler "
+             "in operator mode, and the cluster has none")
+        mode = "pods"
     note(f"gang: no {gangs.listed()} in the cluster, and {gangs.listed(built_in=True)} not "
          "served; hvdk8s's own all-or-nothing check applies (the job is rolled back if not "
          "all workers schedule)")
-    return "none"
+    return "none", mode
 
 
 def _free_host_ssh_port(spec, cluster, placement):
@@ -275,8 +282,12 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
                                             schedule_timeout=request.schedule_timeout)
     offline = backend.name == BaseBackend.name  # a client dry run that reads no cluster
     # --mode auto: what the cluster has (the backend decides; offline, built-in mode)
+    auto_mode = request.mode == "auto"
     request = replace(request, mode=submit_options.mode)
-    gang = _resolve_gang(request, backend, detect=not offline)
+    gang, mode = _resolve_gang(request, backend, detect=not offline, auto_mode=auto_mode)
+    if mode != request.mode:
+        request = replace(request, mode=mode)
+        submit_options = replace(submit_options, mode=mode)
 
     if (refused := refusal(gang, request.mode)) is not None:
         raise UsageError(refused)

@@ -284,7 +284,7 @@ def test_no_rdma_warning_for_a_job_rdma_would_not_speed_up():
     from launcher.formats.clusterfile import cluster_from_data
     from launcher.preparing.planning import plan_job
     from mpijob.jobspec.spec import build_spec
-    from tests.test_rdma import two_nodes
+    from tests.mpijob.scheduling.test_rdma import two_nodes
 
     spec = build_spec(name="j", workers=16, gpus_per_worker=1, rdma="off",
                       benchmark={"model": "resnet50", "batch_size": 256})
