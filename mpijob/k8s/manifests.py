@@ -25,6 +25,7 @@ from mpijob.k8s.render_operator import render_operator
 from mpijob.k8s.render_pods import render_pods
 from mpijob.k8s.render_rdma import apply_rdma
 from mpijob.k8s.render_volumes import apply_volumes
+from mpijob.k8s.start_gate import add_start_gate
 
 if TYPE_CHECKING:  # only types here
     from mpijob.jobspec.spec import JobSpec
@@ -56,4 +57,6 @@ def render(
     objects = apply_networks(objects, spec)
     objects = apply_volumes(objects, spec)
     objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
+    if mode == "pods":  # after the patches: they are the launcher's and workers' only
+        objects = add_start_gate(objects, spec)
     return with_owner(objects, root_uid) if root_uid else objects

@@ -74,6 +74,7 @@ from launcher.backends.kubernetes.snapshot import (
     planned_nodes_view,
     take_snapshot,
 )
+from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
@@ -298,8 +299,11 @@ class KubernetesBackend(BaseBackend):
             root = create(client, objects[0], submission)
             created.append(root)
             unowned = gang.scheduler.unowned_kinds if gang else ()
+            # Built-in mode: the workers are owned by the start gate's pod (start_gate.py).
+            gate = GatedCreation(client, ns, spec.start_timeout)
             for obj in with_owner(list(objects), root["metadata"]["uid"], unowned)[1:]:
-                created.append(create(client, obj, submission))
+                created.append(create(client, gate.owned(obj), submission))
+                gate.created(created[-1])
             if mode == "operator":  # the operator makes the pods and starts the launcher
                 outcome: str | UserError = (
                     gang.operator_created(client, root, spec, options.schedule_timeout or 30.0,
@@ -307,7 +311,7 @@ class KubernetesBackend(BaseBackend):
                     f"MPIJob {spec.name} created; the MPI operator creates its pods")
             else:
                 outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
-                                                       options.delete_on_timeout)
+                                                       options.delete_on_timeout, gate)
         except ApiError as exc:
             self._rollback(spec.name, ns, created)
             if exc.already_exists and not created:  # a concurrent submit won the name
@@ -400,11 +404,15 @@ class KubernetesBackend(BaseBackend):
         return _plan_conflicts(build_snapshot(nodes, pods, label_keys=network_label_keys()).cluster,
                                placement, spec)
 
-    def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
-        """Wait for the workers to be scheduled, then release the launcher."""
+    def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout,
+                                gate: GatedCreation | None = None) -> str | UserError:
+        """Wait for the workers to be scheduled, then release the launcher (and set the
+        start gate's deadline: from now on --start-timeout counts)."""
         client, ns, name = self.client, spec.namespace, spec.name
         unscheduled = self._await_scheduled(name, ns, timeout)
         if not unscheduled:
+            if gate is not None:
+                gate.arm()
             client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
             return "all workers scheduled; launcher started" + self._where(name, ns)
         why = self._unscheduled_reasons(ns, unscheduled)
@@ -617,6 +625,8 @@ class KubernetesBackend(BaseBackend):
         if self.fail_overdue(root, mode, pods):  # read again what failing it changed
             root, mode = self._root(name, ns)
             pods = self._pods(name, ns)
+        elif mode == "pods":
+            hand_over(self.client, root, pods)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
         self.tidy(root, mode, pods, status)
         return status
@@ -659,6 +669,8 @@ class KubernetesBackend(BaseBackend):
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy
+                if mode == "pods":
+                    hand_over(self.client, root, pods)
                 try:
                     status = self._status_of(name, ns, root, mode, pods)
                 except NotFound:

@@ -115,6 +115,9 @@ class JobController(Loop):
             if failed + restarts > spec.get("backoffLimit", 6):
                 fail_reason = ("BackoffLimitExceeded", "Job has reached the specified backoff "
                                                        "limit")
+            # pkg/controller/job/job_controller.go syncJob: pastActiveDeadline counts from
+            # status.startTime with the spec's current value (updateJob re-queues a Job whose
+            # activeDeadlineSeconds changed), then deleteActivePods; finished pods stay.
             elif deadline is not None and time.time() - self._started[uid] > deadline:
                 fail_reason = ("DeadlineExceeded", "Job was active longer than specified "
                                                    "deadline")
@@ -220,6 +223,8 @@ class JobController(Loop):
                       f"Deleted pod: {pm['name']}", COMPONENT)
 
     def _maybe_ttl(self, job: dict) -> None:
+        # pkg/controller/ttlafterfinished/ttlafterfinished_controller.go: a finished Job
+        # (Complete or Failed alike) is deleted ttlSecondsAfterFinished after it finished.
         ttl = job["spec"].get("ttlSecondsAfterFinished")
         if ttl is None:
             return
