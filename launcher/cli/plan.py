@@ -23,7 +23,7 @@ from mpijob.plural import plural
 # The job options plan takes (declared on the spec: launcher.cli.spec_options).
 PLAN_OPTIONS = ("workers", "gpus_per_worker", "placement_policy", "node_selector", "tolerations",
                 "cpu", "memory", "benchmark.model", "benchmark.batch_size", "cross_zone",
-                "rdma")
+                "rdma", "min_workers", "max_workers")
 
 
 @job_options(PLAN_OPTIONS, required=("workers", "gpus_per_worker"))
@@ -51,9 +51,16 @@ def plan(
     # (pydantic models, ~70 ms) load only for this one
     from mpijob.scheduling.placement import PlacementRequest, place
 
-    request = PlacementRequest.from_spec(spec)
     cal, cal_source = calibration_file.load(calibration)
     snapshot = _load_cluster(cluster, context)
+    elastic_lines: tuple[str, ...] = ()
+    if spec.elastic:  # placed for as many workers as fit now, up to the maximum
+        from launcher.preparing.elastic_plan import plan_elastic
+
+        elastic = plan_elastic(spec, snapshot, calibration_file.assumptions(cal, cal_source))
+        elastic_lines = elastic.lines
+        spec = spec.model_copy(update={"workers": elastic.plan_workers})
+    request = PlacementRequest.from_spec(spec)
 
     policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
     results = []
@@ -73,6 +80,7 @@ def plan(
             data["network"] = _network_json(network)
         if why_not:
             data["explanation"].append(f"no prediction: {why_not}")
+        data["explanation"].extend(elastic_lines)
         data["worker_requests"] = _worker_requests(result, snapshot, spec.gpus_per_worker,
                                                    spec.cpu, spec.memory)
         results.append((result, data))

@@ -19,6 +19,7 @@ from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
+from mpijob.jobspec.elastic import refusal as elastic_refusal
 from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.k8s.gang import refusal
 from mpijob.k8s.hostnet import free_ssh_port
@@ -301,6 +302,8 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
+    if (refused := elastic_refusal(spec, request.mode)) is not None:
+        raise UsageError(refused)
     for line in backend.check_spec(spec):
         note(f"note: {line}")
     for line in why_this_backend:  # after validation: bad input gets its one line only

@@ -50,7 +50,17 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
     throughput on that network; refuse what cannot fit; give the workers their default
     CPU/memory requests. `pod_security`: the namespace's enforced Pod Security level,
     where known."""
-    plan = _place_and_predict(spec, cluster, assumptions, pod_security)
+    elastic = None
+    if spec.elastic:  # placed for as many workers as fit now, up to the maximum
+        from launcher.preparing.elastic_plan import plan_elastic
+
+        elastic = plan_elastic(spec, cluster, assumptions)
+        placed = spec.model_copy(update={"workers": elastic.plan_workers})
+        plan = _place_and_predict(placed, cluster, assumptions, pod_security)
+        plan.spec = plan.spec.model_copy(update={"workers": spec.workers})
+        plan.notes.extend(elastic.lines)
+    else:
+        plan = _place_and_predict(spec, cluster, assumptions, pod_security)
     if plan.spec.cpu is None or plan.spec.memory is None:
         from mpijob.jobspec.worker_share import plan_shares
 

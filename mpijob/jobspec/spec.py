@@ -38,6 +38,7 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
     RdmaChoice,
 )
+from mpijob.jobspec.elastic import check_bounds
 from mpijob.jobspec.options import parse_count, parse_key_value
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.toleration import (
@@ -229,6 +230,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
     "run_as_user": None, "run_as_group": None,
     "start_timeout": defaults.START_TIMEOUT_SECONDS,
+    "min_workers": None, "max_workers": None,
     # issue 24: data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
@@ -261,7 +263,16 @@ class JobSpec(BaseModel):
     workers: Annotated[int, Flag(
         "--workers", aliases=("-w",), metavar="N",
         help="Workers, each with --gpus GPUs. With a placement, the workers that land on "
-        "one node share one pod (so they can use NVLink).")] = Field(defaults.WORKERS, ge=1, le=4096)
+        "one node share one pod (so they can use NVLink). Elastic jobs: the count to start "
+        "with.")] = Field(defaults.WORKERS, ge=1, le=4096)
+    # Elastic Horovod (mpijob.jobspec.elastic): the job runs while at least min_workers live.
+    min_workers: Annotated[int | None, Flag(
+        "--min-workers", metavar="N", help="Elastic (Horovod elastic, Gloo): the fewest "
+        "workers the job runs on; a lost worker does not end it while this many remain. "
+        "Default --workers.")] = Field(None, ge=1, le=4096)
+    max_workers: Annotated[int | None, Flag(
+        "--max-workers", metavar="N", help="Elastic: the most workers; more join as GPUs "
+        "free up, or with hvdk8s scale. Default --workers.")] = Field(None, ge=1, le=4096)
     gpus_per_worker: Annotated[int, Flag(
         "--gpus", aliases=("-g",), metavar="N", help="GPUs per worker; 0 runs ranks on the CPU.")] = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
     cpu: Annotated[str | None, Flag("--cpu", panel="pods", metavar="QUANTITY", help="CPU per worker (e.g. 4, 500m).")] = None
@@ -547,14 +558,16 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
-        longest = names.longest_suffix(self.workers)
+        most = self.max_size
+        longest = names.longest_suffix(most)
         if len(self.name) + longest > 63:
             raise SpecError(
                 "name",
-                f"{self.name!r} is too long for {self.workers} workers: at most "
+                f"{self.name!r} is too long for {most} workers: at most "
                 f"{63 - longest} characters, so that names like "
-                f"'{self.name}{names.longest_suffix_example(self.workers)}' stay within 63",
+                f"'{self.name}{names.longest_suffix_example(most)}' stay within 63",
             )
+        check_bounds(self)
         scheduler = gangs.get(self.gang)
         if scheduler is not None and scheduler.queue == "required" and not self.queue:
             raise SpecError("queue", f"{self.gang} gang scheduling needs a queue name (--queue)")
@@ -578,6 +591,19 @@ class JobSpec(BaseModel):
         return self
 
     # --- derived -------------------------------------------------------------------
+    @property
+    def elastic(self) -> bool:
+        """Horovod elastic: --min-workers or --max-workers given."""
+        return self.min_workers is not None or self.max_workers is not None
+
+    @property
+    def min_size(self) -> int:
+        return self.min_workers if self.min_workers is not None else self.workers
+
+    @property
+    def max_size(self) -> int:
+        return self.max_workers if self.max_workers is not None else self.workers
+
     @property
     def total_gpus(self) -> int:
         return self.workers * self.gpus_per_worker
