@@ -302,7 +302,7 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
-    if (refused := elastic_refusal(spec, request.mode)) is not None:
+    if (refused := elastic_refusal(spec, request.mode, here=backend.runs_here)) is not None:
         raise UsageError(refused)
     for line in backend.check_spec(spec):
         note(f"note: {line}")

@@ -42,14 +42,22 @@ def check_bounds(spec: JobSpec) -> None:
     if spec.max_size < spec.workers:
         raise SpecError("max_workers", f"{spec.max_size} is less than --workers "
                         f"{spec.workers}: the job starts with --workers, at most the maximum")
+    if spec.gang != "none":
+        raise SpecError("gang", "elastic jobs do not take a gang scheduler yet (its group "
+                        "would have to be the minimum and admit joiners); without --gang "
+                        "hvdk8s waits for the minimum to be scheduled")
     if spec.user_gives_mpirun:
         raise SpecError("command", "an elastic job is started by horovodrun (elastic, Gloo), "
                         "not by your own launch line: give the training program, which must "
                         f"use hvd.elastic ({HOROVOD_ELASTIC_DOCS})")
 
 
-def refusal(spec: JobSpec, mode: str) -> str | None:
-    """One line saying why `mode` cannot run this elastic job; None where it can."""
+def refusal(spec: JobSpec, mode: str, *, here: bool = False) -> str | None:
+    """One line saying why `mode` (or this machine, `here`) cannot run this elastic job;
+    None where it can."""
+    if spec.elastic and here:
+        return ("--min-workers/--max-workers: elastic jobs run on Kubernetes (--mode pods); "
+                "the local backend does not run them yet")
     if not spec.elastic or mode == "pods":
         return None
     why = _REFUSED.get(mode, f"--mode {mode} has no elastic jobs")

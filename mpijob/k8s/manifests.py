@@ -19,6 +19,7 @@ from mpijob.k8s.podpatch import apply_pod_patches
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.k8s.render_computedomain import apply_compute_domain
 from mpijob.k8s.render_dra import apply_dra
+from mpijob.k8s.render_elastic import apply_elastic
 from mpijob.k8s.render_multus import apply_networks
 from mpijob.k8s.render_network import apply_network_topology
 from mpijob.k8s.render_operator import render_operator
@@ -58,5 +59,6 @@ def render(
     objects = apply_volumes(objects, spec)
     objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
     if mode == "pods":  # after the patches: they are the launcher's and workers' only
+        objects = apply_elastic(objects, spec, placement)
         objects = add_start_gate(objects, spec)
     return with_owner(objects, root_uid) if root_uid else objects

@@ -44,7 +44,7 @@ GATE_CONTAINER = "gate"
 def applies(spec: JobSpec) -> bool:
     """Built-in jobs with a start timeout, whose worker pods may have an owner (KAI's
     podgrouper wants them without one: mpijob.gang.kai)."""
-    if not spec.start_timeout:
+    if not spec.start_timeout or spec.elastic:  # elastic: the worker Job owns its pods
         return False
     gang = gangs.get(spec.gang)
     return gang is None or "Pod" not in gang.unowned_kinds

@@ -36,8 +36,8 @@ from launcher.backends.base import (
     SubmitResult,
     status_key,
 )
+from launcher.backends.kubernetes import elastic, operator_schema, start_guard
 from launcher.backends.kubernetes import gang as gang_control
-from launcher.backends.kubernetes import operator_schema, start_guard
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.admission_check import check_admission
 from launcher.backends.kubernetes.apply import (
@@ -409,7 +409,8 @@ class KubernetesBackend(BaseBackend):
         """Wait for the workers to be scheduled, then release the launcher (and set the
         start gate's deadline: from now on --start-timeout counts)."""
         client, ns, name = self.client, spec.namespace, spec.name
-        unscheduled = self._await_scheduled(name, ns, timeout)
+        unscheduled = self._await_scheduled(name, ns, timeout,
+                                            spec.min_size if spec.elastic else None)
         if not unscheduled:
             if gate is not None:
                 gate.arm()
@@ -438,8 +439,10 @@ class KubernetesBackend(BaseBackend):
                                                      if r.gpus else ""))
         return f" ({'; '.join(parts)})" if parts else ""
 
-    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> builtins.list[dict]:
-        """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
+    def _await_scheduled(self, name: str, ns: str, timeout: float | None,
+                         enough: int | None = None) -> builtins.list[dict]:
+        """Worker pods still unscheduled when the time is up (empty: all scheduled, or
+        `enough` of them: an elastic job's minimum)."""
         selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
         deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
         # A watch on the workers (watching.py) wakes at the scheduler's last binding, where a
@@ -450,6 +453,8 @@ class KubernetesBackend(BaseBackend):
                 pods = seen.of(POD).items()
                 waiting = [p for p in pods if not st.is_scheduled(p)]
                 if pods and not waiting:
+                    return []
+                if enough is not None and len(pods) - len(waiting) >= enough:
                     return []
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -590,6 +595,8 @@ class KubernetesBackend(BaseBackend):
             launcher is not None and (launcher.get("status") or {}).get("phase") == SUCCEEDED)
         if not launcher_done:
             return []
+        if elastic.bounds(root) is not None:  # its worker Job would replace them
+            elastic.stop_workers(self.client, status.name, status.namespace)
         doomed, forbidden = [], []
         for p in pods:
             if p["metadata"].get("deletionTimestamp"):
@@ -628,8 +635,19 @@ class KubernetesBackend(BaseBackend):
         elif mode == "pods":
             hand_over(self.client, root, pods)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
+        if root is not None and mode == "pods" and elastic.bounds(root) is not None:
+            status.size = elastic.size_lines(self.client, root, pods)
         self.tidy(root, mode, pods, status)
         return status
+
+    @_api_errors
+    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
+        """`hvdk8s scale`: an elastic job's workers, within its bounds."""
+        ns = self._ns(namespace)
+        root, mode = self._root(name, ns)
+        if mode != "pods" and root is not None:
+            raise UsageError(f"job {name} runs in operator mode, which has no elastic jobs")
+        return elastic.scale(self.client, root, name, ns, workers)
 
     @_api_errors
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
@@ -644,7 +662,7 @@ class KubernetesBackend(BaseBackend):
                             item_type=StatusPod)
         roots = [j for j in client.items(JOB, ns, all_namespaces=all_namespaces,
                                          label_selector=selector)
-                 if not _owned_by_mpijob(j)]
+                 if not _owned_by_mpijob(j) and not elastic.is_worker_job(j)]
         for job in roots:
             job.setdefault("kind", "Job")
         if client.serves(MPIJOB):

@@ -108,6 +108,13 @@ class JobController(Loop):
                 if spec["template"]["spec"].get("restartPolicy") == "OnFailure" else 0
             indexed = spec.get("completionMode") == "Indexed"
             completions = spec.get("completions")
+            if indexed and completions is not None:
+                # pkg/controller/job/indexed_job_utils.go: a pod whose completion index is
+                # out of range (completions lowered: an elastic Indexed Job scaled down) is
+                # deleted.
+                for p in [p for p in active if int(_index(p) or 0) >= completions]:
+                    self._delete_pod(job, p)
+                    active.remove(p)
             done_idx = sorted({int(_index(p)) for p in pods if _index(p) is not None and
                                counted.get(p["metadata"]["uid"]) == "Succeeded"})
             deadline = spec.get("activeDeadlineSeconds")
@@ -133,7 +140,7 @@ class JobController(Loop):
                 events.record(self.store, job, "Warning", fail_reason[0], fail_reason[1],
                               COMPONENT)
             elif completions is not None and (
-                    (indexed and len(done_idx) >= completions) or
+                    (indexed and len([i for i in done_idx if i < completions]) >= completions) or
                     (not indexed and succeeded >= completions)):
                 for p in active:
                     self._delete_pod(job, p)
