@@ -104,3 +104,19 @@ def test_scale_refuses_a_job_that_is_not_elastic(k8s):
     refused = hvdk8s(k8s, "scale", "plain", "--workers", "2")
     assert refused.exit_code == 2
     assert "job plain is not elastic" in refused.output
+
+
+def test_the_elastic_benchmark_ships_beside_its_loop_and_runs_under_horovodrun():
+    spec = build_spec(name="eb", workers=2, min_workers=1, max_workers=3, gpus_per_worker=0,
+                      image="img", benchmark={"model": "resnet50", "image_size": 32})
+    objects = render(spec, ssh=KEYS, benchmark_source="BENCH", elastic_source="LOOP")
+    cm = next(o for o in objects if o["metadata"]["name"] == "eb-elastic")
+    assert (cm["data"]["hvd_cnn_bench.py"], cm["data"]["elastic.py"]) == ("BENCH", "LOOP")
+    job = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "eb-worker")
+    mounts = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "hvdk8s-elastic", "mountPath": "/etc/hvdk8s-elastic",
+            "readOnly": True} in mounts
+    argv = horovodrun_argv(spec)
+    assert argv[argv.index("--network-interface") + 1] == "eth0"  # one host left: no probing
+    program = argv[argv.index("python"):]
+    assert program[1] == "/etc/hvdk8s-elastic/hvd_cnn_bench.py" and program[-1] == "--elastic"

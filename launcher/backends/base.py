@@ -174,7 +174,7 @@ class BaseBackend:
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""
-        from launcher.preparing.benchmark_program import benchmark_source
+        from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys
         from mpijob.k8s.manifests import render
 
@@ -183,6 +183,8 @@ class BaseBackend:
             spec, mode=options.mode, placement=plan.placement,
             ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
+            elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
+            else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None)
         return Prepared(spec, plan, tuple(objects))
 

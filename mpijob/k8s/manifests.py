@@ -40,6 +40,7 @@ def render(
     placement: Placement | None = None,
     ssh: SSHKeys | None = None,
     benchmark_source: str | None = None,
+    elastic_source: str | None = None,
     root_uid: str | None = None,
     prediction: dict | None = None,
 ) -> list[dict]:
@@ -59,6 +60,6 @@ def render(
     objects = apply_volumes(objects, spec)
     objects = apply_pod_patches(objects, spec, mode)  # last: it sees every other field
     if mode == "pods":  # after the patches: they are the launcher's and workers' only
-        objects = apply_elastic(objects, spec, placement)
+        objects = apply_elastic(objects, spec, placement, benchmark_source, elastic_source)
         objects = add_start_gate(objects, spec)
     return with_owner(objects, root_uid) if root_uid else objects

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from mpijob.scheduling.placement import Placement
 
 ELASTIC_DIR = "/etc/hvdk8s-elastic"
+BENCHMARK = f"{ELASTIC_DIR}/hvd_cnn_bench.py"
 # How long horovodrun waits for at least --min-np slots after a worker is lost before it
 # fails the job (its --elastic-timeout): the grace period below the minimum.
 GRACE_SECONDS = 600
@@ -55,24 +56,43 @@ def slots(spec: JobSpec) -> int:
 
 def horovodrun_argv(spec: JobSpec) -> list[str]:
     s = slots(spec)
-    program = program_argv(spec)
-    if spec.runs_benchmark:
-        program = [*program, "--elastic"]
+    if spec.runs_benchmark:  # its elastic loop (elastic.py) lies beside it, here
+        program = [*program_argv(spec, script=BENCHMARK), "--elastic"]
+    else:
+        program = program_argv(spec)
+    # Horovod finds the interfaces the hosts share by probing two of them, which a job
+    # down to one worker does not have: the pod network's is eth0.
+    nic = spec.network_interface if spec.host_network else "eth0"
     return ["horovodrun", "--gloo",
             "-np", str(spec.workers * s), "--min-np", str(spec.min_size * s),
             "--max-np", str(spec.max_size * s),
             "--host-discovery-script", f"{ELASTIC_DIR}/discover_hosts.sh",
             "--elastic-timeout", str(GRACE_SECONDS),
+            *(["--network-interface", nic] if nic else []),
             # No --ssh-port/--ssh-identity-file: horovodrun runs `ssh` from PATH, which
             # launcher.sh makes its wrapper with the job's key, port and no host key check.
             *program]
 
 
-def _config_map(spec: JobSpec) -> dict:
+def _config_map(spec: JobSpec, benchmark_source: str | None,
+                elastic_source: str | None) -> dict:
+    data = {"discover_hosts.sh": pod_script("discover_hosts.sh"),
+            "elastic.sh": pod_script("elastic.sh")}
+    if spec.runs_benchmark:
+        if benchmark_source is None or elastic_source is None:
+            raise ValueError("the elastic benchmark runs from its ConfigMap: pass both sources")
+        data["hvd_cnn_bench.py"] = benchmark_source
+        data["elastic.py"] = elastic_source
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(spec, f"{spec.name}-elastic"),
-            "data": {"discover_hosts.sh": pod_script("discover_hosts.sh"),
-                     "elastic.sh": pod_script("elastic.sh")}}
+            "metadata": metadata(spec, f"{spec.name}-elastic"), "data": data}
+
+
+def _mount_elastic(pod: dict, spec: JobSpec) -> None:
+    pod["volumes"] = [*pod["volumes"], {"name": "hvdk8s-elastic", "configMap": {
+        "name": f"{spec.name}-elastic", "defaultMode": 0o755}}]
+    for c in pod["containers"]:
+        c["volumeMounts"] = [*c["volumeMounts"], {"name": "hvdk8s-elastic",
+                                                  "mountPath": ELASTIC_DIR, "readOnly": True}]
 
 
 def _ready_service(spec: JobSpec) -> dict:
@@ -112,6 +132,7 @@ def _worker_job(spec: JobSpec, pod: dict, nodes: list[str]) -> dict:
                    if k != names.ANNOTATION_GPUS}  # planned GPU indices: the kubelet picks
     body = {k: v for k, v in pod["spec"].items() if k not in ("hostname", "affinity")}
     body["containers"] = [_per_worker(c, spec) for c in body["containers"]]
+    _mount_elastic(body, spec)
     if nodes:
         body["affinity"] = node_affinity(nodes, required=spec.gang == "none")
     tmeta: dict = {"labels": labels}
@@ -126,11 +147,8 @@ def _worker_job(spec: JobSpec, pod: dict, nodes: list[str]) -> dict:
 def _launcher(job: dict, spec: JobSpec) -> dict:
     job = copy.deepcopy(job)
     pod = job["spec"]["template"]["spec"]
-    pod["volumes"].append({"name": "hvdk8s-elastic", "configMap": {
-        "name": f"{spec.name}-elastic", "defaultMode": 0o755}})
+    _mount_elastic(pod, spec)
     (c,) = pod["containers"]
-    c["volumeMounts"].append({"name": "hvdk8s-elastic", "mountPath": ELASTIC_DIR,
-                              "readOnly": True})
     c["command"] = ["/bin/sh", f"{ELASTIC_DIR}/elastic.sh", *horovodrun_argv(spec)]
     c["env"] = [*c["env"],
                 {"name": "HVDK8S_MIN_WORKERS", "value": str(spec.min_size)},
@@ -140,7 +158,9 @@ def _launcher(job: dict, spec: JobSpec) -> dict:
     return job
 
 
-def apply_elastic(objects: list[dict], spec: JobSpec, placement: Placement | None) -> list[dict]:
+def apply_elastic(objects: list[dict], spec: JobSpec, placement: Placement | None,
+                  benchmark_source: str | None = None,
+                  elastic_source: str | None = None) -> list[dict]:
     """The built-in job's objects made elastic (module docstring); others pass unchanged."""
     if not spec.elastic:
         return objects
@@ -153,7 +173,8 @@ def apply_elastic(objects: list[dict], spec: JobSpec, placement: Placement | Non
     out = []
     for obj in objects:
         if obj is workers[0]:
-            out += [_config_map(spec), _ready_service(spec), _worker_job(spec, obj, nodes)]
+            out += [_config_map(spec, benchmark_source, elastic_source), _ready_service(spec),
+                    _worker_job(spec, obj, nodes)]
         elif obj in workers:
             continue
         elif obj.get("kind") == "Job" and obj["metadata"]["labels"].get(
