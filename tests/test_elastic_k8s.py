@@ -5,6 +5,8 @@ launcher is done no worker comes back."""
 
 from __future__ import annotations
 
+import json
+
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.manifests import render
@@ -77,6 +79,12 @@ def test_a_lost_worker_is_replaced_scale_grows_and_shrinks_and_the_end_frees_all
     srv.wait_for(lambda: _hostnames(srv, "el") == ["el-worker-0", "el-worker-1", "el-worker-2"])
     job = srv.get("jobs", "el-worker")
     assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (3, 3)
+
+    def top_size():
+        rows = json.loads(hvdk8s(k8s, "top", "job", "-o", "json").stdout)["jobs"]
+        return next((r["size"] for r in rows if r["job"] == "el"), None)
+
+    srv.wait_for(lambda: top_size() == "3/3")  # `top job`: running of the size asked
     too_many = hvdk8s(k8s, "scale", "el", "--workers", "4")
     assert too_many.exit_code == 2
     assert too_many.output.strip() == "error: --workers: job el runs 2..3 workers " \

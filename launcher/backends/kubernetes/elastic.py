@@ -116,3 +116,23 @@ def stop_workers(client: KubeClient, name: str, ns: str) -> None:
     except ApiError as exc:
         if not exc.not_found:
             raise
+
+
+def current_sizes(client: KubeClient, namespace: str | None) -> dict[tuple[str, str], str]:
+    """`top job`'s SIZE of each elastic job (one list call): the worker pods running now of
+    the size asked (its worker Job's parallelism), e.g. "2/3"."""
+    selector = f"{names.job_selector()},{names.LABEL_ROLE}={names.ROLE_WORKER}"
+    try:
+        jobs = client.items(JOB, namespace, all_namespaces=namespace is None,
+                            label_selector=selector)
+    except ApiError:
+        return {}
+    out = {}
+    for job in jobs:
+        name = st.job_name_of(job)
+        if not name:
+            continue
+        status, spec = job.get("status") or {}, job.get("spec") or {}
+        running = int(status.get("ready") or status.get("active") or 0)
+        out[(st.meta(job).get("namespace") or "", name)] = f"{running}/{spec.get('parallelism', 0)}"
+    return out
