@@ -111,3 +111,34 @@ def test_the_gate_comes_before_the_workers_and_only_in_built_in_mode():
     assert not any(is_gate(o) for o in render(build_spec(
         name="g", workers=2, gpus_per_worker=1, image="img", command=["python", "t.py"]),
         mode="operator"))
+
+
+def test_an_elastic_job_that_never_starts_loses_its_worker_job_and_gpus(k8s):
+    srv = k8s.server()
+    srv.unpullable_image(MISSING)
+    submitted = hvdk8s(k8s, "submit", "mpi", "--name", "eun", "--workers", "2",
+                       "--min-workers", "1", "--gpus", "1", "--image", MISSING,
+                       "--start-timeout", "3", "python", "t.py")
+    assert submitted.exit_code == 0, submitted.output
+    (ref,) = srv.get("jobs", "eun-worker")["metadata"]["ownerReferences"]
+    assert ref["kind"] == "Pod"  # the gate's pod owns the worker Job
+    srv.wait_for(lambda: gpu_holders(srv, "eun") != [])
+    srv.wait_for(lambda: gpu_holders(srv, "eun") == [] and srv.get("jobs", "eun-worker") is None,
+                 timeout=60)
+
+
+def test_an_elastic_job_that_started_is_handed_to_its_launcher(k8s):
+    srv = k8s.server()
+    srv.script_pod(r"est-start-gate-.*", logs=["hvdk8s: every worker started"], exit_code=0)
+    k8s.script_launcher("est", ["horovodrun"], exit_code=None)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "est", "--workers", "2", "--min-workers",
+                  "1", "--gpus", "1", "--image", k8s.image, "--start-timeout", "1",
+                  "python", "t.py").exit_code == 0
+    gate = srv.get("jobs", names.start_gate("est"))
+    env = {e["name"]: e.get("value") for e in
+           gate["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["HVDK8S_GATE_HOSTS"] == "est-worker-0.est-worker"  # the minimum
+    srv.wait_for(lambda: _condition(_gate(srv, "est") or {}, "Complete"))
+    assert "Running" in hvdk8s(k8s, "get", "est").output
+    (ref,) = srv.get("jobs", "est-worker")["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"]) == ("Job", "est-launcher")

@@ -44,7 +44,7 @@ GATE_CONTAINER = "gate"
 def applies(spec: JobSpec) -> bool:
     """Built-in jobs with a start timeout, whose worker pods may have an owner (KAI's
     podgrouper wants them without one: mpijob.gang.kai)."""
-    if not spec.start_timeout or spec.elastic:  # elastic: the worker Job owns its pods
+    if not spec.start_timeout:
         return False
     gang = gangs.get(spec.gang)
     return gang is None or "Pod" not in gang.unowned_kinds
@@ -67,7 +67,12 @@ def gate_job(spec: JobSpec) -> dict:
         "command": ["/bin/sh", "-c", pod_script("gate.sh")],
         "env": [{"name": "HVDK8S_SSH_PORT", "value": str(spec.ssh_port)},
                 {"name": "HVDK8S_SSH_DIR", "value": SSH_DIR},
-                {"name": "HVDK8S_HOSTFILE", "value": f"{CONFIG_DIR}/hostfile"}],
+                {"name": "HVDK8S_HOSTFILE", "value": f"{CONFIG_DIR}/hostfile"},
+                # Elastic: the job has started once its minimum answers (the worker Job's
+                # pods <job>-worker-<index>, from index 0).
+                *([{"name": "HVDK8S_GATE_HOSTS", "value": " ".join(
+                    f"{names.worker(spec.name, i)}.{names.service(spec.name)}" for i in
+                    range(spec.min_size))}] if spec.elastic else [])],
         "resources": GATE_RESOURCES,
         "volumeMounts": [{"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True},
                          {"name": "hvdk8s-ssh", "mountPath": SSH_DIR, "readOnly": True}],
@@ -109,7 +114,10 @@ def is_gate(obj: dict) -> bool:
 
 
 def is_worker(obj: dict) -> bool:
-    return obj.get("kind") == "Pod" and ((obj.get("metadata") or {}).get("labels") or {}).get(
+    """A worker pod, or an elastic job's worker Job (mpijob.k8s.render_elastic): what the
+    gate's pod owns."""
+    return obj.get("kind") in ("Pod", "Job") and (
+        (obj.get("metadata") or {}).get("labels") or {}).get(
         names.LABEL_ROLE) == names.ROLE_WORKER
 
 

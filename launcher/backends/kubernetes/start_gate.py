@@ -3,6 +3,7 @@ gate's pod, and its deadline is set once they are all scheduled."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from launcher.backends.kubernetes.client import EVENT, JOB, POD, ApiError, KubeClient
@@ -102,6 +103,15 @@ def delete_gate(client: KubeClient, job: str, namespace: str, grace_seconds: int
                          grace_seconds=grace_seconds)
 
 
+def _elastic(root: dict) -> bool:
+    try:
+        spec = json.loads(((root.get("metadata") or {}).get("annotations") or {}).get(
+            names.ANNOTATION_SPEC) or "{}")
+    except ValueError:
+        return False
+    return isinstance(spec, dict) and bool(spec.get("min_workers") or spec.get("max_workers"))
+
+
 def hand_over(client: KubeClient, root: dict | None, pods: list[dict]) -> int:
     """Once the gate has opened (its Job Complete), the workers' owner becomes the launcher
     Job: a succeeded gate pod may be deleted by the pod garbage collector on a cluster past
@@ -110,13 +120,17 @@ def hand_over(client: KubeClient, root: dict | None, pods: list[dict]) -> int:
     and nothing after. Returns the pods handed over; a read-only user is skipped."""
     if root is None or root.get("kind", "Job") != "Job":
         return 0
-    gated = [p for p in pods if any(r.get("kind") == "Pod" for r in
-                                    p["metadata"].get("ownerReferences") or [])
+    rm = root["metadata"]
+    job = (rm.get("labels") or {}).get(names.LABEL_JOB)
+    owned = list(pods)
+    if job and _elastic(root):  # its worker Job is what the gate's pod owns
+        worker_job = client.get(JOB, names.service(job), rm["namespace"])
+        owned = [worker_job] if worker_job is not None else []
+    gated = [p for p in owned if any(r.get("kind") == "Pod" for r in
+                                     p["metadata"].get("ownerReferences") or [])
              and not p["metadata"].get("deletionTimestamp")]
     if not gated:
         return 0
-    rm = root["metadata"]
-    job = (rm.get("labels") or {}).get(names.LABEL_JOB)
     gate = client.get(JOB, names.start_gate(job), rm["namespace"]) if job else None
     complete = any(c.get("type") == "Complete" and c.get("status") == "True"
                    for c in ((gate or {}).get("status") or {}).get("conditions") or [])
@@ -128,8 +142,8 @@ def hand_over(client: KubeClient, root: dict | None, pods: list[dict]) -> int:
     for pod in gated:
         try:
             # A merge patch replaces the list: the gate pod's reference goes with it.
-            client.patch(POD, pod["metadata"]["name"], {"metadata": {"ownerReferences": [ref]}},
-                         rm["namespace"])
+            client.patch(JOB if pod.get("kind") == "Job" else POD, pod["metadata"]["name"],
+                         {"metadata": {"ownerReferences": [ref]}}, rm["namespace"])
             done += 1
         except ApiError as exc:
             if exc.status not in (403, 404):

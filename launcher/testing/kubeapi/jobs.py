@@ -179,7 +179,13 @@ class JobController(Loop):
                 parallelism, completions - succeeded)
             want = [None] * max(0, remaining - len(active))
         created = []
+        m = job["metadata"]
         for idx in want:
+            current = self.store.get("batch/jobs", m["namespace"], m["name"])
+            if current is None or current["metadata"]["uid"] != m["uid"]:
+                # Deleted since this pass listed it (a garbage-collected worker Job): the
+                # real controller's pod would be collected as an orphan; make none.
+                break
             pod = self._pod_from_template(job, idx)
             try:
                 created.append(self.objects.create(self.registry.by_key("/pods"), pod,
