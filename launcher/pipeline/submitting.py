@@ -18,7 +18,7 @@ from launcher.pipeline.jobnames import generated_name
 from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
-from mpijob.jobspec import defaults
+from mpijob.jobspec import defaults, names
 from mpijob.jobspec.elastic import refusal as elastic_refusal
 from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.k8s.gang import refusal
@@ -340,8 +340,12 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
     if client_dry_run:
         objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
+            gated = any(o.get("kind") == "Job" and names.LABEL_START_GATE in
+                        (o["metadata"].get("labels") or {}) for o in objects)
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
-                 "(its uid is assigned by the API server)")
+                 "(its uid is assigned by the API server)"
+                 + (", but the workers, which get one to the start gate's pod "
+                    "(docs/cleanup.md)" if gated else ""))
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
     result = backend.submit(prepared, submit_options)
