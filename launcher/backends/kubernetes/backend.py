@@ -632,9 +632,9 @@ class KubernetesBackend(BaseBackend):
         if self.fail_overdue(root, mode, pods):  # read again what failing it changed
             root, mode = self._root(name, ns)
             pods = self._pods(name, ns)
-        elif mode == "pods":
-            hand_over(self.client, root, pods)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
+        if mode == "pods" and not status.done:  # started: the workers to the launcher Job
+            hand_over(self.client, root, pods)
         if root is not None and mode == "pods" and elastic.bounds(root) is not None:
             status.size = elastic.size_lines(self.client, root, pods)
         self.tidy(root, mode, pods, status)
@@ -687,8 +687,6 @@ class KubernetesBackend(BaseBackend):
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy
-                if mode == "pods":
-                    hand_over(self.client, root, pods)
                 try:
                     status = self._status_of(name, ns, root, mode, pods)
                 except NotFound:

@@ -103,49 +103,61 @@ def delete_gate(client: KubeClient, job: str, namespace: str, grace_seconds: int
                          grace_seconds=grace_seconds)
 
 
-def _elastic(root: dict) -> bool:
-    try:
-        spec = json.loads(((root.get("metadata") or {}).get("annotations") or {}).get(
-            names.ANNOTATION_SPEC) or "{}")
-    except ValueError:
-        return False
-    return isinstance(spec, dict) and bool(spec.get("min_workers") or spec.get("max_workers"))
-
-
 def hand_over(client: KubeClient, root: dict | None, pods: list[dict]) -> int:
-    """Once the gate has opened (its Job Complete), the workers' owner becomes the launcher
-    Job: a succeeded gate pod may be deleted by the pod garbage collector on a cluster past
-    its terminated-pod threshold, and must not take running workers with it. `get` and
-    `wait` call it; it costs one read of the gate Job while a worker is owned by a pod,
-    and nothing after. Returns the pods handed over; a read-only user is skipped."""
+    """Once the workers have started, their owner becomes the launcher Job: a succeeded
+    gate pod may be deleted by the pod garbage collector on a cluster past its
+    terminated-pod threshold, and must not take running workers with it. Started is what
+    the gate waits for: the workers Ready (their readiness probe is their sshd), all of
+    them, or an elastic job's minimum. `get` calls it; for a built-in job it reads nothing
+    more than `get` has (an elastic job: its worker Job, once), and writes once. Returns
+    the objects handed over; a read-only user is skipped."""
     if root is None or root.get("kind", "Job") != "Job":
         return 0
     rm = root["metadata"]
     job = (rm.get("labels") or {}).get(names.LABEL_JOB)
-    owned = list(pods)
-    if job and _elastic(root):  # its worker Job is what the gate's pod owns
+    workers = [p for p in pods if (p["metadata"].get("labels") or {}).get(
+        names.LABEL_ROLE) == names.ROLE_WORKER and not p["metadata"].get("deletionTimestamp")]
+    ready = [p for p in workers if _ready(p)]
+    minimum = _elastic_minimum(root)
+    if minimum is not None:  # its worker Job is what the gate's pod owns
+        if not job or len(ready) < minimum:
+            return 0
         worker_job = client.get(JOB, names.service(job), rm["namespace"])
-        owned = [worker_job] if worker_job is not None else []
-    gated = [p for p in owned if any(r.get("kind") == "Pod" for r in
-                                     p["metadata"].get("ownerReferences") or [])
-             and not p["metadata"].get("deletionTimestamp")]
-    if not gated:
-        return 0
-    gate = client.get(JOB, names.start_gate(job), rm["namespace"]) if job else None
-    complete = any(c.get("type") == "Complete" and c.get("status") == "True"
-                   for c in ((gate or {}).get("status") or {}).get("conditions") or [])
-    if not complete:
-        return 0
+        gated = [worker_job] if worker_job is not None and _gated(worker_job) else []
+    else:
+        gated = [p for p in workers if _gated(p)]
+        if not gated or len(ready) < len(workers):
+            return 0
     ref = {"apiVersion": "batch/v1", "kind": "Job", "name": rm["name"], "uid": rm["uid"],
            "controller": False, "blockOwnerDeletion": True}
     done = 0
-    for pod in gated:
+    for obj in gated:
         try:
             # A merge patch replaces the list: the gate pod's reference goes with it.
-            client.patch(JOB if pod.get("kind") == "Job" else POD, pod["metadata"]["name"],
+            client.patch(JOB if obj.get("kind") == "Job" else POD, obj["metadata"]["name"],
                          {"metadata": {"ownerReferences": [ref]}}, rm["namespace"])
             done += 1
         except ApiError as exc:
             if exc.status not in (403, 404):
                 raise
     return done
+
+
+def _gated(obj: dict) -> bool:
+    return any(r.get("kind") == "Pod" for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def _ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _elastic_minimum(root: dict) -> int | None:
+    try:
+        spec = json.loads(((root.get("metadata") or {}).get("annotations") or {}).get(
+            names.ANNOTATION_SPEC) or "{}")
+    except ValueError:
+        return None
+    if not isinstance(spec, dict) or not (spec.get("min_workers") or spec.get("max_workers")):
+        return None
+    return int(spec.get("min_workers") or spec.get("workers") or 1)
