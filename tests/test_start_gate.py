@@ -139,6 +139,31 @@ def test_an_elastic_job_that_started_is_handed_to_its_launcher(k8s):
            gate["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HVDK8S_GATE_HOSTS"] == "est-worker-0.est-worker"  # the minimum
     srv.wait_for(lambda: _condition(_gate(srv, "est") or {}, "Complete"))
-    assert "Running" in hvdk8s(k8s, "get", "est").output
+    srv.wait_for(lambda: "Running" in hvdk8s(k8s, "get", "est").output)
     (ref,) = srv.get("jobs", "est-worker")["metadata"]["ownerReferences"]
     assert (ref["kind"], ref["name"]) == ("Job", "est-launcher")
+
+
+def test_an_elastic_job_on_its_minimum_is_not_failed_for_a_worker_that_cannot_start():
+    from datetime import datetime, timedelta, timezone
+
+    from launcher.backends.kubernetes import start_guard
+
+    def pod(name, phase, role="worker"):
+        return {"metadata": {"name": name, "labels": {names.LABEL_ROLE: role}},
+                "spec": {"nodeName": "n"},
+                "status": {"phase": phase, "conditions": [{
+                    "type": "PodScheduled", "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+    later = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(hours=1)
+    pods = [pod("e-worker-0-a", "Running"), pod("e-worker-1-b", "Pending")]
+
+    def root(**spec):
+        import json
+        return {"metadata": {"annotations": {names.ANNOTATION_SPEC: json.dumps(
+            {"start_timeout": 60, "workers": 2, **spec})}}}
+
+    assert start_guard.overdue(root(min_workers=1), pods, later) is None
+    assert start_guard.overdue(root(min_workers=2), pods, later)[0] is pods[1]
+    assert start_guard.overdue(root(), pods, later)[0] is pods[1]  # not elastic: as before
