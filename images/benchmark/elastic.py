@@ -39,13 +39,17 @@ def phase_line(number: int, phase: dict, batch_size: int) -> str:
 
 
 def run_elastic(args, *, tf, hvd, model, opt, make_step: Callable[[], Callable],
-                next_batch: Callable[[], tuple]) -> dict:
-    """Warm-up then timed steps, elastic; returns the result rank 0 prints."""
+                local_step: Callable, next_batch: Callable[[], tuple]) -> dict:
+    """Warm-up then timed steps, elastic; returns the result rank 0 prints. `local_step`
+    is a step without allreduce: one first makes the optimizer's variables, which Keras
+    creates at the first step, so that a joining rank has the same ones to sync (Horovod's
+    examples/elastic/tensorflow2/tensorflow2_mnist_elastic.py does the same)."""
     def say(line: str) -> None:
         if hvd.rank() == 0:  # rank 0 of the ranks now, after any reset
             print(line, flush=True)
 
     total_steps = args.num_warmup_batches + args.num_batches
+    local_step(*next_batch())  # its update is overwritten by rank 0's state at the sync
     state = hvd.elastic.TensorFlowKerasState(model, opt, step=0, phases=[])
     reset = {"count": 0}
 

@@ -668,6 +668,7 @@ def run(args: argparse.Namespace) -> dict:
 
         return run_elastic(args, tf=tf, hvd=hvd, model=model, opt=opt,
                            make_step=lambda: make_train_step(tf, hvd, model, opt, args),
+                           local_step=make_train_step(tf, None, model, opt, args),
                            next_batch=next_batch)
     say("Running warm up")
 
