@@ -82,9 +82,11 @@ def run_elastic(args, *, tf, hvd, model, opt, make_step: Callable[[], Callable],
                 phase["steps"] += 1
                 phase["seconds"] += seconds
             if state.step % args.elastic_commit_every == 0 or state.step == total_steps:
-                state.phases = [dict(p) for p in state.phases]  # what the commit keeps
-                phase = state.phases[-1] if phase is not None else None
                 state.commit()
+                # The commit keeps these dicts: go on counting in copies, so that a rollback
+                # to it forgets the steps it undoes.
+                state.phases = [dict(p) for p in state.phases]
+                phase = state.phases[-1] if phase is not None else None
         return loss
 
     loss = train(state)
