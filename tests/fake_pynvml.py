@@ -89,6 +89,17 @@ class FakeGpu:
     ports: list[tuple[int, int, bool]] = field(default_factory=list)
     # None: MIG unsupported (pre-Ampere); else the MIG device UUIDs by slot (None = empty).
     mig: list[str | None] | None = None
+    # Compute processes on the GPU: (pid, process name), as nvidia-smi lists them.
+    processes: list[tuple[int, str]] = field(default_factory=list)
+
+
+class c_nvmlProcessInfo_t(ctypes.Structure):  # noqa: N801 - nvidia-ml-py's name
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
 
 
 @dataclass(frozen=True)
@@ -221,6 +232,24 @@ class FakeNvml(types.ModuleType):
     def _numa_node_id(self, handle: _Handle) -> int:
         return self._gpu(handle).numa
 
+    # -- processes --
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: _Handle) -> list:
+        gpu = self._gpu(handle)
+        out = []
+        for pid, _name in gpu.processes:
+            info = c_nvmlProcessInfo_t()
+            info.pid, info.usedGpuMemory = pid, 1 << 30
+            out.append(info)
+        return out
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        self._check()
+        for gpu in self.gpus:
+            for p, name in gpu.processes:
+                if p == pid:
+                    return name
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+
     # -- MIG --
     def nvmlDeviceGetMigMode(self, device: _Handle) -> list[int]:
         gpu = self._gpu(device)
@@ -337,3 +366,10 @@ def hgx_a100(**kwargs) -> FakeNvml:
         for i in range(8)
     ]
     return FakeNvml(gpus, **kwargs)
+
+
+def one_h100(**kwargs) -> FakeNvml:
+    """A workstation with one H100 SXM5 (MIG capable, MIG off), no NVLink peers."""
+    gpu = FakeGpu(name="NVIDIA H100 80GB HBM3", uuid=_uuid(0x300), bus=0x18,
+                  pcie_path=("cpu0", "hb0"), numa=0, cpus=_cpus(0), pcie_gen=5, mig=[None] * 7)
+    return FakeNvml([gpu], **kwargs)

@@ -18,7 +18,7 @@ POD_PATCH = {"target": "worker", "source": "worker-patch.yaml", "patch": {"spec"
                    {"name": "log-shipper", "image": "busybox:1.36",
                     "command": ["sh", "-c", "sleep infinity"]}]}}}
 
-# issue 24: data volumes, a host directory, working dir and service account, in both modes.
+# Data volumes, a host directory, working dir and service account, in both modes.
 DATA_VOLUMES = dict(name="data", workers=2, gpus_per_worker=1,
                     data=({"claim": "imagenet", "mount": "/data", "read_only": True},),
                     data_dirs=({"path": "/mnt/scratch", "mount": "/scratch"},),

@@ -36,7 +36,10 @@ def _runtime_nodes(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+def imports_of(module: str, path: Path, modules: dict[str, Path], *,
+               type_only: bool = False) -> set[str]:
+    """The project modules `module` imports; with `type_only`, those under `if
+    TYPE_CHECKING:` too."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
 
     def known(name: str) -> str | None:
@@ -45,7 +48,8 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
         return name or None
 
     found = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if type_only else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(known(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -124,6 +128,25 @@ def test_no_import_cycles_in_the_project():
     assert cycles(graph) == []
 
 
+def test_the_core_has_no_circle_even_of_type_only_imports():
+    """A type-only import still says one module knows the other: the core's modules
+    (mpijob/) stand in layers, the job's model at the bottom."""
+    modules = {m: p for m, p in project_modules().items() if m.startswith("mpijob")}
+    graph = {m: imports_of(m, p, modules, type_only=True) for m, p in modules.items()}
+    assert cycles(graph) == []
+
+
+def test_the_job_model_imports_no_renderer():
+    """mpijob.jobspec is the model and its validation: what a job is, not how Kubernetes
+    objects or an mpirun line are made of it (mpijob.k8s), nor how the CLI shows it."""
+    modules = project_modules()
+    found = {
+        m: sorted(i for i in imports_of(m, p, modules, type_only=True)
+                  if i.startswith(("mpijob.k8s", "mpijob.perf", "launcher")))
+        for m, p in modules.items() if m.startswith("mpijob.jobspec")}
+    assert {m: names for m, names in found.items() if names} == {}
+
+
 def _imported_names(path: Path) -> set[str]:
     """Absolute module names that `path` imports, lazy imports included."""
     found = set()
@@ -136,7 +159,7 @@ def _imported_names(path: Path) -> set[str]:
 
 
 def test_nothing_outside_tests_imports_the_test_tree():
-    """Benchmarks and the product stand without tests/ (issue 15): what they share with the
+    """Benchmarks and the product stand without tests/: what they share with the
     tests, such as the test API server, lives in launcher.testing."""
     offenders = {
         str(path.relative_to(ROOT)): sorted(n for n in _imported_names(path)
@@ -184,7 +207,7 @@ def test_the_checker_finds_function_level_imports(tmp_path):
 
 def test_mpijob_has_no_function_level_imports():
     """mpijob/ is the pure core with light dependencies: a lazy import there buys no start-up
-    time, so every import is at the top of its module (issue 15). Where one would make an
+    time, so every import is at the top of its module. Where one would make an
     import cycle, move the shared code instead."""
     found = {
         str(path.relative_to(ROOT)): lines
@@ -194,7 +217,7 @@ def test_mpijob_has_no_function_level_imports():
     assert found == {}
 
 
-# launcher/ is organised by owner (issue 19): each folder may import only the folders below it,
+# launcher/ is organised by owner: each folder may import only the folders below it,
 # so the CLI sits on the pipeline, the pipeline on the backend contract, each backend on what
 # jobs are prepared from, and everything on the pure core (mpijob).
 LAYERS = {

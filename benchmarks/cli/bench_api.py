@@ -229,13 +229,33 @@ def measure_peak(code: Path, env: dict, srv, args, ok=(0,), profile: str | None 
     if done["rc"] not in ok:
         raise RuntimeError(f"{' '.join(args)} exited {done['rc']}: {done['err']}")
     return {"wall_s": round(done["wall"], 3), "cpu_s": round(done["cpu"], 3),
-            "requests": srv.count_requests(),
+            "requests": srv.count_requests(), "by_kind": request_kinds(srv.request_log),
             "mib": round((srv.bytes_out - before) / 2**20, 1),
             "peak_rss_mib": round(done["maxrss_kb"] / 1024, 1),
             # The benchmark's own process is the test API server and its scheduler: their
             # CPU while the command ran, which shares the command's 2 cores.
             "server_cpu_s": round(server_t1.user + server_t1.system
                                   - server_t0.user - server_t0.system, 3)}
+
+
+def request_kinds(log) -> dict[str, int]:
+    """Requests by method and what they read or wrote ("GET pods list", "POST pods"):
+    where a command's requests go."""
+    counts: dict[str, int] = {}
+    for r in list(log):
+        parts = r.path.strip("/").split("/")
+        # /api/v1[/namespaces/NS]/PLURAL[/NAME[/SUB]] or /apis/GROUP/VERSION/...
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
+            rest = rest[2:]
+        what = rest[0] if rest else "/".join(parts) or "/"
+        if r.method == "GET" and len(rest) == 1:
+            what += " watch" if r.query.get("watch") in ("true", "1") else " list"
+        elif r.method == "GET":
+            what += " get"
+        key = f"{r.method} {what}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def median(runs: list[dict]) -> dict:
@@ -245,11 +265,12 @@ def median(runs: list[dict]) -> dict:
 
 
 def cluster_run(nodes: int, pods_per_node: int, codes: dict[str, Path], wait_seconds: float,
-                repeat: int = 1, profile_dir: str | None = None) -> dict:
+                repeat: int = 1, profile_dir: str | None = None, gzip: bool = False) -> dict:
     """Each command of each checkout in `codes` against one generated cluster; plan and
     submit `repeat` times (the median kept)."""
-    out: dict = {"nodes": nodes}
+    out: dict = {"nodes": nodes, "gzip": gzip}
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
+        srv.gzip_responses = gzip  # as the API server answers a client that asks
         t0 = time.perf_counter()
         out["pods"] = populate(srv, nodes, pods_per_node)
         out["populate_s"] = round(time.perf_counter() - t0, 1)
@@ -306,12 +327,13 @@ def release(srv: KubeAPIServer, job: str) -> None:
                 srv.store.remove(srv.resource(kind).key, "default", obj["metadata"]["name"])
 
 
-def list_run(jobs: int, codes: dict[str, Path], repeat: int) -> dict:
+def list_run(jobs: int, codes: dict[str, Path], repeat: int, gzip: bool = False) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks" / "cli"))
     from bench_list import populate as populate_jobs
 
-    out: dict = {"jobs": jobs}
+    out: dict = {"jobs": jobs, "gzip": gzip}
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
+        srv.gzip_responses = gzip
         populate_jobs(srv, jobs)
         gc.freeze()  # as in cluster_run
         env = {**os.environ, "KUBECONFIG": srv.write_kubeconfig(Path(tmp) / "kubeconfig"),
@@ -372,6 +394,10 @@ def main() -> int:
                         help="runs of plan, submit and list -A (the median is kept)")
     parser.add_argument("--profile", default=None, metavar="DIR",
                         help="also run submit once under cProfile, writing DIR/submit-*.prof")
+    parser.add_argument("--gzip", action="store_true",
+                        help="the test server gzips answers of 128 KiB or more to clients "
+                        "that ask, as kube-apiserver does (hvdk8s asks unless the kubeconfig "
+                        "says disable-compression)")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--plot", nargs="+", default=None, help="results JSON files to draw")
     parser.add_argument("--png", default=str(ROOT / "benchmarks" / "cli" / "api_scaling.png"))
@@ -390,11 +416,12 @@ def main() -> int:
            "cpus": os.cpu_count(), "load_before": os.getloadavg(), "clusters": []}
     for n in args.nodes:
         r = cluster_run(n, args.pods_per_node, codes,
-                        args.wait_seconds if n == args.wait_at else 0, args.repeat, args.profile)
+                        args.wait_seconds if n == args.wait_at else 0, args.repeat, args.profile,
+                        args.gzip)
         doc["clusters"].append(r)
         print(json.dumps(r), flush=True)
     if args.list_jobs:
-        doc["list"] = list_run(args.list_jobs, codes, args.repeat)
+        doc["list"] = list_run(args.list_jobs, codes, args.repeat, args.gzip)
         print(json.dumps(doc["list"]), flush=True)
     doc["load_after"] = os.getloadavg()
     if args.out:

@@ -4,7 +4,9 @@ Builds N jobs of 1 launcher + 7 worker pods each (rendered by mpijob.k8s.render,
 objects have their real size), marks every pod Running on a node, then times
 `KubernetesBackend.list()` (in this process) and the whole `hvdk8s list` command (a
 separate process, as a user runs it: interpreter start, imports, kubeconfig, the list
-calls, the table), and counts the HTTP requests each makes: the count must not depend on N.
+calls, the table), with the command's own CPU seconds beside its wall time (the test server
+shares the machine, so the wall time counts its serialising too), and counts the HTTP
+requests each makes: the count must not depend on N.
 
     .venv/bin/python benchmarks/cli/bench_list.py            # 50 and 500 jobs
     .venv/bin/python benchmarks/cli/bench_list.py --jobs 500 --repeat 5
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -67,7 +70,7 @@ def measure(jobs: int, repeat: int) -> dict:
     with KubeAPIServer(controllers=False) as srv, tempfile.TemporaryDirectory() as tmp:
         populate(srv, jobs)
         kubeconfig = srv.write_kubeconfig(Path(tmp) / "kubeconfig")
-        backend_times, cli_times = [], []
+        backend_times, cli_times, cli_cpus = [], [], []
         for _ in range(repeat):
             backend = KubernetesBackend(context="test", kubeconfig=kubeconfig)
             _ = backend.client  # connect (kubeconfig, client import) outside the timing
@@ -82,14 +85,18 @@ def measure(jobs: int, repeat: int) -> dict:
                    "--context", "test"]
         for _ in range(repeat):
             srv.clear_requests()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             done = subprocess.run(command, env=env, capture_output=True, text=True)
             cli_times.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cli_cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             cli_requests = srv.count_requests()
             assert done.returncode == 0 and done.stdout.count("Running") == jobs, done.stderr
         return {"jobs": jobs, "pods": jobs * (WORKERS + 1),
                 "backend_list_s": statistics.median(backend_times),
                 "cli_list_s": statistics.median(cli_times),
+                "cli_cpu_s": statistics.median(cli_cpus),
                 "backend_requests": backend_requests, "cli_requests": cli_requests}
 
 
@@ -98,11 +105,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, nargs="*", default=[50, 500])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    print("jobs  pods  backend.list() s  `hvdk8s list` s  requests (backend/cli)")
+    print("jobs  pods  backend.list() s  `hvdk8s list` s  its CPU s  requests (backend/cli)")
     for n in args.jobs:
         r = measure(n, args.repeat)
         print(f"{r['jobs']:>4}  {r['pods']:>4}  {r['backend_list_s']:>16.3f}  "
-              f"{r['cli_list_s']:>15.3f}  {r['backend_requests']}/{r['cli_requests']}")
+              f"{r['cli_list_s']:>15.3f}  {r['cli_cpu_s']:>9.3f}  "
+              f"{r['backend_requests']}/{r['cli_requests']}")
     return 0
 
 

@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD .venv/bin/python benchmarks/model_fidelity/fidelity.py [--out DIR]
 
 Writes fidelity.csv, fidelity.md and fidelity.png into DIR (default: this folder) and prints
-the table. Targets (issue 13): the Horovod paper's 128- and 512-GPU scaling efficiencies
+the table. Targets: the Horovod paper's 128- and 512-GPU scaling efficiencies
 within 5 points, the DGX-1 1/2/4/8-GPU tables within 10%. Held-out cases, which no model
 constant was fitted to, are reported the same way. Only RANK_JITTER (mpijob/perf/perfdata.py) was
 fitted, to the 128-GPU Inception V3 row.
@@ -120,6 +120,48 @@ def rows() -> list[dict]:
                     kind="held out", source="GOYAL"))
     # Held out: the same 4 V100s packed on one node vs 2+2 over 10 GbE TCP (Arena's docs).
     out.extend(arena_rows())
+    out.extend(generation_rows())
+    out.extend(h100_rows())
+    return out
+
+
+def generation_rows() -> list[dict]:
+    """V100 -> A100 by the roofline carry-over (perfdata.generation_factor) against
+    [LAMBDA-TF]'s A100 rows, which the carry-over never reads: its held-out check."""
+    out = []
+    for precision in ("fp32", "fp16"):
+        for model in ("inception3", "resnet50", "resnet152", "vgg16"):
+            v100 = perfdata.figure("V100", model, precision)
+            a100 = perfdata.figure("A100", model, precision)
+            factor = perfdata.generation_factor("V100", "A100", model, precision)
+            assert v100 is not None and a100 is not None and factor is not None
+            predicted = v100.scaled(factor, "").at_batch(a100.batch_size)
+            err = predicted / a100.images_per_sec - 1
+            out.append(dict(case=f"A100 from V100 (Lambda TF), {precision}, batch "
+                                 f"{a100.batch_size}", model=model, metric="images/sec",
+                            published=a100.images_per_sec, predicted=round(predicted, 1),
+                            error=f"{err:+.1%}", target="35%", within=abs(err) <= 0.35,
+                            kind="held out", source="LAMBDA-TF"))
+    return out
+
+
+# One H100 80GB HBM3 (SXM5), PyTorch 2.11 torchvision ResNet-50, synthetic 224 px, SGD,
+# cudnn.benchmark, channels_last for AMP: a check of the H100 carry-over and the batch
+# rule, not a calibration (PyTorch is not TensorFlow). Measured by a user of hvdk8s.
+H100_MEASURED = (("fp32", 64, 1714.0), ("fp16", 64, 2429.0), ("fp16", 256, 4761.0))
+
+
+def h100_rows() -> list[dict]:
+    from mpijob.perf.perfmodel import single_gpu_images_per_sec
+
+    out = []
+    for precision, batch, measured in H100_MEASURED:
+        predicted = single_gpu_images_per_sec("NVIDIA-H100-80GB-HBM3", "resnet50", precision, batch)
+        err = predicted / measured - 1
+        out.append(dict(case=f"H100 SXM5 1 GPU (PyTorch), {precision}, batch {batch}",
+                        model="resnet50", metric="images/sec", published=measured,
+                        predicted=round(predicted, 1), error=f"{err:+.1%}", target="15%",
+                        within=abs(err) <= 0.15, kind="held out", source="H100-PT"))
     return out
 
 

@@ -108,9 +108,10 @@ class Prepared:
 
 
 class BaseBackend:
-    """The contract `launcher.pipeline.submitting.run_submit` uses, with neutral defaults: as used
-    offline (a client dry run without a cluster), it plans without a snapshot and renders
-    the Kubernetes objects. Backends override what they do differently.
+    """The contract `launcher.pipeline.submitting.run_submit` uses, with neutral defaults:
+    planning without a snapshot, no checks, nothing to prepare or send. Backends override
+    what they do (launcher.backends.kubernetes.rendering renders Kubernetes objects for
+    both Kubernetes backends, the offline one of a client dry run among them).
 
     The pipeline calls, in order: `plan`, then (not for a client dry run) `preflight`, then
     `prepare`, then (not for a client dry run) `submit` with what `prepare` returned."""
@@ -173,20 +174,9 @@ class BaseBackend:
         return plan, []
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
-        """Render the job's objects, once; computed here without a call to anything."""
-        from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
-        from launcher.preparing.sshkeys import generate_ssh_keys
-        from mpijob.k8s.manifests import render
-
-        spec = plan.spec
-        objects = render(
-            spec, mode=options.mode, placement=plan.placement,
-            ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
-            benchmark_source=benchmark_source() if spec.runs_benchmark else None,
-            elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
-            else None,
-            prediction=plan.prediction.to_json() if plan.prediction is not None else None)
-        return Prepared(spec, plan, tuple(objects))
+        """Everything the job is, computed once, without a call to anything: what a client
+        dry run shows and `submit` sends."""
+        raise NotImplementedError(f"the {self.name} backend prepares nothing")
 
     def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
         """Send exactly `prepared.objects` (or start exactly what they describe)."""

@@ -57,6 +57,14 @@ def local_gpu_count() -> int:
     return gpu_count()
 
 
+def offline_backend():
+    """A client dry run's backend when none is asked anything: the Kubernetes objects the
+    job would be."""
+    from launcher.backends.kubernetes.rendering import KubernetesObjects
+
+    return KubernetesObjects()
+
+
 def make_backend(name: str, *, context: str | None = None, namespace: str | None = None):
     if name == "local":
         from launcher.backends.local.backend import LocalBackend

@@ -23,7 +23,8 @@ def register(app: typer.Typer) -> None:
 def agent(
     node_name: str = typer.Option(
         None, "--node-name", envvar="NODE_NAME", show_envvar=True,
-        help="The Node to annotate (the DaemonSet sets NODE_NAME from spec.nodeName).",
+        help="The Node to annotate (the DaemonSet sets NODE_NAME from spec.nodeName; "
+        "with --dry-run, this machine's host name by default).",
     ),
     interval: opt.AgentInterval = DEFAULT_INTERVAL_SECONDS,
     once: bool = typer.Option(False, "--once", help="Observe once (retrying errors), then exit."),
@@ -32,7 +33,8 @@ def agent(
         help="The kubelet PodResources API socket.",
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the annotation value instead of patching the Node."
+        False, "--dry-run", help="Print the annotation value instead of patching the Node "
+        "(without a kubelet: the topology, with no GPU allocations, and a note saying so)."
     ),
 ):
     # lazy: every CLI start imports the command modules; the agent's (NVML, gRPC, the Kubernetes
@@ -43,6 +45,10 @@ def agent(
     from launcher.agent.nvml_topology import collect, load_nvml
     from launcher.agent.podresources import list_pod_resources
 
+    if not node_name and dry_run:
+        import socket
+
+        node_name = socket.gethostname()  # a workstation or bare GPU box: this machine
     if not node_name:
         raise UsageError("--node-name: required (or set the NODE_NAME environment variable)")
 
@@ -58,7 +64,7 @@ def agent(
         printer = agent_loop.TopologyAgent(
             node_name,
             read_inventory=lambda: collect(nvml),
-            list_pods=list_pods,
+            list_pods=lambda: _pods_or_none(list_pods),
             get_annotation=lambda _node: None,
             patch_annotation=lambda _node, value: typer.echo(value),
         )
@@ -81,3 +87,15 @@ def agent(
         # Pod deletion sends SIGTERM: stop at once, with success.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     agent_loop.run(worker, interval=interval, once=once)
+
+
+def _pods_or_none(list_pods):
+    """The dry run's pods: without a kubelet (a workstation, a bare GPU box) there are none to
+    report, and the topology is still worth seeing; so say so once, instead of retrying."""
+    from launcher.agent.podresources import PodResourcesError
+
+    try:
+        return list_pods()
+    except PodResourcesError as exc:
+        typer.echo(f"note: no PodResources ({exc}): the report shows no GPU allocations", err=True)
+        return ()

@@ -28,11 +28,13 @@ def calibrate(
         fit,
         predicted_images_per_sec,
         run_from_record,
+        thin_groups,
     )
 
     target = Path(out) if out else calibration_file.default_path()
     calibration_file.check_writable(target, "-o/--output")  # before the work, not after
     runs, skipped = [], 0
+    frameworks: dict[str, int] = {}  # runs of programs other than the built-in benchmark
     for d in dirs:
         root = Path(d)
         if not root.is_dir():
@@ -47,12 +49,23 @@ def calibrate(
                 skipped += 1
             else:
                 runs.append(run)
+                workload = (record.get("settings") or {}).get("workload")
+                if (record.get("settings") or {}).get("framework") not in (None, "tensorflow"):
+                    frameworks[workload or "another program"] = \
+                        frameworks.get(workload or "another program", 0) + 1
+    thin = thin_groups(runs)
     try:
         cal = fit(runs, sources=[str(Path(d).resolve()) for d in dirs],
-                  created=utc_now())
+                  created=utc_now(), skip_thin=True)
     except CalibrationError as exc:
         raise UsageError(f"cannot calibrate: {exc}") from None
     print(f"calibrated on {len(runs)} runs ({skipped} not usable: failed or without images/sec)")
+    for device, model, precision, size in thin:
+        print(f"  not fitted: {device} {model} {precision}{f' {size}px' if size else ''}: "
+              "one one-rank run (a rate needs 2: two batch sizes or repetitions)")
+    for workload, count in frameworks.items():
+        print(f"  note: {count} runs measured {workload}, not the built-in TensorFlow "
+              "benchmark: the rates are this machine's for that program")
     for c in cal.compute:
         size = f" {c.image_size}px" if c.image_size else ""
         print(f"  compute {c.device} {c.model} {c.precision}{size}: "
@@ -68,6 +81,8 @@ def calibrate(
     before = "n/a (no run had a prediction)" if cal.error_before is None else f"{cal.error_before:.1%}"
     print(f"  mean |predicted/measured - 1|: before {before}, after {cal.error_after:.1%}")
     for r in runs:
+        if cal.rate(r.device, r.model, r.precision, r.image_size) is None:
+            continue  # not fitted (said above)
         print(f"    {r.device} {r.model} b{r.batch_size} x{r.ranks}: measured "
               f"{r.images_per_sec:,.2f}, calibrated {predicted_images_per_sec(cal, r):,.2f}"
               + (f", uncalibrated {r.predicted_images_per_sec:,.2f}"

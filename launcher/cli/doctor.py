@@ -7,6 +7,7 @@ import json
 import typer
 
 from launcher.cli import options as opt
+from mpijob.plural import plural
 
 STATUS_MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
 
@@ -50,10 +51,12 @@ def doctor(
 
 def _local(output: str) -> None:
     """The local backend's doctor: what this machine offers a job."""
+    from launcher.backends.local.gpus import gpu_state
     from launcher.backends.local.machine import this_machine
     from mpijob.scheduling.doctor import Finding
 
     m = this_machine()
+    gpus = gpu_state()  # the answer submit, plan and top node give too
     gib = f"{m.memory_bytes / 2**30:.1f} GiB" if m.memory_bytes else "unknown"
     findings = [
         Finding("backend", "info", "local: no kubeconfig configured and not in a pod",
@@ -62,9 +65,7 @@ def _local(output: str) -> None:
         Finding("cpu", "ok", f"{m.cores} cores, {m.usable_cores} usable by this process",
                 m.cpu_binding),
         Finding("memory", "ok" if m.memory_bytes else "info", gib),
-        Finding("gpus", "ok" if m.gpus else "info", f"{m.gpus} NVIDIA GPUs" if m.gpus else
-                "none visible (no NVML or no driver)", "--gpus N>0 needs GPUs here"
-                if not m.gpus else "--gpus N jobs are placed on them by NVLink topology"),
+        _gpu_finding(Finding, gpus),
         Finding("mpi", "ok" if m.mpirun else "fail", m.mpi or "mpirun is not on PATH",
                 "" if m.mpirun else "no job can start here", "" if m.mpirun else
                 "apt-get install openmpi-bin libopenmpi-dev"),
@@ -76,15 +77,39 @@ def _local(output: str) -> None:
                 else "bash scripts/setup.sh"),
     ]
     ok = m.mpirun is not None
+    gpu_jobs = ok and bool(gpus.free)
     if output == "json":
         typer.echo(json.dumps({"backend": "local", "node": m.node, "machine": m.to_dict(),
-                               "can_submit": ok, "findings": [f.to_dict() for f in findings]},
-                              indent=2))
+                               "can_submit": ok, "can_submit_gpu_job": gpu_jobs,
+                               "free_gpus": list(gpus.free),
+                               "taken_gpus": {str(i): who for i, who in sorted(gpus.taken.items())},
+                               "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
         _table(findings)
-        typer.echo(f"\n{'a job can be submitted' if ok else 'a job cannot be submitted'} "
-                   f"(local backend, {m.node})")
+        if ok and gpus.count and not gpus.free:
+            verdict = (f"a job can be submitted with --gpus 0 only: 0 of "
+                       f"{plural(gpus.count, 'GPU')} free")
+        else:
+            verdict = 'a job can be submitted' if ok else 'a job cannot be submitted'
+        typer.echo(f"\n{verdict} (local backend, {m.node})")
     raise typer.Exit(0 if ok else 1)
+
+
+def _gpu_finding(finding, gpus):
+    """This machine's GPUs: how many, which are free, who holds the others."""
+    if not gpus.count:
+        return finding("gpus", "info", "none visible (no NVML or no driver)",
+                       "--gpus N>0 needs GPUs here")
+    free, n = len(gpus.free), gpus.count
+    text = f"{plural(n, 'NVIDIA GPU')}, {free} free"
+    if gpus.taken:
+        text += f" (taken: {gpus.taken_text()})"
+    if not free:
+        return finding("gpus", "warn", f"0 of {plural(n, 'GPU')} free (taken: {gpus.taken_text()})",
+                       "--gpus N>0 jobs are refused until one is free", "wait for them, or "
+                       "run on the CPU with --gpus 0")
+    return finding("gpus", "ok", text, "--gpus N jobs are placed on the free ones by NVLink "
+                   "topology")
 
 
 def _table(findings) -> None:

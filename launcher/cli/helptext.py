@@ -15,21 +15,12 @@ import typer
 from rich.markup import escape
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-# Long option -> the value it takes. A choice shows its values (`pods|operator`, from its
-# Literal); other options not listed get a name from their type (FALLBACK).
+# Long option -> the value it takes, for the options of the commands themselves (the job
+# options name theirs in launcher.cli.job_help). A choice shows its values (`pods|operator`,
+# from its Literal); other options not listed get a name from their type (FALLBACK).
 METAVARS = {
-    "--name": "NAME", "--workers": "N", "--gpus": "N", "--image": "IMAGE",
     "--namespace": "NAMESPACE", "--context": "CONTEXT", "--kubeconfig": "FILE",
-    "--queue": "QUEUE", "--cluster": "FILE", "--env": "KEY=VALUE",
-    "--cpu": "QUANTITY", "--memory": "QUANTITY", "--selector": "KEY=VALUE",
-    "--toleration": "TOLERATION", "--annotation": "KEY=VALUE", "--label": "KEY=VALUE",
-    "--priority": "PRIORITYCLASS", "--backoff-limit": "N", "--ttl": "SECONDS",
-    "--active-deadline": "SECONDS", "--image-pull-secret": "SECRET",
-    "--shm-size": "QUANTITY",
-    "--network-interface": "INTERFACE", "--launcher-cpu": "QUANTITY",
-    "--launcher-memory": "QUANTITY", "--scheduler-name": "SCHEDULER", "--model": "MODEL",
-    "--batch-size": "N", "--num-batches": "N", "--num-warmup-batches": "N",
-    "--image-size": "PIXELS", "--timeout": "SECONDS",
+    "--cluster": "FILE", "--timeout": "SECONDS", "--image": "IMAGE",  # install agent
     "--schedule-timeout": "SECONDS", "--rank": "N", "--worker": "N", "--tail": "LINES",
     "--node-name": "NODE", "--interval": "SECONDS",
     "--kubelet-socket": "SOCKET", "--nodes": "N", "--jobs": "N", "--trace": "FILE",

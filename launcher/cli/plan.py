@@ -42,16 +42,17 @@ def plan(
     """Show the nodes and GPUs a job would get, why, and the predicted images/sec.
 
     Exit status 0 when the job fits, 1 when it does not (the output says why). The cluster
-    file format (--cluster FILE), with an annotated example: docs/cluster-file.md."""
+    file format (--cluster FILE), with an annotated example: docs/cluster-file.md. With no
+    cluster configured, this machine: its free GPUs, as submit, top node and doctor see them."""
     opt.placement_policy(job.get("placement_policy"), gputopology)  # they must agree
     spec = _check_job(job, precision)
-    policy, model, batch_size, rdma = (spec.placement_policy, spec.benchmark.model,
-                                       spec.benchmark.batch_size, spec.rdma)
+    policy, model, batch_size = spec.placement_policy, spec.benchmark.model, spec.benchmark.batch_size
     # lazy: every CLI start imports the command modules; placement, the perf model and cluster files
     # (pydantic models, ~70 ms) load only for this one
     from mpijob.scheduling.placement import PlacementRequest, place
 
     cal, cal_source = calibration_file.load(calibration)
+    assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
     snapshot = _load_cluster(cluster, context)
     elastic_lines: tuple[str, ...] = ()
     if spec.elastic:  # placed for as many workers as fit now, up to the maximum
@@ -70,23 +71,11 @@ def plan(
         unchecked = _unchecked_resources(request, result, snapshot, from_file=bool(cluster))
         if unchecked:
             data["explanation"].append(unchecked)
-        data["prediction"], why_not, network = _predict(
-            model, batch_size, precision, result, snapshot,
-            calibration_file.assumptions(cal, cal_source), rdma)
-        if network is not None:
-            data["explanation"].extend(network.lines)
-            if network.warning:
-                data["explanation"].append(f"warning: {network.warning}")
-            data["network"] = _network_json(network)
-        if why_not:
-            data["explanation"].append(f"no prediction: {why_not}")
-        data["explanation"].extend(elastic_lines)
-        data["worker_requests"] = _worker_requests(result, snapshot, spec.gpus_per_worker,
-                                                   spec.cpu, spec.memory)
-        results.append((result, data))
+        planned = _planned(data, spec, result, snapshot, assumptions)
+        planned["explanation"].extend(elastic_lines)
+        results.append((result, planned))
     if compare:
-        results.extend(_split_what_if(results, snapshot, model, batch_size, precision,
-                                      calibration_file.assumptions(cal, cal_source), rdma))
+        results.extend(_split_what_if(results, spec, snapshot, assumptions))
 
     if compare:
         payload = {"compare": [d for _, d in results]}
@@ -100,36 +89,35 @@ def plan(
         raise typer.Exit(1)
 
 
-def _worker_requests(result, snapshot, gpus: int, cpu: str | None,
-                     memory: str | None) -> list[dict]:
-    """What each worker pod of the placement requests, as `submit` renders it (built-in
-    mode): --cpu/--memory per worker, else its node's share (mpijob.jobspec.worker_share),
-    with the memory limit that adds /dev/shm and where the figures came from."""
-    from mpijob.jobspec.quantity import scale_quantity
-    from mpijob.jobspec.worker_share import add_bytes, plan_shares, pod_defaults
-
+def _planned(data: dict, spec, result, snapshot, assumptions) -> dict:
+    """A placement's JSON with what submit's plan makes of it (launcher.preparing.planning.
+    plan_placed): the network, the prediction and what each worker pod requests."""
+    data["prediction"] = None
     if not result.feasible:
-        return []
-    shares = plan_shares(snapshot, result, gpus) if cpu is None or memory is None else ()
-    out = []
-    for a in result.assignments:
-        slots = len(a.gpus) if gpus else a.workers
-        default = pod_defaults(shares, a.node, slots) or (None, None, "")
-        row = {"node": a.node,
-               "cpu": scale_quantity(cpu, a.workers) if cpu else default[0],
-               "memory": scale_quantity(memory, a.workers) if memory else default[1]}
-        row["memory_limit"] = (add_bytes(row["memory"], defaults.SHM_SIZE) if row["memory"]
-                               else None)
-        sources = [f"{o} per worker" for o, v in (("--cpu", cpu), ("--memory", memory)) if v]
-        if default[2] and not (cpu and memory):
-            sources.append(default[2])
-        row["source"] = "; ".join(sources)
-        out.append(row)
-    return out
+        data["worker_requests"] = []
+        return data
+    from launcher.preparing.planning import plan_placed
+    from mpijob.k8s.workload import pod_requests
+
+    planned = plan_placed(spec, snapshot, result, assumptions)
+    if planned.prediction is not None:
+        data["prediction"] = planned.prediction.to_json()
+    network = planned.network
+    if network is not None:
+        data["explanation"].extend(network.lines)
+        if network.warning:
+            data["explanation"].append(f"warning: {network.warning}")
+        data["network"] = _network_json(network)
+    data["explanation"].extend(planned.notes)
+    data["worker_requests"] = []
+    for a in result.assignments:  # as submit renders them (built-in mode)
+        r = pod_requests(planned.spec, a.node, a.slots, a.workers)
+        data["worker_requests"].append({"node": a.node, "cpu": r.cpu, "memory": r.memory,
+                                        "memory_limit": r.memory_limit, "source": r.source})
+    return data
 
 
-def _split_what_if(results, snapshot, model, batch_size, precision, assumptions,
-                   rdma=defaults.RDMA) -> list:
+def _split_what_if(results, spec, snapshot, assumptions) -> list:
     """The topology placement inside one NVLink partition, against the same pods over two
     (mpijob.scheduling.placement_nvlink.split_in_two): what the partition is worth."""
     from mpijob.scheduling.placement_nvlink import split_in_two
@@ -137,12 +125,7 @@ def _split_what_if(results, snapshot, model, batch_size, precision, assumptions,
     for result, _ in results:
         alt = split_in_two(snapshot, result) if result.policy == "topology" else None
         if alt is not None:
-            data = alt.to_json()
-            data["prediction"], why_not, _ = _predict(model, batch_size, precision, alt,
-                                                      snapshot, assumptions, rdma)
-            if why_not:
-                data["explanation"].append(f"no prediction: {why_not}")
-            return [(alt, data)]
+            return [(alt, _planned(alt.to_json(), spec, alt, snapshot, assumptions))]
     return []
 
 
@@ -187,34 +170,20 @@ def _load_cluster(path: str | None, context: str | None):
         cluster_snapshot = None
     if cluster_snapshot is None:
         raise UsageError("no --cluster given and no Kubernetes backend available: pass --cluster FILE")
+    from launcher.backends.select import kubernetes_configured
+
+    if context is None and not kubernetes_configured():
+        # No cluster: this machine, as submit's local backend sees it (its free GPUs).
+        from launcher.backends.local.gpus import local_cluster
+
+        cluster, state = local_cluster()
+        typer.echo("note: no cluster configured: planning on this machine (local backend)"
+                   + (f"; taken: {state.taken_text()}" if state.taken else ""), err=True)
+        return cluster
     from launcher.cli.common import PLAN_HINT, require_kubernetes
 
     require_kubernetes(context, PLAN_HINT)
     return cluster_snapshot(context=context, namespace=None)
-
-
-def _predict(model, batch_size, precision, result, snapshot, assumptions=None,
-             rdma=defaults.RDMA):
-    """(prediction JSON or None, why there is none or None, the NetworkPlan or None): on
-    the network --rdma gives the job (launcher.preparing.network_plan)."""
-    if not result.feasible:
-        return None, None, None
-    from launcher.preparing import network_plan
-
-    # --gpu-request auto (submit's default) takes DRA where the nodes publish DRA GPUs.
-    gpu_request = "dra" if any(n.dra_devices for n in snapshot.nodes) else "device-plugin"
-    try:
-        decision = network_plan.decide(rdma, result, snapshot, gpu_request=gpu_request)
-    except ValueError as exc:  # --rdma on that the nodes cannot honour
-        raise UsageError(str(exc)) from None
-    try:
-        network = network_plan.plan_network(rdma, model=model, batch_size=batch_size,
-                                            precision=precision, placement=result,
-                                            cluster=snapshot, assumptions=assumptions,
-                                            decision=decision)
-    except ValueError as exc:  # PredictionError and unknown models
-        return None, str(exc), network_plan.NetworkPlan(decision)
-    return network.prediction.to_json(), None, network
 
 
 def _network_json(network) -> dict:

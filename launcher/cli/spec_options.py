@@ -1,6 +1,6 @@
 """The job options of `submit mpi` and `plan`, generated from the spec fields that declare
-them (mpijob.jobspec.spec.Flag): name, help, panel, value name, default and choices are
-written once, on the field.
+them (mpijob.jobspec.spec.Flag: names, type, default, choices, each written once, on the
+field) and from how the CLI presents them (launcher.cli.job_help: help, panel, value name).
 
 `@job_options(...)` marks a typer command whose last parameter is `job: dict`; registered
 with `cls=JobOptionsCommand`, the command gets the declared options (all, or those named)
@@ -27,6 +27,7 @@ import typer
 from typer.core import TyperCommand
 
 from launcher.cli import options as opt
+from launcher.cli.job_help import SHOWN
 
 if TYPE_CHECKING:
     from mpijob.jobspec.spec import DeclaredOption
@@ -47,12 +48,12 @@ def _default(declared: DeclaredOption) -> Any:
 
 
 def _parameter(declared: DeclaredOption, required: bool) -> inspect.Parameter:
-    flag, kind = declared.flag, declared.annotation
+    flag, kind, shown = declared.flag, declared.annotation, SHOWN[declared.path]
     names = sorted(flag.names, key=lambda n: not n.startswith("--"))  # long first, as help lists
-    kwargs: dict[str, Any] = {"help": flag.help, "rich_help_panel": PANELS[flag.panel]}
-    if flag.metavar:
-        kwargs["metavar"] = flag.metavar
-    choices = flag.accepts or (kind if get_origin(kind) is Literal else None)
+    kwargs: dict[str, Any] = {"help": shown.help, "rich_help_panel": PANELS[shown.panel]}
+    if shown.metavar:
+        kwargs["metavar"] = shown.metavar
+    choices = kind if get_origin(kind) is Literal else None
     value_type: Any = kind
     if choices is not None:
         value_type = choices
@@ -61,7 +62,7 @@ def _parameter(declared: DeclaredOption, required: bool) -> inspect.Parameter:
         info = typer.Option(*names, **kwargs)
         if get_origin(kind) in (dict, tuple, list):
             value_type = list[str]  # repeatable; each value parsed by the Flag
-    default = flag.shown_default or _default(declared)
+    default = _default(declared)
     annotation = Annotated[value_type | None if default is None else value_type, info]
     return inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY,
                              annotation=annotation,

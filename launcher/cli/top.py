@@ -269,25 +269,30 @@ def _running_local_jobs(namespace: str | None, all_namespaces: bool):
 
 
 def _local_node(output: str) -> None:
+    from launcher.backends.local.gpus import gpu_state
     from launcher.backends.local.machine import this_machine
 
     m = this_machine()
-    held = sorted({g for s in _running_local_jobs(None, True) for p in s.placement
-                   for g in p.get("gpus") or []})
+    # The answer submit, plan and doctor give too: hvdk8s jobs, other programs, MIG.
+    state = gpu_state()
+    held = sorted(state.taken)
     row = {"node": m.node, "backend": "local", "cores": m.cores, "usable_cores": m.usable_cores,
-           "memory_bytes": m.memory_bytes, "gpus": m.gpus, "allocated": held,
-           "free": [g for g in range(m.gpus) if g not in held], "ready": True}
+           "memory_bytes": m.memory_bytes, "gpus": state.count, "allocated": held,
+           "free": list(state.free), "ready": True,
+           "taken_by": {str(i): who for i, who in sorted(state.taken.items())}}
     if emit_data({"nodes": [row]}, output):
         return
     memory = f"{m.memory_bytes / 2**30:.1f}Gi" if m.memory_bytes else "-"
     header = ["NODE", "CORES", "MEMORY", "GPUS", "ALLOCATED", "FREE", "BACKEND"]
-    cells = [m.node, f"{m.usable_cores}/{m.cores}", memory, str(m.gpus),
+    cells = [m.node, f"{m.usable_cores}/{m.cores}", memory, str(state.count),
              f"{len(held)} ({_ranges(held)})", f"{len(row['free'])} ({_ranges(row['free'])})",
              "local"]
     if output == "wide":
         header.append("CPU BINDING")
         cells.append(m.cpu_binding)
     _plain(header, [cells])
+    if state.taken:
+        typer.echo(f"taken: {state.taken_text()}")
 
 
 def _local_jobs(namespace: str | None, all_namespaces: bool, output: str) -> None:

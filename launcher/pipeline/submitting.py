@@ -21,8 +21,8 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults, names
 from mpijob.jobspec.elastic import refusal as elastic_refusal
 from mpijob.jobspec.spec import build_spec, fields_from_options
+from mpijob.jobspec.ssh_port import free_ssh_port
 from mpijob.k8s.gang import refusal
-from mpijob.k8s.hostnet import free_ssh_port
 from mpijob.plural import plural
 
 
@@ -52,8 +52,7 @@ def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
 
 def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER):
     """The JobSpec of these options; every problem becomes a UsageError naming the option."""
-    # --gpu-request auto is decided once the cluster is known (_with_gpu_request)
-    values = {k: v for k, v in o.values.items() if k != "gpu_request"}
+    values = dict(o.values)
     if "pod_patches" in values:  # files: read here, the pure core takes their contents
         from launcher.pipeline.podpatch_files import read_pod_patch
 
@@ -147,25 +146,9 @@ def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
     return "none"
 
 
-def _with_gpu_request(spec, choice: defaults.GpuRequestChoice, cluster):
-    """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices."""
-    if not spec.gpus_per_worker:
-        return spec
-    has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
-    mode = choice if choice != "auto" else ("dra" if has_dra else "device-plugin")
-    if mode == "dra" and cluster is not None and not has_dra:
-        raise UsageError("--gpu-request dra: no node of the cluster publishes DRA GPU devices "
-                         "(no gpu.nvidia.com ResourceSlices); use --gpu-request device-plugin")
-    if mode == "dra":
-        note("gpus: requested through DRA ResourceClaims"
-             + (" selecting the planned devices" if has_dra else
-                " (no device data: any GPUs sharing one PCIe root)"))
-    return spec.model_copy(update={"gpu_request": mode})
-
-
 def _free_host_ssh_port(spec, cluster, placement):
     """On the host network the job's sshd port is a port of its nodes: move it past ports
-    the snapshot shows in use there (mpijob.k8s.hostnet)."""
+    the snapshot shows in use there (mpijob.jobspec.ssh_port)."""
     used_on = {a.node for a in placement.assignments} if placement is not None else None
     taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
              for port in n.host_ports}
@@ -177,8 +160,8 @@ def _free_host_ssh_port(spec, cluster, placement):
     return spec.model_copy(update={"ssh_port": port})
 
 
-# The ways on when a job with GPUs has neither a cluster nor GPUs here (issue: the
-# design-card command on a laptop).
+# The ways on when a job with GPUs has neither a cluster nor GPUs here: the command a user
+# copies from the README onto a laptop must say what to do, not run something else.
 NO_CLUSTER_NO_GPU = (
     "no cluster configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config or pod service "
     "account) and this machine has {have} for --workers {workers} --gpus {gpus}: configure a "
@@ -215,7 +198,7 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
                                                        or short):
         said = ([f"note: no cluster configured and this machine has {have}: these are the "
                  "objects the job would be on a cluster"] if short and not request.cluster else [])
-        return BaseBackend(), said  # offline: a client dry run asks no cluster anything
+        return select.offline_backend(), said  # a client dry run asks no cluster anything
     if short:  # before a name is generated: no job is created
         o = request.options
         raise UserError(NO_CLUSTER_NO_GPU.format(
@@ -318,8 +301,6 @@ def run_submit(request: SubmitRequest) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    spec = _with_gpu_request(spec, options.get("gpu_request", defaults.GPU_REQUEST_CHOICE),
-                             cluster)
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None

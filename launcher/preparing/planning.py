@@ -1,7 +1,11 @@
-"""Planning a job: place it on a cluster snapshot and predict its throughput.
+"""Planning a job on a cluster snapshot: how its workers request GPUs (DRA where the nodes
+publish it, else the device plugin), where they go, their network, the predicted
+throughput and the workers' default CPU/memory requests.
 
-Shared by `submit`, `plan` and the experiment runner, and by the backends (each picks how
-its jobs are planned), so it imports no backend and nothing of the submit pipeline.
+`plan_placed` is the one plan of a placed job, for `submit` (`plan_job`, which places it
+first) and for `plan` (which places it under every policy it compares). Shared by the
+backends (each picks how its jobs are planned) and the experiment runner, so it imports
+no backend and nothing of the submit pipeline.
 """
 
 from __future__ import annotations
@@ -46,81 +50,82 @@ def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
 
 def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
              pod_security: str | None = None) -> Plan:
-    """Place the job on the snapshot, decide its network (--rdma) and predict its
-    throughput on that network; refuse what cannot fit; give the workers their default
-    CPU/memory requests. `pod_security`: the namespace's enforced Pod Security level,
-    where known."""
-    elastic = None
-    if spec.elastic:  # placed for as many workers as fit now, up to the maximum
+    """submit's plan: place the job on the snapshot (refusing what cannot fit), then
+    `plan_placed`; say what the workers' default requests are. `pod_security`: the
+    namespace's enforced Pod Security level, where known. An elastic job is placed for as
+    many workers as fit now, up to its maximum, and keeps --workers as its start size."""
+    if spec.elastic:
         from launcher.preparing.elastic_plan import plan_elastic
 
         elastic = plan_elastic(spec, cluster, assumptions)
         placed = spec.model_copy(update={"workers": elastic.plan_workers})
-        plan = _place_and_predict(placed, cluster, assumptions, pod_security)
+        plan = _place_and_plan(placed, cluster, assumptions, pod_security)
         plan.spec = plan.spec.model_copy(update={"workers": spec.workers})
         plan.notes.extend(elastic.lines)
     else:
-        plan = _place_and_predict(spec, cluster, assumptions, pod_security)
-    if plan.spec.cpu is None or plan.spec.memory is None:
-        from mpijob.jobspec.worker_share import plan_shares
-
-        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker)
-        plan.spec = plan.spec.model_copy(update={"worker_shares": shares})
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security)
+    if plan.spec.worker_shares:
         plan.notes.extend(describe_requests(plan.spec, plan.placement))
     return plan
 
 
-def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
-    """One line per distinct worker request the defaults give, with where it came from."""
-    from mpijob.jobspec.worker_share import pod_defaults
-
-    pods: list[tuple[str | None, int]] = [(a.node, len(a.gpus) if spec.gpus_per_worker else a.workers)
-            for a in placement.assignments] if placement is not None else []
-    pods = pods or [(None, spec.gpus_per_worker or 1)]
-    lines = []
-    for node, slots in pods:
-        default = pod_defaults(spec.worker_shares, node, slots)
-        if default is None:
-            continue
-        cpu, memory, source = default
-        cpu = f"{spec.cpu} per worker (--cpu)" if spec.cpu else (cpu or "none")
-        memory = f"{spec.memory} per worker (--memory)" if spec.memory else (memory or "none")
-        where = f"pod on {node}" if node else "each pod"
-        line = (f"worker requests ({where}): cpu {cpu}, memory {memory} + --shm-size "
-                f"{spec.shm_size} in its limit ({source})")
-        if line not in lines:
-            lines.append(line)
-    if len(lines) > 1:
-        lines.append("  (in operator mode every worker, from one template, requests the smallest of these)")
-    return lines
-
-
-def _place_and_predict(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-                       pod_security: str | None) -> Plan:
-    plan = Plan(spec)
+def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+                    pod_security: str | None) -> Plan:
     if cluster is None:
+        spec, said = resolve_gpu_request(spec, cluster)
         if spec.rdma == "on" and spec.gpus_per_worker:
             raise UsageError("--rdma on: no cluster snapshot to find the nodes' RDMA devices "
                              "in; pass --cluster FILE, or request the device with "
                              "--extra-resource NAME=N")
-        plan.notes.append("no cluster snapshot: the scheduler places the workers "
-                          "(pass --cluster FILE to plan)")
-        return plan
-    from mpijob.scheduling.placement import PlacementRequest, place
+        plan = _with_shares(Plan(spec, notes=[*said, "no cluster snapshot: the scheduler "
+                                              "places the workers (pass --cluster FILE to plan)"]),
+                            cluster)
+    else:
+        from mpijob.scheduling.placement import PlacementRequest, place
 
-    placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
-    if not placement.feasible:
-        if spec.gang != "none" and fits_when_idle(cluster, spec):
+        placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
+        if placement.feasible:
+            plan = plan_placed(spec, cluster, placement, assumptions, pod_security)
+        elif spec.gang != "none" and fits_when_idle(cluster, spec):
             # A gang scheduler queues what does not fit now and places it when it does.
-            plan.notes.append(f"the job does not fit the cluster now ({placement.reason}); "
-                              f"{spec.gang} queues it and places it when it fits")
-            return plan
-        raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
-    plan.placement = placement
+            spec, said = resolve_gpu_request(spec, cluster)
+            plan = _with_shares(Plan(spec, notes=[
+                *said, f"the job does not fit the cluster now ({placement.reason}); "
+                f"{spec.gang} queues it and places it when it fits"]), cluster)
+        else:
+            raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
+    return plan
+
+
+def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None) -> tuple[JobSpec, list[str]]:
+    """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices (the
+    network decision depends on it: GPUs and NICs paired through DRA); the spec with the
+    choice made, and what to say about it."""
     if not spec.gpus_per_worker:
-        if assumptions is not None:
-            _predict_cpu_workers(plan, spec, placement, cluster, assumptions)
-        return plan
+        return spec.model_copy(update={"gpu_request": "device-plugin"}), []
+    has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
+    choice = spec.gpu_request
+    mode = choice if choice != "auto" else ("dra" if has_dra else "device-plugin")
+    if mode == "dra" and cluster is not None and not has_dra:
+        raise UsageError("--gpu-request dra: no node of the cluster publishes DRA GPU devices "
+                         "(no gpu.nvidia.com ResourceSlices); use --gpu-request device-plugin")
+    said = (["gpus: requested through DRA ResourceClaims"
+             + (" selecting the planned devices" if has_dra else
+                " (no device data: any GPUs sharing one PCIe root)")] if mode == "dra" else [])
+    return spec.model_copy(update={"gpu_request": mode}), said
+
+
+def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
+                assumptions: Assumptions | None = None, pod_security: str | None = None) -> Plan:
+    """The one plan of a job on a feasible placement, for `submit` and `plan` alike: how
+    its GPUs are requested (DRA where the nodes publish it), its network (--rdma: the
+    device the workers request, or TCP), its throughput on that network, and the workers'
+    default CPU/memory requests (a share of each planned node)."""
+    spec, said = resolve_gpu_request(spec, cluster)
+    plan = Plan(spec, placement=placement, notes=said)
+    if not spec.gpus_per_worker:
+        _predict_cpu_workers(plan, spec, placement, cluster, assumptions)
+        return _with_shares(plan, cluster)
     from launcher.preparing import network_plan
     from mpijob.jobspec.spec import RdmaRequest
 
@@ -145,17 +150,53 @@ def _place_and_predict(spec: JobSpec, cluster: Cluster | None, assumptions: Assu
     except ValueError as exc:
         plan.network = network_plan.NetworkPlan(decision)
         plan.notes.append(f"no prediction: {exc}")
+    return _with_shares(plan, cluster)
+
+
+def _with_shares(plan: Plan, cluster: Cluster | None) -> Plan:
+    """The workers' default CPU/memory requests where --cpu/--memory leave them open."""
+    if plan.spec.cpu is None or plan.spec.memory is None:
+        from mpijob.jobspec.worker_share import plan_shares
+
+        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker)
+        plan.spec = plan.spec.model_copy(update={"worker_shares": shares})
     return plan
 
 
+def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
+    """One line per distinct worker request the defaults give, with where it came from."""
+    from mpijob.jobspec.worker_share import pod_defaults
+
+    pods: list[tuple[str | None, int]] = ([(a.node, a.slots) for a in placement.assignments]
+                                          if placement is not None else [])
+    pods = pods or [(None, spec.gpus_per_worker or 1)]
+    lines = []
+    for node, slots in pods:
+        default = pod_defaults(spec.worker_shares, node, slots)
+        if default is None:
+            continue
+        cpu, memory, source = default
+        cpu = f"{spec.cpu} per worker (--cpu)" if spec.cpu else (cpu or "none")
+        memory = f"{spec.memory} per worker (--memory)" if spec.memory else (memory or "none")
+        where = f"pod on {node}" if node else "each pod"
+        line = (f"worker requests ({where}): cpu {cpu}, memory {memory} + --shm-size "
+                f"{spec.shm_size} in its limit ({source})")
+        if line not in lines:
+            lines.append(line)
+    if len(lines) > 1:
+        lines.append("  (in operator mode every worker, from one template, requests the smallest of these)")
+    return lines
+
+
 def _predict_cpu_workers(plan: Plan, spec, placement, cluster, assumptions) -> None:
-    from mpijob.perf.perfmodel import predict
+    """CPU workers: predicted only from a calibration (the perf model says so otherwise)."""
+    from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, predict
 
     try:
         plan.prediction = predict(model=spec.benchmark.model,
                                   batch_size=spec.benchmark.batch_size,
-                                  precision=spec.benchmark.precision,
-                                  placement=placement, cluster=cluster, assumptions=assumptions)
+                                  precision=spec.benchmark.precision, placement=placement,
+                                  cluster=cluster, assumptions=assumptions or DEFAULT_ASSUMPTIONS)
     except ValueError as exc:
         plan.notes.append(f"no prediction: {exc}")
 

@@ -1,7 +1,8 @@
 """Gang schedulers behind one protocol (mpijob.gang.base), one module per scheduler, and the
 registry: which exist, in the order `--gang` prefers them when several are installed.
 
-Nothing outside this package compares a gang scheduler's name (tests/test_gang_registry.py)."""
+Nothing outside this package compares a gang scheduler's name
+(tests/mpijob/gang/test_gang_registry.py)."""
 
 from __future__ import annotations
 

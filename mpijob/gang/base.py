@@ -13,12 +13,9 @@ declared here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
 from mpijob.scheduling.findings import OK, WARN, Finding
-
-if TYPE_CHECKING:
-    from mpijob.jobspec.spec import JobSpec
 
 PODS, OPERATOR = "pods", "operator"
 
@@ -41,11 +38,16 @@ class ApiKind:
 class GangRequest:
     """The workers of one job as a gang scheduler sees them."""
 
-    spec: JobSpec
+    job: str  # the job's name
+    queue: str | None  # --queue
+    priority_class: str | None  # --priority
     group: str  # the pod group's name (names.pod_group)
     members: int  # worker pods
     gpus: int  # GPUs of all workers together
     meta: dict  # metadata for the group object (mpijob.k8s.render.metadata)
+    # The rack or block the plan keeps the job in, where this scheduler enforces it
+    # (mpijob.scheduling.network.NetworkDomain; None: no such constraint).
+    domain: Any = None
 
 
 def condition(obj: dict | None, ctype: str) -> dict | None:
@@ -76,6 +78,9 @@ class GangScheduler:
     operator_podgroup: ClassVar[bool] = False
     operator_flag_hint: ClassVar[str] = ""
     support: ClassVar[dict[str, str]]  # README "Gang scheduling by mode", per mode
+    # It can keep a gang inside one network domain (defaults.NetworkScheduler): the
+    # snapshot marks the levels it knows, and the plan's domain goes on what it reads.
+    keeps_network_domain: ClassVar[bool] = False
 
     # -- both modes ---------------------------------------------------------------------
     def refusal(self, mode: str) -> str | None:
@@ -101,14 +106,19 @@ class GangScheduler:
         --gang-scheduling (operator_podgroup schedulers get the operator's own)."""
         return None
 
-    def operator_labels(self, spec: JobSpec) -> dict[str, str]:
+    def operator_labels(self, queue: str | None) -> dict[str, str]:
         """Labels on the MPIJob and on its worker pod template."""
         return {}
 
-    # -- network topology (mpijob.k8s.render_network) -----------------------------------
-    def with_network_topology(self, obj: dict, domain) -> dict | None:
-        """`obj` rewritten to keep the gang inside `domain`; None where it is not ours."""
-        return None
+    # -- the plan's network domain (GangRequest.domain; objects() puts it on the group) ---
+    def topology_annotations(self, domain) -> dict[str, str]:
+        """Annotations of the worker pods, or of the MPIJob's worker template, that keep
+        the gang inside `domain`."""
+        return {}
+
+    def root_topology_annotations(self, domain) -> dict[str, str]:
+        """Annotations of the MPIJob that keep the gang inside `domain`."""
+        return {}
 
     # -- why a job waits (read by the backend) ------------------------------------------
     def podgroup_reason(self, pg: dict | None, job: str) -> str | None:

@@ -29,8 +29,6 @@ model (launcher/testing/kubeapi/kai.py) cites the same files for what it does.
 
 from __future__ import annotations
 
-import copy
-
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
 from mpijob.jobspec import names
 
@@ -57,8 +55,8 @@ def podgroup_name(root: dict, job: str) -> str:
     return names.pod_group(job)
 
 
-def queue_of(spec) -> str:
-    return spec.queue or DEFAULT_QUEUE
+def queue_of(queue: str | None) -> str:
+    return queue or DEFAULT_QUEUE
 
 
 class Kai(GangScheduler):
@@ -69,6 +67,7 @@ class Kai(GangScheduler):
     podgroup = PODGROUP
     created_kinds = (PODGROUP,)
     queue = "optional"
+    keeps_network_domain = True
     unowned_kinds = ("Pod",)
     support = {
         PODS: "gang-scheduled by KAI (PodGroup, minMember; workers not owned by the Job, "
@@ -78,45 +77,46 @@ class Kai(GangScheduler):
     }
 
     def pod_metadata(self, req: GangRequest) -> dict:
-        return {"labels": {QUEUE_LABEL: queue_of(req.spec)},
+        return {"labels": {QUEUE_LABEL: queue_of(req.queue)},
                 "annotations": {GROUP_ANNOTATION: req.group}}
 
     def objects(self, req: GangRequest) -> list[dict]:
-        body: dict = {"minMember": req.members, "queue": queue_of(req.spec)}
-        if req.spec.priority_class:
-            body["priorityClassName"] = req.spec.priority_class
+        body: dict = {"minMember": req.members, "queue": queue_of(req.queue)}
+        if req.priority_class:
+            body["priorityClassName"] = req.priority_class
+        if (constraint := self._constraint(req.domain)) is not None:
+            body["topologyConstraint"] = constraint
         return [{"apiVersion": PODGROUP.api_version, "kind": PODGROUP.kind,
                  "metadata": req.meta, "spec": body}]
 
-    def operator_labels(self, spec) -> dict[str, str]:
-        return {QUEUE_LABEL: queue_of(spec)}
+    def operator_labels(self, queue: str | None) -> dict[str, str]:
+        return {QUEUE_LABEL: queue_of(queue)}
 
     def operator_scheduling_policy(self, replicas: int) -> dict | None:
         return {"minAvailable": replicas}
 
-    def with_network_topology(self, obj: dict, domain) -> dict | None:
-        """KAI topology-aware scheduling (docs/topology in KAI-Scheduler): required = the
-        level hvdk8s's plan keeps the job in, preferred = the rack inside a block. On
-        hvdk8s's PodGroup as spec.topologyConstraint; on the MPIJob as the annotations
-        KAI's podgrouper copies into the PodGroup it makes (defaultgrouper)."""
-        if not (domain.label and domain.topology):
+    # KAI topology-aware scheduling (docs/topology in KAI-Scheduler): required = the level
+    # hvdk8s's plan keeps the job in, preferred = the rack inside a block. On hvdk8s's
+    # PodGroup as spec.topologyConstraint; on the MPIJob as the annotations KAI's
+    # podgrouper copies into the PodGroup it makes (defaultgrouper).
+    @staticmethod
+    def _constraint(domain) -> dict | None:
+        if domain is None or not (domain.label and domain.topology):
             return None
         constraint = {"topology": domain.topology, "requiredTopologyLevel": domain.label}
         if domain.inner_label:
             constraint["preferredTopologyLevel"] = domain.inner_label
-        if obj.get("kind") == PODGROUP.kind and obj.get("apiVersion") == PODGROUP.api_version:
-            obj = copy.deepcopy(obj)
-            obj["spec"]["topologyConstraint"] = constraint
-            return obj
-        if obj.get("kind") == "MPIJob":
-            obj = copy.deepcopy(obj)
-            notes = obj["metadata"].setdefault("annotations", {})
-            notes[TOPOLOGY_ANNOTATION] = constraint["topology"]
-            notes[REQUIRED_PLACEMENT] = constraint["requiredTopologyLevel"]
-            if "preferredTopologyLevel" in constraint:
-                notes[PREFERRED_PLACEMENT] = constraint["preferredTopologyLevel"]
-            return obj
-        return None
+        return constraint
+
+    def root_topology_annotations(self, domain) -> dict[str, str]:
+        constraint = self._constraint(domain)
+        if constraint is None:
+            return {}
+        notes = {TOPOLOGY_ANNOTATION: constraint["topology"],
+                 REQUIRED_PLACEMENT: constraint["requiredTopologyLevel"]}
+        if "preferredTopologyLevel" in constraint:
+            notes[PREFERRED_PLACEMENT] = constraint["preferredTopologyLevel"]
+        return notes
 
     def podgroup_reason(self, pg: dict | None, job: str) -> str | None:
         for c in ((pg or {}).get("status") or {}).get("schedulingConditions") or []:

@@ -4,10 +4,7 @@ whole (one Workload), and the MPIJob and its pod templates name the queue."""
 
 from __future__ import annotations
 
-import copy
-
 from mpijob.gang.base import OPERATOR, PODS, GangScheduler, condition
-from mpijob.jobspec import names
 from mpijob.scheduling.findings import INFO, OK, WARN, Finding
 
 NAME = "kueue"
@@ -66,23 +63,13 @@ class Kueue(GangScheduler):
     def refusal(self, mode: str) -> str | None:
         return PODS_REFUSED if mode == PODS else None
 
-    def operator_labels(self, spec) -> dict[str, str]:
-        return {QUEUE_LABEL: spec.queue}
+    def operator_labels(self, queue: str | None) -> dict[str, str]:
+        return {QUEUE_LABEL: queue} if queue else {}
 
-    def with_network_topology(self, obj: dict, domain) -> dict | None:
-        if not domain.label:
-            return None
-        if obj.get("kind") == "MPIJob":
-            obj = copy.deepcopy(obj)
-            meta = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"].setdefault("metadata", {})
-        elif (obj.get("kind") == "Pod" and (obj.get("metadata") or {}).get("labels", {}).get(
-                names.LABEL_ROLE) == names.ROLE_WORKER):
-            obj = copy.deepcopy(obj)
-            meta = obj["metadata"]
-        else:
-            return None
-        meta.setdefault("annotations", {})[REQUIRED_TOPOLOGY] = domain.label
-        return obj
+    keeps_network_domain = True  # by the pod set's required topology:
+
+    def topology_annotations(self, domain) -> dict[str, str]:
+        return {REQUIRED_TOPOLOGY: domain.label} if domain.label else {}
 
     def workload_reason(self, workloads: list[dict]) -> str:
         """Why Kueue has not admitted the job, from its Workload's QuotaReserved condition."""

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import copy
-
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
 
 NAME = "volcano"
@@ -20,6 +18,7 @@ class Volcano(GangScheduler):
     podgroup = PODGROUP
     created_kinds = (PODGROUP,)
     queue = "optional"
+    keeps_network_domain = True
     operator_podgroup = True
     operator_flag_hint = "volcano"
     support = {
@@ -38,25 +37,20 @@ class Volcano(GangScheduler):
         # Without it the group is enqueued at once; minMember still binds all or none
         # (launcher/testing/kubeapi/volcano.py cites both).
         body: dict = {"minMember": req.members}
-        if req.spec.queue:
-            body["queue"] = req.spec.queue
-        if req.spec.priority_class:
-            body["priorityClassName"] = req.spec.priority_class
+        if req.queue:
+            body["queue"] = req.queue
+        if req.priority_class:
+            body["priorityClassName"] = req.priority_class
+        if req.domain is not None:
+            # Volcano network-topology-aware scheduling: `spec.networkTopology: {mode: hard,
+            # highestTierAllowed: N}` keeps the whole group inside one HyperNode of tier
+            # <= N (https://volcano.sh/en/docs/network_topology_aware_scheduling/, "Network
+            # Topology Constraints"). The PodGroup the MPI operator makes from
+            # schedulingPolicy has no such field: nothing in operator mode.
+            body["networkTopology"] = {"mode": "hard",
+                                       "highestTierAllowed": req.domain.volcano_tier}
         return [{"apiVersion": PODGROUP.api_version, "kind": PODGROUP.kind,
                  "metadata": req.meta, "spec": body}]
 
     def operator_flag_ok(self, flag: str) -> bool:
         return flag == self.operator_flag_hint
-
-    def with_network_topology(self, obj: dict, domain) -> dict | None:
-        # Volcano network-topology-aware scheduling: `spec.networkTopology: {mode: hard,
-        # highestTierAllowed: N}` on the PodGroup keeps the whole group inside one HyperNode
-        # of tier <= N (https://volcano.sh/en/docs/network_topology_aware_scheduling/,
-        # "Network Topology Constraints"). The PodGroup the MPI operator makes from
-        # schedulingPolicy has no such field: nothing in operator mode.
-        if obj.get("kind") != PODGROUP.kind or obj.get("apiVersion") != PODGROUP.api_version:
-            return None
-        obj = copy.deepcopy(obj)
-        obj["spec"]["networkTopology"] = {"mode": "hard",
-                                          "highestTierAllowed": domain.volcano_tier}
-        return obj

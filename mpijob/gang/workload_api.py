@@ -58,6 +58,6 @@ class WorkloadApi(GangScheduler):
         return [{"apiVersion": WORKLOAD.api_version, "kind": WORKLOAD.kind,
                  "metadata": req.meta,
                  "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job",
-                                            "name": names.launcher(req.spec.name)},
+                                            "name": names.launcher(req.job)},
                           "podGroups": [{"name": POD_GROUP,
                                          "policy": {"gang": {"minCount": req.members}}}]}}]

@@ -20,8 +20,8 @@ Precision = Literal["fp32", "fp16"]
 # The built-in benchmark's models (the spec accepts them in any case).
 BenchmarkModel = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "inception3"]
 BENCHMARK_MODELS = get_args(BenchmarkModel)
-# The gang schedulers (mpijob.gang's registry; tests/test_gang_registry.py keeps them equal),
-# and those that place by network level (a cluster file's `network.scheduler`).
+# The gang schedulers (mpijob.gang's registry; tests/mpijob/gang/test_gang_registry.py keeps
+# them equal), and those that place by network level (a cluster file's `network.scheduler`).
 GangScheduler = Literal["none", "volcano", "scheduler-plugins", "kueue", "kai", "workload-api"]
 NetworkScheduler = Literal["kueue", "volcano", "kai"]
 # How workers ask for GPUs: the device plugin's count, or DRA claims (mpijob.k8s.dra);
@@ -73,7 +73,7 @@ QUICK_BATCH_SIZE = 8
 QUICK_NUM_BATCHES = 10
 QUICK_NUM_WARMUP_BATCHES = 2
 # The benchmark's input: synthetic images, or ImageNet TFRecords (tf_cnn_benchmarks'
-# --data_name; issue 24).
+# --data_name), so a run can also measure the input pipeline.
 DataName = Literal["synthetic", "imagenet"]
 DATA_NAMES = get_args(DataName)
 DATA_NAME: DataName = "synthetic"

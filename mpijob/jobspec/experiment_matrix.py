@@ -119,7 +119,7 @@ class Matrix(BaseModel):
     num_batches: list[int] = Field(default=[defaults.NUM_BATCHES], min_length=1)
     num_warmup_batches: list[int] = Field(default=[defaults.NUM_WARMUP_BATCHES], min_length=1)
     xla: list[bool] = Field(default=[False], min_length=1)
-    # The benchmark's input (issue 24): synthetic images, or ImageNet TFRecords from the
+    # The benchmark's input: synthetic images, or ImageNet TFRecords from the
     # experiment's data_dir; the report puts the two side by side.
     data: list[defaults.DataName] = Field(default=[defaults.DATA_NAME], min_length=1)
 

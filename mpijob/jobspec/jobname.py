@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Collection, Iterable
 
 from mpijob.jobspec import names
-from mpijob.k8s.command import LAUNCHER_PROGRAMS
+from mpijob.jobspec.launch_line import LAUNCHER_PROGRAMS
 
 # Kubernetes' generateName alphabet and length: no vowels (no words by accident), no
 # look-alikes such as 0/o, 1/l (k8s.io/apimachinery pkg/util/rand/rand.go, `alphanums`;

@@ -2,8 +2,8 @@
 
 Not `kubernetes.utils.parse_quantity`: importing it loads the whole client (260-360 ms on
 the development machine, against 4 ms for this module), which every CLI start would pay;
-tests/test_quantity_oracle.py checks that both give the same value or both refuse. The test
-API server parses with this module too, so there is one grammar."""
+tests/mpijob/jobspec/test_quantity_oracle.py checks that both give the same value or both
+refuse. The test API server parses with this module too, so there is one grammar."""
 
 from __future__ import annotations
 

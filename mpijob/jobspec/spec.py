@@ -31,7 +31,7 @@ from mpijob.jobspec import defaults, names
 from mpijob.jobspec.defaults import (
     CleanPodPolicy,
     GangScheduler,
-    GpuRequest,
+    GpuRequestChoice,
     MPIImplementation,
     PlacementPolicy,
     Precision,
@@ -39,17 +39,17 @@ from mpijob.jobspec.defaults import (
     RdmaChoice,
 )
 from mpijob.jobspec.elastic import check_bounds
+from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
+from mpijob.jobspec.launch_line import is_launcher_line
 from mpijob.jobspec.options import parse_count, parse_key_value
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
+from mpijob.jobspec.ssh_port import derived_ssh_port
 from mpijob.jobspec.toleration import (
     Toleration,
     parse_toleration,
 )
 from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts, parse_data, parse_data_dir
 from mpijob.jobspec.worker_share import ResourceShare
-from mpijob.k8s.command import is_launcher_line
-from mpijob.k8s.hostnet import derived_ssh_port
-from mpijob.scheduling.rdma import nccl_env
 from mpijob.wellknown import GPU_RESOURCE
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -62,14 +62,8 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 BenchmarkModel = defaults.BenchmarkModel
 BENCHMARK_MODELS = defaults.BENCHMARK_MODELS
-# Set in every job unless the user sets them: TensorFlow's C++ INFO lines (the oneDNN notice,
-# the CPU feature guard) would open every rank's log; level 1 keeps warnings and errors
-# (checked with TF 2.15: 0 prints the banners, 1 hides them).
-DEFAULT_JOB_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1"}
 
 
-# Where `submit mpi --help` lists an option (launcher.cli.spec_options gives the titles).
-Panel = Literal["job", "placement", "pods", "network", "data", "benchmark"]
 EVERY_BACKEND = ("kubernetes", "local")
 KUBERNETES_ONLY = ("kubernetes",)
 
@@ -79,33 +73,24 @@ class Flag:
     """The command-line option that sets a field (`Annotated[int, Flag("--workers", ...)]`), so
     an error about the field names what the user typed.
 
-    With `help`, the field also declares the option, once: `submit mpi` and `plan` are
-    generated from these (launcher.cli.spec_options), with the field's type, default and
-    Literal choices, and `parse_options` turns the values typed into the field's value. A
-    Flag without help names an option declared elsewhere (a request option such as
+    The field also declares the option, once: `submit mpi` and `plan` are generated from
+    these (launcher.cli.spec_options), with the field's type, default and Literal choices,
+    and the CLI's presentation of it (launcher.cli.job_help: help, panel, value name);
+    `fields_from_options` turns the values typed into the field's value. A Flag with
+    `declares=False` names an option declared elsewhere (a request option such as
     --gang-scheduler, or a field the plan fills)."""
 
     option: str  # as messages name it: "--shm-size", "-e/--env"
-    help: str | None = None
-    panel: Panel = "job"
-    metavar: str | None = None
+    declares: bool = True
     aliases: tuple[str, ...] = ()  # more spellings that messages do not use ("-w")
     # One value as typed (text, and the option's name for messages) -> the field's value,
     # or one item of it: a (key, value) pair for a mapping field.
     parse: Callable[[str, str], Any] | None = None
-    # The option takes these instead of the field's Literal (--gpu-request auto, which
-    # the pipeline decides once the cluster is known), with this default shown.
-    accepts: Any = None
-    shown_default: str | None = None
     case_sensitive: bool = True
     # The backends the option means something to; the others ignore it, saying so, or
     # refuse it where a job without it would run wrong (a data mount gone missing).
     backends: tuple[str, ...] = EVERY_BACKEND
     elsewhere: Literal["ignore", "refuse"] = "ignore"
-
-    @property
-    def declares(self) -> bool:
-        return self.help is not None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -117,29 +102,18 @@ class BenchmarkSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: Annotated[str, Flag(
-        "--model", panel="benchmark", metavar="MODEL",
-        help="Benchmark model, and the model of the throughput prediction: "
-        f"{', '.join(defaults.BENCHMARK_MODELS)}.")] = defaults.MODEL
-    batch_size: Annotated[int, Flag("--batch-size", panel="benchmark", metavar="N", help="Batch size per GPU.")] = Field(defaults.BATCH_SIZE, ge=1, le=4096)
-    num_batches: Annotated[int, Flag("--num-batches", panel="benchmark", metavar="N", help="Benchmark: timed steps.")] = Field(defaults.NUM_BATCHES, ge=1)
-    num_warmup_batches: Annotated[int, Flag(
-        "--num-warmup-batches", panel="benchmark", metavar="N",
-        help="Benchmark: untimed steps first.")] = Field(
+    model: Annotated[str, Flag("--model")] = defaults.MODEL
+    batch_size: Annotated[int, Flag("--batch-size")] = Field(defaults.BATCH_SIZE, ge=1, le=4096)
+    num_batches: Annotated[int, Flag("--num-batches")] = Field(defaults.NUM_BATCHES, ge=1)
+    num_warmup_batches: Annotated[int, Flag("--num-warmup-batches")] = Field(
         defaults.NUM_WARMUP_BATCHES, ge=0)
-    image_size: Annotated[int | None, Flag(
-        "--image-size", panel="benchmark", metavar="PIXELS",
-        help="Benchmark image size (small sizes for CPU runs).")] = Field(None, ge=32, le=1024)
-    use_fp16: Annotated[bool, Flag("--use-fp16", panel="benchmark", help="Benchmark: mixed precision.")] = False
-    xla: Annotated[bool, Flag("--xla", panel="benchmark", help="Benchmark: XLA compilation.")] = False
-    # issue 24: real input (left out of the dump at their defaults, as recorded specs were)
-    data_name: Annotated[defaults.DataName, Flag(
-        "--data-name", panel="benchmark", help="Benchmark input: synthetic images, or "
-        "ImageNet TFRecords from --benchmark-data-dir.")] = defaults.DATA_NAME
-    data_dir: Annotated[str | None, Flag(
-        "--benchmark-data-dir", panel="benchmark", metavar="DIR",
-        help="Benchmark: the directory of ImageNet TFRecords (train-*-of-*) as the ranks "
-        "see it (with --data-name imagenet).")] = None
+    image_size: Annotated[int | None, Flag("--image-size")] = Field(None, ge=32, le=1024)
+    use_fp16: Annotated[bool, Flag("--use-fp16")] = False
+    xla: Annotated[bool, Flag("--xla")] = False
+    # Real input; left out of the dump at their defaults, so specs recorded before they
+    # existed read the same
+    data_name: Annotated[defaults.DataName, Flag("--data-name")] = defaults.DATA_NAME
+    data_dir: Annotated[str | None, Flag("--benchmark-data-dir")] = None
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
@@ -212,31 +186,25 @@ class Network(BaseModel):
 class RunPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    clean_pod_policy: Annotated[CleanPodPolicy, Flag(
-        "--clean-pod-policy", help="Which pods to delete when the job ends.",
-        backends=KUBERNETES_ONLY)] = defaults.CLEAN_POD_POLICY
-    backoff_limit: Annotated[int | None, Flag(
-        "--backoff-limit", metavar="N", backends=KUBERNETES_ONLY,
-        help="Launcher retries (default 0: a failed run ends the job).")] = Field(None, ge=0)
-    ttl_seconds_after_finished: Annotated[int | None, Flag(
-        "--ttl", metavar="SECONDS", backends=KUBERNETES_ONLY,
-        help="Delete the finished job after this many seconds (ttlSecondsAfterFinished).")] = Field(None, ge=0)
-    active_deadline_seconds: Annotated[int | None, Flag(
-        "--active-deadline", metavar="SECONDS",
-        help="Fail the job after this many seconds (activeDeadlineSeconds).")] = Field(None, ge=1)
+    clean_pod_policy: Annotated[CleanPodPolicy, Flag("--clean-pod-policy", backends=KUBERNETES_ONLY)] = defaults.CLEAN_POD_POLICY
+    backoff_limit: Annotated[int | None, Flag("--backoff-limit", backends=KUBERNETES_ONLY)] = Field(None, ge=0)
+    ttl_seconds_after_finished: Annotated[int | None, Flag("--ttl", backends=KUBERNETES_ONLY)] = Field(None, ge=0)
+    active_deadline_seconds: Annotated[int | None, Flag("--active-deadline")] = Field(None, ge=1)
 
 
 _OMIT_AT_DEFAULT: dict[str, object] = {
-    "cross_zone": False, "gpu_request": defaults.GPU_REQUEST,
+    # auto is decided by the plan; both it and the device plugin are what a spec recorded
+    # before DRA meant.
+    "cross_zone": False, "gpu_request": frozenset({"auto", defaults.GPU_REQUEST}),
     "run_as_user": None, "run_as_group": None,
     "start_timeout": defaults.START_TIMEOUT_SECONDS,
     "min_workers": None, "max_workers": None,
-    # issue 24: data volumes and pod fields
+    # data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
-    # issue 23: RDMA and other device resources
+    # RDMA and other device resources
     "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": (),
-    # issue 20: the workers' default CPU/memory requests
+    # the workers' default CPU/memory requests
     "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -255,162 +223,67 @@ class PodPatch(BaseModel):
 class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: Annotated[str, Flag(
-        "--name", metavar="NAME", help="Job name, a DNS-1035 label (default: the model or "
-        "program plus a random suffix, e.g. resnet50-x7k2p).")]
-    namespace: Annotated[str, Flag("-n/--namespace")] = defaults.NAMESPACE
-    image: Annotated[str, Flag("--image", metavar="IMAGE", help="Training image.", backends=KUBERNETES_ONLY)] = defaults.IMAGE
-    workers: Annotated[int, Flag(
-        "--workers", aliases=("-w",), metavar="N",
-        help="Workers, each with --gpus GPUs. With a placement, the workers that land on "
-        "one node share one pod (so they can use NVLink). Elastic jobs: the count to start "
-        "with.")] = Field(defaults.WORKERS, ge=1, le=4096)
+    name: Annotated[str, Flag("--name")]
+    namespace: Annotated[str, Flag("-n/--namespace", declares=False)] = defaults.NAMESPACE
+    image: Annotated[str, Flag("--image", backends=KUBERNETES_ONLY)] = defaults.IMAGE
+    workers: Annotated[int, Flag("--workers", aliases=("-w",))] = Field(defaults.WORKERS, ge=1, le=4096)
     # Elastic Horovod (mpijob.jobspec.elastic): the job runs while at least min_workers live.
-    min_workers: Annotated[int | None, Flag(
-        "--min-workers", metavar="N", help="Elastic (Horovod elastic, Gloo): the fewest "
-        "workers the job runs on; a lost worker does not end it while this many remain. "
-        "Default --workers.")] = Field(None, ge=1, le=4096)
-    max_workers: Annotated[int | None, Flag(
-        "--max-workers", metavar="N", help="Elastic: the most workers; more join as GPUs "
-        "free up, or with hvdk8s scale. Default --workers.")] = Field(None, ge=1, le=4096)
-    gpus_per_worker: Annotated[int, Flag(
-        "--gpus", aliases=("-g",), metavar="N", help="GPUs per worker; 0 runs ranks on the CPU.")] = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
-    cpu: Annotated[str | None, Flag("--cpu", panel="pods", metavar="QUANTITY", help="CPU per worker (e.g. 4, 500m).")] = None
-    memory: Annotated[str | None, Flag(
-        "--memory", panel="pods", metavar="QUANTITY", help="Memory per worker (e.g. 16Gi).",
-        backends=KUBERNETES_ONLY)] = None
-    env: Annotated[dict[str, str], Flag(
-        "-e/--env", metavar="KEY=VALUE", help="K=V, repeatable.", parse=parse_key_value)] = Field(default_factory=dict)
+    min_workers: Annotated[int | None, Flag("--min-workers")] = Field(None, ge=1, le=4096)
+    max_workers: Annotated[int | None, Flag("--max-workers")] = Field(None, ge=1, le=4096)
+    gpus_per_worker: Annotated[int, Flag("--gpus", aliases=("-g",))] = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
+    cpu: Annotated[str | None, Flag("--cpu")] = None
+    memory: Annotated[str | None, Flag("--memory", backends=KUBERNETES_ONLY)] = None
+    env: Annotated[dict[str, str], Flag("-e/--env", parse=parse_key_value)] = Field(default_factory=dict)
     # argv, or one shell string when `shell` is true (arena's `"python train.py --x"`).
-    command: Annotated[tuple[str, ...], Flag("COMMAND")] = ()
+    command: Annotated[tuple[str, ...], Flag("COMMAND", declares=False)] = ()
     shell: bool = False
-    mpi_implementation: Annotated[MPIImplementation, Flag(
-        "--mpi", case_sensitive=False, help="MPI implementation of the image (any case).")] = defaults.MPI_IMPLEMENTATION
+    mpi_implementation: Annotated[MPIImplementation, Flag("--mpi", case_sensitive=False)] = defaults.MPI_IMPLEMENTATION
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
-    gang: Annotated[GangScheduler, Flag("--gang-scheduler")] = defaults.GANG_SCHEDULER
-    queue: Annotated[str | None, Flag(
-        "--queue", panel="placement", metavar="QUEUE", help="Volcano queue or Kueue LocalQueue.",
-        backends=KUBERNETES_ONLY)] = None
+    gang: Annotated[GangScheduler, Flag("--gang-scheduler", declares=False)] = defaults.GANG_SCHEDULER
+    queue: Annotated[str | None, Flag("--queue", backends=KUBERNETES_ONLY)] = None
     # Defaults to the gang scheduler's own name (volcano, scheduler-plugins-scheduler).
-    scheduler_name: Annotated[str | None, Flag(
-        "--scheduler-name", panel="placement", metavar="SCHEDULER", backends=KUBERNETES_ONLY,
-        help="Scheduler for the workers (default: the gang scheduler's, else the cluster "
-        "default).")] = None
-    priority_class: Annotated[str | None, Flag(
-        "--priority", panel="placement", metavar="PRIORITYCLASS", help="PriorityClass name.",
-        backends=KUBERNETES_ONLY)] = None
-    node_selector: Annotated[dict[str, str], Flag(
-        "--selector", panel="placement", metavar="KEY=VALUE", parse=parse_key_value,
-        backends=KUBERNETES_ONLY,
-        help="Node label KEY=VALUE the workers' nodes must have; repeatable.")] = Field(default_factory=dict)
-    tolerations: Annotated[tuple[Toleration, ...], Flag(
-        "--toleration", panel="placement", metavar="TOLERATION", parse=parse_toleration,
-        backends=KUBERNETES_ONLY,
-        help="Tolerate a taint: key=value:Effect, key:Effect, key or all; repeatable.")] = ()
-    labels: Annotated[dict[str, str], Flag(
-        "--label", panel="pods", metavar="KEY=VALUE", help="k=v, repeatable.",
-        parse=parse_key_value, backends=KUBERNETES_ONLY)] = Field(default_factory=dict)
-    annotations: Annotated[dict[str, str], Flag(
-        "--annotation", panel="pods", metavar="KEY=VALUE", help="k=v, repeatable.",
-        parse=parse_key_value, backends=KUBERNETES_ONLY)] = Field(default_factory=dict)
-    image_pull_secrets: Annotated[tuple[str, ...], Flag(
-        "--image-pull-secret", panel="pods", metavar="SECRET", backends=KUBERNETES_ONLY,
-        help="Secret for a private registry; repeatable.")] = ()
-    image_pull_policy: Annotated[PullPolicy, Flag(
-        "--image-pull-policy", panel="pods", help="When the kubelet pulls the image.",
-        backends=KUBERNETES_ONLY)] = defaults.PULL_POLICY
-    shm_size: Annotated[str, Flag(
-        "--shm-size", panel="pods", metavar="QUANTITY", help="/dev/shm size.",
-        backends=KUBERNETES_ONLY)] = defaults.SHM_SIZE
-    host_network: Annotated[bool, Flag(
-        "--host-network", panel="network", backends=KUBERNETES_ONLY,
-        help="Run pods on the node's network (the node's NICs for TCP; RDMA still needs "
-        "--rdma: host networking does not give a container /dev/infiniband).")] = False
-    network_interface: Annotated[str | None, Flag(
-        "--network-interface", panel="network", metavar="INTERFACE",
-        help="NIC for MPI/NCCL with --host-network.")] = None
-    launcher_cpu: Annotated[str, Flag(
-        "--launcher-cpu", panel="pods", metavar="QUANTITY", backends=KUBERNETES_ONLY,
-        help="CPU for the launcher pod (it only runs mpirun; it never gets a GPU).")] = defaults.LAUNCHER_CPU
-    launcher_memory: Annotated[str, Flag(
-        "--launcher-memory", panel="pods", metavar="QUANTITY",
-        help="Memory for the launcher pod.", backends=KUBERNETES_ONLY)] = defaults.LAUNCHER_MEMORY
-    placement_policy: Annotated[PlacementPolicy, Flag(
-        "--placement", panel="placement",
-        help="How workers are placed on nodes and GPUs.")] = defaults.PLACEMENT_POLICY
+    scheduler_name: Annotated[str | None, Flag("--scheduler-name", backends=KUBERNETES_ONLY)] = None
+    priority_class: Annotated[str | None, Flag("--priority", backends=KUBERNETES_ONLY)] = None
+    node_selector: Annotated[dict[str, str], Flag("--selector", parse=parse_key_value, backends=KUBERNETES_ONLY)] = Field(default_factory=dict)
+    tolerations: Annotated[tuple[Toleration, ...], Flag("--toleration", parse=parse_toleration, backends=KUBERNETES_ONLY)] = ()
+    labels: Annotated[dict[str, str], Flag("--label", parse=parse_key_value, backends=KUBERNETES_ONLY)] = Field(default_factory=dict)
+    annotations: Annotated[dict[str, str], Flag("--annotation", parse=parse_key_value, backends=KUBERNETES_ONLY)] = Field(default_factory=dict)
+    image_pull_secrets: Annotated[tuple[str, ...], Flag("--image-pull-secret", backends=KUBERNETES_ONLY)] = ()
+    image_pull_policy: Annotated[PullPolicy, Flag("--image-pull-policy", backends=KUBERNETES_ONLY)] = defaults.PULL_POLICY
+    shm_size: Annotated[str, Flag("--shm-size", backends=KUBERNETES_ONLY)] = defaults.SHM_SIZE
+    host_network: Annotated[bool, Flag("--host-network", backends=KUBERNETES_ONLY)] = False
+    network_interface: Annotated[str | None, Flag("--network-interface")] = None
+    launcher_cpu: Annotated[str, Flag("--launcher-cpu", backends=KUBERNETES_ONLY)] = defaults.LAUNCHER_CPU
+    launcher_memory: Annotated[str, Flag("--launcher-memory", backends=KUBERNETES_ONLY)] = defaults.LAUNCHER_MEMORY
+    placement_policy: Annotated[PlacementPolicy, Flag("--placement")] = defaults.PLACEMENT_POLICY
     # Let placement put one job's nodes in several zones (mpijob.scheduling.placement_network).
-    cross_zone: Annotated[bool, Flag(
-        "--cross-zone", panel="placement",
-        help="Allow the job's nodes in several zones (never by default).")] = False
+    cross_zone: Annotated[bool, Flag("--cross-zone")] = False
     # How workers ask for GPUs: the device plugin's nvidia.com/gpu count, or DRA claims
-    # naming the planned devices (mpijob.k8s.dra).
-    gpu_request: Annotated[GpuRequest, Flag(
-        "--gpu-request", panel="placement", accepts=defaults.GpuRequestChoice,
-        shown_default=defaults.GPU_REQUEST_CHOICE,
-        help="How workers ask for GPUs (auto: DRA claims naming the planned GPUs where the "
-        "cluster publishes DRA GPU devices, else the device plugin).")] = defaults.GPU_REQUEST
+    # naming the planned devices (mpijob.k8s.dra); auto is decided by the plan, which sees
+    # whether the cluster publishes DRA GPUs (launcher.preparing.planning).
+    gpu_request: Annotated[GpuRequestChoice, Flag("--gpu-request")] = defaults.GPU_REQUEST_CHOICE
     # Non-root, restricted-compliant pods (mpijob.k8s.security); the uid must be one the
     # image serves (sshd, a writable $HOME).
-    run_as_user: Annotated[int | None, Flag(
-        "--run-as-user", panel="pods", metavar="UID",
-        help="Run every pod as this non-root uid, restricted Pod Security compliant "
-        "(runAsNonRoot, no privilege escalation, no capabilities, seccomp RuntimeDefault); "
-        "the image must serve it (sshd, a writable home).")] = Field(None, ge=1, le=2**31 - 1)
-    run_as_group: Annotated[int | None, Flag(
-        "--run-as-group", panel="pods", metavar="GID", help="Primary group for --run-as-user.")] = Field(None, ge=0, le=2**31 - 1)
+    run_as_user: Annotated[int | None, Flag("--run-as-user")] = Field(None, ge=1, le=2**31 - 1)
+    run_as_group: Annotated[int | None, Flag("--run-as-group")] = Field(None, ge=0, le=2**31 - 1)
     # Seconds for every pod of the job to be running; 0: no limit (mpijob.k8s.start_timeout).
-    start_timeout: Annotated[int, Flag(
-        "--start-timeout", panel="pods", metavar="SECONDS", backends=KUBERNETES_ONLY,
-        help="Fail the job, naming the pod and why (image pull, config error, crash loop), "
-        "when its pods are not all running this long after creation; 0: never.")] = Field(
+    start_timeout: Annotated[int, Flag("--start-timeout", backends=KUBERNETES_ONLY)] = Field(
         defaults.START_TIMEOUT_SECONDS, ge=0)
     # --rdma as given, and what the plan made of it (the device the workers request).
-    rdma: Annotated[RdmaChoice, Flag(
-        "--rdma", panel="network",
-        help="Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
-        "(or refuse, saying why), off, or auto: when the job spans several nodes and every "
-        "planned node offers them.")] = defaults.RDMA
-    rdma_request: Annotated[RdmaRequest | None, Flag("--rdma")] = None
+    rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
+    rdma_request: Annotated[RdmaRequest | None, Flag("--rdma", declares=False)] = None
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
-    extra_resources: Annotated[dict[str, int], Flag(
-        "--extra-resource", panel="pods", metavar="NAME=N", parse=parse_count,
-        help="Another device resource per worker pod, NAME=N (e.g. example.com/fpga=1); "
-        "repeatable.")] = Field(
+    extra_resources: Annotated[dict[str, int], Flag("--extra-resource", parse=parse_count)] = Field(
         default_factory=dict)
-    # Multus secondary networks of the worker pods (mpijob.k8s.render_multus); each NAD's
+    # Multus secondary networks of the worker pods (mpijob.k8s.multus); each NAD's
     # resource is read by the Kubernetes backend's preflight.
-    networks: Annotated[tuple[Network, ...], Flag(
-        "--network", panel="network", metavar="NAD[,NAD]", backends=KUBERNETES_ONLY,
-        help="Multus secondary networks for the workers: NetworkAttachmentDefinitions, "
-        "name or namespace/name; each must exist, and the workers request the resource its "
-        "k8s.v1.cni.cncf.io/resourceName names (read at submit and --dry-run=server). "
-        "Repeatable.")] = ()
-    # --- issue 24: the job's data and pod fields without a flag of their own ----------
-    data: Annotated[tuple[DataVolume, ...], Flag(
-        "--data", panel="data", metavar="PVC:MOUNT[:ro]", parse=parse_data,
-        backends=KUBERNETES_ONLY,
-        elsewhere="refuse",
-        help="Mount a PersistentVolumeClaim in every worker (and the launcher when your "
-        "mpirun line runs there); its access modes must allow the job's placement. "
-        "Repeatable.")] = ()
-    data_dirs: Annotated[tuple[HostDir, ...], Flag(
-        "--data-dir", panel="data", metavar="HOSTPATH:MOUNT[:ro]", parse=parse_data_dir,
-        backends=KUBERNETES_ONLY,
-        elsewhere="refuse",
-        help="Mount a directory of the node (hostPath) in every worker; the scheduler does "
-        "not know which nodes have it. Repeatable.")] = ()
-    working_dir: Annotated[str | None, Flag(
-        "--working-dir", panel="data", metavar="DIR",
-        help="Working directory of the launcher and the ranks.")] = None
-    service_account: Annotated[str | None, Flag(
-        "--service-account", panel="pods", metavar="NAME", backends=KUBERNETES_ONLY,
-        elsewhere="refuse",
-        help="ServiceAccount the job's pods run as.")] = None
-    pod_patches: Annotated[tuple[PodPatch, ...], Flag(
-        "--pod-patch", panel="pods", metavar="[ROLE=]FILE", backends=KUBERNETES_ONLY,
-        elsewhere="refuse",
-        help="Strategic-merge patch (YAML) of the pod templates of ROLE (launcher, worker "
-        "or all, the default), for fields without a flag; repeatable, applied in order.")] = ()
+    networks: Annotated[tuple[Network, ...], Flag("--network", backends=KUBERNETES_ONLY)] = ()
+    # --- the job's data, and pod fields hvdk8s has no other flag for ------------------
+    data: Annotated[tuple[DataVolume, ...], Flag("--data", parse=parse_data, backends=KUBERNETES_ONLY, elsewhere="refuse")] = ()
+    data_dirs: Annotated[tuple[HostDir, ...], Flag("--data-dir", parse=parse_data_dir, backends=KUBERNETES_ONLY, elsewhere="refuse")] = ()
+    working_dir: Annotated[str | None, Flag("--working-dir")] = None
+    service_account: Annotated[str | None, Flag("--service-account", backends=KUBERNETES_ONLY, elsewhere="refuse")] = None
+    pod_patches: Annotated[tuple[PodPatch, ...], Flag("--pod-patch", backends=KUBERNETES_ONLY, elsewhere="refuse")] = ()
     # What the plan decided the workers request where --cpu/--memory are not given: a
     # share of each planned node (mpijob.jobspec.worker_share); no option of its own.
     worker_shares: tuple[ResourceShare, ...] = ()
@@ -421,7 +294,8 @@ class JobSpec(BaseModel):
         # (annotations, golden files) stay as they were for jobs that do not use them.
         data = handler(self)
         for key, default in _OMIT_AT_DEFAULT.items():
-            if key in data and (data[key] == default or (default == () and not data[key])):
+            if key in data and (data[key] == default or (default == () and not data[key])
+                                or (isinstance(default, frozenset) and data[key] in default)):
                 del data[key]
         return data
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
@@ -550,7 +424,7 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _host_network_ssh_port(cls, data):
-        # On the host network the sshd port is the node's: one per job (mpijob.k8s.hostnet).
+        # On the host network the sshd port is the node's: one per job (mpijob.jobspec.ssh_port).
         if isinstance(data, dict) and data.get("host_network") and data.get("ssh_port") is None:
             data = {**data, "ssh_port": derived_ssh_port(data.get("namespace") or "default",
                                                          str(data.get("name", "")))}
@@ -700,7 +574,7 @@ def build_spec(**fields) -> JobSpec:
 # --- the options the spec declares ------------------------------------------------------
 @dataclass(frozen=True)
 class DeclaredOption:
-    """A spec field that declares its option (its Flag has help): `path` is the field's
+    """A spec field that declares its option: `path` is the field's
     place in the spec ("benchmark.batch_size"), `name` the option's parameter name
     ("batch_size", from its long spelling)."""
 

@@ -21,22 +21,57 @@ Built-in mode has one pod per node, so pods on different nodes request their own
 share. In operator mode every worker comes from one template: it requests the smallest
 share of the planned nodes, so each worker fits wherever the operator's pod lands.
 
-Pure: the node figures come in as arguments (duck-typed `mpijob.scheduling.cluster.Node`).
+Pure: the node figures come in as arguments, whatever holds them (the planned
+`mpijob.scheduling.cluster.Node`s and placement: the job's spec stores the shares, so this
+module knows neither).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from decimal import ROUND_FLOOR, Decimal
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from mpijob.jobspec.quantity import parse_quantity
 
-if TYPE_CHECKING:  # only types here
-    from mpijob.scheduling.cluster import Cluster, Node
-    from mpijob.scheduling.placement import Placement
+
+class Node(Protocol):
+    """What a share is cut from: a node's figures (mpijob.scheduling.cluster.Node)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def alloc_cpu(self) -> float | None: ...
+    @property
+    def free_cpu(self) -> float | None: ...
+    @property
+    def alloc_memory(self) -> float | None: ...
+    @property
+    def free_memory(self) -> float | None: ...
+
+
+class Cluster(Protocol):
+    @property
+    def nodes(self) -> Iterable[Node]: ...
+
+
+class Assignment(Protocol):
+    @property
+    def node(self) -> str: ...
+    @property
+    def slots(self) -> int: ...
+
+
+class Placement(Protocol):
+    @property
+    def feasible(self) -> bool: ...
+    @property
+    def assignments(self) -> Iterable[Assignment]: ...
 
 GI = Decimal(2**30)
 MI = Decimal(2**20)
@@ -77,7 +112,7 @@ def plan_shares(cluster: Cluster | None, placement: Placement | None,
         return tuple(shares)
     slots: Counter[str] = Counter()
     for a in placement.assignments:
-        slots[a.node] += len(a.gpus) if gpus_per_worker else a.workers
+        slots[a.node] += a.slots
     nodes = {n.name: n for n in cluster.nodes}
     for name in sorted(slots):
         shares.append(_node_share(nodes[name], slots[name], gpus_per_worker, base))

@@ -6,16 +6,17 @@ Everything here is argv lists; the single place that turns argv into a shell str
 
 from __future__ import annotations
 
-import posixpath
 import shlex
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mpijob.jobspec.defaults import MPIImplementation
 from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
 
-if TYPE_CHECKING:  # a type only: spec imports is_launcher_line from here at validation
+if TYPE_CHECKING:  # a type only: the model does not import the renderers
     from mpijob.jobspec.spec import JobSpec
 
-LAUNCHER_PROGRAMS = frozenset({"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"})
 # Exported to every rank: NCCL's log level and the paths the image set up.
 FORWARDED_ENV = ("NCCL_DEBUG", "LD_LIBRARY_PATH", "PATH")
 BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
@@ -23,14 +24,6 @@ BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
 
 def shell_join(argv: list[str] | tuple[str, ...]) -> str:
     return shlex.join(list(argv))
-
-
-def is_launcher_line(command: tuple[str, ...] | list[str], shell: bool) -> bool:
-    """True when the user wrote the whole `mpirun ...` line themselves (arena users do)."""
-    if not command:
-        return False
-    first = shlex.split(command[0])[0] if shell else command[0]
-    return posixpath.basename(first) in LAUNCHER_PROGRAMS
 
 
 def benchmark_argv(spec: JobSpec, *, python: str = "python", script: str = BENCHMARK_IN_POD) -> list[str]:
@@ -67,37 +60,142 @@ def program_argv(spec: JobSpec, **benchmark_kw) -> list[str]:
     return list(spec.command)
 
 
-def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = None) -> list[str]:
-    """The mpirun line hvdk8s writes when the user did not write one."""
+@dataclass(frozen=True)
+class Network:
+    """Which interfaces MPI's and NCCL's traffic use: set for host-network pods only (a pod
+    network has one interface)."""
+
+    interface: str | None = None  # the one the user named (--network-interface)
+    exclude: str | None = None  # else: Open MPI skips the node's bridges (mpijob.k8s.hostnet)
+    nccl_ifname: str | None = None  # NCCL_SOCKET_IFNAME for every rank
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """What running every rank on this machine adds to the line (the local backend)."""
+
+    allow_run_as_root: bool = False
+    oversubscribe: bool = False  # more ranks than cores
+    cores_per_rank: int | None = None  # each rank bound to its own N cores; None: unbound
+
+
+@dataclass(frozen=True)
+class MpiDialect:
+    """Whose mpirun reads the line: Open MPI's (`major` 4 or 5, None where the image decides
+    at start: the line is then valid for both) or Hydra's (MPICH, Intel MPI)."""
+
+    implementation: MPIImplementation
+    major: int | None = None
+
+    @property
+    def hydra(self) -> bool:
+        return self.implementation != "OpenMPI"
+
+
+@dataclass(frozen=True)
+class MpirunLine:
+    """The mpirun line hvdk8s writes, as what it means; `argv` renders it, last, for the
+    mpirun that reads it."""
+
+    implementation: MPIImplementation
+    np: int
+    hostfile: str
+    program: tuple[str, ...]
+    exported_env: tuple[str, ...]  # the launcher's values of these reach every rank
+    # Each rank bound to its own N cores (a local CPU job); None: ranks by slot, unbound
+    # (pods: the container's CPU set is the binding; GPU ranks).
+    cores_per_rank: int | None = None
+    # Open MPI's transports: ob1 over TCP and shared memory, never the old openib BTL.
+    mca: tuple[tuple[str, str], ...] = ()
+    # Ranks sharing a pod copy through CMA, which needs CAP_SYS_PTRACE that no pod has
+    # under Pod Security (open-mpi/ompi#4948: "Read -1, expected").
+    no_single_copy: bool = False
+    network: Network = Network()
+    allow_run_as_root: bool = False
+    oversubscribe: bool = False
+    mpirun: str = "mpirun"
+
+    def argv(self, dialect: MpiDialect | None = None) -> list[str]:
+        dialect = dialect or MpiDialect(self.implementation)
+        if dialect.hydra:
+            return self._hydra_argv(dialect)
+        return self._openmpi_argv(dialect)
+
+    def _openmpi_argv(self, dialect: MpiDialect) -> list[str]:
+        # Double dashes: Open MPI 5 (PRRTE) reads `-bind-to none` as the program `none`;
+        # 4.1 takes both spellings.
+        bound = self.cores_per_rank
+        argv = [self.mpirun, "-np", str(self.np), "--hostfile", self.hostfile,
+                "--bind-to", "core" if bound else "none",
+                "--map-by", f"slot:PE={bound}" if bound else "slot"]
+        if self.allow_run_as_root:
+            argv.append("--allow-run-as-root")
+        if self.oversubscribe:
+            argv.append("--oversubscribe")
+        for name in self.exported_env:
+            argv += ["-x", name]
+        for name, value in self.mca:
+            argv += ["-mca", name, value]
+        if self.no_single_copy:
+            # Open MPI 5 moved single-copy into its smsc framework and ignores the 4.x
+            # name; a line for either (pods, where the image decides) keeps the 4.x name.
+            argv += ["-mca", "smsc", "^cma"] if dialect.major == 5 else \
+                    ["-mca", "btl_vader_single_copy_mechanism", "none"]
+        net = self.network
+        if net.interface:
+            argv += ["-mca", "btl_tcp_if_include", net.interface,
+                     "-mca", "oob_tcp_if_include", net.interface]
+        elif net.exclude:
+            argv += ["-mca", "btl_tcp_if_exclude", net.exclude,
+                     "-mca", "oob_tcp_if_exclude", net.exclude]
+        if net.nccl_ifname:
+            argv += ["-x", f"NCCL_SOCKET_IFNAME={net.nccl_ifname}"]
+        return argv + list(self.program)
+
+    def _hydra_argv(self, dialect: MpiDialect) -> list[str]:
+        hostfile_flag = "-hostfile" if dialect.implementation == "Intel" else "-f"
+        argv = [self.mpirun, "-n", str(self.np), hostfile_flag, self.hostfile]
+        if self.exported_env:
+            argv += ["-envlist", ",".join(self.exported_env)]
+        if self.cores_per_rank:  # Hydra binds each rank to N cores as core:N
+            argv += ["-bind-to", f"core:{self.cores_per_rank}"]
+        # Hydra's own traffic follows the hostnames (node addresses): only a named
+        # interface is given; Hydra runs as root and oversubscribes without being told.
+        if self.network.interface:
+            argv += ["-iface", self.network.interface]
+        if self.network.nccl_ifname:
+            argv += ["-genv", "NCCL_SOCKET_IFNAME", self.network.nccl_ifname]
+        return argv + list(self.program)
+
+
+def mpirun_line(spec: JobSpec, hostfile: str, *, program: list[str] | None = None,
+                mpirun: str = "mpirun", local: LocalRun | None = None,
+                set_env: Collection[str] | None = None) -> MpirunLine:
+    """The mpirun line hvdk8s writes when the user did not write one. `set_env`: the names
+    set where mpirun runs; the others are not exported (mpirun warns of each in the log)."""
     program = program if program is not None else program_argv(spec)
     env_names = list(FORWARDED_ENV) + [k for k in spec.job_env if k not in FORWARDED_ENV]
-    np = str(spec.ranks)
-    if spec.mpi_implementation == "OpenMPI":
-        argv = ["mpirun", "-np", np, "--hostfile", hostfile, "-bind-to", "none", "-map-by", "slot"]
-        for name in env_names:
-            argv += ["-x", name]
-        argv += ["-mca", "pml", "ob1", "-mca", "btl", "^openib",
-                 # Ranks sharing a pod copy through CMA, which needs CAP_SYS_PTRACE that
-                 # no pod has under Pod Security (open-mpi/ompi#4948: "Read -1, expected").
-                 "-mca", "btl_vader_single_copy_mechanism", "none"]
-        if spec.host_network and spec.network_interface:
-            argv += ["-mca", "btl_tcp_if_include", spec.network_interface,
-                     "-mca", "oob_tcp_if_include", spec.network_interface,
-                     "-x", f"NCCL_SOCKET_IFNAME={spec.network_interface}"]
-        elif spec.host_network:  # the node's own NICs, not its bridges (mpijob.k8s.hostnet)
-            argv += ["-mca", "btl_tcp_if_exclude", OMPI_TCP_EXCLUDE,
-                     "-mca", "oob_tcp_if_exclude", OMPI_TCP_EXCLUDE,
-                     "-x", f"NCCL_SOCKET_IFNAME={NCCL_SOCKET_IFNAME_DEFAULT}"]
-        return argv + program
-    # Intel MPI and MPICH share Hydra's options.
-    hostfile_flag = "-hostfile" if spec.mpi_implementation == "Intel" else "-f"
-    argv = ["mpirun", "-n", np, hostfile_flag, hostfile, "-envlist", ",".join(env_names)]
+    if set_env is not None:
+        env_names = [name for name in env_names if name in set_env]
     if spec.host_network and spec.network_interface:
-        argv += ["-iface", spec.network_interface,
-                 "-genv", "NCCL_SOCKET_IFNAME", spec.network_interface]
-    elif spec.host_network:  # Hydra's own traffic follows the hostnames (node addresses)
-        argv += ["-genv", "NCCL_SOCKET_IFNAME", NCCL_SOCKET_IFNAME_DEFAULT]
-    return argv + program
+        network = Network(interface=spec.network_interface, nccl_ifname=spec.network_interface)
+    elif spec.host_network:  # the node's own NICs, not its bridges (mpijob.k8s.hostnet)
+        network = Network(exclude=OMPI_TCP_EXCLUDE, nccl_ifname=NCCL_SOCKET_IFNAME_DEFAULT)
+    else:
+        network = Network()
+    local = local or LocalRun()
+    return MpirunLine(
+        implementation=spec.mpi_implementation, np=spec.ranks, hostfile=hostfile,
+        program=tuple(program), exported_env=tuple(env_names),
+        cores_per_rank=local.cores_per_rank, mca=(("pml", "ob1"), ("btl", "^openib")), no_single_copy=True, network=network,
+        allow_run_as_root=local.allow_run_as_root, oversubscribe=local.oversubscribe,
+        mpirun=mpirun,
+    )
+
+
+def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = None) -> list[str]:
+    """The line of a launcher pod: valid for the image's mpirun whichever it is."""
+    return mpirun_line(spec, hostfile, program=program).argv()
 
 
 def launch_argv(spec: JobSpec, hostfile: str) -> list[str]:
@@ -126,7 +224,7 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 # The port is the job's (HVDK8S_SSH_PORT, the same JobSpec.ssh_port the worker's `sshd -p`
 # gets), for the wait and, through the rsh/bootstrap arguments, for mpirun itself: a port
 # left to the image's ssh_config and sshd_config disagrees whenever one of them is not the
-# image's own (issue 20, defect 1: `-o Port=22` against hvdk8s' image's sshd on 2222).
+# image's own (`-o Port=22` against hvdk8s' image's sshd on 2222).
 OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
 sshport="${HVDK8S_SSH_PORT:+-oPort=$HVDK8S_SSH_PORT}"
 # The operator mounts the key at sshAuthMountPath, $HOME/.ssh with --run-as-user; ssh looks
@@ -161,7 +259,7 @@ exec "$@"
 # what a stock image lacks: the privilege separation directory and host keys (made at
 # image build, or by systemd, never in a pod), and StrictModes off, since the operator mounts
 # the SSH Secret at ~/.ssh, a tmpfs whose directory is drwxrwxrwt, which StrictModes refuses
-# (issue 10, defect 5; the operator's own base images set `StrictModes no` for that reason).
+# (the operator's own base images set `StrictModes no` for that reason).
 # sshd finds authorized_keys in the passwd entry's home (%h); with --run-as-user the
 # operator mounts them in $HOME/.ssh, which may be another, so that file is named first.
 OPERATOR_SSHD_SCRIPT = """mkdir -p /run/sshd 2>/dev/null

@@ -3,10 +3,14 @@ What each gang scheduler needs is declared in mpijob.gang; this renders it for a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mpijob import gang as gangs
 from mpijob.jobspec import names
-from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s.render import WorkerPod, metadata
+from mpijob.k8s.render import metadata
+
+if TYPE_CHECKING:  # only a type here
+    from mpijob.k8s.workload import Workload
 
 # README "Gang scheduling by mode": what `--gang` gets for each (mode, gang scheduler).
 _NONE = {gangs.PODS: "hvdk8s's own all-or-nothing check: re-checked capacity, rollback if "
@@ -24,19 +28,23 @@ def refusal(gang: str, mode: str) -> str | None:
     return scheduler.refusal(mode) if scheduler is not None else None
 
 
-def _request(spec: JobSpec, pods: list[WorkerPod]) -> gangs.GangRequest:
+def gang_request(work: Workload) -> gangs.GangRequest:
+    spec = work.spec
     group = names.pod_group(spec.name)
-    return gangs.GangRequest(spec=spec, group=group, members=len(pods),
-                             gpus=sum(p.gpu_count for p in pods), meta=metadata(spec, group))
+    return gangs.GangRequest(job=spec.name, queue=spec.queue,
+                             priority_class=spec.priority_class, group=group, members=len(work.workers),
+                             gpus=sum(p.gpu_count for p in work.workers),
+                             meta=metadata(spec, group), domain=work.network_domain)
 
 
-def gang_pod_metadata(spec: JobSpec, pods: list[WorkerPod]) -> dict:
-    """Labels and annotations that tie each worker pod to its gang."""
-    scheduler = gangs.get(spec.gang)
-    return scheduler.pod_metadata(_request(spec, pods)) if scheduler is not None else {}
+def gang_pod_metadata(work: Workload) -> dict:
+    """Labels and annotations that tie each worker pod to its gang (and keep it in the
+    network domain the plan chose)."""
+    scheduler = gangs.get(work.spec.gang)
+    return scheduler.pod_metadata(gang_request(work)) if scheduler is not None else {}
 
 
-def gang_objects(spec: JobSpec, pods: list[WorkerPod]) -> list[dict]:
+def gang_objects(work: Workload) -> list[dict]:
     """The objects the gang scheduler needs beside the pods (a PodGroup, or none)."""
-    scheduler = gangs.get(spec.gang)
-    return scheduler.objects(_request(spec, pods)) if scheduler is not None else []
+    scheduler = gangs.get(work.spec.gang)
+    return scheduler.objects(gang_request(work)) if scheduler is not None else []

@@ -1,4 +1,4 @@
-"""`--pod-patch [launcher|worker|all=]FILE`: a strategic-merge patch of the rendered pod
+"""`--pod-patch [launcher|worker|all=]FILE`: a strategic-merge patch of the built pod
 templates, for fields hvdk8s has no flag for (sidecars, volumes, securityContext, affinity).
 
 The merge follows Kubernetes' strategic merge patch for core/v1 pods
@@ -20,8 +20,8 @@ import copy
 
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
-from mpijob.k8s.pod_templates import with_pod_templates
-from mpijob.k8s.render import CONFIG_DIR, GPU_RESOURCE, SSH_DIR
+from mpijob.k8s.render import CONFIG_DIR, SSH_DIR
+from mpijob.wellknown import GPU_RESOURCE
 
 # field name -> merge key, as core/v1 declares them (patchMergeKey).
 MERGE_KEYS = {
@@ -135,14 +135,10 @@ def _targets(target: str) -> tuple[str, ...]:
     return (names.ROLE_LAUNCHER, names.ROLE_WORKER) if target == "all" else (target,)
 
 
-def apply_pod_patches(objects: list[dict], spec, mode: str) -> list[dict]:
-    if not spec.pod_patches:
-        return objects
-
-    def patched(template: dict, role: str) -> dict:
-        for p in spec.pod_patches:
-            if role in _targets(p.target):
-                template = patch_template(template, p.patch, role, mode, p.source)
-        return template
-
-    return with_pod_templates(objects, patched)
+def patched_template(spec, template: dict, role: str, mode: str) -> dict:
+    """A pod template as built, with the user's patches for its role applied in order:
+    the last step of building it, so the patch sees every other field."""
+    for p in spec.pod_patches:
+        if role in _targets(p.target):
+            template = patch_template(template, p.patch, role, mode, p.source)
+    return template

@@ -1,7 +1,8 @@
-"""What the two renderers share: names, labels, resources, volumes and owner references.
+"""What the two builders share: names, labels, scheduling fields, volumes, the fields every
+pod and container of the job ends with, and owner references.
 
-`mpijob.k8s.manifests.render` picks the renderer (`render_pods` or `render_operator`); both, and
-the gang objects of `mpijob.k8s.gang`, build on this module, which imports none of them.
+`mpijob.k8s.manifests.render` picks the builder (`render_pods` or `render_operator`); both,
+and the gang objects of `mpijob.k8s.gang`, build on this module, which imports none of them.
 
 Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
 """
@@ -9,15 +10,19 @@ Pure: the SSH keys, the benchmark source and the root's uid come in as arguments
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from mpijob.jobspec import names
-from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
-from mpijob.jobspec.worker_share import add_bytes, pod_defaults
-from mpijob.wellknown import GPU_RESOURCE
+from mpijob.k8s.security import (
+    HOME_VOLUME,
+    RUN_AS_HOME,
+    container_security_context,
+    pod_security_context,
+)
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
@@ -32,35 +37,8 @@ class SSHKeys:
     public_key: str  # "ssh-ed25519 AAAA... comment"
 
 
-@dataclass(frozen=True)
-class WorkerPod:
-    """One worker pod: where it goes, its GPUs and how many MPI slots it offers."""
-
-    index: int
-    node: str | None
-    gpus: tuple[int, ...]
-    gpu_count: int
-    workers: int  # request workers merged into this pod (scales cpu/memory)
-
-    @property
-    def slots(self) -> int:
-        return self.gpu_count or self.workers
-
-
 def pod_script(name: str) -> str:
     return resources.files("mpijob.k8s.podscripts").joinpath(name).read_text()
-
-
-def worker_pods(spec: JobSpec, placement: Placement | None) -> list[WorkerPod]:
-    """The pod shape: one pod per placement assignment, or `workers` uniform pods."""
-    if placement is None or not placement.feasible:
-        return [
-            WorkerPod(i, None, (), spec.gpus_per_worker, 1) for i in range(spec.workers)
-        ]
-    return [
-        WorkerPod(i, a.node, tuple(a.gpus), len(a.gpus) if spec.gpus_per_worker else 0, a.workers)
-        for i, a in enumerate(placement.assignments)
-    ]
 
 
 def owner_reference(root: dict, uid: str) -> dict:
@@ -90,14 +68,16 @@ def with_owner(objects: list[dict], root_uid: str, unowned: tuple[str, ...] = ()
 # --- pieces shared by both modes ---------------------------------------------------
 
 
-def metadata(spec: JobSpec, name: str, *, role: str | None = None, index: int | None = None,
-             extra_annotations: dict | None = None) -> dict:
+def metadata(spec: JobSpec, name: str | None, *, role: str | None = None,
+             index: int | None = None, extra_annotations: dict | None = None) -> dict:
+    """An object's metadata; `name` None: a pod template's (labels and annotations only)."""
     labels = {**spec.labels, **names.job_labels(spec.name)}
     if role:
         labels[names.LABEL_ROLE] = role
     if index is not None:
         labels[names.LABEL_INDEX] = str(index)
-    meta: dict = {"name": name, "namespace": spec.namespace, "labels": labels}
+    meta: dict = ({"name": name, "namespace": spec.namespace, "labels": labels}
+                  if name is not None else {"labels": labels})
     annotations = {**spec.annotations, **(extra_annotations or {})}
     if annotations:
         meta["annotations"] = annotations
@@ -123,8 +103,9 @@ def env_list(spec: JobSpec, extra: dict[str, str] | None = None) -> list[dict]:
     return [{"name": k, "value": v} for k, v in merged.items()]
 
 
-def pod_common(spec: JobSpec) -> dict:
-    """Scheduling fields every pod of the job shares."""
+def pod_common(spec: JobSpec, *, gang: bool = True) -> dict:
+    """Scheduling fields every pod of the job shares; the launcher's (gang False) leaves
+    the scheduler to the cluster's default: it starts after the gang is placed."""
     pod: dict = {"enableServiceLinks": False}
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
@@ -138,46 +119,9 @@ def pod_common(spec: JobSpec) -> dict:
         pod["hostNetwork"] = True
         # Keep cluster DNS (worker hostnames) working on the host network.
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"
-    if spec.effective_scheduler_name:
+    if gang and spec.effective_scheduler_name:
         pod["schedulerName"] = spec.effective_scheduler_name
     return pod
-
-
-def worker_requests(spec: JobSpec, pod: WorkerPod) -> tuple[str | None, str | None]:
-    """(cpu, memory) the worker pod requests: --cpu/--memory per worker, else the plan's
-    share of its node (mpijob.jobspec.worker_share); None where neither gives one."""
-    cpu = scale_quantity(spec.cpu, pod.workers) if spec.cpu else None
-    memory = scale_quantity(spec.memory, pod.workers) if spec.memory else None
-    default = pod_defaults(spec.worker_shares, pod.node, pod.slots)
-    if default is not None:
-        cpu = cpu or default[0]
-        memory = memory or default[1]
-    return cpu, memory
-
-
-def worker_resources(spec: JobSpec, pod: WorkerPod) -> dict:
-    requests: dict = {}
-    limits: dict = {}
-    cpu, memory = worker_requests(spec, pod)
-    if cpu:
-        # A limit too, so a quota on limits.cpu admits the pod; equal to the request, the
-        # share the plan gave it.
-        requests["cpu"] = limits["cpu"] = cpu
-    if memory:
-        # /dev/shm is a Memory-backed emptyDir, charged to the pod's memory cgroup: the
-        # limit is the request plus its sizeLimit, so a full /dev/shm does not OOM-kill
-        # the ranks (kubernetes.io/docs/concepts/storage/volumes/#emptydir).
-        requests["memory"] = memory
-        limits["memory"] = add_bytes(memory, spec.shm_size)
-    if pod.gpu_count:
-        # Extended resources: the limit is what counts; the request must equal it.
-        limits[GPU_RESOURCE] = requests[GPU_RESOURCE] = str(pod.gpu_count)
-    out = {}
-    if requests:
-        out["requests"] = requests
-    if limits:
-        out["limits"] = limits
-    return out
 
 
 def launcher_resources(spec: JobSpec) -> dict:
@@ -205,3 +149,75 @@ def node_affinity(nodes: list[str], *, required: bool = True) -> dict:
 
 def shm_volume(spec: JobSpec) -> dict:
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}
+
+
+def data_volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
+    """(volumes, mounts) of the job's data:
+    - `--data PVC:MOUNT[:ro]`: a persistentVolumeClaim volume `data-<i>`;
+    - `--data-dir HOSTPATH:MOUNT`: a hostPath volume `hostdir-<i>` of type Directory (the
+      kubelet refuses to start the pod when the node lacks it, rather than creating an
+      empty directory)."""
+    volumes: list[dict] = []
+    mounts: list[dict] = []
+    for i, d in enumerate(spec.data):
+        name = f"data-{i}"
+        claim: dict = {"claimName": d.claim}
+        if d.read_only:
+            claim["readOnly"] = True
+        volumes.append({"name": name, "persistentVolumeClaim": claim})
+        mounts.append({"name": name, "mountPath": d.mount, **({"readOnly": True} if d.read_only else {})})
+    for i, h in enumerate(spec.data_dirs):
+        name = f"hostdir-{i}"
+        volumes.append({"name": name, "hostPath": {"path": h.path, "type": "Directory"}})
+        mounts.append({"name": name, "mountPath": h.mount, **({"readOnly": True} if h.read_only else {})})
+    return volumes, mounts
+
+
+def launcher_mounts_data(spec: JobSpec) -> bool:
+    """The user's own launch line runs in the launcher container, and what it runs before
+    mpirun may read the data; the built-in launch line only starts mpirun."""
+    return spec.user_gives_mpirun
+
+
+def finish_container(spec: JobSpec, container: dict, *, data: bool,
+                     ipc_lock: bool = False) -> dict:
+    """What every container of the job ends with: the run-as home (mpijob.k8s.security),
+    the data mounts, its security context (IPC_LOCK where NCCL pins RDMA buffers) and
+    `--working-dir` (OpenMPI's mpirun sends its own directory to the ranks, mpirun(1)
+    "Current Working Directory", so launcher and workers agree)."""
+    c = dict(container)
+    mounts = list(c.get("volumeMounts") or [])
+    if spec.run_as_user is not None:
+        c["env"] = [*(c.get("env") or []), {"name": "HOME", "value": RUN_AS_HOME}]
+        mounts.append({"name": HOME_VOLUME, "mountPath": RUN_AS_HOME})
+    if data:
+        mounts += data_volumes(spec)[1]
+    c["volumeMounts"] = mounts
+    if (ctx := container_security_context(spec, ipc_lock=ipc_lock)) is not None:
+        c["securityContext"] = ctx
+    if spec.working_dir:
+        c["workingDir"] = spec.working_dir
+    return c
+
+
+def finish_pod(spec: JobSpec, body: dict, *, data: bool, claims: Sequence[dict] = ()) -> dict:
+    """What every pod spec of the job ends with: the run-as home volume, the data volumes,
+    no service account token unless one is asked for (CIS Kubernetes Benchmark 5.1.6: the
+    training program needs no API access), the pod's security context, its resource
+    claims and `--service-account`."""
+    out = dict(body)
+    volumes = list(out.get("volumes") or [])
+    if spec.run_as_user is not None:
+        volumes.append({"name": HOME_VOLUME, "emptyDir": {}})
+    if data:
+        volumes += data_volumes(spec)[0]
+    out["volumes"] = volumes
+    if not spec.service_account:
+        out["automountServiceAccountToken"] = False
+    if (ctx := pod_security_context(spec)) is not None:
+        out["securityContext"] = ctx
+    if claims:
+        out["resourceClaims"] = list(claims)
+    if spec.service_account:
+        out["serviceAccountName"] = spec.service_account
+    return out

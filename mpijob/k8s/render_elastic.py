@@ -1,5 +1,5 @@
-"""Built-in mode, elastic (mpijob.jobspec.elastic): the rendered job turned into one that
-looks after itself.
+"""Built-in mode, elastic (mpijob.jobspec.elastic): the parts that make a built-in job one
+that looks after itself, each built whole here for mpijob.k8s.render_pods.
 
 - The worker pods become one Indexed batch/v1 Job, `<job>-worker`, with completions =
   parallelism = the workers to start with. The Job controller names each pod's hostname
@@ -14,22 +14,15 @@ looks after itself.
 - The launcher runs `horovodrun` elastic over Gloo (--min-np/--max-np in slots) through
   `elastic.sh`, which waits for the minimum, then hands over to launcher.sh.
 
-Pure: objects in, objects out.
+Pure.
 """
 
 from __future__ import annotations
 
-import copy
-from typing import TYPE_CHECKING
-
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import program_argv
-from mpijob.k8s.render import metadata, node_affinity, pod_script
-from mpijob.wellknown import GPU_RESOURCE
-
-if TYPE_CHECKING:
-    from mpijob.scheduling.placement import Placement
+from mpijob.k8s.render import metadata, pod_script
 
 ELASTIC_DIR = "/etc/hvdk8s-elastic"
 BENCHMARK = f"{ELASTIC_DIR}/hvd_cnn_bench.py"
@@ -74,8 +67,9 @@ def horovodrun_argv(spec: JobSpec) -> list[str]:
             *program]
 
 
-def _config_map(spec: JobSpec, benchmark_source: str | None,
-                elastic_source: str | None) -> dict:
+def config_map(spec: JobSpec, benchmark_source: str | None,
+               elastic_source: str | None) -> dict:
+    """`<job>-elastic`: the discovery and launcher scripts, and the elastic benchmark."""
     data = {"discover_hosts.sh": pod_script("discover_hosts.sh"),
             "elastic.sh": pod_script("elastic.sh")}
     if spec.runs_benchmark:
@@ -87,15 +81,15 @@ def _config_map(spec: JobSpec, benchmark_source: str | None,
             "metadata": metadata(spec, f"{spec.name}-elastic"), "data": data}
 
 
-def _mount_elastic(pod: dict, spec: JobSpec) -> None:
-    pod["volumes"] = [*pod["volumes"], {"name": "hvdk8s-elastic", "configMap": {
-        "name": f"{spec.name}-elastic", "defaultMode": 0o755}}]
-    for c in pod["containers"]:
-        c["volumeMounts"] = [*c["volumeMounts"], {"name": "hvdk8s-elastic",
-                                                  "mountPath": ELASTIC_DIR, "readOnly": True}]
+def volume(spec: JobSpec) -> dict:
+    return {"name": "hvdk8s-elastic", "configMap": {"name": f"{spec.name}-elastic",
+                                                     "defaultMode": 0o755}}
 
 
-def _ready_service(spec: JobSpec) -> dict:
+MOUNT = {"name": "hvdk8s-elastic", "mountPath": ELASTIC_DIR, "readOnly": True}
+
+
+def ready_service(spec: JobSpec) -> dict:
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": metadata(spec, ready_service_name(spec.name)),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": False,
@@ -105,81 +99,22 @@ def _ready_service(spec: JobSpec) -> dict:
                                 "targetPort": spec.ssh_port}]}}
 
 
-def _per_worker(container: dict, spec: JobSpec) -> dict:
-    """A merged pod's resources, as one worker's: one pod per worker, so that a lost pod
-    is a lost worker and the discovery's slots are its GPUs."""
-    c = copy.deepcopy(container)
-    res = c.get("resources") or {}
-    for part in ("requests", "limits"):
-        if GPU_RESOURCE in res.get(part, {}):
-            res[part][GPU_RESOURCE] = str(spec.gpus_per_worker)
-        for key in ("cpu", "memory"):
-            if key in res.get(part, {}) and not getattr(spec, key):
-                # A placement's node share was for the merged pod: let --cpu/--memory or
-                # nothing decide for one worker.
-                del res[part][key]
-        if part in res and not res[part]:
-            del res[part]
-    if not res:
-        c.pop("resources", None)
-    return c
+def launcher_command(spec: JobSpec) -> list[str]:
+    """The launcher waits for the minimum (elastic.sh), then runs horovodrun."""
+    return ["/bin/sh", f"{ELASTIC_DIR}/elastic.sh", *horovodrun_argv(spec)]
 
 
-def _worker_job(spec: JobSpec, pod: dict, nodes: list[str]) -> dict:
-    pm = pod["metadata"]
-    labels = {k: v for k, v in pm["labels"].items() if k != names.LABEL_INDEX}
-    annotations = {k: v for k, v in (pm.get("annotations") or {}).items()
-                   if k != names.ANNOTATION_GPUS}  # planned GPU indices: the kubelet picks
-    body = {k: v for k, v in pod["spec"].items() if k not in ("hostname", "affinity")}
-    body["containers"] = [_per_worker(c, spec) for c in body["containers"]]
-    _mount_elastic(body, spec)
-    if nodes:
-        body["affinity"] = node_affinity(nodes, required=spec.gang == "none")
-    tmeta: dict = {"labels": labels}
-    if annotations:
-        tmeta["annotations"] = annotations
+def launcher_env(spec: JobSpec) -> list[dict]:
+    return [{"name": "HVDK8S_MIN_WORKERS", "value": str(spec.min_size)},
+            {"name": "HVDK8S_SLOTS", "value": str(slots(spec))},
+            {"name": "HVDK8S_READY_SERVICE",
+             "value": f"{ready_service_name(spec.name)}.{spec.namespace}.svc"}]
+
+
+def worker_job(spec: JobSpec, template: dict) -> dict:
+    """The Indexed worker Job around one worker's pod template (one pod per worker, so a
+    lost pod is a lost worker and the discovery's slots are its GPUs)."""
     meta = metadata(spec, worker_job_name(spec.name), role=names.ROLE_WORKER)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
         "completionMode": "Indexed", "completions": spec.workers, "parallelism": spec.workers,
-        "backoffLimit": REPLACEMENTS, "template": {"metadata": tmeta, "spec": body}}}
-
-
-def _launcher(job: dict, spec: JobSpec) -> dict:
-    job = copy.deepcopy(job)
-    pod = job["spec"]["template"]["spec"]
-    _mount_elastic(pod, spec)
-    (c,) = pod["containers"]
-    c["command"] = ["/bin/sh", f"{ELASTIC_DIR}/elastic.sh", *horovodrun_argv(spec)]
-    c["env"] = [*c["env"],
-                {"name": "HVDK8S_MIN_WORKERS", "value": str(spec.min_size)},
-                {"name": "HVDK8S_SLOTS", "value": str(slots(spec))},
-                {"name": "HVDK8S_READY_SERVICE",
-                 "value": f"{ready_service_name(spec.name)}.{spec.namespace}.svc"}]
-    return job
-
-
-def apply_elastic(objects: list[dict], spec: JobSpec, placement: Placement | None,
-                  benchmark_source: str | None = None,
-                  elastic_source: str | None = None) -> list[dict]:
-    """The built-in job's objects made elastic (module docstring); others pass unchanged."""
-    if not spec.elastic:
-        return objects
-    workers = [o for o in objects if o.get("kind") == "Pod" and o["metadata"]["labels"].get(
-        names.LABEL_ROLE) == names.ROLE_WORKER]
-    if not workers:
-        return objects
-    nodes = sorted({a.node for a in placement.assignments}) if (
-        placement is not None and placement.feasible) else []
-    out = []
-    for obj in objects:
-        if obj is workers[0]:
-            out += [_config_map(spec, benchmark_source, elastic_source), _ready_service(spec),
-                    _worker_job(spec, obj, nodes)]
-        elif obj in workers:
-            continue
-        elif obj.get("kind") == "Job" and obj["metadata"]["labels"].get(
-                names.LABEL_ROLE) == names.ROLE_LAUNCHER:
-            out.append(_launcher(obj, spec))
-        else:
-            out.append(obj)
-    return out
+        "backoffLimit": REPLACEMENTS, "template": template}}

@@ -8,63 +8,32 @@ slotsPerWorker equal to each worker pod's GPUs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
+from mpijob.k8s.computedomain import clique_affinity, compute_domain
+from mpijob.k8s.multus import NETWORKS_ANNOTATION
+from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
     CONFIG_DIR,
-    WorkerPod,
     env_list,
+    finish_container,
+    finish_pod,
+    launcher_mounts_data,
     launcher_resources,
     metadata,
     node_affinity,
     pod_common,
     root_annotations,
     shm_volume,
-    worker_resources,
 )
-from mpijob.k8s.security import secure_pod, ssh_auth_mount_path
-
-if TYPE_CHECKING:  # placement is only a type here
-    from mpijob.scheduling.placement import Placement
+from mpijob.k8s.security import ssh_auth_mount_path
+from mpijob.k8s.workload import Workload
 
 API_VERSION = "kubeflow.org/v2beta1"
 OPERATOR_HOSTFILE = "/etc/mpi/hostfile"  # where the operator mounts the hostfile it writes
-
-
-@dataclass(frozen=True)
-class OperatorShape:
-    replicas: int
-    slots: int
-    nodes: tuple[str, ...]
-    note: str | None
-
-
-def operator_shape(spec: JobSpec, placement: Placement | None) -> OperatorShape:
-    """The operator's workers are uniform: replicas x slotsPerWorker.
-
-    The placement's one-pod-per-node shape fits when every node got the same number of
-    GPUs; otherwise fall back to one pod per requested worker, pinned to the chosen nodes.
-    """
-    per_worker = spec.gpus_per_worker or 1
-    if placement is None or not placement.feasible:
-        return OperatorShape(spec.workers, per_worker, (), None)
-    sizes = {len(a.gpus) if spec.gpus_per_worker else a.workers for a in placement.assignments}
-    nodes = tuple(a.node for a in placement.assignments)
-    if len(sizes) == 1:
-        return OperatorShape(len(placement.assignments), sizes.pop(), nodes, None)
-    return OperatorShape(
-        spec.workers, per_worker, nodes,
-        "operator mode needs uniform worker pods, so the placement's one-pod-per-node shape "
-        f"({'+'.join(str(len(a.gpus)) for a in placement.assignments)} GPUs) becomes "
-        f"{spec.workers} pods of {per_worker}; pods on one node cannot share NVLink "
-        "(use --mode pods to keep one pod per node)",
-    )
 
 
 def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
@@ -79,24 +48,37 @@ def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
     return c
 
 
-def _template(spec: JobSpec, role: str, container: dict, benchmark: bool,
+def _template(work: Workload, role: str, container: dict, benchmark: bool,
               affinity: dict | None, gang: bool) -> dict:
-    meta = metadata(spec, "x", role=role)
-    del meta["name"], meta["namespace"]
-    if gang and (scheduler := gangs.get(spec.gang)) is not None:
-        meta["labels"].update(scheduler.operator_labels(spec))
+    """The launcher's (gang False) or the workers' pod template, whole."""
+    spec = work.spec
+    worker = role == names.ROLE_WORKER
+    data = worker or launcher_mounts_data(spec)
+    meta = metadata(spec, None, role=role)
+    scheduler = gangs.get(spec.gang)
+    if gang and scheduler is not None:
+        meta["labels"].update(scheduler.operator_labels(spec.queue))
+    if worker:
+        annotations = {}
+        if work.network_domain is not None and scheduler is not None:
+            annotations.update(scheduler.topology_annotations(work.network_domain))
+        if work.networks:  # Multus attaches the networks this annotation lists
+            annotations[NETWORKS_ANNOTATION] = ",".join(work.networks)
+        if annotations:
+            meta["annotations"] = annotations
     volumes = [shm_volume(spec)]
     if benchmark:
         volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.operator_benchmark(spec.name)}})
-    body = {**pod_common(spec), "containers": [container], "volumes": volumes}
-    if not gang:
-        body.pop("schedulerName", None)
+    container = finish_container(spec, container, data=data, ipc_lock=worker and work.ipc_lock)
+    body = {**pod_common(spec, gang=gang), "containers": [container], "volumes": volumes}
     if affinity:
         body["affinity"] = affinity
-    return {"metadata": meta, "spec": secure_pod(spec, body)}
+    claims = work.pod_claims(work.workers[0]) if worker else []
+    return patched_template(spec, {"metadata": meta, "spec": finish_pod(
+        spec, body, data=data, claims=claims)}, role, "operator")
 
 
-def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
+def gang_scheduling_policy(replicas: int, requests: dict[str, str]) -> dict:
     """The PodGroup the operator makes: the workers only, never the launcher.
 
     Unset, the operator's calculateMinAvailable gives `workers + 1`, and
@@ -110,19 +92,17 @@ def gang_scheduling_policy(replicas: int, worker_res: dict) -> dict:
     mpi_job_controller.go (syncHandler).
     """
     policy: dict = {"minAvailable": replicas}
-    requests = worker_res.get("requests") or {}
     if requests:
         policy["minResources"] = {k: scale_quantity(v, replicas) for k, v in requests.items()}
     return policy
 
 
-def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source: str | None,
+def render_operator(work: Workload, benchmark_source: str | None,
                     prediction: dict | None) -> list[dict]:
-    shape = operator_shape(spec, placement)
+    spec, placement, shape = work.spec, work.placement, work.shape
+    assert shape is not None  # an operator-mode workload
     benchmark = spec.runs_benchmark
-    worker = WorkerPod(0, None, (), shape.slots if spec.gpus_per_worker else 0,
-                       shape.slots if not spec.gpus_per_worker else
-                       max(1, shape.slots // max(spec.gpus_per_worker, 1)))
+    worker = work.workers[0]
     launch = launch_argv(spec, OPERATOR_HOSTFILE)
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
@@ -134,7 +114,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
     sshd_args: list[str] = ["-p", str(spec.ssh_port)]
     launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
     if spec.host_network:
-        # Port 22 is the node's own sshd: the job's port is mpijob.k8s.hostnet's. The
+        # Port 22 is the node's own sshd: the job's port is mpijob.jobspec.ssh_port's. The
         # operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port also goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
@@ -145,8 +125,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
     launcher = _container(spec, "launcher", wait_then_launch(launch), launcher_resources(spec),
                           benchmark, launcher_env)
     worker_container = _container(spec, "worker", operator_sshd(sshd_args),
-                                  worker_resources(spec, worker),
-                                  benchmark)
+                                  worker.resources.to_k8s(), benchmark)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
         worker_container["ports"] = [{"name": "ssh", "containerPort": spec.ssh_port}]
     # backoffLimit always set: unset, the launcher Job's default of 6 retries mpirun six
@@ -160,7 +139,7 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             run_policy[key] = value
     scheduler = gangs.get(spec.gang)
     if scheduler is not None and scheduler.operator_podgroup:
-        scheduling = gang_scheduling_policy(shape.replicas, worker_resources(spec, worker))
+        scheduling = gang_scheduling_policy(shape.replicas, worker.resources.requests)
         if spec.queue:
             scheduling["queue"] = spec.queue
         if spec.priority_class:
@@ -175,10 +154,15 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             "labelSelector": {"matchLabels": {names.LABEL_JOB: spec.name,
                                               names.LABEL_ROLE: names.ROLE_WORKER}},
             "topologyKey": "kubernetes.io/hostname"}]}
-    meta = metadata(spec, spec.name, extra_annotations=root_annotations(spec, placement, prediction))
+    if affinity and work.compute_domain_nodes is not None:
+        affinity["podAffinity"] = clique_affinity(spec.name)
+    annotations = root_annotations(spec, placement, prediction)
+    if work.network_domain is not None and scheduler is not None:
+        annotations.update(scheduler.root_topology_annotations(work.network_domain))
+    meta = metadata(spec, spec.name, extra_annotations=annotations)
     meta["labels"][names.LABEL_MODE] = "operator"
     if scheduler is not None:
-        meta["labels"].update(scheduler.operator_labels(spec))
+        meta["labels"].update(scheduler.operator_labels(spec.queue))
     mpijob = {
         "apiVersion": API_VERSION,
         "kind": "MPIJob",
@@ -191,15 +175,19 @@ def render_operator(spec: JobSpec, placement: Placement | None, benchmark_source
             "runPolicy": run_policy,
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
-                             "template": _template(spec, names.ROLE_LAUNCHER, launcher, benchmark,
+                             "template": _template(work, names.ROLE_LAUNCHER, launcher, benchmark,
                                                    None, gang=False)},
                 "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
-                           "template": _template(spec, names.ROLE_WORKER, worker_container,
+                           "template": _template(work, names.ROLE_WORKER, worker_container,
                                                  benchmark, affinity, gang=True)},
             },
         },
     }
     objects = [mpijob]
+    if work.compute_domain_nodes is not None:  # owned by the root, so deleted with the job
+        objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
+    if worker.gpu_claim is not None:
+        objects.append(worker.gpu_claim.template_object(spec.namespace, names.job_labels(spec.name)))
     if benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")

@@ -1,19 +1,30 @@
-"""Built-in mode: launcher Job (the root), ConfigMap, SSH Secret, headless Service, worker Pods."""
+"""Built-in mode: launcher Job (the root), the ComputeDomain where the job gets one, ConfigMap,
+SSH Secret, headless Service, the gang's objects, the start gate (mpijob.k8s.start_gate), and
+per worker its GPU claim template (DRA) and its Pod, or for an elastic job the worker Indexed
+Job and its objects (mpijob.k8s.render_elastic): each object built whole here, from the job's
+Workload."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s import render_elastic, start_gate
 from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
+from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.gang import gang_objects, gang_pod_metadata
+from mpijob.k8s.multus import NETWORKS_ANNOTATION
+from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
     CONFIG_DIR,
     SSH_DIR,
     SSHKeys,
-    WorkerPod,
     env_list,
+    finish_container,
+    finish_pod,
+    launcher_mounts_data,
     launcher_resources,
     metadata,
     node_affinity,
@@ -21,10 +32,8 @@ from mpijob.k8s.render import (
     pod_script,
     root_annotations,
     shm_volume,
-    worker_pods,
-    worker_resources,
 )
-from mpijob.k8s.security import secure_pod
+from mpijob.k8s.workload import WorkerPod, Workload
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
@@ -38,6 +47,7 @@ def worker_host(spec: JobSpec, pod: WorkerPod) -> str:
 
 
 def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
+    """The job's ConfigMap, SSH key and /dev/shm; an elastic job's scripts too."""
     volumes: list[dict] = [
         {"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name), "defaultMode": 0o755}},
         # Readable by any uid so non-root images work; the scripts copy the key to a 0600 file.
@@ -49,6 +59,9 @@ def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
         {"name": "hvdk8s-ssh", "mountPath": SSH_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
+    if spec.elastic:
+        volumes.append(render_elastic.volume(spec))
+        mounts.append(render_elastic.MOUNT)
     return volumes, mounts
 
 
@@ -86,7 +99,8 @@ def _service(spec: JobSpec) -> dict:
             # Workers must resolve before they are Ready: the launcher polls them itself.
             "publishNotReadyAddresses": True,
             # The launcher too: Hydra's proxies on the workers call mpiexec back by the
-            # launcher's hostname (issue 10, defect 2), as the MPI Operator's Service does.
+            # launcher's hostname, which must resolve; the MPI Operator's Service does
+            # the same.
             "selector": {names.LABEL_JOB: spec.name},
             "ports": [{"name": "ssh", "port": spec.ssh_port, "targetPort": spec.ssh_port}],
         },
@@ -95,10 +109,10 @@ def _service(spec: JobSpec) -> dict:
 
 _OPENMPI_ENV = {
     # OpenMPI cuts hostfile names at the first dot and would `ssh demo-worker-0`, which
-    # cluster DNS does not answer; the MPI Operator sets the same (issue 10, defect 1).
+    # cluster DNS does not answer; the MPI Operator sets the same.
     "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
     # Only the launcher holds the SSH key: no worker-to-worker ssh (tree spawn) on large
-    # jobs, where the routing tree puts workers under workers (issue 10, defect 10).
+    # jobs, where the routing tree puts workers under workers and their ssh would fail.
     "OMPI_MCA_plm_rsh_no_tree_spawn": "true",
 }
 
@@ -110,12 +124,24 @@ def _dns_config(spec: JobSpec) -> dict:
     return {"searches": [f"{names.service(spec.name)}.{spec.namespace}.svc.cluster.local"]}
 
 
-def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
+def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
+                     elastic: bool = False) -> dict:
+    """A worker pod's metadata and spec: one placed pod's, or (`elastic`) the worker Job's
+    template, whose pods the Job controller names <job>-worker-<index> and which may run
+    on any planned node."""
+    spec = work.spec
     volumes, mounts = _volumes(spec)
+    # planned GPU indices; an elastic worker's are the kubelet's to pick
     annotations = {names.ANNOTATION_GPUS: ",".join(map(str, pod.gpus))} if pod.gpus else {}
     annotations.update(gang_meta.get("annotations", {}))
-    meta = metadata(spec, names.worker(spec.name, pod.index), role=names.ROLE_WORKER,
-                    index=pod.index, extra_annotations=annotations)
+    if work.network_domain is not None and (scheduler := gangs.get(spec.gang)) is not None:
+        annotations.update(scheduler.topology_annotations(work.network_domain))
+    if work.networks:  # Multus attaches the networks this annotation lists
+        annotations[NETWORKS_ANNOTATION] = ",".join(work.networks)
+    meta = (metadata(spec, None, role=names.ROLE_WORKER, extra_annotations=annotations)
+            if elastic else
+            metadata(spec, names.worker(spec.name, pod.index), role=names.ROLE_WORKER,
+                     index=pod.index, extra_annotations=annotations))
     meta["labels"].update(gang_meta.get("labels", {}))
     container = {
         "name": "worker",
@@ -127,28 +153,38 @@ def _worker_pod(spec: JobSpec, pod: WorkerPod, gang_meta: dict) -> dict:
         "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2},
         "volumeMounts": mounts,
     }
-    resources = worker_resources(spec, pod)
+    resources = pod.resources.to_k8s()
     if resources:
         container["resources"] = resources
     body = {
         **pod_common(spec),
-        "hostname": names.worker(spec.name, pod.index),
+        **({} if elastic else {"hostname": names.worker(spec.name, pod.index)}),
         "subdomain": names.service(spec.name),
         "dnsConfig": _dns_config(spec),
         # A worker that ends (released by the launcher, or failed) must not come back.
         "restartPolicy": "Never",
-        "containers": [container],
+        "containers": [finish_container(spec, container, data=True, ipc_lock=work.ipc_lock)],
         "volumes": volumes,
         **gang_meta.get("spec", {}),
     }
-    if pod.node:
+    if elastic and work.placement is not None and work.placement.feasible:
+        body["affinity"] = node_affinity(sorted({a.node for a in work.placement.assignments}),
+                                         required=spec.gang == "none")
+    elif pod.node:
         body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": secure_pod(spec, body)}
+        if work.compute_domain_nodes is not None:
+            body["affinity"]["podAffinity"] = clique_affinity(spec.name)
+    return patched_template(spec, {"metadata": meta, "spec": finish_pod(
+        spec, body, data=True, claims=work.pod_claims(pod))}, names.ROLE_WORKER, work.mode)
 
 
-def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | None,
-                  prediction: dict | None) -> dict:
+def _worker_pod(work: Workload, pod: WorkerPod, gang_meta: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", **_worker_template(work, pod, gang_meta)}
+
+
+def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict | None) -> dict:
     volumes, mounts = _volumes(spec)
+    data = launcher_mounts_data(spec)
     policy = spec.run_policy
     backoff = policy.backoff_limit if policy.backoff_limit is not None else 0
     env = env_list(spec, {
@@ -168,34 +204,35 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
         "NVIDIA_VISIBLE_DEVICES": "",
         **(_OPENMPI_ENV if spec.mpi_implementation == "OpenMPI" else {}),
     })
+    if spec.elastic:
+        env = [*env, *render_elastic.launcher_env(spec)]
     container = {
         "name": "launcher",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": ["/bin/sh", f"{CONFIG_DIR}/launcher.sh", *launch_argv(spec, HOSTFILE)],
+        "command": (render_elastic.launcher_command(spec) if spec.elastic else
+                    ["/bin/sh", f"{CONFIG_DIR}/launcher.sh", *launch_argv(spec, HOSTFILE)]),
         "env": env,
         "resources": launcher_resources(spec),
         "volumeMounts": mounts,
     }
-    pod_meta = metadata(spec, names.launcher(spec.name), role=names.ROLE_LAUNCHER)
-    del pod_meta["name"], pod_meta["namespace"]
-    launcher_pod = pod_common(spec)
-    # The launcher starts after the gang is placed; the default scheduler places it.
-    launcher_pod.pop("schedulerName", None)
+    pod_meta = metadata(spec, None, role=names.ROLE_LAUNCHER)
+    launcher_pod = pod_common(spec, gang=False)
     job_spec: dict = {
         # Created suspended: the backend starts it once every worker is scheduled.
         "suspend": True,
         "backoffLimit": backoff,
-        "template": {
+        "template": patched_template(spec, {
             "metadata": pod_meta,
-            "spec": secure_pod(spec, {
+            "spec": finish_pod(spec, {
                 **launcher_pod,
                 # A name the workers can resolve (`<job>-launcher` in the Service's
                 # domain) instead of the Job controller's `<job>-launcher-xxxxx`.
                 "hostname": names.launcher(spec.name), "subdomain": names.service(spec.name),
                 "dnsConfig": _dns_config(spec), "restartPolicy": "Never",
-                "containers": [container], "volumes": volumes}),
-        },
+                "containers": [finish_container(spec, container, data=data)],
+                "volumes": volumes}, data=data),
+        }, names.ROLE_LAUNCHER, "pods"),
     }
     if policy.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
@@ -207,16 +244,34 @@ def _launcher_job(spec: JobSpec, pods: list[WorkerPod], placement: Placement | N
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
 
 
-def render_pods(spec: JobSpec, placement: Placement | None, ssh: SSHKeys,
-                benchmark_source: str | None, prediction: dict | None) -> list[dict]:
-    pods = worker_pods(spec, placement)
-    gang_meta = gang_pod_metadata(spec, pods)
-    objects = [
-        _launcher_job(spec, pods, placement, prediction),
+def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
+                prediction: dict | None, elastic_source: str | None = None) -> list[dict]:
+    spec, pods = work.spec, list(work.workers)
+    gang_meta = gang_pod_metadata(work)
+    objects = [_launcher_job(spec, work.placement, prediction)]
+    if work.compute_domain_nodes is not None:  # owned by the root, so deleted with the job
+        objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
+    objects += [
         _config_map(spec, pods, benchmark_source),
         _secret(spec, ssh),
         _service(spec),
     ]
-    objects += gang_objects(spec, pods)
-    objects += [_worker_pod(spec, p, gang_meta) for p in pods]
-    return objects
+    objects += gang_objects(work)
+    labels = names.job_labels(spec.name)
+    # The gate comes right before the first worker object: the workers are created owned
+    # by its pod, so it must exist first.
+    gate = [start_gate.gate_job(spec)] if start_gate.applies(spec) else []
+    if work.elastic_worker is not None:
+        worker = work.elastic_worker
+        objects += [render_elastic.config_map(spec, benchmark_source, elastic_source),
+                    render_elastic.ready_service(spec)]
+        if worker.gpu_claim is not None:
+            objects.append(worker.gpu_claim.template_object(spec.namespace, labels))
+        return [*objects, *gate, render_elastic.worker_job(
+            spec, _worker_template(work, worker, gang_meta, elastic=True))]
+    for p in pods:
+        if p.gpu_claim is not None:  # the template before the pod that claims from it
+            objects.append(p.gpu_claim.template_object(spec.namespace, labels))
+        objects += [*gate, _worker_pod(work, p, gang_meta)]
+        gate = []
+    return objects + gate

@@ -10,13 +10,19 @@ runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL and a Runtim
 
 from __future__ import annotations
 
-from mpijob.jobspec.spec import JobSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only a type here
+    from mpijob.jobspec.spec import JobSpec
 
 # $HOME of a --run-as-user pod: an emptyDir the pod's fsGroup may write, so any uid has a
 # home whatever the image's /etc/passwd says; ssh keys go in its .ssh (operator mode
 # mounts its Secret there through sshAuthMountPath).
 RUN_AS_HOME = "/home/hvdk8s"
 HOME_VOLUME = "hvdk8s-home"
+# NCCL registers its buffers with ibv_reg_mr, which pins memory past the default memlock
+# limit; the Network Operator's RDMA examples add IPC_LOCK for the same reason.
+IPC_LOCK = "IPC_LOCK"
 
 
 def pod_security_context(spec: JobSpec) -> dict | None:
@@ -30,33 +36,18 @@ def pod_security_context(spec: JobSpec) -> dict | None:
     return ctx
 
 
-def container_security_context(spec: JobSpec) -> dict | None:
-    if spec.run_as_user is None:
-        return None
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-
-
-def secure_pod(spec: JobSpec, pod_spec: dict) -> dict:
-    """Add the security settings to a rendered pod spec (a copy): the pod's context, each
-    container's, the run-as home, and no service account token unless one is asked for
-    (CIS Kubernetes Benchmark 5.1.6: the training program needs no API access)."""
-    out = {**pod_spec}
-    if not spec.service_account:
-        out["automountServiceAccountToken"] = False
-    pod_ctx = pod_security_context(spec)
-    if pod_ctx is None:
-        return out
-    out["securityContext"] = pod_ctx
-    out["volumes"] = [*(out.get("volumes") or []), {"name": HOME_VOLUME, "emptyDir": {}}]
-    containers = []
-    for c in out.get("containers") or []:
-        c = {**c, "securityContext": container_security_context(spec)}
-        c["env"] = [*(c.get("env") or []), {"name": "HOME", "value": RUN_AS_HOME}]
-        c["volumeMounts"] = [*(c.get("volumeMounts") or []),
-                             {"name": HOME_VOLUME, "mountPath": RUN_AS_HOME}]
-        containers.append(c)
-    out["containers"] = containers
-    return out
+def container_security_context(spec: JobSpec, *, ipc_lock: bool = False) -> dict | None:
+    """`ipc_lock`: the container pins RDMA buffers (a worker of a job with RDMA)."""
+    ctx: dict = {}
+    capabilities: dict = {}
+    if spec.run_as_user is not None:
+        ctx["allowPrivilegeEscalation"] = False
+        capabilities["drop"] = ["ALL"]
+    if ipc_lock:
+        capabilities["add"] = [IPC_LOCK]
+    if capabilities:
+        ctx["capabilities"] = capabilities
+    return ctx or None
 
 
 def ssh_auth_mount_path(spec: JobSpec) -> str | None:

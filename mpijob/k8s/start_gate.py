@@ -32,8 +32,8 @@ from __future__ import annotations
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s.render import CONFIG_DIR, SSH_DIR, metadata, pod_common, pod_script
-from mpijob.k8s.security import secure_pod
+from mpijob.k8s.render import CONFIG_DIR, SSH_DIR, finish_pod, metadata, pod_common, pod_script
+from mpijob.k8s.security import HOME_VOLUME, RUN_AS_HOME, container_security_context
 
 # The gate runs ssh to each worker and sleeps: a sliver of a node, limits too for quotas.
 GATE_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
@@ -77,6 +77,14 @@ def gate_job(spec: JobSpec) -> dict:
         "volumeMounts": [{"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True},
                          {"name": "hvdk8s-ssh", "mountPath": SSH_DIR, "readOnly": True}],
     }
+    # The run-as home and security context, as every container of the job; no data mounts
+    # nor --working-dir (it reads no data, and the directory may be on a volume it lacks).
+    if spec.run_as_user is not None:
+        container["env"] = [*container["env"], {"name": "HOME", "value": RUN_AS_HOME}]
+        container["volumeMounts"] = [*container["volumeMounts"],
+                                     {"name": HOME_VOLUME, "mountPath": RUN_AS_HOME}]
+    if (ctx := container_security_context(spec)) is not None:
+        container["securityContext"] = ctx
     volumes = [
         {"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name)}},
         {"name": "hvdk8s-ssh", "secret": {"secretName": names.ssh_secret(spec.name),
@@ -92,20 +100,12 @@ def gate_job(spec: JobSpec) -> dict:
             "backoffLimit": 0,
             "template": {
                 "metadata": {"labels": labels},
-                "spec": secure_pod(spec, {**pod, "restartPolicy": "Never",
-                                          "containers": [container], "volumes": volumes}),
+                "spec": finish_pod(spec, {**pod, "restartPolicy": "Never",
+                                          "containers": [container], "volumes": volumes},
+                                   data=False),
             },
         },
     }
-
-
-def add_start_gate(objects: list[dict], spec: JobSpec) -> list[dict]:
-    """The gate Job, right before the first worker pod (it must exist first: the workers
-    are created owned by its pod)."""
-    if not applies(spec):
-        return objects
-    at = next((i for i, o in enumerate(objects) if is_worker(o)), len(objects))
-    return [*objects[:at], gate_job(spec), *objects[at:]]
 
 
 def is_gate(obj: dict) -> bool:
@@ -115,7 +115,7 @@ def is_gate(obj: dict) -> bool:
 
 def is_worker(obj: dict) -> bool:
     """A worker pod, or an elastic job's worker Job (mpijob.k8s.render_elastic): what the
-    gate's pod owns."""
+    gate's pod owns, so created after the gate (mpijob.k8s.render_pods)."""
     return obj.get("kind") in ("Pod", "Job") and (
         (obj.get("metadata") or {}).get("labels") or {}).get(
         names.LABEL_ROLE) == names.ROLE_WORKER

@@ -12,7 +12,8 @@ time is `batch_size * ranks / images_per_sec`, and the model fitted is
 
 `rate` (images/s per rank, large-batch limit) and `t0` (per-step fixed cost of one rank)
 per (device, model, precision, image size), fitted on the one-rank runs by least squares
-on `batch` (with a single batch size, t0 is the published figures' 8 images' worth:
+on `batch` (with a single batch size, t0 is the published figures': a time per model on
+GPUs, mpijob.perf.perfdata.step_overhead_s, 8 images' worth on CPUs,
 mpijob.perf.perfdata.BATCH_OVERHEAD_IMAGES); `bandwidth` (GB/s) per link kind and `overhead` (s per
 multi-rank step), fitted on the multi-rank runs' time beyond their compute. The exposed
 share is 1 on the CPU (Horovod's allreduce shares the cores with TensorFlow, so nothing
@@ -198,8 +199,18 @@ def _fit_compute(group: Sequence[Run]) -> ComputeRate:
         rate = 1 / slope
         rate_err = slope_err / slope ** 2 if slope_err is not None else None
         t0 = max(0.0, t0)
+    elif first.device != "cpu":
+        # One batch size on a GPU: the per-step time is the published figures' (a time per
+        # model, perfdata.step_overhead_s), the rest is the rate.
+        b = batches[0]
+        t0, t0_err = perfdata.step_overhead_s(first.model), None
+        per_image, per_image_err = _mean_sd([max(r.step_s - t0, 0.1 * r.step_s) / b
+                                             for r in group])
+        rate = 1 / per_image
+        rate_err = per_image_err / per_image ** 2 if per_image_err is not None else None
     else:
-        # One batch size: the per-step cost is the published figures' (8 images' worth).
+        # One batch size on CPUs: the per-step cost is 8 images' worth, as in the TensorFlow
+        # 1.x tables (perfdata.BATCH_OVERHEAD_IMAGES).
         b = batches[0]
         per_image, per_image_err = _mean_sd([r.step_s / (b + perfdata.BATCH_OVERHEAD_IMAGES)
                                              for r in group])
@@ -216,8 +227,21 @@ def _key(r: Run) -> tuple:
     return (r.device, r.model, r.precision, r.image_size)
 
 
-def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "") -> Calibration:
-    """Fit compute rates, link bandwidths and the multi-rank overhead (module docstring)."""
+def thin_groups(runs: Iterable[Run]) -> list[tuple]:
+    """(device, model, precision, image size) of the workloads with a single one-rank run:
+    too few to fit a rate with an uncertainty."""
+    counts: dict[tuple, int] = {}
+    for r in runs:
+        if r.ranks == 1 and r.images_per_sec > 0:
+            counts[_key(r)] = counts.get(_key(r), 0) + 1
+    return [k for k, n in counts.items() if n < 2]
+
+
+def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "",
+        skip_thin: bool = False) -> Calibration:
+    """Fit compute rates, link bandwidths and the multi-rank overhead (module docstring).
+    `skip_thin`: leave out workloads with a single one-rank run (`thin_groups`) instead of
+    refusing, as long as some workload can be fitted."""
     runs = [r for r in runs if r.images_per_sec > 0 and r.ranks >= 1]
     single = [r for r in runs if r.ranks == 1]
     multi = [r for r in runs if r.ranks > 1]
@@ -229,6 +253,10 @@ def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "") 
     for r in single:
         groups.setdefault(_key(r), []).append(r)
     thin = [k for k, g in groups.items() if len(g) < 2]
+    if thin and skip_thin and len(thin) < len(groups):
+        for k in thin:
+            del groups[k]
+        thin = []
     if thin:
         k = thin[0]
         raise CalibrationError(
@@ -271,6 +299,7 @@ def fit(runs: Iterable[Run], *, sources: Sequence[str] = (), created: str = "") 
     cal = Calibration(created=created, sources=list(sources), compute=list(compute.values()),
                       links=links, multi_rank_overhead_s=overhead or 0.0,
                       multi_rank_overhead_stderr=overhead_err, runs=len(runs))
+    runs = [r for r in runs if _key(r) in compute]  # a skipped workload is not calibrated
     before = [abs(r.predicted_images_per_sec / r.images_per_sec - 1) for r in runs
               if r.predicted_images_per_sec]
     after = [abs(predicted_images_per_sec(cal, r) / r.images_per_sec - 1) for r in runs]

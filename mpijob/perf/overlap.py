@@ -24,7 +24,7 @@ The part of `end` after the backward pass is over is exposed: the step waits for
 is hidden is what the stream moved while backprop still ran, so it is never more than the
 backward pass lasts: exposed >= busy - backward (every gradient is ready after the forward
 pass, so the FIFO bound already gives it; `schedule` keeps it explicit, and
-tests/test_perfmodel_properties.py checks it).
+tests/mpijob/perf/test_perfmodel_properties.py checks it).
 """
 
 from __future__ import annotations

@@ -19,9 +19,17 @@ Measured single-GPU training throughput (synthetic ImageNet, images/sec, one GPU
     github.com/LambdaColdStorage/lambda-tensorflow-benchmark), rows "V100 32GB" and
     "A100 40GB PCIe"; the data behind https://lambdalabs.com/gpu-benchmarks. "fp32" on the
     A100 is TF32 (TensorFlow's default on Ampere).
-[LAMBDA-PT] Lambda Labs PyTorch benchmarks, github.com/lambdal/deeplearning-benchmark
-    pytorch/pytorch-train-throughput-fp32.csv and -fp16.csv, column resnet50: rows
-    "H100 80GB SXM5" (1753 / 2616 img/s) and "LambdaCloud A100 40GB PCIe" (882 / 1396).
+[NV-DLE-PT] NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/
+    README.md (pytorch-21.03 NGC container), "Inference performance: NVIDIA DGX-1 (1x V100
+    16GB)", mixed precision: batch 64 / 128 / 256 at 2984 / 3249 / 3382 img/s. A straight
+    line through their step times (21.4, 39.4, 75.7 ms) has a fixed part of 3.4 ms per forward
+    pass: the kernels a step launches whatever its batch (STEP_OVERHEAD_S).
+[NV-DS] NVIDIA data sheets, dense (non-sparse) figures: V100 SXM2 (FP32 15.7 TFLOPS, Tensor
+    Core 125, HBM2 900 GB/s; "NVIDIA Tesla V100 GPU Accelerator", 2018), A100 40GB PCIe (FP32
+    19.5, TF32 Tensor Core 156, FP16 Tensor Core 312, HBM2 1,555 GB/s; "NVIDIA A100 Tensor
+    Core GPU", 2020, the sparse 312/624 halved), H100 SXM5 (FP32 67, TF32 Tensor Core 494.7,
+    FP16 Tensor Core 989.4, HBM3 3.35 TB/s; "NVIDIA H100 Tensor Core GPU", 2022, the sparse
+    989/1,979 halved).
 [NV-DLE] NVIDIA DeepLearningExamples, TensorFlow/Classification/ConvNets/resnet50v1.5/
     README.md (TF 20.06 NGC container): "Inference performance: NVIDIA T4 (1x T4 16G)" and
     "NVIDIA DGX-1 (1x V100 16G)", batch 128: FP32 429.83 vs 1324.91 img/s, mixed
@@ -33,8 +41,8 @@ published single-GPU figures):
 - ResNet-101: seconds per image interpolated linearly in forward GMACs between the
   same GPU's ResNet-50 and ResNet-152 figures (both normalised to large batch first).
 - VGG19: the VGG16 figure scaled by VGG16/VGG19 GMACs (the same 3x3 conv stack, deeper).
-- H100: the A100 figure times H100 SXM5 / A100 40GB PCIe on [LAMBDA-PT] ResNet-50
-  (x1.99 fp32, x1.87 fp16); no published TensorFlow CNN table for the H100 was found.
+- H100: the A100 figure carried over by the model's own roofline split (`carry_over`, see
+  "Generations" below); no published TensorFlow CNN table for the H100 was found.
 - T4: the V100 figure times T4 / V100 from [NV-DLE] (x0.324 fp32, x0.359 mixed); NVIDIA
   publishes T4 ResNet-50 inference but no T4 training table was found. The T4 is a 70 W
   card whose training speed is power-bound like its inference, which is why the ratio is
@@ -67,12 +75,24 @@ All Blackwell GPUs have 18 NVLink 5 links (mpijob.perf.links).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-# Per-step fixed cost, in images' worth of work, that makes small batches slower per image:
-# fitted on [TF-P100]'s batch 32 vs 64 pairs (ResNet-50 9.0, VGG16 4.8, Inception V3 7.9,
-# ResNet-152 7.9 images), rounded to 8. images/s at batch b = peak * b / (b + B0).
+# Per-step fixed cost that makes small batches slower per image: step = b / peak + t0.
+# TensorFlow 1.x tables ([TF-P100], [TF-K80]): t0 is 8 images' worth, fitted on [TF-P100]'s
+# batch 32 vs 64 pairs (ResNet-50 9.0, VGG16 4.8, Inception V3 7.9, ResNet-152 7.9 images).
 BATCH_OVERHEAD_IMAGES = 8.0
+# Every later figure: t0 is a time, the same on every GPU: the kernels of a step that take as
+# long whatever the batch (launch latency, small kernels, the optimizer's per-tensor updates).
+# A faster GPU or precision therefore needs a larger batch to come close to its peak (at
+# ResNet-50's 12 ms an H100 at 5,000 img/s loses half its speed at batch 60, a V100 at 450
+# img/s at batch 5). [NV-DLE-PT], ResNet-50: 3.4 ms of fixed time per forward pass; a
+# training step runs the forward pass, a backward pass of about twice its kernels (data and
+# weight gradients) and the optimizer's update of every weight tensor (~1.5 ms):
+# 3 x 3.4 + 1.5 ~ 12 ms. Other models: scaled by their number of weight tensors (each one a
+# layer whose forward, backward and update kernels every step launches; GRADIENT_PROFILES):
+# VGG16 1.8 ms, Inception V3 10.7 ms, ResNet-152 35 ms.
+STEP_OVERHEAD_S = 0.012  # ResNet-50's
+_TF1_SOURCES = ("TF-P100", "TF-K80")
 
 PRECISION_ALIASES = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "amp": "fp16", "mixed": "fp16"}
 
@@ -109,6 +129,14 @@ MODEL_ALIASES = {
 }
 
 
+def step_overhead_s(model: str) -> float:
+    """`model`'s fixed time per training step (see STEP_OVERHEAD_S)."""
+    def tensors(m: str) -> int:
+        return sum(t for _, _, t in GRADIENT_PROFILES[m])
+
+    return STEP_OVERHEAD_S * tensors(model) / tensors("resnet50")
+
+
 def normalize_model(name: str) -> str | None:
     key = name.strip().lower()
     key = MODEL_ALIASES.get(key, key)
@@ -125,14 +153,37 @@ class Figure:
     batch_size: int
     source: str
     derived: str | None = None  # how it was derived, when it is not a published number
+    # Fixed seconds per step (STEP_OVERHEAD_S); None: BATCH_OVERHEAD_IMAGES images' worth.
+    step_overhead_s: float | None = STEP_OVERHEAD_S
+
+    @classmethod
+    def from_peak(cls, peak: float, batch_size: int, source: str, derived: str | None,
+                  step_overhead_s: float | None = STEP_OVERHEAD_S) -> Figure:
+        """The figure at `batch_size` of a GPU whose large-batch rate is `peak`."""
+        probe = cls(peak, batch_size, source, derived, step_overhead_s)
+        return replace(probe, images_per_sec=probe._rate(peak, batch_size))
 
     @property
     def peak(self) -> float:
-        """Large-batch images/s implied by the figure (see BATCH_OVERHEAD_IMAGES)."""
-        return self.images_per_sec * (self.batch_size + BATCH_OVERHEAD_IMAGES) / self.batch_size
+        """Large-batch images/s implied by the figure (step = batch / peak + overhead)."""
+        b = self.batch_size
+        if self.step_overhead_s is None:
+            return self.images_per_sec * (b + BATCH_OVERHEAD_IMAGES) / b
+        # A figure faster than its overhead allows (never for published ones): no overhead.
+        return b / max(b / self.images_per_sec - self.step_overhead_s, 1e-3 * b / self.images_per_sec)
+
+    def _rate(self, peak: float, batch_size: int) -> float:
+        if self.step_overhead_s is None:
+            return peak * batch_size / (batch_size + BATCH_OVERHEAD_IMAGES)
+        return batch_size / (batch_size / peak + self.step_overhead_s)
 
     def at_batch(self, batch_size: int) -> float:
-        return self.peak * batch_size / (batch_size + BATCH_OVERHEAD_IMAGES)
+        return self._rate(self.peak, batch_size)
+
+    def scaled(self, factor: float, derived: str, source: str | None = None) -> Figure:
+        """This GPU's figure for one `factor` times faster compute (the same overhead)."""
+        return Figure.from_peak(self.peak * factor, self.batch_size, source or self.source,
+                                derived, self.step_overhead_s)
 
 
 FLOPS_SOURCE = "FLOPs estimate"
@@ -140,8 +191,8 @@ SOURCES = {
     "TF-P100": "tensorflow.org/performance/benchmarks, DGX-1 P100, training synthetic data, 1 GPU",
     "TF-K80": "tensorflow.org/performance/benchmarks, GCE K80, training synthetic data, 1 GPU",
     "LAMBDA-TF": "github.com/lambdal/lambda-tensorflow-benchmark tf-train-throughput-*.csv, 1 GPU",
-    "LAMBDA-PT": "github.com/lambdal/deeplearning-benchmark pytorch-train-throughput-*.csv, resnet50",
     "NV-DLE": "NVIDIA DeepLearningExamples TF resnet50v1.5 README, T4 vs V100 inference, batch 128",
+    "NV-DS": "NVIDIA data sheets (tensor and FP32 TFLOPS, memory bandwidth) and the model's layer mix",
 }
 
 # (gpu, model, precision) -> (images/s, batch size, source key): published numbers only.
@@ -172,8 +223,7 @@ _MEASURED: dict[tuple[str, str, str], tuple[float, int, str]] = {
     ("A100", "vgg16", "fp16"): (1190, 448, "LAMBDA-TF"),
 }
 
-# GPU-to-GPU speed ratios used to carry a whole table over to a GPU with one published model.
-H100_OVER_A100 = {"fp32": 1753 / 882, "fp16": 2616 / 1396}  # [LAMBDA-PT] ResNet-50
+# GPU-to-GPU speed ratio used to carry a whole table over to a GPU with one published model.
 T4_OVER_V100 = {"fp32": 429.83 / 1324.91, "fp16": 995.81 / 2770.61}  # [NV-DLE] ResNet-50
 
 # Dense peak TFLOPS per GPU: (FP32, FP16 with Tensor Cores or plain FP16; None = no fast FP16).
@@ -233,7 +283,8 @@ def _measured(gpu: str, model: str, precision: str) -> Figure | None:
     if row is None:
         return None
     ips, batch, source = row
-    return Figure(ips, batch, source)
+    return Figure(ips, batch, source,
+                  step_overhead_s=None if source in _TF1_SOURCES else step_overhead_s(model))
 
 
 def _resnet101(gpu: str, precision: str) -> Figure | None:
@@ -243,9 +294,9 @@ def _resnet101(gpu: str, precision: str) -> Figure | None:
     g50, g101, g152 = (MODELS[m].gmacs for m in ("resnet50", "resnet101", "resnet152"))
     t50, t152 = 1 / r50.peak, 1 / r152.peak
     t101 = t50 + (g101 - g50) / (g152 - g50) * (t152 - t50)
-    batch = r152.batch_size
-    ips = (1 / t101) * batch / (batch + BATCH_OVERHEAD_IMAGES)
-    return Figure(ips, batch, r50.source, "interpolated between ResNet-50 and ResNet-152 by GMACs")
+    return Figure.from_peak(1 / t101, r152.batch_size, r50.source,
+                            "interpolated between ResNet-50 and ResNet-152 by GMACs",
+                            None if r152.step_overhead_s is None else step_overhead_s("resnet101"))
 
 
 def _vgg19(gpu: str, precision: str) -> Figure | None:
@@ -253,8 +304,9 @@ def _vgg19(gpu: str, precision: str) -> Figure | None:
     if v16 is None:
         return None
     scale = MODELS["vgg16"].gmacs / MODELS["vgg19"].gmacs
-    return Figure(v16.images_per_sec * scale, v16.batch_size, v16.source,
-                  "VGG16 figure scaled by VGG16/VGG19 GMACs")
+    return Figure.from_peak(v16.peak * scale, v16.batch_size, v16.source,
+                            "VGG16 figure scaled by VGG16/VGG19 GMACs",
+                            None if v16.step_overhead_s is None else step_overhead_s("vgg19"))
 
 
 def _published(gpu: str, model: str, precision: str) -> Figure | None:
@@ -262,24 +314,111 @@ def _published(gpu: str, model: str, precision: str) -> Figure | None:
     fig = _measured(gpu, model, precision)
     if fig is not None:
         return fig
-    if gpu == "H100":
-        base = _measured("A100", model, precision)
-        if base is not None:
-            return Figure(base.images_per_sec * H100_OVER_A100[precision], base.batch_size,
-                          f"{base.source}; LAMBDA-PT",
-                          f"A100 figure x{H100_OVER_A100[precision]:.2f} (H100/A100 ResNet-50)")
+    if gpu in CARRIED_FROM:
+        return carry_over(CARRIED_FROM[gpu], gpu, model, precision)
     if gpu == "T4":
         base = _measured("V100", model, precision)
         if base is not None:
-            return Figure(base.images_per_sec * T4_OVER_V100[precision], base.batch_size,
-                          f"{base.source}; NV-DLE",
-                          f"V100 figure x{T4_OVER_V100[precision]:.3f} (T4/V100 ResNet-50)")
+            return base.scaled(T4_OVER_V100[precision],
+                               f"V100 figure x{T4_OVER_V100[precision]:.3f} (T4/V100 ResNet-50)",
+                               f"{base.source}; NV-DLE")
     if gpu == "P100" and precision == "fp16":
         base = _measured("P100", model, "fp32")
         if base is not None:
-            return Figure(base.images_per_sec, base.batch_size, base.source,
-                          "no published P100 fp16 figure: fp32 figure (no Tensor Cores)")
+            return replace(base, derived="no published P100 fp16 figure: fp32 figure (no Tensor Cores)")
     return None
+
+
+# ------------------------------------------------------------------------------ generations
+# A GPU with no published table of its own gets another generation's figures, carried over
+# per model by what changed between the two: the Tensor Core (or FP32) throughput, which
+# sets the time of convolutions and matrix products, and the memory bandwidth, which sets
+# the time of the memory-bound layers (batch norm, activations, residual adds, pooling,
+# concatenation). A roofline split of the published time per image on the reference GPU:
+#   memory part  = LAYER_MIX elements x bytes per element / (bandwidth x MEMORY_EFFICIENCY)
+#   compute part = the rest (at least MIN_COMPUTE_SHARE of it)
+# each scaled by its own ratio. ResNets (a batch norm and a ReLU after every convolution) are
+# mostly memory-bound in fp16 and move by nearly the bandwidth ratio; VGG (no batch norm, big
+# 3x3 convolutions) moves by nearly the Tensor Core ratio. Checked on V100 -> A100, where
+# [LAMBDA-TF] has both (benchmarks/model_fidelity, "generations").
+@dataclass(frozen=True)
+class GpuSpec:
+    fp32_tflops: float  # CUDA cores
+    tf32_tflops: float | None  # Tensor Cores, dense; None before Ampere
+    fp16_tflops: float  # Tensor Cores, dense
+    memory_gbs: float
+
+
+GPU_SPECS = {  # [NV-DS]; the A100 is the 40GB PCIe card of [LAMBDA-TF]'s A100 rows
+    "V100": GpuSpec(15.7, None, 125.0, 900.0),
+    "A100": GpuSpec(19.5, 156.0, 312.0, 1555.0),
+    "H100": GpuSpec(67.0, 494.7, 989.4, 3350.0),
+}
+CARRIED_FROM = {"H100": "A100"}
+# Elementwise kernels reach about this share of the data sheet bandwidth (STREAM-like copy
+# and triad kernels: 0.8-0.9 on V100/A100/H100, github.com/UoB-HPC/BabelStream results;
+# batch norm's reductions do worse, so the low end).
+MEMORY_EFFICIENCY = 0.8
+MIN_COMPUTE_SHARE = 0.05
+# Memory-bound elements touched per training image (forward + backward), millions: counted
+# from tf.keras.applications by benchmarks/model_fidelity/layer_mix.py (the counting rules
+# are there). x 4 bytes in fp32, x 2 in fp16 (mixed precision keeps activations in fp16).
+LAYER_MIX_MELEMS = {
+    "vgg16": 131.4, "vgg19": 141.8, "resnet50": 187.4, "resnet101": 282.9, "resnet152": 400.9,
+    "inception3": 150.6,
+}
+
+
+def _tensor_rate(spec: GpuSpec, precision: str) -> float:
+    if precision == "fp16":
+        return spec.fp16_tflops
+    return spec.tf32_tflops if spec.tf32_tflops is not None else spec.fp32_tflops
+
+
+def roofline_split(gpu: str, model: str, precision: str, peak: float) -> tuple[float, float]:
+    """(compute, memory) seconds per image of a published large-batch rate `peak`."""
+    spec = GPU_SPECS[gpu]
+    per_image = 1 / peak
+    elem_bytes = 4 if precision == "fp32" else 2
+    memory = LAYER_MIX_MELEMS[model] * 1e6 * elem_bytes / (spec.memory_gbs * 1e9 * MEMORY_EFFICIENCY)
+    memory = min(memory, (1 - MIN_COMPUTE_SHARE) * per_image)
+    return per_image - memory, memory
+
+
+def generation_factor(ref: str, target: str, model: str, precision: str) -> float | None:
+    """How much faster `target` trains `model` than `ref` (large batch), from the roofline
+    split of ref's published figure; None without the figures or specs it needs.
+
+    fp32 on a GPU without TF32 (V100) and with it (A100, H100) run their convolutions on
+    different units: the compute part then comes from ref's fp16 (Tensor Core) figure, at
+    TF32's rate, and the memory part from its fp32 figure."""
+    if ref not in GPU_SPECS or target not in GPU_SPECS or model not in LAYER_MIX_MELEMS:
+        return None
+    a, b = GPU_SPECS[ref], GPU_SPECS[target]
+    fig = _measured(ref, model, precision)
+    if fig is None:
+        return None
+    compute, memory = roofline_split(ref, model, precision, fig.peak)
+    ref_rate, target_rate = _tensor_rate(a, precision), _tensor_rate(b, precision)
+    if precision == "fp32" and (a.tf32_tflops is None) != (b.tf32_tflops is None):
+        tensor = _measured(ref, model, "fp16")
+        if tensor is None or a.tf32_tflops is not None:
+            return None  # TF32 -> FP32 (a newer to an older generation): not needed
+        compute = roofline_split(ref, model, "fp16", tensor.peak)[0]
+        ref_rate = a.fp16_tflops
+    target_s = compute * ref_rate / target_rate + memory * a.memory_gbs / b.memory_gbs
+    return (1 / fig.peak) / target_s
+
+
+def carry_over(ref: str, target: str, model: str, precision: str) -> Figure | None:
+    """`target`'s figure: ref's published one times `generation_factor`."""
+    base = _measured(ref, model, precision)
+    factor = generation_factor(ref, target, model, precision)
+    if base is None or factor is None:
+        return None
+    return base.scaled(factor, f"{ref} figure x{factor:.2f} ({target}/{ref}: Tensor Core "
+                               "and memory bandwidth ratios over this model's layer mix)",
+                       f"{base.source}; NV-DS")
 
 
 def figure(gpu: str, model: str, precision: str) -> Figure | None:
@@ -309,8 +448,9 @@ def flops_estimate(gpu: str, model: str, precision: str) -> Figure:
         peak, util = fp32_peak, FALLBACK_UTILIZATION["fp32"]
     ips = peak * 1e12 * util / (MODELS[model].train_gflops * 1e9)
     # A peak rate is a large-batch rate; quote it at a large batch.
-    return Figure(ips, 10_000, FLOPS_SOURCE,
-                  f"{MODELS[model].train_gflops:.1f} GFLOP/image, {peak:g} TFLOPS x {util:g}")
+    return Figure.from_peak(ips, 10_000, FLOPS_SOURCE,
+                            f"{MODELS[model].train_gflops:.1f} GFLOP/image, {peak:g} TFLOPS x {util:g}",
+                            step_overhead_s(model))
 
 
 # --------------------------------------------------------------------- communication

@@ -229,9 +229,8 @@ def _single_gpu(gpu_product: str, model: str, precision: str, batch_size: int) -
     ratio = next((r for (g, tag), r in perfdata.FORM_FACTOR_RATIO.items()
                   if g == gpu and tag in gpu_product.upper()), None)
     if ratio is not None:
-        fig = perfdata.Figure(fig.images_per_sec * ratio, fig.batch_size, fig.source,
-                              f"{fig.derived + '; ' if fig.derived else ''}"
-                              f"x{ratio:.2f} for the PCIe card's clocks")
+        fig = fig.scaled(ratio, f"{fig.derived + '; ' if fig.derived else ''}"
+                                f"x{ratio:.2f} for the PCIe card's clocks")
         notes.append(f"{gpu} PCIe: {fig.derived}")
     if fig.source == perfdata.FLOPS_SOURCE:
         source = f"{perfdata.FLOPS_SOURCE}: {fig.derived}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from mpijob import gang as gangs
 from mpijob.k8s.dra import DRIVER as DRA_DRIVER
-from mpijob.k8s.render_multus import RESOURCE_ANNOTATION
+from mpijob.k8s.multus import RESOURCE_ANNOTATION
 from mpijob.scheduling import rdma
 from mpijob.scheduling.findings import FAIL, INFO, OK, WARN, Finding
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation

@@ -88,6 +88,11 @@ class NodeAssignment:
     # The planned GPUs' DRA device UUIDs, in `gpus` order, when the node publishes them.
     device_uuids: tuple[str, ...] = ()
 
+    @property
+    def slots(self) -> int:
+        """MPI slots of the node's pod: one per GPU, or one per rank of a CPU job."""
+        return len(self.gpus) or self.workers
+
 
 @dataclass(frozen=True)
 class Placement:

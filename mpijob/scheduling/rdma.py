@@ -19,8 +19,8 @@ is mpijob.k8s.dra's business). Two kinds, told apart by the resource's name:
 Under `nvidia.com/` the GPU plugin's own names (gpu, gpu.shared, mig-..., vgpu, pgpu) are
 GPUs, not pools.
 
-NCCL then needs the RDMA verbs devices (`/dev/infiniband`, which the plugins mount) and
-`IPC_LOCK` to pin its buffers (NCCL's "Troubleshooting" docs: ibv_reg_mr fails with the
+NCCL then needs the RDMA verbs devices (`/dev/infiniband`, which the plugins mount), its
+settings (mpijob.jobspec.environment) and `IPC_LOCK` to pin its buffers (NCCL's "Troubleshooting" docs: ibv_reg_mr fails with the
 default memlock limit; the Network Operator's examples add IPC_LOCK).
 """
 
@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from mpijob.wellknown import GPU_RESOURCE
 
-if TYPE_CHECKING:  # a type only: cluster.py imports this module
-    from mpijob.scheduling.cluster import Node
+if TYPE_CHECKING:  # a type only
     from mpijob.scheduling.nic_pairing import Pairing
 
 SHARED_PREFIXES = ("rdma/",)
@@ -42,13 +41,6 @@ VF_PREFIXES = ("nvidia.com/", "openshift.io/", "intel.com/")
 NOT_POOLS = (GPU_RESOURCE, "nvidia.com/mig-", "nvidia.com/vgpu", "nvidia.com/pgpu")
 Kind = Literal["shared", "vf"]
 Link = Literal["infiniband", "roce"]
-# NCCL's RoCE v2 GID: index 3 on a ConnectX port with its default IPv4 GIDs (0/1: RoCE v1/v2
-# of the link-local IPv6, 2/3: v1/v2 of the IPv4 address); NCCL's docs, NCCL_IB_GID_INDEX.
-ROCE_V2_GID_INDEX = "3"
-# The pod network's interface in the container: NCCL's bootstrap stays on it.
-POD_INTERFACE = "eth0"
-# NCCL_IB_HCA is a list of prefixes (NCCL's docs): every mlx5_* device the pod was given.
-DEFAULT_HCA_PREFIX = "mlx5"
 
 
 def kind_of(resource: str) -> Kind | None:
@@ -121,6 +113,15 @@ class RdmaDecision:
         return self.use and self.pairing is not None and self.pairing.complete
 
 
+class Node(Protocol):
+    """A node's RDMA offer (mpijob.scheduling.cluster.Node, which holds RdmaResources)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rdma(self) -> tuple[RdmaResource, ...]: ...
+
+
 def common_resource(pods: Sequence[tuple[Node, int]]) -> tuple[RdmaResource | None, str]:
     """The RDMA resource every pod's node offers, enough of it free for the pod, preferring a
     shared HCA (it takes one slot per pod); or None and why not. pods: (Node, GPUs)."""
@@ -165,15 +166,3 @@ def decide(choice: str, pods: Sequence[tuple[Node, int]]) -> RdmaDecision:
                             True)
     return RdmaDecision(True, res, f"every planned node offers {res.name}", True)
 
-
-def nccl_env(link: str | None, hcas: Sequence[str], *, pod_network: bool) -> dict[str, str]:
-    """NCCL's settings for the RDMA devices a pod gets (NCCL's docs, "Environment Variables"):
-    NCCL_IB_HCA the devices (a prefix list: "mlx5" is every mlx5_* device); on RoCE the RoCE
-    v2 GID (NCCL_IB_GID_INDEX) and the bootstrap sockets on the pod's own interface
-    (NCCL_SOCKET_IFNAME), which has the route to the other pods."""
-    env = {"NCCL_IB_HCA": ",".join(hcas) if hcas else DEFAULT_HCA_PREFIX}
-    if link == "roce":
-        env["NCCL_IB_GID_INDEX"] = ROCE_V2_GID_INDEX
-        if pod_network:
-            env["NCCL_SOCKET_IFNAME"] = POD_INTERFACE
-    return env

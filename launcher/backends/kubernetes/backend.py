@@ -29,7 +29,6 @@ from launcher.backends.base import (
     FAILED,
     SUCCEEDED,
     TERMINAL,
-    BaseBackend,
     JobStatus,
     Prepared,
     SubmitOptions,
@@ -65,6 +64,7 @@ from launcher.backends.kubernetes.logs import follow_pod, merge_streams, pod_log
 from launcher.backends.kubernetes.networks import resolve_networks
 from launcher.backends.kubernetes.projections import StatusPod
 from launcher.backends.kubernetes.queue import queued, queued_without_calls
+from launcher.backends.kubernetes.rendering import KubernetesObjects
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     Snapshot,
@@ -166,7 +166,7 @@ class KubernetesOptions(SubmitOptions):
     delete_on_timeout: bool | None = None
 
 
-class KubernetesBackend(BaseBackend):
+class KubernetesBackend(KubernetesObjects):
     name = "kubernetes"
 
     def __init__(self, context: str | None = None, namespace: str | None = None, *,
@@ -262,13 +262,15 @@ class KubernetesBackend(BaseBackend):
         # lazy: its volume models load pydantic (~85 ms), which list/get/wait/logs never need
         from launcher.backends.kubernetes.volumes import check_claims
 
-        # --network: each NAD exists; its resource goes on the worker pods (issue 23)
+        # --network: each NAD must exist, and the device resource it names goes on the
+        # worker pods (a pod that does not request it gets no interface)
         plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
             return plan, []
         placement, notes = self._recheck_capacity(spec, plan.placement)
-        # --data: each claim exists and its access modes allow the final placement (issue 24)
+        # --data: each claim must exist and its access modes allow the final placement, or
+        # the pods would wait on a volume that never attaches
         check_claims(client, spec, placement, options.mode)
         return dataclasses.replace(plan, placement=placement), notes
 

@@ -45,15 +45,8 @@ LIST_READ = 2 ** 20
 
 # --- resource kinds ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Kind:
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
+class Kind(gangs.ApiKind):
+    """A kind as the client reads and writes it: the core's ApiKind, with its URL."""
 
     @property
     def version(self) -> str:
@@ -273,6 +266,10 @@ class KubeClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the one in api's configuration
     limiter: RateLimiter = field(default_factory=RateLimiter)  # the one its retries wait for
     _discovery: dict = field(default_factory=dict)
+    # The newest resourceVersion a list of each resource answered: a later cached read asks
+    # for a state not older than it (resourceVersionMatch=NotOlderThan), so that reads of
+    # one command never go back in time, even behind several API servers.
+    _seen: dict = field(default_factory=dict)
 
     @property
     def host(self) -> str:
@@ -341,17 +338,23 @@ class KubeClient:
              label_selector: str | None = None, field_selector: str | None = None,
              limit: int | None = None, keep: Callable[[dict], object | None] | None = None,
              cached: bool = False, page_size: int | None = None,
-             item_type: type | None = None) -> dict:
+             item_type: type | None = None,
+             select: Callable[[bytes, int, int], bool] | None = None) -> dict:
         """{"metadata": {"resourceVersion"}, "items": [...]}: the whole list (or the first
-        `limit` objects), read in pages of `page_size` with `continue`, each parsed as it
-        arrives and reduced by `keep` (the object, what of it to hold, or None to drop it).
-        With an `item_type` (projections.py), keep sees only the fields that type declares.
+        `limit` objects), read in pages of `page_size` (kubectl's --chunk-size, 500) with
+        `continue`, each parsed as it arrives and reduced by `keep` (the object, what of it
+        to hold, or None to drop it). With an `item_type` (projections.py), keep sees only
+        the fields that type declares, and `select` may pass over items by their bytes
+        before any decoding (liststream.parse_projected).
 
-        `cached` reads the API server's watch cache (resourceVersion=0): a fraction of an
-        etcd read for the server, possibly a moment stale. A 410 Expired in the middle (the
-        first page's revision was compacted) starts the list over; client-go's pager falls
-        back to one unpaginated list instead (tools/pager/pager.go), which at 150,000 pods
-        is the gigabyte answer paging avoids."""
+        `cached` reads the API server's watch cache in one answer, unpaged (a paged read
+        with a resourceVersion goes to etcd before 1.33): resourceVersion=0 the first time,
+        then not older than the newest this client has seen of the resource
+        (resourceVersionMatch=NotOlderThan): a fraction of an etcd read for the server, a
+        moment stale at most. A 410 Expired in the middle of a paged list (the first page's
+        revision was compacted) starts the list over; client-go's pager falls back to one
+        unpaginated list instead (tools/pager/pager.go), which at 150,000 pods is the
+        gigabyte answer paging avoids."""
         ns = None if all_namespaces else self._ns(kind, namespace)
         what = {"verb": "list", "resource": kind.resource, "namespace": ns, "name": None}
         for attempt in range(LIST_RESTARTS + 1):
@@ -360,25 +363,34 @@ class KubeClient:
             try:
                 while True:
                     query = {"labelSelector": label_selector, "fieldSelector": field_selector,
-                             "limit": limit or page_size or PAGE_SIZE, "continue": cont,
-                             "resourceVersion": "0" if cached and not cont else None}
+                             "limit": limit or (None if cached else page_size or PAGE_SIZE),
+                             "continue": cont}
+                    if cached:
+                        seen = self._seen.get(kind.resource)
+                        query["resourceVersion"] = seen or "0"
+                        query["resourceVersionMatch"] = "NotOlderThan" if seen else None
                     resp = self._send("GET", kind.path(ns), query, None, None, REQUEST_TIMEOUT,
                                       what)
                     try:
                         head, items = parse_list(_chunks(resp, LIST_READ), keep or _same,
-                                                 item_type)
+                                                 item_type, select)
                     finally:
                         resp.release_conn()
                     kept.extend(items)
                     meta = head.get("metadata") or {}
                     cont = meta.get("continue")
                     if not cont or limit:
-                        return {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                                "items": kept}
+                        version = meta.get("resourceVersion")
+                        self._saw(kind.resource, version)
+                        return {"metadata": {"resourceVersion": version}, "items": kept}
             except ApiError as exc:
                 if exc.status != 410 or cont is None or attempt == LIST_RESTARTS:
                     raise
         raise AssertionError("unreachable")
+
+    def _saw(self, resource: str, version: str | None) -> None:
+        if version and version.isdigit() and int(version) > int(self._seen.get(resource, 0)):
+            self._seen[resource] = version
 
     def items(self, kind: Kind, namespace: str | None = None, **kw) -> builtins.list[Any]:
         return self.list(kind, namespace, **kw)["items"]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from launcher.errors import UserError
+from launcher.errors import UsageError, UserError
 
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 # client-go's provideClusterInfo: cluster.extensions[name=this].extension reaches the plugin.
@@ -49,6 +49,24 @@ class ExecPlugin:
         self._cached: Credential | None = None
         self._lock = threading.Lock()
         self.runs = 0
+        self._check()
+
+    def _check(self) -> None:
+        """What the kubeconfig says wrongly, refused before any request (UsageError)."""
+        api_version = self.spec.get("apiVersion")
+        if api_version not in API_VERSIONS:
+            raise UsageError(f"{self.what}: apiVersion {api_version!r} is not supported; use "
+                             f"{' or '.join(API_VERSIONS)}")
+        command = self.spec.get("command")
+        if not isinstance(command, str) or not command:
+            raise UsageError(f"{self.what}: no command; set users[].user.exec.command")
+        mode = self.spec.get("interactiveMode")
+        if mode is None and api_version == API_VERSIONS[0]:
+            raise UsageError(f"{self.what}: interactiveMode must be set for {api_version} "
+                             "(Never, IfAvailable or Always)")
+        if mode is not None and mode not in ("Never", "IfAvailable", "Always"):
+            raise UsageError(f"{self.what}: interactiveMode {mode!r} is not one of Never, "
+                             "IfAvailable, Always")
 
     @property
     def what(self) -> str:
@@ -70,17 +88,9 @@ class ExecPlugin:
 
     # -- running the plugin --------------------------------------------------------------------
     def _interactive(self) -> bool:
-        mode = self.spec.get("interactiveMode")
-        api_version = self.spec.get("apiVersion")
-        if mode is None and api_version == API_VERSIONS[0]:
-            raise UserError(f"{self.what}: interactiveMode must be set for {api_version} "
-                            "(Never, IfAvailable or Always)")
-        mode = mode or "IfAvailable"
+        mode = self.spec.get("interactiveMode") or "IfAvailable"
         if mode == "Never":
             return False
-        if mode not in ("IfAvailable", "Always"):
-            raise UserError(f"{self.what}: interactiveMode {mode!r} is not one of Never, "
-                            "IfAvailable, Always")
         if mode == "Always" and not self.stdin_is_tty:
             raise UserError(f"{self.what} needs a terminal to log in (interactiveMode: "
                             "Always); run the command in one")
@@ -104,13 +114,8 @@ class ExecPlugin:
         return info
 
     def _exec(self) -> Credential:
-        api_version = self.spec.get("apiVersion")
-        if api_version not in API_VERSIONS:
-            raise UserError(f"{self.what}: apiVersion {api_version!r} is not supported; use "
-                            f"{' or '.join(API_VERSIONS)}")
-        command = self.spec.get("command")
-        if not isinstance(command, str) or not command:
-            raise UserError(f"{self.what}: no command; set users[].user.exec.command")
+        api_version = str(self.spec.get("apiVersion"))
+        command = str(self.spec.get("command"))
         interactive = self._interactive()
         exec_info: dict = {"apiVersion": api_version, "kind": "ExecCredential",
                            "spec": {"interactive": interactive}}

@@ -117,7 +117,7 @@ class KaiControl(GangControl):
         super().require(client, spec, mode)
         # KAI skips a PodGroup whose queue does not exist ("Queue '%s' does not exist",
         # pkg/scheduler/cache/cluster_info): it would wait forever without a word.
-        queue = kai.queue_of(spec)
+        queue = kai.queue_of(spec.queue)
         try:
             found = client.get(api_kind(kai.QUEUE), queue)
         except ApiError:

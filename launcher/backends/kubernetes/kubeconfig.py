@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.backends.kubernetes.kubeconfig_flag import kubeconfig_flag
-from launcher.errors import UserError
+from launcher.backends.kubernetes.kubeconfig_flag import impersonation_flags, kubeconfig_flag
+from launcher.errors import UsageError, UserError
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -38,6 +38,32 @@ class KubeconfigFile:
 
 
 @dataclass(frozen=True)
+class Impersonation:
+    """Whom requests act as (kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`, or
+    --as/--as-group/--as-uid): sent as Impersonate-* headers, which the API server's
+    impersonation filter checks against the caller's `impersonate` rights."""
+
+    user: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers, one line per group and per extra value (client-go's
+        ImpersonatingRoundTripper, transport/round_trippers.go; extra keys are
+        percent-encoded as it does, since a header name cannot hold every character)."""
+        from urllib.parse import quote
+
+        out = [("Impersonate-User", self.user)] if self.user else []
+        if self.uid:
+            out.append(("Impersonate-Uid", self.uid))
+        out += [("Impersonate-Group", g) for g in self.groups]
+        out += [(f"Impersonate-Extra-{quote(key, safe='')}", v)
+                for key, values in self.extra for v in values]
+        return out
+
+
+@dataclass(frozen=True)
 class Connection:
     """Everything a request needs to reach the API server as the chosen user."""
 
@@ -50,6 +76,7 @@ class Connection:
     # Set where the kubeconfig is not the whole story: the pod's service account.
     ca_file: str | None = None
     token_file: str | None = None
+    impersonate: Impersonation = field(default_factory=Impersonation)
 
 
 # --- where the configuration is -------------------------------------------------------------
@@ -243,12 +270,83 @@ def resolve(context: str | None = None, namespace: str | None = None,
     if not isinstance(server, str) or not server:
         raise UserError(f"cluster {cluster_name!r} of {where} has no server: set clusters[]."
                         "cluster.server in the kubeconfig")
+    user_entry = user[1] if user else {}
+    _refuse(cluster_entry, f"cluster {cluster_name!r}", user_entry, f"user {user_name!r}")
     return Connection(
         server=server.rstrip("/"), context=context_name,
         namespace=namespace or entry.get("namespace") or "default",
         cluster=_resolved(cluster_entry, _CLUSTER_PATHS, cluster_file.folder),
-        user=_resolved(user[1], _USER_PATHS, user[0].folder) if user else {},
-        user_name=user_name or "")
+        user=_resolved(user_entry, _USER_PATHS, user[0].folder) if user else {},
+        user_name=user_name or "",
+        impersonate=impersonation(user_entry, f"user {user_name!r}"))
+
+
+# auth-provider entries client-go still has: gcp and azure were removed in 1.26
+# (plugin/pkg/client/auth/{gcp,azure}: kubectl refuses them and names the exec plugin).
+AUTH_PROVIDERS = ("oidc",)
+_REMOVED_PROVIDERS = {"gcp": "the exec plugin gke-gcloud-auth-plugin",
+                      "azure": "the exec plugin kubelogin (github.com/Azure/kubelogin)"}
+
+
+def _refuse(cluster: dict, cluster_what: str, user: dict, user_what: str) -> None:
+    """What client-go refuses to combine, refused alike (UsageError naming the field)
+    rather than half-obeyed."""
+    has_ca = bool(cluster.get("certificate-authority") or
+                  cluster.get("certificate-authority-data"))
+    if truthy(cluster.get("insecure-skip-tls-verify")) and has_ca:
+        # transport/transport.go: "specifying a root certificates file with the insecure
+        # flag is not allowed"
+        raise UsageError(f"kubeconfig {cluster_what}: insecure-skip-tls-verify: true together "
+                         "with certificate-authority(-data) is refused (as kubectl does); "
+                         "remove one of them")
+    has_token = bool(user.get("token") or user.get("tokenFile"))
+    if has_token and (user.get("username") or user.get("password")):
+        # transport/round_trippers.go HTTPWrappersForConfig
+        raise UsageError(f"kubeconfig {user_what}: username/password and token(File) may not "
+                         "both be set (kubectl refuses it); remove one of them")
+    provider = user.get("auth-provider")
+    if provider is not None:
+        if isinstance(user.get("exec"), dict):
+            # rest/transport.go: "execProvider and authProvider cannot be used in combination"
+            raise UsageError(f"kubeconfig {user_what}: exec and auth-provider may not both be "
+                             "set (kubectl refuses it); remove one of them")
+        name = provider.get("name") if isinstance(provider, dict) else None
+        if name in _REMOVED_PROVIDERS:
+            raise UsageError(f"kubeconfig {user_what}: auth-provider {name!r} was removed from "
+                             f"kubectl and client-go (1.26); use {_REMOVED_PROVIDERS[name]}")
+        if name not in AUTH_PROVIDERS:
+            raise UsageError(f"kubeconfig {user_what}: auth-provider {name!r} is not one "
+                             f"kubectl knows ({', '.join(AUTH_PROVIDERS)}); use an exec plugin")
+    proxy = cluster.get("proxy-url")
+    if proxy:
+        from urllib.parse import urlsplit
+
+        # clientcmd validation.go validateClusterInfo: proxy-url's scheme
+        if urlsplit(str(proxy)).scheme not in ("http", "https", "socks5"):
+            raise UsageError(f"kubeconfig {cluster_what}: proxy-url {proxy!r} is not an http, "
+                             "https or socks5 URL")
+
+
+def impersonation(user: dict, what: str) -> Impersonation:
+    """The user's `as` fields, each replaced by its flag when given (--as, --as-group,
+    --as-uid); groups, uid or extra without a user is refused, as the API server does
+    (apiserver endpoints/filters/impersonation.go: "without impersonating a user")."""
+    flags = impersonation_flags()
+    name = flags.user if flags.user is not None else user.get("as")
+    groups = flags.groups or user.get("as-groups") or ()
+    uid = flags.uid if flags.uid is not None else user.get("as-uid")
+    extra = user.get("as-user-extra") or {}
+    if not isinstance(groups, list | tuple) or not all(isinstance(g, str) for g in groups):
+        raise UsageError(f"kubeconfig {what}: as-groups must be a list of group names")
+    if not isinstance(extra, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values()):
+        raise UsageError(f"kubeconfig {what}: as-user-extra must map keys to lists of strings")
+    if not name and (groups or uid or extra):
+        given = ("--as-group/--as-uid" if flags.groups or flags.uid
+                 else f"kubeconfig {what}: as-groups/as-uid/as-user-extra")
+        raise UsageError(f"{given} without a user to act as: set --as (or users[].user.as)")
+    return Impersonation(user=str(name or ""), uid=str(uid or ""), groups=tuple(groups),
+                         extra=tuple((str(k), tuple(v)) for k, v in sorted(extra.items())))
 
 
 def _in_cluster(namespace: str | None) -> Connection:
@@ -262,10 +360,15 @@ def _in_cluster(namespace: str | None) -> Connection:
                       namespace=namespace or _service_account_namespace(),
                       ca_file=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
                       token_file=os.path.join(SERVICE_ACCOUNT_DIR, "token"),
-                      user_name="the pod's service account")
+                      user_name="the pod's service account",
+                      impersonate=impersonation({}, "the pod's service account"))
 
 
 def _service_account_namespace() -> str:
+    """$POD_NAMESPACE, else the mounted namespace file, else default (clientcmd
+    inClusterClientConfig.Namespace)."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
     try:
         with open(os.path.join(SERVICE_ACCOUNT_DIR, "namespace")) as f:
             return f.read().strip() or "default"
@@ -286,8 +389,9 @@ def pem_data(entry: dict, key: str, what: str) -> bytes | None:
     can be read."""
     data = entry.get(f"{key}-data")
     if data:
-        try:
-            return base64.b64decode(str(data), validate=True)
+        try:  # Go's base64 decoder skips line breaks: `base64 FILE` wraps at 76 columns
+            return base64.b64decode(str(data).replace("\r", "").replace("\n", ""),
+                                    validate=True)
         except (binascii.Error, ValueError):
             raise UserError(f"{what}: {key}-data is not base64; fix it in the kubeconfig") from None
     path = entry.get(key)

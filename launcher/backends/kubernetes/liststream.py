@@ -75,12 +75,31 @@ class _Reader:
             return value
 
 
+# Which items of a list to decode at all, judged from an item's bytes, buf[start:end]
+# (not copied out: most items are passed over), or None: every one.
+Select = Callable[[bytes, int, int], bool] | None
+
+
 def parse_list(chunks: Iterable[bytes], keep: Callable[[dict], object | None],
-               item_type: type | None = None) -> tuple[dict, list]:
+               item_type: type | None = None, select: Select = None) -> tuple[dict, list]:
     """(the list without its items, [keep(item) for each item, Nones left out]); with an
-    `item_type`, keep sees each item decoded as that type (parse_projected)."""
+    `item_type`, keep sees each item decoded as that type (parse_projected). Without one,
+    an answer whose first read is a block or more is decoded by msgspec too, into whole
+    dicts (a third less CPU than the json module: 500 Jobs, 2 MB, 20 -> 13 ms)."""
+    if item_type is None:
+        chunks = iter(chunks)
+        first = next(chunks, b"")
+        chunks = itertools.chain([first], chunks)
+        if len(first) >= _BLOCK:
+            item_type = dict
     if item_type is not None:
-        return parse_projected(chunks, keep, item_type)
+        return parse_projected(chunks, keep, item_type, select)
+    return _generic(chunks, keep)
+
+
+def _generic(chunks: Iterable[bytes], keep: Callable[[dict], object | None]
+             ) -> tuple[dict, list]:
+    """parse_list by the json module, one item at a time."""
     r = _Reader(chunks)
     head: dict = {}
     kept: list = []
@@ -129,11 +148,15 @@ _BLOCK = 1 << 16  # bytes decoded at a time (measured fastest at 64 KB: tens of 
 
 
 def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | None],
-                    item_type: type) -> tuple[dict, list]:
+                    item_type: type, select: Select = None) -> tuple[dict, list]:
     """parse_list, with the items decoded as `item_type` in blocks of about a read's size.
     Anything the fast path does not recognise (a list whose items do not begin with their
     metadata, a head it cannot read, the last item) is read by the generic parser, from
-    where the fast path stopped: the answer is the same, only slower."""
+    where the fast path stopped: the answer is the same, only slower.
+
+    `select` sees each item's bytes in a block first, and only the items it takes are
+    decoded: it must take every item `keep` would keep (it may take more). A block whose
+    items cannot be told apart by their boundaries is decoded whole."""
     import msgspec  # only the commands that read large lists pay for it
 
     block = msgspec.json.Decoder(list[item_type])  # type: ignore[valid-type]
@@ -148,8 +171,8 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
 
     def rest_generic(buf: bytes, pos: int, then: tuple[bytes, ...] = ()) -> dict:
         """The generic parser from an item's start (or the items' closing bracket)."""
-        tail, items = parse_list(itertools.chain([b'{"items":[' + buf[pos:]], then, chunks),
-                                 keep)
+        tail, items = _generic(itertools.chain([b'{"items":[' + buf[pos:]], then, chunks),
+                               keep)
         kept.extend(items)
         return tail
 
@@ -157,12 +180,12 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
     while (at := buf.find(_ITEMS_KEY)) < 0:
         chunk = next(chunks, None)
         if chunk is None or len(buf) > _HEAD_LIMIT:
-            return parse_list(itertools.chain([buf], [] if chunk is None else [chunk], chunks),
-                              keep)
+            return _generic(itertools.chain([buf], [] if chunk is None else [chunk], chunks),
+                            keep)
         buf += chunk
     head = _head(buf[:at])
     if head is None:
-        return parse_list(itertools.chain([buf], chunks), keep)
+        return _generic(itertools.chain([buf], chunks), keep)
     pos = at + len(_ITEMS_KEY)
     floor = pos  # where the next boundary to try may start: past any that did not decode
     while True:
@@ -181,11 +204,32 @@ def parse_projected(chunks: Iterable[bytes], keep: Callable[[dict], object | Non
             buf, floor, pos = buf[pos:] + chunk, floor - pos, 0
             continue
         try:
-            out(block.decode(b"[" + buf[pos:cut + 1] + b"]"))
+            out(_decode_block(buf, pos, cut, block, select))
             pos = floor = cut + 2
         except msgspec.DecodeError:
             pos = _one_by_one(buf, pos, cut, block, out)
             floor = max(pos, cut + 1)  # an item may run on past this boundary
+
+
+def _decode_block(buf: bytes, pos: int, cut: int, block, select: Select) -> list:
+    """The items from pos to the boundary at cut, those `select` takes, or all of them."""
+    if select is None:
+        return block.decode(b"[" + buf[pos:cut + 1] + b"]")
+    import msgspec
+
+    taken, start = [], pos
+    while start <= cut:
+        end = buf.find(_ITEM_BOUNDARY, start, cut + 1)
+        end = cut if end < 0 else end  # (the last item of the block ends at cut)
+        if select(buf, start, end + 1):
+            taken.append(buf[start:end + 1])
+        start = end + 2
+    if not taken:
+        return []
+    try:
+        return block.decode(b"[" + b",".join(taken) + b"]")
+    except msgspec.DecodeError:  # a boundary inside an item: the block as it is
+        return block.decode(b"[" + buf[pos:cut + 1] + b"]")
 
 
 def _one_by_one(buf: bytes, pos: int, cut: int, block, out) -> int:

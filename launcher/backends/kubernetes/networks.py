@@ -2,7 +2,7 @@
 
 Read before anything is created (KubernetesBackend.preflight): a network Multus cannot find
 leaves the pod in ContainerCreating, and one whose `k8s.v1.cni.cncf.io/resourceName`
-resource the pod does not request gets no interface (mpijob.k8s.render_multus). A name
+resource the pod does not request gets no interface (mpijob.k8s.multus). A name
 `namespace/name` is looked up in that namespace, as Multus does.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from launcher.backends.kubernetes.client import ApiError, Kind, KubeClient
 from launcher.errors import UsageError, UserError
-from mpijob.k8s.render_multus import RESOURCE_ANNOTATION
+from mpijob.k8s.multus import RESOURCE_ANNOTATION
 
 NAD = Kind("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "network-attachment-definitions")
 

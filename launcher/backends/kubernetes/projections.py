@@ -9,8 +9,9 @@ dicts and lists shaped like the API objects, with the absent fields absent, so w
 them (snapshot.slim_pod, slim_node, PodReader) reads a full object the same way.
 
 Each field here is one that snapshot.py reads: a field read there and not declared here
-would be silently missing, which tests/test_snapshot_streamed.py guards against by
-planning from projected and from full lists alike.
+would be silently missing, which
+tests/launcher/backends/kubernetes/test_snapshot_streamed.py guards against by planning from
+projected and from full lists alike.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import functools
 import os
 from collections import defaultdict
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -208,7 +207,7 @@ def _positions(nodes: list[dict], hypernodes: list[dict] | None, label_keys,
                kueue_topologies: list[dict] | None = None,
                kai_topologies: list[dict] | None = None) -> dict:
     """Each node's network position: labels (by `label_keys`), Volcano HyperNodes over them.
-    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.k8s.render_network)."""
+    A level whose label a Kueue Topology lists is marked for Kueue (mpijob.gang: GangScheduler.keeps_network_domain)."""
     labels_of = {n["metadata"]["name"]: (n.get("metadata") or {}).get("labels") or {} for n in nodes}
     out = {name: position_from_labels(labels, label_keys or DEFAULT_LABEL_KEYS)
            for name, labels in labels_of.items()}
@@ -466,33 +465,57 @@ def take_snapshot(client, namespace: str | None = None, *, cached: bool = False,
     return replace(snap, skipped=skipped) if skipped else snap
 
 
-def planned_nodes_view(client, nodes: list[str], full_lists_from: int = 64,
-                       parallel: int = 8) -> tuple[list, list]:
-    """(nodes, live pods) of the planned nodes only, read fresh from the API server (not its
-    cache), for submit's re-check: two reads a node (a GET, and its pods by the indexed
-    `spec.nodeName` field), `parallel` nodes at a time, or, for plans on more than
-    `full_lists_from` nodes, one paged list of each kind filtered while streaming."""
+def planned_nodes_view(client, nodes: list[str]) -> tuple[list, list]:
+    """(nodes, live pods) of the planned nodes only, for submit's re-check: one list of
+    nodes and one of pods, each read from the API server's watch cache in one answer, not
+    older than the snapshot the plan came from (KubeClient.list `cached`). Two requests
+    whatever the plan's size, where a GET and a `spec.nodeName` pod list per node made 128
+    at 64 nodes; of the bytes (the cluster's pods once more) only the planned nodes' objects
+    are decoded, picked by their name and nodeName (named_nodes, pods_on)."""
     wanted = set(nodes)
-    if len(wanted) > full_lists_from:
-        found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"]
-                             in wanted else None, item_type=PlacementNode)
-        reader = PodReader(wanted)
-        return found, reader.pods(client.items(POD, all_namespaces=True,
-                                               field_selector=LIVE_PODS, keep=reader.keep,
-                                               item_type=PlacementPod))
+    found = client.items(NODE, keep=lambda n: slim_node(n) if n["metadata"]["name"] in wanted
+                         else None, item_type=PlacementNode, cached=True,
+                         select=named_nodes(wanted))
+    reader = PodReader(wanted)
+    return found, reader.pods(client.items(POD, all_namespaces=True, field_selector=LIVE_PODS,
+                                           keep=reader.keep, item_type=PlacementPod,
+                                           cached=True, select=pods_on(wanted)))
 
-    def read(name: str) -> tuple[dict | None, list]:
-        node = client.get(NODE, name)
-        if node is None:
-            return None, []
-        return slim_node(node), client.items(POD, all_namespaces=True, keep=slim_pod,
-                                             field_selector=f"spec.nodeName={name},{LIVE_PODS}",
-                                             item_type=PlacementPod)
 
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hvdk8s-recheck") as pool:
-        views = list(pool.map(read, sorted(wanted)))
-    return ([node for node, _ in views if node is not None],
-            [pod for _, pods in views for pod in pods])
+_NODE_NAME = b'{"metadata":{"name":"'
+_POD_NODE = b'"nodeName":"'
+
+
+def named_nodes(names: set[str]):
+    """A list item's bytes (buf[start:end]) -> whether it may be one of these Nodes: the API server writes
+    a Node's metadata first and its name first in that (Go's field order); any other shape
+    is taken, to be decoded and judged by its fields."""
+    wanted = {n.encode() for n in names}
+
+    def select(buf: bytes, start: int, end: int) -> bool:
+        if not buf.startswith(_NODE_NAME, start, end):
+            return True
+        name = start + len(_NODE_NAME)
+        return buf[name:buf.find(b'"', name, end)] in wanted
+
+    return select
+
+
+def pods_on(names: set[str]):
+    """A list item's bytes (buf[start:end]) -> whether it may be a Pod bound to one of these nodes: a
+    compact `"nodeName":"X"` key (spec.nodeName is a Pod's only key of that name; inside a
+    string its quotes would be escaped) with X not among them rules it out, and so does no
+    nodeName at all (an unbound pod, which PodReader drops); anything else is taken."""
+    wanted = {n.encode() for n in names}
+
+    def select(buf: bytes, start: int, end: int) -> bool:
+        at = buf.find(_POD_NODE, start, end)
+        if at < 0:
+            return buf.find(b'"nodeName"', start, end) >= 0
+        name = at + len(_POD_NODE)
+        return buf[name:buf.find(b'"', name, end)] in wanted
+
+    return select
 
 
 # --- what placement reads of an object --------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 from launcher.backends.kubernetes.client import PVC, ApiError, KubeClient
 from launcher.errors import UserError
 from mpijob.jobspec.volumes import claim_refusal
-from mpijob.k8s.render_volumes import data_pod_nodes
+from mpijob.k8s.workload import data_pod_nodes
 
 
 def access_modes(claim: dict) -> list[str]:

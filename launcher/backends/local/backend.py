@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from launcher.backends.base import (
     FAILED,
@@ -45,6 +44,7 @@ from launcher.backends.local.mpi import (
     benchmark_script,
     build_launch,
     check_mpi,
+    shim_scripts,
     usable_cores,
 )
 from launcher.backends.local.state import (
@@ -70,10 +70,6 @@ from mpijob.k8s.command import hostfile_text, shell_join
 from mpijob.perf.perfmodel import Assumptions
 from mpijob.phases import JobPhase
 from mpijob.plural import plural
-
-if TYPE_CHECKING:  # types only: the perf model loads when a job is planned
-    from mpijob.perf.perfmodel import Assumptions
-    from mpijob.scheduling.cluster import Cluster
 from mpijob.scheduling.cluster import Cluster
 
 POLL_SECONDS = 0.2
@@ -172,10 +168,14 @@ class LocalBackend(BaseBackend):
         prepared = self._prepare(spec, placement, paths)
         uid = uuid.uuid4().hex
         status = new_status(uid=uid, phase=JobPhase.PENDING, mode=mode, node=prepared.host,
-                            ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv)
+                            ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv,
+                            rank_logs=prepared.launch.rank_logs)
+        mpi = prepared.launch.mpi
         launch = {
             "argv": prepared.launch.argv,
             "env": prepared.launch.env,
+            # whose mpirun it is: how its notices read when a rank fails
+            "mpi": {"implementation": mpi.implementation, "major": mpi.major} if mpi else None,
             "cwd": spec.working_dir or os.getcwd(),
             "deadline_seconds": spec.run_policy.active_deadline_seconds,
         }
@@ -212,13 +212,12 @@ class LocalBackend(BaseBackend):
 
     def _prepare(self, spec: JobSpec, placement, paths: JobPaths) -> _Prepared:
         check_rank_count(spec, usable_cores())
-        mpirun = check_mpi(spec)
+        mpi = check_mpi(spec)
         script = benchmark_script() if spec.runs_benchmark else None
         host = socket.gethostname()
         gpus, _ = choose_gpus(spec, placement, host)
-        launch = build_launch(spec, mpirun=mpirun, hostfile=paths.hostfile,
-                              ranks_dir=paths.ranks, gpus=gpus, script=script,
-                              exits_dir=paths.rank_exits)
+        launch = build_launch(spec, mpi=mpi, hostfile=paths.hostfile, job_dir=paths.dir,
+                              gpus=gpus, script=script)
         return _Prepared(paths, launch, gpus, host, hostfile_text(spec, [("localhost", spec.ranks)]))
 
     @staticmethod
@@ -236,6 +235,11 @@ class LocalBackend(BaseBackend):
             write_json(building / paths.launch.name, launch)
             write_status(building / paths.status.name, status)
             (building / paths.hostfile.name).write_text(hostfile)
+            shims = building / JobPaths.shims.name
+            shims.mkdir()
+            for name, text in shim_scripts().items():
+                (shims / name).write_text(text)
+                (shims / name).chmod(0o755)
             os.rename(building, paths.dir)
         except OSError as exc:
             shutil.rmtree(building, ignore_errors=True)

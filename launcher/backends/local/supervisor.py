@@ -20,6 +20,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
+from launcher.backends.local.notices import first_failed_rank, rank_failure
 from launcher.backends.local.rank import read_records
 
 # local_state validates status.json with pydantic: ~70 ms more before this process records
@@ -101,15 +102,11 @@ def supervise(paths: JobPaths) -> int:
             except subprocess.TimeoutExpired:
                 stop.proc.kill()
                 stop.proc.wait()
-    return _finish(paths, stop.proc.returncode, stop, deadline)
+    return _finish(paths, stop.proc.returncode, stop, deadline, launch.get("mpi"))
 
 
 def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
-            deadline: float | None = None) -> int:
-    # lazy: local_mpi builds the job spec's pydantic models (~25 ms), which only the job's end
-    # needs, not the start that `submit` waits for.
-    from launcher.backends.local.mpi import rank_failure
-
+            deadline: float | None = None, mpi: dict | None = None) -> int:
     lines = read_lines(paths.launcher_log)
     images_per_sec, result = parse_benchmark_output(lines)
     if images_per_sec is None and result is None:
@@ -122,7 +119,11 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
     if returncode == 0 and stop.signal is None and not stop.deadline:
         update_status(paths, phase=JobPhase.SUCCEEDED, **fields)
         return 0
-    failure = rank_failure(lines)
+    mpi = mpi or {}
+    failure = rank_failure(lines, mpi.get("implementation"), mpi.get("major"))
+    if failure is None and not stop.deadline and stop.signal is None:
+        # Hydra names no rank; and when hvdk8s stopped the job, the ranks' ends are ours.
+        failure = first_failed_rank(paths.rank_exits)
     log_tail = tail(paths.launcher_log)
     if stop.deadline:
         reason, message = "deadline exceeded", f"the job ran longer than its deadline of {deadline:g}s"

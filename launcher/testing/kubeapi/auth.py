@@ -19,6 +19,8 @@ class Attributes:
     subresource: str
     namespace: str
     name: str
+    groups: tuple[str, ...] = ()  # the user's groups (an impersonated user's, when so)
+    acting_for: str | None = None  # the authenticated caller of an impersonated request
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class Rule:
     resource: str  # plural, "plural/subresource", "plural.group" or "*"
     namespace: str | None
     user: str | None
+    group: str | None = None  # a group the user is in
 
     def matches(self, a: Attributes) -> bool:
         if self.verb not in ("*", a.verb):
@@ -34,6 +37,8 @@ class Rule:
         if self.namespace is not None and self.namespace != a.namespace:
             return False
         if self.user is not None and self.user != a.user:
+            return False
+        if self.group is not None and self.group not in a.groups:
             return False
         res, _, sub = self.resource.partition("/")
         plural, _, group = res.partition(".")
@@ -53,8 +58,8 @@ class Policy:
         self.hook = None  # optional callable(Attributes) -> bool (True means deny)
 
     def forbid(self, verb: str, resource: str, namespace: str | None = None,
-               user: str | None = None) -> Rule:
-        rule = Rule(verb, resource, namespace, user)
+               user: str | None = None, group: str | None = None) -> Rule:
+        rule = Rule(verb, resource, namespace, user, group)
         with self._lock:
             self._rules.append(rule)
         return rule

@@ -10,11 +10,12 @@ import sys
 import threading
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
-from . import discovery, errors, routes
+from . import compression, discovery, errors, routes
 from .auth import Attributes
+from .impersonation import UserInfo, impersonate
 from .rest import RawJSON, Response, Stream
 
 
@@ -23,6 +24,7 @@ class Request(NamedTuple):
     path: str
     query: dict
     content_type: str | None = None
+    headers: Any = None  # as received (email.message.Message: get_all for repeated ones)
 
 
 _HEALTH = ("/healthz", "/livez", "/readyz")
@@ -79,7 +81,8 @@ class App:
         path = url.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         with srv._log_lock:
-            srv.request_log.append(Request(method, path, query, h.headers.get("Content-Type")))
+            srv.request_log.append(Request(method, path, query, h.headers.get("Content-Type"),
+                                           h.headers))
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
         fault = srv.faults.take(method, path, query)
@@ -118,7 +121,8 @@ class App:
                 srv.tokens.authenticate(header)
             return Response(200, "ok" if path in _HEALTH else
                             discovery.version_info(srv.version))
-        user = _client_certificate_user(h) or srv.tokens.authenticate(header)
+        user = impersonate(srv.policy, UserInfo(_client_certificate_user(h) or
+                                                srv.tokens.authenticate(header)), h.headers)
         if method == "GET":
             doc = self._discovery(path)
             if doc is not None:
@@ -170,8 +174,8 @@ class App:
         if rt.key == "authorization.k8s.io/selfsubjectaccessreviews":
             return self._self_access_review(method, name, body, user)
         attr_ns = name if rt.key == "/namespaces" and name else (ns or "")
-        self.srv.policy.check(Attributes(user, verb, rt.group, rt.plural, sub or "", attr_ns,
-                                         name or ""))
+        self.srv.policy.check(Attributes(user.name, verb, rt.group, rt.plural, sub or "",
+                                         attr_ns, name or "", user.groups, user.acting_for))
         if sub == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
@@ -213,9 +217,9 @@ class App:
             raise errors.invalid("authorization.k8s.io", "SelfSubjectAccessReview", "", [
                 ("spec.resourceAttributes", "Required value: exactly one of "
                  "nonResourceAttributes or resourceAttributes must be specified")])
-        attrs = Attributes(user, ra.get("verb") or "", ra.get("group") or "",
+        attrs = Attributes(user.name, ra.get("verb") or "", ra.get("group") or "",
                            ra.get("resource") or "", ra.get("subresource") or "",
-                           ra.get("namespace") or "", ra.get("name") or "")
+                           ra.get("namespace") or "", ra.get("name") or "", user.groups)
         try:
             self.srv.policy.check(attrs)
             status = {"allowed": True, "reason": "allowed by the test server's policy"}
@@ -238,6 +242,10 @@ class App:
                 data = resp.body.encode() if isinstance(resp.body, str) else resp.body
                 ctype = "text/plain"
             pieces, length = iter((data,)), len(data)
+        if self.srv.gzip_responses and compression.wanted(h.headers.get("Accept-Encoding"),
+                                                          length):
+            self.bytes_out += compression.send(h, resp.code, ctype, resp.headers, pieces)
+            return
         h.send_response(resp.code)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(length))

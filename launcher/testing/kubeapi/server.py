@@ -62,6 +62,8 @@ class KubeAPIServer:
         # Serve HTTPS with this server context (its certificate; a client CA to verify
         # client certificates against, which then authenticate as their Common Name).
         self.tls = tls
+        # Answers of 128 KiB or more gzip-compressed for clients that ask (compression.py).
+        self.gzip_responses = False
         self.store = Store()
         self.registry = Registry()
         self.admission = Admission(self.store, self.registry)
@@ -504,9 +506,10 @@ class KubeAPIServer:
 
     # -- policy and faults ---------------------------------------------------------------------------
     def forbid(self, verb: str, resource: str, namespace: str | None = None,
-               user: str | None = None):
-        """Deny (verb, resource[/subresource][.group], namespace) with a real 403."""
-        return self.policy.forbid(verb, resource, namespace, user)
+               user: str | None = None, group: str | None = None):
+        """Deny (verb, resource[/subresource][.group], namespace) with a real 403, to
+        everyone, to `user`, or to the members of `group`."""
+        return self.policy.forbid(verb, resource, namespace, user, group)
 
     def allow(self, verb: str, resource: str, namespace: str | None = None,
               user: str | None = None) -> None:
