@@ -34,7 +34,8 @@ def _at(spec: JobSpec, workers: int) -> JobSpec:
 
 def plan_elastic(spec: JobSpec, cluster: Cluster | None,
                  assumptions: Assumptions | None) -> ElasticPlan:
-    from mpijob.jobspec.elastic import HOROVOD_ELASTIC_DOCS, sizes
+    from mpijob.jobspec.elastic import sizes
+    from mpijob.jobspec.elastic_bounds import HOROVOD_ELASTIC_DOCS
 
     head = (f"elastic: {spec.min_size}..{spec.max_size} workers, starting with {spec.workers} "
             f"(horovodrun elastic over Gloo; the program must use hvd.elastic: "

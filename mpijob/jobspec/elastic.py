@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mpijob.errors import SpecError
-
-if TYPE_CHECKING:  # the spec imports this module
+if TYPE_CHECKING:
     from mpijob.jobspec.spec import JobSpec
 
-HOROVOD_ELASTIC_DOCS = "https://horovod.readthedocs.io/en/stable/elastic_include.html"
 # The most sizes a plan predicts one by one; between, every few (a 1..4096 range is not
 # 4096 placements).
 MAX_SIZES_SHOWN = 12
@@ -29,27 +26,6 @@ _REFUSED = {
     "trainjob": ("Kubeflow Trainer's TrainJob does not support elastic training yet (on its "
                  "roadmap, kubeflow/trainer#2903)"),
 }
-
-
-def check_bounds(spec: JobSpec) -> None:
-    """--min-workers <= --workers <= --max-workers, and an elastic job's command is a
-    program (horovodrun starts it), never the user's own mpirun line."""
-    if not spec.elastic:
-        return
-    if spec.min_size > spec.workers:
-        raise SpecError("min_workers", f"{spec.min_size} is more than --workers "
-                        f"{spec.workers}: the job starts with --workers, at least the minimum")
-    if spec.max_size < spec.workers:
-        raise SpecError("max_workers", f"{spec.max_size} is less than --workers "
-                        f"{spec.workers}: the job starts with --workers, at most the maximum")
-    if spec.gang != "none":
-        raise SpecError("gang", "elastic jobs do not take a gang scheduler yet (its group "
-                        "would have to be the minimum and admit joiners); without --gang "
-                        "hvdk8s waits for the minimum to be scheduled")
-    if spec.user_gives_mpirun:
-        raise SpecError("command", "an elastic job is started by horovodrun (elastic, Gloo), "
-                        "not by your own launch line: give the training program, which must "
-                        f"use hvd.elastic ({HOROVOD_ELASTIC_DOCS})")
 
 
 def refusal(spec: JobSpec, mode: str, *, here: bool = False) -> str | None:

@@ -38,7 +38,7 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
     RdmaChoice,
 )
-from mpijob.jobspec.elastic import check_bounds
+from mpijob.jobspec.elastic_bounds import check_bounds
 from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
 from mpijob.jobspec.launch_line import is_launcher_line
 from mpijob.jobspec.options import parse_count, parse_key_value
@@ -441,7 +441,9 @@ class JobSpec(BaseModel):
                 f"{63 - longest} characters, so that names like "
                 f"'{self.name}{names.longest_suffix_example(most)}' stay within 63",
             )
-        check_bounds(self)
+        if self.elastic:
+            check_bounds(min_size=self.min_size, max_size=self.max_size, workers=self.workers,
+                         gang=self.gang, user_gives_mpirun=self.user_gives_mpirun)
         scheduler = gangs.get(self.gang)
         if scheduler is not None and scheduler.queue == "required" and not self.queue:
             raise SpecError("queue", f"{self.gang} gang scheduling needs a queue name (--queue)")
