@@ -227,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TF inter-op threads per rank (env HVDK8S_INTER_OP_THREADS); unset "
                    "or 0: TensorFlow's default")
     p.add_argument("--seed", type=int, default=1234)
+    # Horovod elastic under horovodrun (elastic.py beside this file).
+    p.add_argument("--elastic", action="store_true",
+                   help="run under horovodrun elastic: hvd.elastic.run, state committed every "
+                   "--elastic_commit_every steps; a lost worker does not end the run")
+    p.add_argument("--elastic_commit_every", type=int, default=5)
     p.add_argument("--data_name", default="synthetic", choices=["synthetic", "imagenet"],
                    help="synthetic: one batch made on the device; imagenet: TFRecords from "
                    "--data_dir through tf_cnn_benchmarks' input pipeline")
@@ -658,6 +663,13 @@ def run(args: argparse.Namespace) -> dict:
 
     for line in header_lines(args, world_size, intra, inter, tf.__version__):
         say(line)
+    if args.elastic and hvd is not None:
+        from elastic import run_elastic  # beside this file: the script's directory is on sys.path
+
+        return run_elastic(args, tf=tf, hvd=hvd, model=model, opt=opt,
+                           make_step=lambda: make_train_step(tf, hvd, model, opt, args),
+                           local_step=make_train_step(tf, None, model, opt, args),
+                           next_batch=next_batch)
     say("Running warm up")
 
     clock = time.perf_counter

@@ -67,6 +67,8 @@ class JobStatus:
     # Per worker pod, the GPUs a reporter (topology agent) says it holds vs the plan
     # (mpijob.scheduling.gpu_view.PodGpus.to_json, plus "note"); empty when nothing reported.
     gpu_allocation: list[dict] = field(default_factory=list)
+    # Elastic jobs: the workers now and when they left and joined, and why.
+    size: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> bool:

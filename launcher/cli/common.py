@@ -100,6 +100,8 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
         if "allocated_devices" in row:
             console.print(f"{row['pod']}: planned GPUs {_gpus(row.get('gpus') or [])}, DRA allocated "
                           f"{', '.join(row['allocated_devices']) or 'nothing yet'}", markup=False)
+    for text in status.size:  # elastic: the size now and its history
+        console.print(text, markup=False)
     if status.log_tail:
         console.print("[bold]last log lines:[/bold]")
         for text in status.log_tail:

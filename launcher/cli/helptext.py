@@ -89,6 +89,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Delete a job with its pods, services and secrets", "hvdk8s delete vgg16"),
         ("Several jobs of another namespace", "hvdk8s delete vgg16 resnet50-x7k2p -n team-a"),
     ],
+    "scale": [
+        ("Grow a running elastic job (submitted with --max-workers 3) to 3 workers",
+         "hvdk8s scale vgg16 --workers 3"),
+        ("Shrink it back to its minimum, in another namespace",
+         "hvdk8s scale vgg16 --workers 2 -n team-a"),
+    ],
     "plan": [
         ("Where 4 one-GPU workers would go on a cluster file, and the predicted images/sec",
          "hvdk8s plan --workers 4 --gpus 1 --cluster tests/data/clusters/two-dgx1.yaml"),

@@ -62,7 +62,14 @@ SHOWN: dict[str, Shown] = {
         "Training image.")),
     "workers": Shown("job", "N", help=(
         "Workers, each with --gpus GPUs. With a placement, the workers that land on "
-        "one node share one pod (so they can use NVLink).")),
+        "one node share one pod (so they can use NVLink). Elastic jobs: the count to start "
+        "with.")),
+    "min_workers": Shown("job", "N", help=(
+        "Elastic (Horovod elastic, Gloo): the fewest workers the job runs on; a lost worker "
+        "does not end it while this many remain. Default --workers.")),
+    "max_workers": Shown("job", "N", help=(
+        "Elastic: the most workers; more join as GPUs free up, or with hvdk8s scale. "
+        "Default --workers.")),
     "gpus_per_worker": Shown("job", "N", help=(
         "GPUs per worker; 0 runs ranks on the CPU.")),
     "cpu": Shown("pods", "QUANTITY", help=(

@@ -7,7 +7,7 @@ import typer
 from launcher.backends.base import FAILED
 from launcher.cli import options as opt
 from launcher.cli.common import exit_for_status, open_backend, print_status, print_status_list
-from launcher.errors import UserError
+from launcher.errors import UsageError, UserError
 
 
 def get(
@@ -102,9 +102,29 @@ def delete(
         typer.echo(f"job {job} deleted" if existed else f"job {job} not found (nothing to delete)")
 
 
+def scale(
+    name: str = typer.Argument(..., help="Job name.", autocompletion=opt.complete_job_names),
+    workers: int = typer.Option(..., "--workers", "-w", metavar="N", min=1,
+                                help="Workers to run, within the job's --min-workers/--max-workers."),
+    namespace: opt.Namespace = None,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
+):
+    """Grow or shrink a running elastic job (submitted with --min-workers/--max-workers).
+
+    New workers join the training at Horovod's next reset; removed ones leave it."""
+    b = open_backend(backend, context, namespace)
+    scaler = getattr(b, "scale", None)
+    if scaler is None:
+        raise UsageError(f"scale: the {b.name} backend has no elastic jobs; use the "
+                         "kubernetes backend")
+    typer.echo(scaler(name, namespace, workers=workers))
+
+
 def register(app: typer.Typer) -> None:
     app.command("get")(get)
     app.command("list")(list_jobs)
     app.command("logs")(logs)
     app.command("wait")(wait)
     app.command("delete")(delete)
+    app.command("scale")(scale)

@@ -23,7 +23,7 @@ from mpijob.plural import plural
 # The job options plan takes (declared on the spec: launcher.cli.spec_options).
 PLAN_OPTIONS = ("workers", "gpus_per_worker", "placement_policy", "node_selector", "tolerations",
                 "cpu", "memory", "benchmark.model", "benchmark.batch_size", "cross_zone",
-                "rdma", "queue")
+                "rdma", "queue", "min_workers", "max_workers")
 
 
 @job_options(PLAN_OPTIONS, required=("workers", "gpus_per_worker"))
@@ -54,7 +54,6 @@ def plan(
     # (pydantic models, ~70 ms) load only for this one
     from mpijob.scheduling.placement import PlacementRequest, place
 
-    request = PlacementRequest.from_spec(spec)
     cal, cal_source = calibration_file.load(calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
     if queue and not cluster:
@@ -65,6 +64,14 @@ def plan(
                 return
             context = worker
     snapshot = _load_cluster(cluster, context)
+    elastic_lines: tuple[str, ...] = ()
+    if spec.elastic:  # placed for as many workers as fit now, up to the maximum
+        from launcher.preparing.elastic_plan import plan_elastic
+
+        elastic = plan_elastic(spec, snapshot, calibration_file.assumptions(cal, cal_source))
+        elastic_lines = elastic.lines
+        spec = spec.model_copy(update={"workers": elastic.plan_workers})
+    request = PlacementRequest.from_spec(spec)
 
     policies = defaults.PLACEMENT_POLICIES if compare else (policy,)
     results = []
@@ -74,7 +81,9 @@ def plan(
         unchecked = _unchecked_resources(request, result, snapshot, from_file=bool(cluster))
         if unchecked:
             data["explanation"].append(unchecked)
-        results.append((result, _planned(data, spec, result, snapshot, assumptions)))
+        planned = _planned(data, spec, result, snapshot, assumptions)
+        planned["explanation"].extend(elastic_lines)
+        results.append((result, planned))
     if compare:
         results.extend(_split_what_if(results, spec, snapshot, assumptions))
 

@@ -230,16 +230,24 @@ def top_job(
     snap = _snapshot(context, namespace)
     ns = None if all_namespaces else (namespace or KubernetesBackend(context, namespace).namespace)
     rows = job_rows(snap.pods, ns)
+    from launcher.backends.kubernetes import elastic
+
+    # Elastic jobs: the workers running of the size asked (the rest show "-").
+    sizes = elastic.current_sizes(KubernetesBackend(context, namespace).client, ns)
+    for r in rows:
+        if (r["namespace"], r["job"]) in sizes:
+            r["size"] = sizes[(r["namespace"], r["job"])]
     if emit_data({"jobs": rows, "notes": list(snap.notes)}, output):
         return
     from rich.table import Column, Table
 
     console = _console()
     table = Table(_name_column(console, "JOB"), _name_column(console, "NAMESPACE"), "PODS",
-                  "GPUS", Column("NODES (GPU indices)", overflow="fold"))
+                  "GPUS", "SIZE", Column("NODES (GPU indices)", overflow="fold"))
     for r in rows:
         where = " ".join(f"{node}[{_ranges(ix)}]" for node, ix in r["nodes"].items())
-        table.add_row(r["job"], r["namespace"], str(r["pods"]), str(r["gpus"]), where)
+        table.add_row(r["job"], r["namespace"], str(r["pods"]), str(r["gpus"]),
+                      r.get("size", "-"), where)
     _print_table(console, table)
     for line in snap.notes:
         note(f"note: {line}")

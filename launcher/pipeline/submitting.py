@@ -18,7 +18,8 @@ from launcher.pipeline.jobnames import generated_name
 from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
-from mpijob.jobspec import defaults
+from mpijob.jobspec import defaults, names
+from mpijob.jobspec.elastic import refusal as elastic_refusal
 from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.jobspec.ssh_port import free_ssh_port
 from mpijob.k8s.gang import refusal
@@ -313,6 +314,13 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
         raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
                          "cannot be told the job's sshd port (port 22 is the node's own "
                          "sshd); use --mode pods")
+    if auto_mode and spec.elastic and request.mode != "pods" and not backend.runs_here:
+        note(f"mode: pods, not {request.mode} (--mode auto): only built-in pods run elastic "
+             "jobs")
+        request = replace(request, mode="pods")
+        submit_options = replace(submit_options, mode="pods")
+    if (refused := elastic_refusal(spec, request.mode, here=backend.runs_here)) is not None:
+        raise UsageError(refused)
     for line in backend.check_spec(spec):
         note(f"note: {line}")
     for line in why_this_backend:  # after validation: bad input gets its one line only
@@ -354,8 +362,12 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     if client_dry_run:
         objects = list(prepared.objects)
         if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
+            gated = any(o.get("kind") == "Job" and names.LABEL_START_GATE in
+                        (o["metadata"].get("labels") or {}) for o in objects)
             note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
-                 "(its uid is assigned by the API server)")
+                 "(its uid is assigned by the API server)"
+                 + (", but the workers, which get one to the start gate's pod "
+                    "(docs/cleanup.md)" if gated else ""))
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
     held.release()  # checked: the plan is shown before anything is created

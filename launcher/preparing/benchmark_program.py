@@ -22,6 +22,16 @@ def benchmark_source() -> str:
                         "set HVDK8S_BENCHMARK to its path") from None
 
 
+def elastic_benchmark_source() -> str:
+    """The benchmark's elastic loop (elastic.py beside it), which `--elastic` imports."""
+    path = benchmark_path().with_name("elastic.py")
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read the elastic benchmark at {path}: {exc.strerror}; "
+                        "it must lie beside HVDK8S_BENCHMARK") from None
+
+
 def benchmark_path() -> Path:
     override = os.environ.get("HVDK8S_BENCHMARK")
     if override:

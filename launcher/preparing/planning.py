@@ -52,7 +52,25 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
              pod_security: str | None = None) -> Plan:
     """submit's plan: place the job on the snapshot (refusing what cannot fit), then
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
-    namespace's enforced Pod Security level, where known."""
+    namespace's enforced Pod Security level, where known. An elastic job is placed for as
+    many workers as fit now, up to its maximum, and keeps --workers as its start size."""
+    if spec.elastic:
+        from launcher.preparing.elastic_plan import plan_elastic
+
+        elastic = plan_elastic(spec, cluster, assumptions)
+        placed = spec.model_copy(update={"workers": elastic.plan_workers})
+        plan = _place_and_plan(placed, cluster, assumptions, pod_security)
+        plan.spec = plan.spec.model_copy(update={"workers": spec.workers})
+        plan.notes.extend(elastic.lines)
+    else:
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security)
+    if plan.spec.worker_shares:
+        plan.notes.extend(describe_requests(plan.spec, plan.placement))
+    return plan
+
+
+def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+                    pod_security: str | None) -> Plan:
     if cluster is None:
         spec, said = resolve_gpu_request(spec, cluster)
         if spec.rdma == "on" and spec.gpus_per_worker:
@@ -76,8 +94,6 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
                 f"{spec.gang} queues it and places it when it fits"]), cluster)
         else:
             raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
-    if plan.spec.worker_shares:
-        plan.notes.extend(describe_requests(plan.spec, plan.placement))
     return plan
 
 

@@ -19,6 +19,9 @@ ANNOTATION_SPEC = f"{GROUP}/spec"
 ANNOTATION_GPUS = f"{GROUP}/gpus"
 ROLE_LAUNCHER = "launcher"
 ROLE_WORKER = "worker"
+# The start gate (mpijob.k8s.start_gate) and its pod: not the job's own label, so that
+# status, list and the agent never count them as a launcher or a worker.
+LABEL_START_GATE = f"{GROUP}/start-gate-of"
 
 # The Job controller names the launcher pod `<job>-launcher-<5 chars>`.
 _LAUNCHER_POD_SUFFIX = len("-launcher-") + 5
@@ -44,6 +47,10 @@ def operator_benchmark(job: str) -> str:
     """Operator mode's benchmark ConfigMap: `<job>-config` is the operator's own (its
     hostfile), and it refuses to run a job whose `<job>-config` it does not control."""
     return f"{job}-benchmark"
+
+
+def start_gate(job: str) -> str:
+    return f"{job}-start-gate"
 
 
 def ssh_secret(job: str) -> str:

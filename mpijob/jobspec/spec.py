@@ -38,6 +38,7 @@ from mpijob.jobspec.defaults import (
     PullPolicy,
     RdmaChoice,
 )
+from mpijob.jobspec.elastic_bounds import check_bounds
 from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
 from mpijob.jobspec.image_ref import image_problem
 from mpijob.jobspec.launch_line import is_launcher_line
@@ -198,6 +199,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "cross_zone": False, "gpu_request": frozenset({"auto", defaults.GPU_REQUEST}),
     "run_as_user": None, "run_as_group": None,
     "start_timeout": defaults.START_TIMEOUT_SECONDS,
+    "min_workers": None, "max_workers": None,
     # data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
@@ -226,6 +228,9 @@ class JobSpec(BaseModel):
     namespace: Annotated[str, Flag("-n/--namespace", declares=False)] = defaults.NAMESPACE
     image: Annotated[str, Flag("--image", backends=KUBERNETES_ONLY)] = defaults.IMAGE
     workers: Annotated[int, Flag("--workers", aliases=("-w",))] = Field(defaults.WORKERS, ge=1, le=4096)
+    # Elastic Horovod (mpijob.jobspec.elastic): the job runs while at least min_workers live.
+    min_workers: Annotated[int | None, Flag("--min-workers")] = Field(None, ge=1, le=4096)
+    max_workers: Annotated[int | None, Flag("--max-workers")] = Field(None, ge=1, le=4096)
     gpus_per_worker: Annotated[int, Flag("--gpus", aliases=("-g",))] = Field(defaults.GPUS_PER_WORKER, ge=0, le=16)
     cpu: Annotated[str | None, Flag("--cpu")] = None
     memory: Annotated[str | None, Flag("--memory", backends=KUBERNETES_ONLY)] = None
@@ -429,14 +434,18 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
-        longest = names.longest_suffix(self.workers)
+        most = self.max_size
+        longest = names.longest_suffix(most)
         if len(self.name) + longest > 63:
             raise SpecError(
                 "name",
-                f"{self.name!r} is too long for {self.workers} workers: at most "
+                f"{self.name!r} is too long for {most} workers: at most "
                 f"{63 - longest} characters, so that names like "
-                f"'{self.name}{names.longest_suffix_example(self.workers)}' stay within 63",
+                f"'{self.name}{names.longest_suffix_example(most)}' stay within 63",
             )
+        if self.elastic:
+            check_bounds(min_size=self.min_size, max_size=self.max_size, workers=self.workers,
+                         gang=self.gang, user_gives_mpirun=self.user_gives_mpirun)
         scheduler = gangs.get(self.gang)
         if scheduler is not None and scheduler.queue == "required" and not self.queue:
             raise SpecError("queue", f"{self.gang} gang scheduling needs a queue name (--queue)")
@@ -460,6 +469,19 @@ class JobSpec(BaseModel):
         return self
 
     # --- derived -------------------------------------------------------------------
+    @property
+    def elastic(self) -> bool:
+        """Horovod elastic: --min-workers or --max-workers given."""
+        return self.min_workers is not None or self.max_workers is not None
+
+    @property
+    def min_size(self) -> int:
+        return self.min_workers if self.min_workers is not None else self.workers
+
+    @property
+    def max_size(self) -> int:
+        return self.max_workers if self.max_workers is not None else self.workers
+
     @property
     def total_gpus(self) -> int:
         return self.workers * self.gpus_per_worker

@@ -6,12 +6,15 @@ claims and devices), then one builder turns them into objects, each object whole
   so nothing runs before the gang is placed; a ConfigMap (hostfile and the in-pod scripts),
   an SSH Secret, a headless Service and one worker Pod per placed node follow, each owned
   by the root so that deleting the Job deletes the whole job (mpijob.k8s.render_pods).
+  With a --start-timeout, a start gate Job whose pod owns the workers
+  (mpijob.k8s.start_gate); an elastic job's workers are one Indexed Job instead
+  (mpijob.k8s.render_elastic).
 - `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator
   (mpijob.k8s.render_operator).
 - `trainjob`: one trainer.kubeflow.org TrainJob for Kubeflow Trainer
   (mpijob.k8s.render_trainjob).
 
-Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
+Pure: the SSH keys, the benchmark sources and the root's uid come in as arguments.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def render(
     placement: Placement | None = None,
     ssh: SSHKeys | None = None,
     benchmark_source: str | None = None,
+    elastic_source: str | None = None,
     root_uid: str | None = None,
     prediction: dict | None = None,
     trainer_version: str = TRAINER_VERSION,
@@ -46,7 +50,8 @@ def render(
     if mode == "pods":
         if ssh is None:
             raise ValueError("pods mode needs SSH keys")
-        objects = render_pods(workload(spec, placement, mode), ssh, benchmark_source, prediction)
+        objects = render_pods(workload(spec, placement, mode), ssh, benchmark_source, prediction,
+                              elastic_source)
     elif mode == "operator":
         objects = render_operator(workload(spec, placement, mode), benchmark_source, prediction,
                                   managed_by)

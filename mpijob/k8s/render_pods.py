@@ -1,6 +1,8 @@
 """Built-in mode: launcher Job (the root), the ComputeDomain where the job gets one, ConfigMap,
-SSH Secret, headless Service, the gang's objects, and per worker its GPU claim template (DRA)
-and its Pod: each object built whole here, from the job's Workload."""
+SSH Secret, headless Service, the gang's objects, the start gate (mpijob.k8s.start_gate), and
+per worker its GPU claim template (DRA) and its Pod, or for an elastic job the worker Indexed
+Job and its objects (mpijob.k8s.render_elastic): each object built whole here, from the job's
+Workload."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s import render_elastic, start_gate
 from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.gang import gang_objects, gang_pod_metadata
@@ -44,6 +47,7 @@ def worker_host(spec: JobSpec, pod: WorkerPod) -> str:
 
 
 def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
+    """The job's ConfigMap, SSH key and /dev/shm; an elastic job's scripts too."""
     volumes: list[dict] = [
         {"name": "hvdk8s-config", "configMap": {"name": names.config(spec.name), "defaultMode": 0o755}},
         # Readable by any uid so non-root images work; the scripts copy the key to a 0600 file.
@@ -55,6 +59,9 @@ def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
         {"name": "hvdk8s-ssh", "mountPath": SSH_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
+    if spec.elastic:
+        volumes.append(render_elastic.volume(spec))
+        mounts.append(render_elastic.MOUNT)
     return volumes, mounts
 
 
@@ -117,17 +124,24 @@ def _dns_config(spec: JobSpec) -> dict:
     return {"searches": [f"{names.service(spec.name)}.{spec.namespace}.svc.cluster.local"]}
 
 
-def _worker_pod(work: Workload, pod: WorkerPod, gang_meta: dict) -> dict:
+def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
+                     elastic: bool = False) -> dict:
+    """A worker pod's metadata and spec: one placed pod's, or (`elastic`) the worker Job's
+    template, whose pods the Job controller names <job>-worker-<index> and which may run
+    on any planned node."""
     spec = work.spec
     volumes, mounts = _volumes(spec)
+    # planned GPU indices; an elastic worker's are the kubelet's to pick
     annotations = {names.ANNOTATION_GPUS: ",".join(map(str, pod.gpus))} if pod.gpus else {}
     annotations.update(gang_meta.get("annotations", {}))
     if work.network_domain is not None and (scheduler := gangs.get(spec.gang)) is not None:
         annotations.update(scheduler.topology_annotations(work.network_domain))
     if work.networks:  # Multus attaches the networks this annotation lists
         annotations[NETWORKS_ANNOTATION] = ",".join(work.networks)
-    meta = metadata(spec, names.worker(spec.name, pod.index), role=names.ROLE_WORKER,
-                    index=pod.index, extra_annotations=annotations)
+    meta = (metadata(spec, None, role=names.ROLE_WORKER, extra_annotations=annotations)
+            if elastic else
+            metadata(spec, names.worker(spec.name, pod.index), role=names.ROLE_WORKER,
+                     index=pod.index, extra_annotations=annotations))
     meta["labels"].update(gang_meta.get("labels", {}))
     container = {
         "name": "worker",
@@ -144,7 +158,7 @@ def _worker_pod(work: Workload, pod: WorkerPod, gang_meta: dict) -> dict:
         container["resources"] = resources
     body = {
         **pod_common(spec),
-        "hostname": names.worker(spec.name, pod.index),
+        **({} if elastic else {"hostname": names.worker(spec.name, pod.index)}),
         "subdomain": names.service(spec.name),
         "dnsConfig": _dns_config(spec),
         # A worker that ends (released by the launcher, or failed) must not come back.
@@ -153,13 +167,19 @@ def _worker_pod(work: Workload, pod: WorkerPod, gang_meta: dict) -> dict:
         "volumes": volumes,
         **gang_meta.get("spec", {}),
     }
-    if pod.node:
+    if elastic and work.placement is not None and work.placement.feasible:
+        body["affinity"] = node_affinity(sorted({a.node for a in work.placement.assignments}),
+                                         required=spec.gang == "none")
+    elif pod.node:
         body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")
         if work.compute_domain_nodes is not None:
             body["affinity"]["podAffinity"] = clique_affinity(spec.name)
-    template = patched_template(spec, {"metadata": meta, "spec": finish_pod(
+    return patched_template(spec, {"metadata": meta, "spec": finish_pod(
         spec, body, data=True, claims=work.pod_claims(pod))}, names.ROLE_WORKER, work.mode)
-    return {"apiVersion": "v1", "kind": "Pod", **template}
+
+
+def _worker_pod(work: Workload, pod: WorkerPod, gang_meta: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", **_worker_template(work, pod, gang_meta)}
 
 
 def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict | None) -> dict:
@@ -184,11 +204,14 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
         "NVIDIA_VISIBLE_DEVICES": "",
         **(_OPENMPI_ENV if spec.mpi_implementation == "OpenMPI" else {}),
     })
+    if spec.elastic:
+        env = [*env, *render_elastic.launcher_env(spec)]
     container = {
         "name": "launcher",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": ["/bin/sh", f"{CONFIG_DIR}/launcher.sh", *launch_argv(spec, HOSTFILE)],
+        "command": (render_elastic.launcher_command(spec) if spec.elastic else
+                    ["/bin/sh", f"{CONFIG_DIR}/launcher.sh", *launch_argv(spec, HOSTFILE)]),
         "env": env,
         "resources": launcher_resources(spec),
         "volumeMounts": mounts,
@@ -222,7 +245,7 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
 
 
 def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
-                prediction: dict | None) -> list[dict]:
+                prediction: dict | None, elastic_source: str | None = None) -> list[dict]:
     spec, pods = work.spec, list(work.workers)
     gang_meta = gang_pod_metadata(work)
     objects = [_launcher_job(spec, work.placement, prediction)]
@@ -235,8 +258,20 @@ def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
     ]
     objects += gang_objects(work)
     labels = names.job_labels(spec.name)
+    # The gate comes right before the first worker object: the workers are created owned
+    # by its pod, so it must exist first.
+    gate = [start_gate.gate_job(spec)] if start_gate.applies(spec) else []
+    if work.elastic_worker is not None:
+        worker = work.elastic_worker
+        objects += [render_elastic.config_map(spec, benchmark_source, elastic_source),
+                    render_elastic.ready_service(spec)]
+        if worker.gpu_claim is not None:
+            objects.append(worker.gpu_claim.template_object(spec.namespace, labels))
+        return [*objects, *gate, render_elastic.worker_job(
+            spec, _worker_template(work, worker, gang_meta, elastic=True))]
     for p in pods:
         if p.gpu_claim is not None:  # the template before the pod that claims from it
             objects.append(p.gpu_claim.template_object(spec.namespace, labels))
-        objects.append(_worker_pod(work, p, gang_meta))
-    return objects
+        objects += [*gate, _worker_pod(work, p, gang_meta)]
+        gate = []
+    return objects + gate

@@ -137,6 +137,9 @@ class Workload:
     ipc_lock: bool  # NCCL pins RDMA buffers (ibv_reg_mr) past the default memlock limit
     networks: tuple[str, ...]  # Multus networks of the workers
     network_domain: object  # the placement's domain, where the job's gang scheduler keeps it
+    # Elastic built-in jobs: the one worker the Indexed worker Job's template describes,
+    # requesting one worker's share (mpijob.k8s.render_elastic).
+    elastic_worker: WorkerPod | None = None
 
     def pod_claims(self, pod: WorkerPod) -> list[dict]:
         """A worker's spec.resourceClaims: its GPUs' claim, then the IMEX channel of the
@@ -233,6 +236,23 @@ def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], 
     return replace(pod, resources=resources, gpu_claim=gpu_claim)
 
 
+def _elastic_worker(spec: JobSpec, channel: bool) -> WorkerPod:
+    """One worker per pod, on any planned node: --cpu/--memory alone decide its requests
+    (a placement's node share was for a pod of the workers merged on that node), and a DRA
+    claim asks for a count, each pod from the template getting its own."""
+    gpus = spec.gpus_per_worker
+    pod = WorkerPod(0, None, (), gpus, 1)
+    gpu_claim = (GpuClaim(f"{names.service(spec.name)}-gpus", gpus, (),
+                          spec.rdma_request.nic_driver if spec.rdma_request else None)
+                 if spec.gpu_request == "dra" and gpus > 0 else None)
+    claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
+    resources = Resources(cpu=spec.cpu, memory=spec.memory,
+                          memory_limit=add_bytes(spec.memory, spec.shm_size) if spec.memory else None,
+                          gpus=0 if gpu_claim else gpus, devices=_devices(spec, gpus),
+                          claims=claims)
+    return replace(pod, resources=resources, gpu_claim=gpu_claim)
+
+
 def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
     """Decide the job's pods: one per placement assignment (built-in), or one uniform
     template (TEMPLATE_MODES), each with what it requests."""
@@ -266,7 +286,9 @@ def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
         spec=spec, mode=mode, placement=placement, workers=pods, shape=shape,
         compute_domain_nodes=placement.nodes_used if placement is not None and channel else None,
         ipc_lock=spec.rdma_request is not None,
-        networks=tuple(n.name for n in spec.networks), network_domain=domain)
+        networks=tuple(n.name for n in spec.networks), network_domain=domain,
+        elastic_worker=_elastic_worker(spec, channel) if spec.elastic and mode == "pods"
+        else None)
 
 
 def data_pod_nodes(spec: JobSpec, placement: Placement | None,

@@ -46,8 +46,11 @@ def job_pods(objects: Sequence[dict], mode: str) -> list[tuple[dict, int]]:
     for obj in objects:
         if obj.get("kind") == "Job":
             tmpl = obj["spec"]["template"]
-            out.append((_pod(names.launcher(obj["metadata"]["labels"][names.LABEL_JOB]),
-                             obj["metadata"]["namespace"], tmpl, tmpl["spec"]), 1))
+            labels = obj["metadata"]["labels"]
+            # The launcher, or the start gate (its own label: mpijob.k8s.start_gate).
+            name = (names.launcher(labels[names.LABEL_JOB]) if names.LABEL_JOB in labels
+                    else obj["metadata"]["name"])
+            out.append((_pod(name, obj["metadata"]["namespace"], tmpl, tmpl["spec"]), 1))
         elif obj.get("kind") == "Pod":
             key = json.dumps({k: v for k, v in obj["spec"].items()
                               if k not in ("hostname", "affinity")}, sort_keys=True)

@@ -26,6 +26,7 @@ from launcher.backends.kubernetes.client import (
     KubeClient,
     kind_of,
 )
+from launcher.backends.kubernetes.start_gate import delete_gate
 from launcher.errors import UserError
 from mpijob.jobspec import names
 
@@ -102,6 +103,7 @@ def delete_job_objects(client: KubeClient, name: str, namespace: str, *,
     for kind, root in roots:
         existed |= client.delete(kind, root, namespace, propagation="Background",
                                  grace_seconds=grace_seconds)
+    existed |= delete_gate(client, name, namespace, grace_seconds)
     if not existed:
         return False
     for kind in kinds:

@@ -35,8 +35,8 @@ from launcher.backends.base import (
     SubmitResult,
     status_key,
 )
+from launcher.backends.kubernetes import elastic, operator_schema, start_guard
 from launcher.backends.kubernetes import gang as gang_control
-from launcher.backends.kubernetes import operator_schema, start_guard
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes import trainjob as trainer
 from launcher.backends.kubernetes.admission_check import (
@@ -78,6 +78,7 @@ from launcher.backends.kubernetes.snapshot import (
     planned_nodes_view,
     take_snapshot,
 )
+from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.output import note
@@ -378,8 +379,11 @@ class KubernetesBackend(KubernetesObjects):
             root = create(client, objects[0], submission)
             created.append(root)
             unowned = gang.scheduler.unowned_kinds if gang else ()
+            # Built-in mode: the workers are owned by the start gate's pod (start_gate.py).
+            gate = GatedCreation(client, ns, spec.start_timeout)
             for obj in with_owner(list(objects), root["metadata"]["uid"], unowned)[1:]:
-                created.append(create(client, obj, submission))
+                created.append(create(client, gate.owned(obj), submission))
+                gate.created(created[-1])
             if options.managed_by:  # MultiKueue: Kueue runs it on a worker cluster
                 outcome: str | UserError = (
                     f"{root['kind']} {spec.name} created for Kueue's MultiKueue (queue "
@@ -394,7 +398,7 @@ class KubernetesBackend(KubernetesObjects):
                 outcome = self._trainjob_created(spec, gang, options)
             else:
                 outcome = self._release_when_scheduled(spec, gang, options.schedule_timeout,
-                                                       options.delete_on_timeout)
+                                                       options.delete_on_timeout, gate)
         except ApiError as exc:
             self._rollback(spec.name, ns, created)
             if exc.already_exists and not created:  # a concurrent submit won the name
@@ -534,11 +538,16 @@ class KubernetesBackend(KubernetesObjects):
                          f"{why}; job {name} was deleted (all or nothing: no pod keeps GPUs "
                          "while the others wait)")
 
-    def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout) -> str | UserError:
-        """Wait for the workers to be scheduled, then release the launcher."""
+    def _release_when_scheduled(self, spec, gang, timeout, delete_on_timeout,
+                                gate: GatedCreation | None = None) -> str | UserError:
+        """Wait for the workers to be scheduled, then release the launcher (and set the
+        start gate's deadline: from now on --start-timeout counts)."""
         client, ns, name = self.client, spec.namespace, spec.name
-        unscheduled = self._await_scheduled(name, ns, timeout)
+        unscheduled = self._await_scheduled(name, ns, timeout,
+                                            spec.min_size if spec.elastic else None)
         if not unscheduled:
+            if gate is not None:
+                gate.arm()
             client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
             return "all workers scheduled; launcher started" + self._where(name, ns)
         why = self._unscheduled_reasons(ns, unscheduled)
@@ -564,8 +573,10 @@ class KubernetesBackend(KubernetesObjects):
                                                      if r.gpus else ""))
         return f" ({'; '.join(parts)})" if parts else ""
 
-    def _await_scheduled(self, name: str, ns: str, timeout: float | None) -> builtins.list[dict]:
-        """Worker pods still unscheduled when the time is up (empty: all scheduled)."""
+    def _await_scheduled(self, name: str, ns: str, timeout: float | None,
+                         enough: int | None = None) -> builtins.list[dict]:
+        """Worker pods still unscheduled when the time is up (empty: all scheduled, or
+        `enough` of them: an elastic job's minimum)."""
         selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
         deadline = time.monotonic() + (timeout if timeout is not None else DEFAULT_SCHEDULE_TIMEOUT)
         # A watch on the workers (watching.py) wakes at the scheduler's last binding, where a
@@ -576,6 +587,8 @@ class KubernetesBackend(KubernetesObjects):
                 pods = seen.of(POD).items()
                 waiting = [p for p in pods if not st.is_scheduled(p)]
                 if pods and not waiting:
+                    return []
+                if enough is not None and len(pods) - len(waiting) >= enough:
                     return []
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -726,6 +739,8 @@ class KubernetesBackend(KubernetesObjects):
             launcher is not None and (launcher.get("status") or {}).get("phase") == SUCCEEDED)
         if not launcher_done:
             return []
+        if elastic.bounds(root) is not None:  # its worker Job would replace them
+            elastic.stop_workers(self.client, status.name, status.namespace)
         doomed, forbidden = [], []
         for p in pods:
             if p["metadata"].get("deletionTimestamp"):
@@ -784,8 +799,21 @@ class KubernetesBackend(KubernetesObjects):
             root, mode = self._root(name, ns)
             pods = self._pods(name, ns)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
+        if mode == "pods" and not status.done:  # started: the workers to the launcher Job
+            hand_over(self.client, root, pods)
+        if root is not None and mode == "pods" and elastic.bounds(root) is not None:
+            status.size = elastic.size_lines(self.client, root, pods)
         self.tidy(root, mode, pods, status)
         return status
+
+    @_api_errors
+    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
+        """`hvdk8s scale`: an elastic job's workers, within its bounds."""
+        ns = self._ns(namespace)
+        root, mode = self._root(name, ns)
+        if mode != "pods" and root is not None:
+            raise UsageError(f"job {name} runs in operator mode, which has no elastic jobs")
+        return elastic.scale(self.client, root, name, ns, workers)
 
     @_api_errors
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
@@ -800,7 +828,7 @@ class KubernetesBackend(KubernetesObjects):
                             item_type=StatusPod)
         roots = [j for j in client.items(JOB, ns, all_namespaces=all_namespaces,
                                          label_selector=selector)
-                 if not _owned_by_mpijob(j)]
+                 if not _owned_by_mpijob(j) and not elastic.is_worker_job(j)]
         for job in roots:
             job.setdefault("kind", "Job")
         if client.serves(MPIJOB):

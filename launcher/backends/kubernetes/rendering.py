@@ -19,7 +19,7 @@ class KubernetesObjects(BaseBackend):
         """Render the job's objects, once; computed here without a call to anything."""
         # lazy: choosing a backend imports this module for every job command; rendering and
         # SSH keys (pydantic models, cryptography) load only to submit or dry-run
-        from launcher.preparing.benchmark_program import benchmark_source
+        from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys
         from mpijob.k8s.manifests import render
 
@@ -28,6 +28,8 @@ class KubernetesObjects(BaseBackend):
             spec, mode=options.mode, placement=plan.placement,
             ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
+            elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
+            else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by)
         return Prepared(spec, plan, tuple(objects))

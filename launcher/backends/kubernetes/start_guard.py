@@ -87,9 +87,18 @@ def overdue(root: dict | None, pods: list[dict], now: datetime | None = None
     if not timeout or root is None or recorded_failure(root):
         return None
     now = now or utc_now()
+    spec = st.job_spec_of(root)
+    minimum = spec.get("min_workers") or (spec.get("workers") if spec.get("max_workers") else None)
+    # An elastic job running on its minimum goes on without a worker that cannot start
+    # (a replacement on a bad node): only the launcher counts then.
+    running = sum(1 for p in st.live_workers(pods)
+                  if (p.get("status") or {}).get("phase") == "Running")
+    enough = minimum is not None and running >= int(minimum)
     # Workers first: they hold the GPUs, and the launcher of a job waits on them.
     for pod in sorted(pods, key=lambda p: (st.pod_role(p) == names.ROLE_LAUNCHER, st.pod_index(p))):
         if st.meta(pod).get("deletionTimestamp"):
+            continue
+        if enough and st.pod_role(pod) != names.ROLE_LAUNCHER:
             continue
         since = _scheduled_at(pod)
         if since is None or (now - since).total_seconds() < timeout:

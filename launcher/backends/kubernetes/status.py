@@ -67,8 +67,11 @@ COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 def pod_index(pod: dict) -> int:
+    # An elastic job's workers are an Indexed Job's pods: the Job controller's index label.
+    found = labels(pod)
+    index = found.get(names.LABEL_INDEX) or found.get(COMPLETION_INDEX_LABEL, "")
     try:
-        return int(labels(pod).get(names.LABEL_INDEX) or labels(pod).get(COMPLETION_INDEX_LABEL, ""))
+        return int(index)
     except ValueError:
         name = meta(pod).get("name", "")
         tail = name.rsplit("-", 1)[-1]
@@ -219,6 +222,9 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
     if recorded:
         reason, _, message = recorded.partition(": ")
         return FAILED, reason, message or None
+    spec = job_spec_of(root)
+    if root is not None and mode == "pods" and (spec.get("min_workers") or spec.get("max_workers")):
+        return _elastic_phase(root, pods)
     workers = _worker_pods(pods)
     launchers = _launcher_pods(pods)
     for w in workers:
@@ -269,6 +275,33 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
         return PENDING, "LauncherRetrying", f"{current.name} failed; the Job retries it"
     return PENDING, current.reason or "LauncherStarting", (
         f"{current.name} Pending: {current.message}" if current.message else None)
+
+
+def live_workers(pods: list[dict]) -> list[dict]:
+    """Worker pods not ended and not being deleted (a replaced one has ended)."""
+    return [p for p in pods if pod_role(p) != names.ROLE_LAUNCHER
+            and (p.get("status") or {}).get("phase") not in (SUCCEEDED, FAILED)
+            and not meta(p).get("deletionTimestamp")]
+
+
+def _elastic_phase(root: dict, pods: list[dict]) -> tuple[str, str | None, str | None]:
+    """An elastic job (mpijob.k8s.render_elastic) whose root records no end: a failed or
+    lost worker is replaced by the worker Job and does not fail the job; the launcher
+    (horovodrun, its --elastic-timeout) decides when too few are left."""
+    launchers = _launcher_pods(pods)
+    if launchers and (launchers[-1].get("status") or {}).get("phase") == SUCCEEDED:
+        return SUCCEEDED, None, None
+    if (root.get("spec") or {}).get("suspend"):
+        return PENDING, "WaitingForGang", "the launcher starts once the minimum is scheduled"
+    if not launchers:
+        return PENDING, "LauncherStarting", "the launcher pod is not created yet"
+    current = replica(launchers[-1])
+    if current.phase == RUNNING:
+        return RUNNING, None, None
+    if current.phase == FAILED:
+        return PENDING, "LauncherRetrying", f"{current.name} failed; the Job retries it"
+    running = sum(1 for p in live_workers(pods) if replica(p).phase == RUNNING)
+    return PENDING, current.reason or "LauncherStarting", f"{running} worker(s) running"
 
 
 def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict],

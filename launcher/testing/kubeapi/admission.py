@@ -417,6 +417,17 @@ def _check_job_update(old: dict, new: dict) -> None:
         if nspec.get(k) != ospec.get(k):
             causes.append((f"spec.{k}", f"Invalid value: {q(str(nspec.get(k)))[:80]}: "
                                         "field is immutable"))
+    # pkg/apis/batch/validation/validation.go validateCompletions (ElasticIndexedJob,
+    # KEP-3715, beta and on by default since 1.27): completions may change only on an
+    # Indexed Job, together with parallelism, to the same value.
+    if nspec.get("completions") != ospec.get("completions"):
+        if ospec.get("completionMode") != "Indexed":
+            causes.append(("spec.completions", f"Invalid value: {nspec.get('completions')}: "
+                                               "field is immutable"))
+        elif nspec.get("completions") != nspec.get("parallelism"):
+            causes.append(("spec.completions", f"Invalid value: {nspec.get('completions')}: "
+                                               "can only be modified in tandem with "
+                                               "spec.parallelism"))
     if causes:
         raise errors.invalid("batch", "Job", old["metadata"]["name"], causes)
 

@@ -108,6 +108,13 @@ class JobController(Loop):
                 if spec["template"]["spec"].get("restartPolicy") == "OnFailure" else 0
             indexed = spec.get("completionMode") == "Indexed"
             completions = spec.get("completions")
+            if indexed and completions is not None:
+                # pkg/controller/job/indexed_job_utils.go: a pod whose completion index is
+                # out of range (completions lowered: an elastic Indexed Job scaled down) is
+                # deleted.
+                for p in [p for p in active if int(_index(p) or 0) >= completions]:
+                    self._delete_pod(job, p)
+                    active.remove(p)
             done_idx = sorted({int(_index(p)) for p in pods if _index(p) is not None and
                                counted.get(p["metadata"]["uid"]) == "Succeeded"})
             deadline = spec.get("activeDeadlineSeconds")
@@ -115,6 +122,9 @@ class JobController(Loop):
             if failed + restarts > spec.get("backoffLimit", 6):
                 fail_reason = ("BackoffLimitExceeded", "Job has reached the specified backoff "
                                                        "limit")
+            # pkg/controller/job/job_controller.go syncJob: pastActiveDeadline counts from
+            # status.startTime with the spec's current value (updateJob re-queues a Job whose
+            # activeDeadlineSeconds changed), then deleteActivePods; finished pods stay.
             elif deadline is not None and time.time() - self._started[uid] > deadline:
                 fail_reason = ("DeadlineExceeded", "Job was active longer than specified "
                                                    "deadline")
@@ -130,7 +140,7 @@ class JobController(Loop):
                 events.record(self.store, job, "Warning", fail_reason[0], fail_reason[1],
                               COMPONENT)
             elif completions is not None and (
-                    (indexed and len(done_idx) >= completions) or
+                    (indexed and len([i for i in done_idx if i < completions]) >= completions) or
                     (not indexed and succeeded >= completions)):
                 for p in active:
                     self._delete_pod(job, p)
@@ -169,7 +179,13 @@ class JobController(Loop):
                 parallelism, completions - succeeded)
             want = [None] * max(0, remaining - len(active))
         created = []
+        m = job["metadata"]
         for idx in want:
+            current = self.store.get("batch/jobs", m["namespace"], m["name"])
+            if current is None or current["metadata"]["uid"] != m["uid"]:
+                # Deleted since this pass listed it (a garbage-collected worker Job): the
+                # real controller's pod would be collected as an orphan; make none.
+                break
             pod = self._pod_from_template(job, idx)
             try:
                 created.append(self.objects.create(self.registry.by_key("/pods"), pod,
@@ -220,6 +236,8 @@ class JobController(Loop):
                       f"Deleted pod: {pm['name']}", COMPONENT)
 
     def _maybe_ttl(self, job: dict) -> None:
+        # pkg/controller/ttlafterfinished/ttlafterfinished_controller.go: a finished Job
+        # (Complete or Failed alike) is deleted ttlSecondsAfterFinished after it finished.
         ttl = job["spec"].get("ttlSecondsAfterFinished")
         if ttl is None:
             return

@@ -234,7 +234,9 @@ class Objects:
         return gone
 
     def _delete_dependent(self, key, ns, name, policy) -> None:
-        """GC: a dependent goes once none of its owners is left alive."""
+        """GC: a dependent goes once none of its owners is left alive, whatever their kind
+        (a Pod owning Pods included): pkg/controller/garbagecollector/garbagecollector.go
+        attemptToDeleteItem deletes an object with no "solid" owner left."""
         drt = self.registry.by_key(key)
         obj = self.store.get(key, ns, name)
         if drt is None or obj is None:

@@ -123,11 +123,13 @@ def _prepare(machine, path: str, i: int, line: str) -> str:
         made = run(machine, previous)
         assert made.returncode == 0, made.stdout + made.stderr
         line = re.sub(r"\bNAME\b", generated_name(made.stdout + made.stderr), line)
+    # `scale` scales a running elastic job
+    elastic = " --min-workers 2 --max-workers 3" if line.startswith("hvdk8s scale") else ""
     for job, namespaces in CLUSTER_JOBS.items():
         if job in words and "--backend local" not in line:
             for ns in namespaces:
                 made = run(machine, f"hvdk8s submit mpi --name {job} --workers 2 --gpus 2 "
-                                    "--placement spread "
+                                    f"--placement spread{elastic} "
                                     f"--model vgg16 -n {ns}")
                 assert made.returncode == 0, made.stdout + made.stderr
     if LOCAL_JOB in words:
@@ -140,6 +142,8 @@ def _prepare(machine, path: str, i: int, line: str) -> str:
 @pytest.mark.parametrize("path,i", _cases())
 def test_example_runs_as_printed(machine, kube_server, path, i):
     line = EXAMPLES[path][i][1]
+    if line.startswith("hvdk8s scale"):  # a job that has ended has nothing to scale
+        kube_server.script_pod(r".*-launcher-.*", logs=["training"], exit_code=None)
     for marker, (why, available) in ELSEWHERE.items():
         if marker in line and not available():
             pytest.skip(f"{why}: {line}")

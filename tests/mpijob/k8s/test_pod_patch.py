@@ -51,8 +51,8 @@ def _pod_templates(objects):
         role = (o["metadata"].get("labels") or {}).get("hvdk8s.io/role")
         if o["kind"] == "Pod":
             yield role, o
-        elif o["kind"] == "Job":
-            yield "launcher", o["spec"]["template"]
+        elif o["kind"] == "Job" and "hvdk8s.io/start-gate-of" not in o["metadata"]["labels"]:
+            yield "launcher", o["spec"]["template"]  # the start gate takes no --pod-patch
         elif o["kind"] == "MPIJob":
             for r, rs in o["spec"]["mpiReplicaSpecs"].items():
                 yield r.lower(), rs["template"]

@@ -10,6 +10,7 @@ from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import shell_join
 from mpijob.k8s.manifests import render
 from mpijob.k8s.render import with_owner
+from mpijob.k8s.start_gate import is_gate
 from tests.paths import GOLDEN
 from tests.render_cases import CASES, FIXED_KEYS, STUB_BENCHMARK, render_case
 from tests.schemas import unknown_fields, validate_object
@@ -50,7 +51,9 @@ def test_pods_mode_root_is_a_suspended_job_and_owns_everything():
         assert ref == {"apiVersion": "batch/v1", "kind": "Job", "name": "demo-launcher",
                        "uid": "uid-1", "controller": False, "blockOwnerDeletion": True}
     for obj in objects:
-        assert obj["metadata"]["labels"][names.LABEL_JOB] == "demo"
+        # The start gate has its own label: status and list never take it for the job's.
+        label = names.LABEL_START_GATE if is_gate(obj) else names.LABEL_JOB
+        assert obj["metadata"]["labels"][label] == "demo"
 
 
 def test_without_root_uid_no_owner_reference_is_invented():

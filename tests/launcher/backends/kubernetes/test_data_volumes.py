@@ -29,8 +29,8 @@ def _pod_specs(objects):
         role = (o["metadata"].get("labels") or {}).get(names.LABEL_ROLE)
         if o["kind"] == "Pod":
             yield role, o["spec"]
-        elif o["kind"] == "Job":
-            yield "launcher", o["spec"]["template"]["spec"]
+        elif o["kind"] == "Job" and names.LABEL_START_GATE not in o["metadata"]["labels"]:
+            yield "launcher", o["spec"]["template"]["spec"]  # the start gate reads no data
         elif o["kind"] == "MPIJob":
             for r, rs in o["spec"]["mpiReplicaSpecs"].items():
                 yield r.lower(), rs["template"]["spec"]

@@ -13,6 +13,7 @@ from launcher.preparing.planning import Plan
 from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.start_gate import is_worker
 from mpijob.scheduling.placement import PlacementRequest, place
 
 KINDS = ("pods", "jobs", "services", "configmaps", "secrets")
@@ -74,7 +75,10 @@ def test_submit_sends_exactly_what_prepare_returned(k8s, monkeypatch, mode):
     backend.submit(prepared, options)
     assert [without_owner(o) for o in sent] == [without_owner(o) for o in prepared.objects]
     assert "ownerReferences" not in sent[0]["metadata"]
-    assert all(o["metadata"]["ownerReferences"][0]["name"] == sent[0]["metadata"]["name"]
+    # Built-in workers are owned by the start gate's pod (test_start_gate.py), the rest by
+    # the root.
+    assert all(o["metadata"]["ownerReferences"][0]["kind"] == "Pod" if is_worker(o)
+               else o["metadata"]["ownerReferences"][0]["name"] == sent[0]["metadata"]["name"]
                for o in sent[1:])
 
 
@@ -84,10 +88,13 @@ def test_submit_get_wait_logs_delete(k8s):
     k8s.script_launcher("vgg16", [(0.3, "hvdk8s: starting"), (0.2, "total images/sec: 321.5")])
     result = backend.create_job(spec, placement, mode="pods", schedule_timeout=20)
     assert "all workers scheduled; launcher started" in result.message
-    assert [o["kind"] for o in result.objects] == ["Job", "ConfigMap", "Secret", "Service", "Pod"]
+    assert [o["kind"] for o in result.objects] == ["Job", "ConfigMap", "Secret", "Service",
+                                                   "Job", "Pod"]
     root_uid = result.objects[0]["metadata"]["uid"]
-    for obj in result.objects[1:]:
+    for obj in result.objects[1:-1]:
         assert obj["metadata"]["ownerReferences"][0]["uid"] == root_uid
+    # The worker is owned by the start gate's pod (test_start_gate.py).
+    assert result.objects[-1]["metadata"]["ownerReferences"][0]["kind"] == "Pod"
     workers = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
     assert len(workers) == 1
     assert workers[0]["spec"]["nodeName"] == placement.assignments[0].node
@@ -411,8 +418,8 @@ def test_logs_of_all_pods_are_prefixed(k8s):
     k8s.script_launcher("vgg16", ["mpirun started"], exit_code=None)
     backend = k8s.backend()
     backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
-    srv.wait_for(lambda: [p["status"].get("phase") for p in srv.objects("pods", "default")]
-                 == ["Running", "Running"])
+    srv.wait_for(lambda: [p["status"].get("phase") for p in srv.objects("pods", "default")
+                          if names.LABEL_JOB in p["metadata"]["labels"]] == ["Running", "Running"])
     launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
                     if "launcher" in p["metadata"]["name"])
 
@@ -464,7 +471,8 @@ def test_clean_pod_policy_applies_once_the_launcher_is_done(k8s, policy, left):
     assert status.phase == "Succeeded"
     remaining = sorted(p["metadata"]["labels"][names.LABEL_ROLE]
                        for p in srv.objects("pods", "default")
-                       if not p["metadata"].get("deletionTimestamp"))
+                       if not p["metadata"].get("deletionTimestamp")
+                       and names.LABEL_ROLE in p["metadata"]["labels"])  # not the start gate
     assert remaining == left
 
 

@@ -347,11 +347,11 @@ def test_the_admission_dry_run_sends_one_pod_per_shape(k8s):
 
     spec = build_spec(name="a", workers=4, gpus_per_worker=1, command=("python", "t.py"))
     sent = [(p["metadata"]["name"], n) for p, n in job_pods(render(spec, ssh=KEYS), "pods")]
-    assert sent == [("a-launcher", 1), ("a-worker-0", 4)]
+    assert sent == [("a-launcher", 1), ("a-start-gate", 1), ("a-worker-0", 4)]
     srv = k8s.server()
     srv.script_pod(r"dr-.*", exit_code=None)
     result = hvdk8s(k8s, "submit", "mpi", "--name", "dr", "--workers", "2", "--gpus", "8",
                     "--image", "img:1", "python", "t.py")
     assert result.exit_code == 0, result.output
     dry = [r for r in srv.request_log if r.method == "POST" and r.query.get("dryRun")]
-    assert [r.path.rsplit("/", 1)[-1] for r in dry] == ["pods", "pods"]
+    assert [r.path.rsplit("/", 1)[-1] for r in dry] == ["pods", "pods", "pods"]  # launcher, gate, workers
