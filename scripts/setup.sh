@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Set up hvdk8s on a fresh Debian/Ubuntu machine (Python 3.10+): OpenMPI, a virtual
-# environment in .venv, the CLI with its dev/bench extras, TensorFlow and Horovod built
-# from source against them. Idempotent: every step is skipped when already done.
+# Set up hvdk8s on a fresh Debian 12/13 or Ubuntu 22.04/24.04 machine with its own python3
+# (3.10-3.13): OpenMPI, a virtual environment in .venv, the CLI with its dev/bench extras,
+# TensorFlow and Horovod built from source against them. Idempotent: every step is skipped
+# when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${HVDK8S_VENV:-.venv}"
-TF_VERSION=2.15.1
 HOROVOD_VERSION=0.28.1
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -21,6 +21,9 @@ command -v mpiexec.hydra >/dev/null 2>&1 || need_apt+=(mpich)
 # MPICH's headers, for the Horovod of the rehearsal's MPICH image (below).
 dpkg -s libmpich-dev >/dev/null 2>&1 || need_apt+=(libmpich-dev)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# Python.h, for Horovod's extension (Debian 13's minimal python3 lacks it).
+python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/Python.h")' \
+  >/dev/null 2>&1 || need_apt+=(python3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   log "installing system packages: ${need_apt[*]}"
@@ -39,16 +42,38 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip wheel setuptools >/dev/null
 
+# The TensorFlow for this Python: 2.15.1 (Keras 2) has wheels for Python 3.9-3.11 only, so
+# Debian 13 (3.13) and Ubuntu 24.04 (3.12) get 2.20.0, the first with 3.13 wheels, and
+# tf-keras, the Keras 2 that Horovod 0.28.1 works with (its Keras 3 paths fail:
+# horovod/horovod#4290); the benchmark selects it (TF_USE_LEGACY_KERAS), so both run the
+# same Keras 2 model. images/build.sh's cpu-trixie flavour pins the same pair.
+py_version="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+TF_KERAS_VERSION=""
+case "$py_version" in
+  3.10|3.11) TF_VERSION=2.15.1; tf_companions=("numpy<2") ;;
+  3.12|3.13) TF_VERSION=2.20.0; TF_KERAS_VERSION=2.20.1; tf_companions=() ;;
+  *) printf 'scripts/setup.sh: Python %s in %s: TensorFlow and Horovod are set up for Python 3.10-3.13; make %s with one of those (rm -rf %s; python3.N -m venv %s)\n' \
+       "$py_version" "$VENV" "$VENV" "$VENV" "$VENV" >&2
+     exit 2 ;;
+esac
+
 stamp="$VENV/.hvdk8s-deps-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   log "installing hvdk8s and its dev/bench extras"
-  "$PY" -m pip install -q -e '.[dev,bench]' "numpy<2"
+  "$PY" -m pip install -q -e '.[dev,bench]' ${tf_companions[@]+"${tf_companions[@]}"}
   touch "$stamp"
 fi
 
 if ! "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
   log "installing tensorflow-cpu==$TF_VERSION and mpi4py"
-  "$PY" -m pip install -q "tensorflow-cpu==$TF_VERSION" "numpy<2" "mpi4py>=3.1,<5"
+  "$PY" -m pip install -q "tensorflow-cpu==$TF_VERSION" ${tf_companions[@]+"${tf_companions[@]}"} \
+    "mpi4py>=3.1,<5"
+fi
+# Without its dependencies: tf-keras requires `tensorflow`, which pip would install over
+# tensorflow-cpu's files.
+if [ -n "$TF_KERAS_VERSION" ] && ! "$PY" -c 'import tf_keras' >/dev/null 2>&1; then
+  log "installing tf-keras==$TF_KERAS_VERSION"
+  "$PY" -m pip install -q --no-deps "tf-keras==$TF_KERAS_VERSION"
 fi
 
 if ! "$PY" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
