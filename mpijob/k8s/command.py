@@ -11,6 +11,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
+from mpijob.k8s.podscripts import openmpi5_env
 
 if TYPE_CHECKING:  # a type only: spec imports is_launcher_line from here at validation
     from mpijob.jobspec.spec import JobSpec
@@ -153,7 +154,7 @@ nohostkey="$sshport -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null 
 export OMPI_MCA_plm_rsh_args="${OMPI_MCA_plm_rsh_args:-} $nohostkey"
 export HYDRA_LAUNCHER_EXTRA_ARGS="${HYDRA_LAUNCHER_EXTRA_ARGS:-${HYDRA_LAUNCH_EXTRA_ARGS:-}} $nohostkey"
 export I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS="${I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS:-} $nohostkey"
-exec "$@"
+""" + openmpi5_env() + """exec "$@"
 """
 
 
