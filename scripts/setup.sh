@@ -76,6 +76,18 @@ if [ -n "$TF_KERAS_VERSION" ] && ! "$PY" -c 'import tf_keras' >/dev/null 2>&1; t
   "$PY" -m pip install -q --no-deps "tf-keras==$TF_KERAS_VERSION"
 fi
 
+# TensorFlow 2.18+ moved XLA's xla_builder.h from xla/client/ to xla/hlo/builder/, and Horovod
+# 0.28.1's xla_mpi_ops.cc includes the old path: where only the new one exists, a forwarding
+# header on the compiler's include path, for the Horovod builds below (as images/train does).
+tfinc="$("$PY" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))')/include/tensorflow/compiler/xla"
+if [ ! -e "$tfinc/client/xla_builder.h" ] && [ -e "$tfinc/hlo/builder/xla_builder.h" ]; then
+  shim="$(cd "$VENV" && pwd)/horovod-xla-shim"
+  mkdir -p "$shim/tensorflow/compiler/xla/client"
+  echo '#include "tensorflow/compiler/xla/hlo/builder/xla_builder.h"' \
+    > "$shim/tensorflow/compiler/xla/client/xla_builder.h"
+  export CPLUS_INCLUDE_PATH="$shim${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+fi
+
 if ! "$PY" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
   log "building horovod==$HOROVOD_VERSION (about 3 minutes)"
   # Debian's cmake 3.25 builds Horovod's bundled gloo; pip's cmake 4 does not.
