@@ -105,11 +105,13 @@ case "$what/$flavour" in
   train/cpu-trixie)
              registry_base="debian:13.1-slim"; mirror_base="minbase"; suite=trixie
              # TensorFlow 2.15 has no wheel for Python 3.13; 2.20 has, with tf-keras as its
-             # Keras 2 (scripts/setup.sh makes the same choice for a Python 3.12+ machine).
+             # Keras 2, and Horovod 0.28.1 builds with GCC 12, not Debian 13's 14
+             # (scripts/setup.sh makes the same choices on such a machine).
              build_args+=(--build-arg "TENSORFLOW_VERSION=2.20.0"
                           --build-arg "TF_COMPANIONS=" --build-arg "TF_KERAS_VERSION=2.20.1"
                           --build-arg "TF_USE_LEGACY_KERAS=1"
-                          --build-arg "MPI4PY_VERSION=4.1.2") ;;
+                          --build-arg "MPI4PY_VERSION=4.1.2"
+                          --build-arg "HOROVOD_GCC=12") ;;
   agent/)    registry_base="python:3.11.9-slim-bookworm"; mirror_base="python" ;;
 esac
 base="$registry_base"

@@ -30,6 +30,23 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
+# Horovod 0.28.1 (2023) predates GCC 13 and 14's stricter headers: under Debian 13's GCC 14
+# its common.h lacks <stdexcept> ("'logic_error' is not a member of 'std'") and its bundled
+# flatbuffers assigns a const member. Where the default g++ is newer than 12, Horovod is built
+# with g++-12 (Debian 13 and Ubuntu 24.04 have it), as on Debian 12.
+HOROVOD_GCC=""
+if [ "$(g++ -dumpversion | cut -d. -f1)" -gt 12 ]; then
+  HOROVOD_GCC=12
+  if ! command -v g++-12 >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    log "installing g++-12 (for Horovod)"
+    [ ${#need_apt[@]} -gt 0 ] || $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends g++-12 >/dev/null
+  fi
+fi
+horovod_cc=()
+[ -z "$HOROVOD_GCC" ] || horovod_cc=(CC="gcc-$HOROVOD_GCC" CXX="g++-$HOROVOD_GCC")
+
 # mpich registers mpirun/mpicc alternatives too: OpenMPI must stay the default (Horovod is
 # built with mpicc and runs under mpirun).
 if [ -x /usr/bin/mpirun.openmpi ] && [ "$(readlink -f /usr/bin/mpirun)" != /usr/bin/mpirun.openmpi ]; then
@@ -92,6 +109,7 @@ if ! "$PY" -c 'import horovod.tensorflow' >/dev/null 2>&1; then
   log "building horovod==$HOROVOD_VERSION (about 3 minutes)"
   # Debian's cmake 3.25 builds Horovod's bundled gloo; pip's cmake 4 does not.
   "$PY" -m pip uninstall -q -y cmake >/dev/null 2>&1 || true
+  env ${horovod_cc[@]+"${horovod_cc[@]}"} \
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
   CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
@@ -122,7 +140,7 @@ if ! mpich_horovod_ok; then
   site="$("$MPICH_IMAGE/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
   main_site="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
   echo "import site; site.addsitedir('$(readlink -f "$main_site")')" > "$site/zz-image-base.pth"
-  PATH="$MPICH_IMAGE/bin:$PATH" \
+  env ${horovod_cc[@]+"${horovod_cc[@]}"} PATH="$MPICH_IMAGE/bin:$PATH" \
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
   HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
   CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
