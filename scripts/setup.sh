@@ -13,6 +13,8 @@ need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+# CMake's Makefile generator, for Horovod (a minimal Debian has no make).
+command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 # The pod rehearsal (tests/rehearsal): real sshd, dnsmasq as cluster DNS, MPICH's Hydra.
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
