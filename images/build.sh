@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Build one of hvdk8s' images from this checkout: images/build.sh [train|agent] [cpu|gpu]
-#   train cpu  Debian bookworm, tensorflow-cpu, Horovod with MPI + Gloo (runs anywhere)
-#   train gpu  the CUDA base (nvidia/cuda from a registry), TensorFlow GPU, NCCL
+# Build one of hvdk8s' images from this checkout:
+#   images/build.sh [train|agent] [cpu|cpu-trixie|gpu]
+#   train cpu         Debian 12 (bookworm), Open MPI 4.1, Python 3.11, tensorflow-cpu 2.15,
+#                     Horovod with MPI + Gloo (runs anywhere)
+#   train cpu-trixie  the same on Debian 13 (trixie): Open MPI 5.0, Python 3.13,
+#                     tensorflow-cpu 2.20 with tf-keras (TensorFlow 2.15 has no 3.13 wheel)
+#   train gpu         the CUDA base (nvidia/cuda from a registry), TensorFlow GPU, NCCL
 #   agent      the topology agent (docs/agent.md)
 # Uses docker (when its daemon answers), buildah or podman, whichever is here. Where the
 # base image cannot be pulled (no registry reachable), the Debian bases are made from the
@@ -21,12 +25,13 @@ what="${1:-train}"
 flavour="${2:-}"
 case "$what" in
   train) flavour="${flavour:-gpu}"
-         case "$flavour" in cpu|gpu) ;; *) die "flavour must be cpu or gpu, not '$flavour'" 2 ;; esac ;;
+         case "$flavour" in cpu|cpu-trixie|gpu) ;;
+           *) die "flavour must be cpu, cpu-trixie or gpu, not '$flavour'" 2 ;; esac ;;
   agent) [ -z "$flavour" ] || [ "$flavour" = cpu ] || die "the agent image has one flavour: use 'images/build.sh agent'" 2
          flavour="" ;;
-  *) die "usage: images/build.sh [train|agent] [cpu|gpu]" 2 ;;
+  *) die "usage: images/build.sh [train|agent] [cpu|cpu-trixie|gpu]" 2 ;;
 esac
-[ $# -le 2 ] || die "usage: images/build.sh [train|agent] [cpu|gpu]" 2
+[ $# -le 2 ] || die "usage: images/build.sh [train|agent] [cpu|cpu-trixie|gpu]" 2
 
 # --- the engine ------------------------------------------------------------------------
 engine="${HVDK8S_ENGINE:-}"
@@ -67,8 +72,9 @@ pull() {  # a base image from its registry; quiet, bounded: no registry may be r
 
 # --- the base ------------------------------------------------------------------------------
 MIRROR="${HVDK8S_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-debian_base() {  # name, extra packages: a Debian bookworm base from the mirror
-  local ref="localhost/hvdk8s-base:bookworm-$1" tar
+debian_base() {  # suite, name, extra packages: a Debian base from the mirror
+  local suite="$1"; shift
+  local ref="localhost/hvdk8s-base:$suite-$1" tar
   if exists "$ref"; then echo "$ref"; return; fi
   command -v mmdebstrap >/dev/null ||
     die "no registry answers and mmdebstrap is missing (apt-get install mmdebstrap)"
@@ -77,7 +83,7 @@ debian_base() {  # name, extra packages: a Debian bookworm base from the mirror
   # shellcheck disable=SC2064
   trap "rm -f '$tar'" RETURN
   mmdebstrap --quiet --variant=minbase --include="ca-certificates${2:+,$2}" \
-    bookworm "$tar" "$MIRROR" >&2
+    "$suite" "$tar" "$MIRROR" >&2
   case "$engine" in
     docker) docker import -c 'CMD ["/bin/bash"]' "$tar" "$ref" >/dev/null ;;
     podman) podman import -c 'CMD ["/bin/bash"]' "$tar" "$ref" >/dev/null ;;
@@ -96,6 +102,16 @@ build_args=()
 case "$what/$flavour" in
   train/gpu) registry_base="nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04"; mirror_base="" ;;
   train/cpu) registry_base="debian:12.10-slim"; mirror_base="minbase" ;;
+  train/cpu-trixie)
+             registry_base="debian:13.1-slim"; mirror_base="minbase"; suite=trixie
+             # TensorFlow 2.15 has no wheel for Python 3.13; 2.20 has, with tf-keras as its
+             # Keras 2, and Horovod 0.28.1 builds with GCC 12, not Debian 13's 14
+             # (scripts/setup.sh makes the same choices on such a machine).
+             build_args+=(--build-arg "TENSORFLOW_VERSION=2.20.0"
+                          --build-arg "TF_COMPANIONS=" --build-arg "TF_KERAS_VERSION=2.20.1"
+                          --build-arg "TF_USE_LEGACY_KERAS=1"
+                          --build-arg "MPI4PY_VERSION=4.1.2"
+                          --build-arg "HOROVOD_GCC=12") ;;
   agent/)    registry_base="python:3.11.9-slim-bookworm"; mirror_base="python" ;;
 esac
 base="$registry_base"
@@ -105,8 +121,8 @@ if ! exists "$base" && ! pull "$base"; then
   fi
   log "cannot pull $base: making the base from the Debian mirror instead"
   case "$mirror_base" in
-    minbase) base="$(debian_base minbase "")" ;;
-    python)  base="$(debian_base python "python3-pip,python-is-python3")" ;;
+    minbase) base="$(debian_base "${suite:-bookworm}" minbase "")" ;;
+    python)  base="$(debian_base bookworm python "python3-pip,python-is-python3")" ;;
   esac
 fi
 build_args+=(--build-arg "BASE_IMAGE=$base")
@@ -123,7 +139,7 @@ if [ -n "$ca_bundle" ]; then
   mounts+=(--volume "$(readlink -f "$ca_bundle"):/run/hvdk8s-build-ca.crt:ro"
            --volume "$pipconf:/etc/pip.conf:ro")
 fi
-[ -z "$flavour" ] || build_args+=(--build-arg "FLAVOUR=$flavour")
+[ -z "$flavour" ] || build_args+=(--build-arg "FLAVOUR=${flavour%%-*}")
 run_as="${RUN_AS:-root}"
 if [ "$run_as" != root ]; then
   [ "$what" = train ] || die "RUN_AS is a build argument of the train image only" 2

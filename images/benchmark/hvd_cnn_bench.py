@@ -583,7 +583,21 @@ def header_lines(args, world_size: int, intra: int, inter: int, tf_version: str)
     ]
 
 
+def prefer_keras_2() -> None:
+    """TensorFlow >= 2.16's tf.keras is Keras 3, whose variables Horovod 0.28.1 cannot
+    all-reduce (horovod/horovod#4290: "'Variable' object has no attribute 'ref'"). Where
+    tf-keras (Keras 2) is installed, tf.keras becomes it, so the model and optimizer are
+    the Keras 2 code they are under TensorFlow 2.15 and images/sec compare across the two.
+    TensorFlow reads the variable when tf.keras is first touched
+    (tensorflow/python/util/lazy_loader.py); a value in the environment wins."""
+    import importlib.util
+
+    if importlib.util.find_spec("tf_keras") is not None:
+        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
 def run(args: argparse.Namespace) -> dict:
+    prefer_keras_2()
     hvd = None
     rank, local_rank, world_size, local_size = 0, 0, 1, 1
     if args.variable_update == "horovod":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mpijob.jobspec.defaults import MPIImplementation
 from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
+from mpijob.k8s.podscripts import openmpi5_env
 
 if TYPE_CHECKING:  # a type only: the model does not import the renderers
     from mpijob.jobspec.spec import JobSpec
@@ -251,7 +252,7 @@ nohostkey="$sshport -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null 
 export OMPI_MCA_plm_rsh_args="${OMPI_MCA_plm_rsh_args:-} $nohostkey"
 export HYDRA_LAUNCHER_EXTRA_ARGS="${HYDRA_LAUNCHER_EXTRA_ARGS:-${HYDRA_LAUNCH_EXTRA_ARGS:-}} $nohostkey"
 export I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS="${I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS:-} $nohostkey"
-exec "$@"
+""" + openmpi5_env() + """exec "$@"
 """
 
 

@@ -198,15 +198,47 @@ def test_local_backend_finds_the_benchmark_in_the_checkout(monkeypatch):
     assert benchmark_program.benchmark_path().resolve() == BENCHMARK.resolve()
 
 
+def _train_pins(python: str) -> dict[str, str]:
+    """The train extra's `name==version` pins that apply under Python 3.N (their markers
+    compare python_version only)."""
+    pins = {}
+    for requirement in _pyproject()["project"]["optional-dependencies"]["train"]:
+        m = re.match(r"([\w-]+)==([\w.]+)\s*(?:;\s*python_version\s*([<>=]+)\s*'([\d.]+)')?$",
+                     requirement)
+        if not m:
+            continue
+        name, version, op, bound = m.groups()
+        key = tuple(map(int, python.split(".")))
+        if op is None or {"<": key < tuple(map(int, bound.split("."))),
+                          ">=": key >= tuple(map(int, bound.split(".")))}[op]:
+            pins[name] = version
+    return pins
+
+
 def test_versions_agree_with_pyproject_and_setup():
     args = arg_defaults(TRAIN)
-    train_extra = _pyproject()["project"]["optional-dependencies"]["train"]
-    pins = dict(re.match(r"([\w-]+)==([\w.]+)$", r).groups() for r in train_extra if "==" in r)
+    pins = _train_pins("3.11")
     assert args["TENSORFLOW_VERSION"] == pins["tensorflow-cpu"]
     assert args["HOROVOD_VERSION"] == pins["horovod"]
     setup = (REPO / "scripts" / "setup.sh").read_text()
-    assert f"TF_VERSION={args['TENSORFLOW_VERSION']}" in setup
+    assert f"3.10|3.11) TF_VERSION={args['TENSORFLOW_VERSION']};" in setup
     assert f"HOROVOD_VERSION={args['HOROVOD_VERSION']}" in setup
+
+
+def test_python_3_13_versions_agree_across_setup_pyproject_and_the_trixie_image():
+    """Debian 13's Python 3.13 gets one TensorFlow/tf-keras pair everywhere: the setup of a
+    machine, the train extra, and images/build.sh's cpu-trixie flavour."""
+    pins = _train_pins("3.13")
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    assert (f"3.12|3.13) TF_VERSION={pins['tensorflow-cpu']}; "
+            f"TF_KERAS_VERSION={pins['tf-keras']};") in setup
+    build = (IMAGES / "build.sh").read_text()
+    assert f'"TENSORFLOW_VERSION={pins["tensorflow-cpu"]}"' in build
+    assert f'"TF_KERAS_VERSION={pins["tf-keras"]}"' in build
+    # Horovod 0.28.1 is built with GCC 12 where the default is newer, in both.
+    assert "HOROVOD_GCC=12" in setup and '"HOROVOD_GCC=12"' in build
+    assert "numpy<2" not in " ".join(_pyproject()["project"]["optional-dependencies"]["bench"]
+                                     ).replace("numpy<2; python_version < '3.12'", "")
 
 
 def test_train_image_builds_horovod_with_nccl_mpi_and_gloo():
@@ -229,7 +261,8 @@ def test_train_flavours_differ_only_by_build_arguments():
     assert 'tf=tensorflow; [ "${FLAVOUR}" = gpu ] || tf=tensorflow-cpu' in runs
     assert "{ [ \"${FLAVOUR}\" != gpu ] || grep -Eq '\\[X\\] NCCL'" in runs
     build = (IMAGES / "build.sh").read_text()
-    assert '--build-arg "FLAVOUR=$flavour"' in build and '"BASE_IMAGE=$base"' in build
+    # cpu-trixie is the cpu flavour on another base, with its own build arguments.
+    assert '--build-arg "FLAVOUR=${flavour%%-*}"' in build and '"BASE_IMAGE=$base"' in build
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)

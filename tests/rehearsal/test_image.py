@@ -38,14 +38,24 @@ def run_in(image: Image, *argv: str, user: str | None = None) -> subprocess.Comp
 
 
 # --- the image itself ----------------------------------------------------------------------
-def test_image_reports_the_versions_it_was_built_with(train_image):
+# Python, TensorFlow, Horovod, what tf.keras is, Open MPI, of each flavour (images/build.sh).
+# tf.keras is Keras 2 in both: TensorFlow 2.15's own, tf-keras under 2.20 (its own would be
+# Keras 3, keras._tf_keras.keras, which Horovod 0.28.1 cannot drive).
+VERSIONS = {"cpu": (["(3,", "11)", "2.15.1", "0.28.1", "keras.api._v2.keras"], "(Open MPI) 4.1."),
+            "cpu-trixie": (["(3,", "13)", "2.20.0", "0.28.1", "tf_keras.api._v2.keras"],
+                           "(Open MPI) 5.0.")}
+
+
+def test_image_reports_the_versions_it_was_built_with(train_image, flavour):
     versions = run_in(train_image, "python", "-c",
                       "import sys, tensorflow, horovod; print(sys.version_info[:2], "
-                      "tensorflow.__version__, horovod.__version__)")
+                      "tensorflow.__version__, horovod.__version__, "
+                      "tensorflow.keras.__name__)")
     assert versions.returncode == 0, versions.stderr
-    assert versions.stdout.split() == ["(3,", "11)", "2.15.1", "0.28.1"], versions.stdout
+    python_tf_horovod_keras, openmpi = VERSIONS[flavour]
+    assert versions.stdout.split() == python_tf_horovod_keras, versions.stdout
     mpirun = run_in(train_image, "mpirun", "--version")
-    assert mpirun.returncode == 0 and "(Open MPI) 4.1." in mpirun.stdout, mpirun.stdout
+    assert mpirun.returncode == 0 and openmpi in mpirun.stdout, mpirun.stdout
     build = run_in(train_image, "horovodrun", "--check-build")
     assert build.returncode == 0, build.stderr
     for framework in ("TensorFlow", "MPI", "Gloo"):
@@ -124,7 +134,7 @@ def test_builtin_mode_runs_the_benchmark_in_the_image(cluster, train_image, uid)
 
 
 @pytest.mark.parametrize("uid", [None, MPIUSER_UID], ids=["root", "uid1000"])
-def test_operator_mode_runs_the_benchmark_in_the_image(request, cluster, uid):
+def test_operator_mode_runs_the_benchmark_in_the_image(request, cluster, flavour, uid):
     """The worker runs `sshd -De` under the image's sshd_config (Port 2222), the launcher
     waits on ssh, then mpirun. Fails on the old wait script, which probed port 22
     (issue 20, defect 1): the launcher gives up after its wait limit (here 60 s)."""
@@ -140,3 +150,23 @@ def test_operator_mode_runs_the_benchmark_in_the_image(request, cluster, uid):
     result = _benchmark_result(out.launcher_log)
     assert result["world_size"] == 2, result
     assert out.still_running == []
+
+
+def test_a_failing_rank_fails_the_job_with_each_ranks_output_and_mpiruns_notice(cluster,
+                                                                              train_image):
+    """Each rank's output reaches the launcher's log, and a rank's exit code is the job's,
+    with mpirun's notice naming the rank: the same under Open MPI 4.1 (mpirun) and 5
+    (prterun; it gives the notice when the failure ends the others, as here, and only the
+    exit code when they had all ended by themselves: measured with 5.0.7)."""
+    cluster.image = train_image
+    script = ('echo "out of rank $OMPI_COMM_WORLD_RANK"; '
+              'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exit 3; else sleep 60; fi')
+    out = PodsJob(cluster, render_job(workers=2, command=("sh", "-c", script))).finish(timeout=120)
+    assert out.launcher_exit == 3, out.launcher_log
+    lines = out.launcher_log.splitlines()
+    assert {"out of rank 0", "out of rank 1"} <= set(lines), out.launcher_log
+    assert "detected that one or more processes exited with non-zero status" in out.launcher_log
+    named = [line.split() for line in lines if line.split()[:2] == ["Process", "name:"]]
+    assert len(named) == 1 and named[0][2].endswith(",1]"), out.launcher_log  # rank 1
+    assert any(line.split() == ["Exit", "code:", "3"] for line in lines), out.launcher_log
+    assert out.phase == "Failed" and out.still_running == []

@@ -1,0 +1,16 @@
+"""Shell scripts that run in the job's pods (launcher.sh, worker.sh), shipped in its ConfigMap."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+_BEGIN, _END = "# --- Open MPI 5 (begin) ---\n", "# --- Open MPI 5 (end) ---\n"
+
+
+def openmpi5_env() -> str:
+    """launcher.sh's Open MPI 5 block, between its markers, without its comments (they stay
+    in launcher.sh): the operator-mode launcher (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT)
+    runs the same lines before mpirun."""
+    text = resources.files(__name__).joinpath("launcher.sh").read_text()
+    block = text[text.index(_BEGIN):text.index(_END)].splitlines(keepends=True)
+    return "".join(line for line in block if not line.lstrip().startswith("#"))

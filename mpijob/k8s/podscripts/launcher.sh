@@ -99,6 +99,43 @@ for h in $hosts; do
   echo "hvdk8s: worker $h is ready"
 done
 
+# --- Open MPI 5 (begin) ---
+# Open MPI 5's mpirun is PRRTE's prterun, which reads its launch settings under PRRTE's names
+# and ignores ORTE's without a word (measured with Debian 13's 5.0.7: OMPI_MCA_plm_rsh_args
+# never reaches ssh; kubeflow/mpi-operator#842, kubeflow/trainer#4028). The image decides
+# which Open MPI runs, so its mpirun is asked; a PRRTE name set already wins. Not carried:
+# orte_keep_fqdn_hostnames: prterun sshes to the hostfile's names as written (measured), and
+# prte_keep_fqdn_hostnames makes a pod's own short hostname a stranger to its entry
+# (kubeflow/trainer#4028). Ranks sharing a pod: Open MPI 5 moved single copy (CMA, which
+# needs CAP_SYS_PTRACE) from the shared-memory BTL's single_copy_mechanism to the smsc
+# framework, where "none" is leaving out its cma component (ompi_info: MCA smsc: cma).
+hvdk8s_openmpi5_env() {
+  case "$(mpirun --version 2>/dev/null)" in
+    *"(Open MPI) "[5-9].*|*"(Open MPI) "[1-9][0-9].*) ;;
+    *) return 0 ;;
+  esac
+  for pair in plm_rsh_args:plm_ssh_args plm_rsh_agent:plm_ssh_agent \
+      plm_rsh_no_tree_spawn:plm_ssh_no_tree_spawn \
+      orte_default_hostfile:prte_default_hostfile orte_set_default_slots:prte_set_default_slots; do
+    orte="OMPI_MCA_${pair%%:*}" prte="PRTE_MCA_${pair#*:}"
+    if printenv "$orte" >/dev/null && ! printenv "$prte" >/dev/null; then
+      eval "export $prte=\"\$$orte\""
+    fi
+  done
+  nocma=""
+  [ "${OMPI_MCA_btl_vader_single_copy_mechanism:-}" != none ] || nocma=1
+  prev=""
+  for arg in "$@"; do
+    [ "$prev:$arg" != btl_vader_single_copy_mechanism:none ] || nocma=1
+    prev="$arg"
+  done
+  if [ -n "$nocma" ] && ! printenv OMPI_MCA_smsc >/dev/null; then
+    export OMPI_MCA_smsc=^cma
+  fi
+  echo "hvdk8s: Open MPI 5: launch settings under PRRTE's names" >&2
+}
+hvdk8s_openmpi5_env "$@"
+# --- Open MPI 5 (end) ---
 take_leases
 echo "hvdk8s: starting: $*"
 # In the background so that SIGTERM runs on_term at once (sh defers traps until a

@@ -179,3 +179,70 @@ def test_operator_launcher_gives_up_after_its_limit(tmp_path, env):
     assert done.returncode == 1
     assert "op-worker-0.op.default.svc did not answer on ssh within 1s" in done.stderr
     assert "mpirun started" not in done.stdout
+
+
+# --- Open MPI 5: the image's mpirun decides which names the launch settings go by ----------
+def _fake_mpirun(tmp_path: Path, version: str) -> None:
+    """An image's mpirun: `--version` as Open MPI prints it; a launch records its environment."""
+    _fake(tmp_path / "bin", "mpirun", f"""
+if [ "$1" = --version ]; then echo "mpirun (Open MPI) {version}"; echo; exit 0; fi
+env > {tmp_path}/mpirun.env
+""")
+
+
+def _mpirun_env(tmp_path: Path) -> dict[str, str]:
+    lines = (tmp_path / "mpirun.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+ORTE_ENV = {"OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+            "OMPI_MCA_plm_rsh_no_tree_spawn": "true",
+            "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+            "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile"}
+LINE = ["mpirun", "-np", "2", "-mca", "btl_vader_single_copy_mechanism", "none", "prog"]
+
+
+@pytest.mark.parametrize("version", ["5.0.7", "4.1.4"])
+def test_launcher_gives_open_mpi_5_its_prrte_names(tmp_path, env, version):
+    """prterun ignores ORTE's names (kubeflow/trainer#4028: ranks on one node); Open MPI
+    4.1 gets exactly what it got before."""
+    _fake(tmp_path / "bin", "ssh", "exit 0\n")
+    _fake_mpirun(tmp_path, version)
+    hostfile = _hostfile(tmp_path, "w0 slots=1\n")
+    done = subprocess.run(["/bin/sh", str(_script(tmp_path, "launcher.sh")), *LINE],
+                          env={**env, **ORTE_ENV, "HVDK8S_HOSTFILE": str(hostfile),
+                               "PRTE_MCA_plm_ssh_agent": "mine"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    got = _mpirun_env(tmp_path)
+    prrte = {k: v for k, v in got.items() if k.startswith("PRTE_MCA_") or k == "OMPI_MCA_smsc"}
+    if version.startswith("5"):
+        assert prrte == {"PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
+                         "PRTE_MCA_plm_ssh_no_tree_spawn": "true",
+                         "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile",
+                         "PRTE_MCA_plm_ssh_agent": "mine",  # set already: kept
+                         "OMPI_MCA_smsc": "^cma"}  # single copy off, as vader's none
+    else:
+        assert prrte == {"PRTE_MCA_plm_ssh_agent": "mine"}
+    assert {k: got[k] for k in ORTE_ENV} == ORTE_ENV
+
+
+def test_operator_launcher_gives_open_mpi_5_its_prrte_names(tmp_path, env):
+    """The MPI Operator sets ORTE's names only (its ompiEnvVars), and the wait script adds
+    the job's ssh port and host-key options to them: prterun gets them under PRRTE's."""
+    from mpijob.k8s.command import wait_then_launch
+
+    _fake(tmp_path / "bin", "ssh", "exit 0\n")
+    _fake_mpirun(tmp_path, "5.0.7")
+    hostfile = _hostfile(tmp_path, "op-worker-0.op.default.svc slots=1\n")
+    done = subprocess.run(wait_then_launch(LINE),
+                          env={**env, **ORTE_ENV, "HVDK8S_HOSTFILE": str(hostfile),
+                               "HVDK8S_SSH_PORT": "2222"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    got = _mpirun_env(tmp_path)
+    assert got["PRTE_MCA_plm_ssh_args"] == got["OMPI_MCA_plm_rsh_args"]
+    assert got["PRTE_MCA_plm_ssh_args"].startswith("-o ConnectionAttempts=10 -oPort=2222 ")
+    assert "StrictHostKeyChecking=no" in got["PRTE_MCA_plm_ssh_args"]
+    assert got["PRTE_MCA_prte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert got["OMPI_MCA_smsc"] == "^cma"
