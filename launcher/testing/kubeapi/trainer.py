@@ -26,11 +26,11 @@ JAX, XGBoost and Flux plugins, podGroupPolicy, progress reporting.
 
 from __future__ import annotations
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+import base64
 
 from . import errors, events
 from .controller import Loop
+from .mpi_operator import ssh_key_pair
 from .util import deepcopy, now_rfc3339
 
 GROUP = "trainer.kubeflow.org"
@@ -170,15 +170,8 @@ def _owner(trainjob: dict) -> list[dict]:
 
 
 def ssh_secret(trainjob: dict) -> dict:
-    """mpi buildSSHAuthSecret: an ECDSA P-521 key, immutable."""
-    key = ec.generate_private_key(ec.SECP521R1())
-    private = key.private_bytes(serialization.Encoding.PEM,
-                                serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                           serialization.PublicFormat.OpenSSH).decode() + "\n"
-    import base64
-
+    """mpi buildSSHAuthSecret: an ECDSA P-521 key (as the MPI Operator's), immutable."""
+    private, public = ssh_key_pair()
     m = trainjob["metadata"]
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
             "immutable": True,

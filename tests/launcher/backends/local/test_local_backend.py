@@ -22,21 +22,11 @@ import pytest
 
 from launcher.backends.base import FAILED, SUCCEEDED
 from launcher.backends.local import procs as local_procs
-from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.state import job_paths, read_json
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
-
-
-@pytest.fixture
-def backend(tmp_path, monkeypatch):
-    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
-    b = LocalBackend(stop_grace_seconds=2.0)
-    yield b
-    for status in b.list(all_namespaces=True):  # never leave a process behind
-        b.delete(status.name, status.namespace)
 
 
 def _sleeper(name: str, token: str, **kw) -> JobSpec:

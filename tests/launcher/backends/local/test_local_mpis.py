@@ -16,7 +16,6 @@ import pytest
 from launcher.backends.base import FAILED, RUNNING, SUCCEEDED
 from launcher.backends.local import gpus as local_gpus
 from launcher.backends.local import procs as local_procs
-from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.state import job_paths, read_json
 from mpijob.k8s.command import hostfile_text, mpirun_argv
 from tests import local_mpis
@@ -24,15 +23,6 @@ from tests.launcher.backends.local.test_local_backend import _cmdline_pids, _wai
 from tests.local_mpis import RANK, LocalMpiCase
 
 local_mpi = local_mpis.local_mpi  # the fixture, by its name here
-
-
-@pytest.fixture
-def backend(tmp_path, monkeypatch):
-    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
-    b = LocalBackend(stop_grace_seconds=2.0)
-    yield b
-    for status in b.list(all_namespaces=True):  # never leave a process behind
-        b.delete(status.name, status.namespace)
 
 
 def _python(program: str) -> tuple[str, ...]:
