@@ -12,3 +12,7 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 # The MPI Operator labels the pods it makes with their MPIJob (pkg/controller/mpi_job_controller.go).
 OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
+# Kubeflow Trainer's API group, and the replicated jobs of its MPI runtimes (pkg/constants/
+# constants.go: the `node` job, the `launcher` job; the MPI plugin's container names).
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_NODE, TRAINER_LAUNCHER = "node", "launcher"

@@ -58,8 +58,9 @@ from mpijob.k8s.security import (
     pod_security_context,
 )
 from mpijob.k8s.workload import Workload
+from mpijob.wellknown import TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
-GROUP = "trainer.kubeflow.org"
+GROUP = TRAINER_GROUP
 # Trainer v2.3.0 serves v1alpha1 only (manifests/base/crds); the backend renders the
 # newest version a cluster serves (launcher.backends.kubernetes.client.TRAINJOBS).
 VERSION = "v1alpha1"
@@ -67,7 +68,7 @@ RUNTIME_KIND = "ClusterTrainingRuntime"
 # pkg/constants/constants.go
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 ANCESTOR_TRAINER = "trainer"
-NODE, LAUNCHER = "node", "launcher"  # replicated jobs, and the MPI plugin's container name
+NODE, LAUNCHER = TRAINER_NODE, TRAINER_LAUNCHER
 HOSTFILE = "/etc/mpi/hostfile"  # MPIHostfileDir/MPIHostfileName
 ROOT_SSH = "/root/.ssh"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"

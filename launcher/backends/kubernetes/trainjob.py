@@ -21,7 +21,7 @@ from launcher.backends.kubernetes.client import (
 )
 from launcher.errors import UserError
 from mpijob.jobspec import names
-from mpijob.k8s import render_trainjob as tj
+from mpijob.wellknown import TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
 TRAINER_MISSING = ("Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in "
                    "the API); install it, or use --mode pods or --mode operator")
@@ -30,13 +30,13 @@ TRAINER_MISSING = ("Kubeflow Trainer is not installed (no trainer.kubeflow.org T
 def trainjob_kind(client) -> Kind | None:
     """The TrainJob kind of the newest Trainer API version served, or None. The group list
     (one cached discovery call) first: a cluster without Trainer costs no more requests."""
-    if tj.GROUP not in client.api_groups():
+    if TRAINER_GROUP not in client.api_groups():
         return None
     return next((k for k in TRAINJOBS if client.serves(k)), None)
 
 
 def runtime_kind(client) -> Kind | None:
-    if tj.GROUP not in client.api_groups():
+    if TRAINER_GROUP not in client.api_groups():
         return None
     return next((k for k in CLUSTER_TRAINING_RUNTIMES if client.serves(k)), None)
 
@@ -57,6 +57,9 @@ def resolve_mode(client, mode: str) -> str:
 def require_runtime(client, spec) -> dict:
     """hvdk8s's ClusterTrainingRuntime for the job's image, as installed; refuse (naming
     the install command) where it is missing or differs."""
+    # lazy: list/get/wait import this module and need not build the spec's models
+    from mpijob.k8s import render_trainjob as tj
+
     kind = runtime_kind(client)
     if trainjob_kind(client) is None or kind is None:
         raise UserError(TRAINER_MISSING)
@@ -113,9 +116,9 @@ def expected_pods(runtime: dict, trainjob: dict) -> list[tuple[dict, int]]:
         meta = tmpl.setdefault("metadata", {})
         for key in ("labels", "annotations"):
             meta[key] = {**(meta.get(key) or {}), **((patch.get("metadata") or {}).get(key) or {})}
-        is_launcher = rjob["name"] == tj.LAUNCHER
+        is_launcher = rjob["name"] == TRAINER_LAUNCHER
         for c in pod.get("containers") or []:
-            if c.get("name") != tj.NODE:
+            if c.get("name") != TRAINER_NODE:
                 continue
             if is_launcher:
                 c["image"] = trainer.get("image", c.get("image"))
