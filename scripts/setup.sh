@@ -127,7 +127,7 @@ fi
 MPICH_IMAGE="$(cd "$VENV" && pwd)/image-mpich"
 mpich_horovod_ok() {
   "$MPICH_IMAGE/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1 &&
-    ldd "$MPICH_IMAGE"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so 2>/dev/null | grep -q libmpich
+    ldd "$MPICH_IMAGE"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so 2>/dev/null | grep libmpich >/dev/null
 }
 if ! mpich_horovod_ok; then
   log "building horovod==$HOROVOD_VERSION against MPICH in $MPICH_IMAGE (about 1 minute)"
