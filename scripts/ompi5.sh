@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${HVDK8S_OMPI5_VENV:-.venv-ompi5}"
-if "$VENV/bin/mpirun" --version 2>/dev/null | grep -q "(Open MPI) 5\."; then
+if "$VENV/bin/mpirun" --version 2>/dev/null | grep "(Open MPI) 5\." >/dev/null; then
   exit 0
 fi
 python3 -m venv "$VENV"
