@@ -16,3 +16,8 @@ OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 # constants.go: the `node` job, the `launcher` job; the MPI plugin's container names).
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_NODE, TRAINER_LAUNCHER = "node", "launcher"
+# Where the MPI Operator (MPIJob) and Trainer's MPI plugin (MPIHostfileDir/MPIHostfileName)
+# both mount the hostfile they write.
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+# The Job controller's index of an Indexed Job's pod (an elastic job's workers, a JobSet's).
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"

@@ -31,7 +31,6 @@ BENCHMARK = f"{ELASTIC_DIR}/hvd_cnn_bench.py"
 GRACE_SECONDS = 600
 # A worker pod may be replaced this many times over the job (each counts as a failure).
 REPLACEMENTS = 1000
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 def ready_service_name(job: str) -> str:

@@ -31,9 +31,9 @@ from mpijob.k8s.render import (
 )
 from mpijob.k8s.security import ssh_auth_mount_path
 from mpijob.k8s.workload import Workload
+from mpijob.wellknown import MPI_HOSTFILE
 
 API_VERSION = "kubeflow.org/v2beta1"
-OPERATOR_HOSTFILE = "/etc/mpi/hostfile"  # where the operator mounts the hostfile it writes
 
 
 def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
@@ -105,9 +105,9 @@ def render_operator(work: Workload, benchmark_source: str | None,
     assert shape is not None  # an operator-mode workload
     benchmark = spec.runs_benchmark
     worker = work.workers[0]
-    launch = launch_argv(spec, OPERATOR_HOSTFILE)
+    launch = launch_argv(spec, MPI_HOSTFILE)
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                    "HVDK8S_HOSTFILE": OPERATOR_HOSTFILE,
+                    "HVDK8S_HOSTFILE": MPI_HOSTFILE,
                     # A gang scheduler may hold the workers in its queue for long: no limit.
                     "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
     # One port, the job's, on both ends: the worker's sshd gets it on its command line (it

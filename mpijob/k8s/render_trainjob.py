@@ -58,7 +58,7 @@ from mpijob.k8s.security import (
     pod_security_context,
 )
 from mpijob.k8s.workload import Workload
-from mpijob.wellknown import TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
+from mpijob.wellknown import MPI_HOSTFILE, TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
 GROUP = TRAINER_GROUP
 # Trainer v2.3.0 serves v1alpha1 only (manifests/base/crds); the backend renders the
@@ -69,7 +69,6 @@ RUNTIME_KIND = "ClusterTrainingRuntime"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 ANCESTOR_TRAINER = "trainer"
 NODE, LAUNCHER = TRAINER_NODE, TRAINER_LAUNCHER
-HOSTFILE = "/etc/mpi/hostfile"  # MPIHostfileDir/MPIHostfileName
 ROOT_SSH = "/root/.ssh"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # A runtime patch's manager must be a domain-prefixed path (plugins/jobset Validate).
@@ -213,7 +212,7 @@ def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
               '  home=$(mktemp -d) && mkdir -m 700 "$home/.ssh" && cp "$key" "$home/.ssh/id_rsa" '
               '&& chmod 600 "$home/.ssh/id_rsa" && export HOME="$home"',
               "fi"]
-    lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, HOSTFILE))))
+    lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, MPI_HOSTFILE))))
     return "\n".join(lines) + "\n"
 
 
@@ -290,7 +289,7 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
                         "--mode pods or --mode operator", "--workers")
     worker = work.workers[0]
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                    "HVDK8S_HOSTFILE": HOSTFILE, "HVDK8S_SSH_PORT": str(spec.ssh_port),
+                    "HVDK8S_HOSTFILE": MPI_HOSTFILE, "HVDK8S_SSH_PORT": str(spec.ssh_port),
                     # Kueue may hold the nodes in its queue for long: no limit then.
                     "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
     if spec.run_as_user is not None:

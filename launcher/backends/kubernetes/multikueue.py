@@ -28,6 +28,7 @@ from launcher.backends.kubernetes.client import (
     ApiError,
     Kind,
 )
+from mpijob.gang.kueue import JOB_UID_LABEL
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 CLUSTER_QUEUE = Kind("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", namespaced=False)
@@ -35,7 +36,6 @@ ADMISSION_CHECK = Kind("kueue.x-k8s.io/v1beta1", "AdmissionCheck", "admissionche
                        namespaced=False)
 MULTIKUEUE_CONFIG = Kind("kueue.x-k8s.io/v1beta1", "MultiKueueConfig", "multikueueconfigs",
                          namespaced=False)
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _RESERVED_ON = re.compile(r'The workload got reservation on "([^"]+)"')
 
 

@@ -24,6 +24,7 @@ from launcher.backends.base import (
 from launcher.backends.kubernetes.snapshot import parse_index_list
 from launcher.formats.benchmark_result import parse_benchmark_output
 from mpijob.jobspec import defaults, names
+from mpijob.wellknown import COMPLETION_INDEX_LABEL
 
 OPERATOR_ROLE_LABEL = "training.kubeflow.org/job-role"
 # Container waiting reasons that mean "this will not start by itself".
@@ -60,10 +61,6 @@ def job_name_of(obj: dict) -> str | None:
 def pod_role(pod: dict) -> str:
     lab = labels(pod)
     return lab.get(names.LABEL_ROLE) or lab.get(OPERATOR_ROLE_LABEL) or "worker"
-
-
-# The Job controller's index of an Indexed Job's pod (a JobSet's, in trainer mode).
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 def pod_index(pod: dict) -> int:

@@ -8,6 +8,7 @@ from launcher.backends.local.mpi import LocalMpi, build_launch
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import MpiDialect
 from mpijob.k8s.manifests import render
+from mpijob.k8s.start_gate import is_gate
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK
 
 LEVEL = "TF_CPP_MIN_LOG_LEVEL"
@@ -16,6 +17,8 @@ LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 def _containers(objects: list[dict]) -> list[dict]:
     out = []
     for obj in objects:
+        if is_gate(obj):  # it only waits for the workers' sshd: no TensorFlow runs there
+            continue
         spec = obj.get("spec", {})
         pods = [spec] if obj["kind"] == "Pod" else []
         if obj["kind"] == "Job":
