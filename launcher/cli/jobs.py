@@ -68,7 +68,10 @@ def logs(
         if not is_result_line(line):  # `get -o json` has it as `result`
             typer.echo(line)
     if follow:  # the stream ended with the job: a failure ends with its reason, exit 1
-        status = b.get(name, namespace)
+        try:
+            status = b.get(name, namespace)
+        except UserError:  # its state is unreadable (get says why): the logs were the ask
+            return
         if status.phase == FAILED:
             raise UserError(f"job {name} failed" + "".join(
                 f": {x}" for x in (status.reason, status.message) if x))

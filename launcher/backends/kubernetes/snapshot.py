@@ -509,6 +509,11 @@ def pods_on(names: set[str]):
     wanted = {n.encode() for n in names}
 
     def select(buf: bytes, start: int, end: int) -> bool:
+        # A slice cut at a false boundary (a nested object that begins with "metadata")
+        # ends inside its item, its braces unbalanced: taken, so that decoding it fails and
+        # the parser reads that stretch again in full, instead of losing it unseen.
+        if buf.count(b"{", start, end) != buf.count(b"}", start, end):
+            return True
         at = buf.find(_POD_NODE, start, end)
         if at < 0:
             return buf.find(b'"nodeName"', start, end) >= 0
