@@ -28,7 +28,7 @@ from . import errors
 from .controller import Loop
 from .podutil import pod_requests
 from .quantity import fmt, parse_quantity
-from .util import deepcopy, now_rfc3339
+from .util import deepcopy, set_condition
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MPIJOB_KEY, WORKLOAD_KEY = "kubeflow.org/mpijobs", "kueue.x-k8s.io/workloads"
@@ -233,9 +233,9 @@ class Kueue(Loop):
         def admit(w):
             status = w.setdefault("status", {})
             status["admission"] = {"clusterQueue": cq_name, "podSetAssignments": assignments}
-            _set_cond(status, "QuotaReserved", "True", "QuotaReserved",
+            set_condition(status, "QuotaReserved", "True", "QuotaReserved",
                       f"Quota reserved in ClusterQueue {cq_name}")
-            _set_cond(status, "Admitted", "True", "Admitted", "The workload is admitted")
+            set_condition(status, "Admitted", "True", "Admitted", "The workload is admitted")
         self.store.mutate(WORKLOAD_KEY, ns, wl["metadata"]["name"], admit)
 
     def _usage(self, cq_name: str) -> dict[str, Decimal]:
@@ -251,7 +251,7 @@ class Kueue(Loop):
 
     def _set(self, wl: dict, ctype: str, value: str, reason: str, message: str) -> None:
         self.store.mutate(WORKLOAD_KEY, wl["metadata"]["namespace"], wl["metadata"]["name"],
-                          lambda w: _set_cond(w.setdefault("status", {}), ctype, value, reason,
+                          lambda w: set_condition(w.setdefault("status", {}), ctype, value, reason,
                                               message))
 
 
@@ -271,19 +271,6 @@ def _cond(obj: dict, ctype: str) -> bool:
 
 def _finished(job: dict) -> bool:
     return _cond(job, "Succeeded") or _cond(job, "Failed") or _cond(job, "Complete")
-
-
-def _set_cond(status: dict, ctype: str, value: str, reason: str, message: str) -> None:
-    conds = status.setdefault("conditions", [])
-    for c in conds:
-        if c["type"] == ctype:
-            if (c["status"], c.get("reason"), c.get("message")) != (value, reason, message):
-                if c["status"] != value:
-                    c["lastTransitionTime"] = now_rfc3339()
-                c.update(status=value, reason=reason, message=message)
-            return
-    conds.append({"type": ctype, "status": value, "reason": reason, "message": message,
-                  "lastTransitionTime": now_rfc3339()})
 
 
 def cluster_queue(name: str, quota: dict, flavor: str = "default-flavor") -> list[dict]:

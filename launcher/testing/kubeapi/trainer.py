@@ -31,7 +31,7 @@ import base64
 from . import errors, events
 from .controller import Loop
 from .mpi_operator import ssh_key_pair
-from .util import deepcopy, now_rfc3339
+from .util import deepcopy, set_condition
 
 GROUP = "trainer.kubeflow.org"
 TRAINJOB_KEY = f"{GROUP}/trainjobs"
@@ -301,19 +301,6 @@ def _true(obj: dict, ctype: str) -> bool:
     return bool(c) and c.get("status") == "True"
 
 
-def _set(status: dict, ctype: str, value: str, reason: str, message: str) -> None:
-    """meta.SetStatusCondition: the transition time moves only when the status does."""
-    conds = status.setdefault("conditions", [])
-    for c in conds:
-        if c["type"] == ctype:
-            if c["status"] != value:
-                c["lastTransitionTime"] = now_rfc3339()
-            c.update(status=value, reason=reason, message=message)
-            return
-    conds.append({"type": ctype, "status": value, "reason": reason, "message": message,
-                  "lastTransitionTime": now_rfc3339()})
-
-
 class Trainer(Loop):
     """The kubeflow-trainer controller manager (TrainJob reconciler, MPI and JobSet plugins)."""
 
@@ -384,14 +371,14 @@ class Trainer(Loop):
                                   lambda j: j["spec"].__setitem__("suspend", suspend))
         # ctl setSuspendedCondition
         if (tj.get("spec") or {}).get("suspend"):
-            _set(status, "Suspended", "True", "Suspended", "TrainJob is suspended")
+            set_condition(status, "Suspended", "True", "Suspended", "TrainJob is suspended")
         elif _true(tj, "Suspended"):
-            _set(status, "Suspended", "False", "Resumed", "TrainJob is resumed")
+            set_condition(status, "Suspended", "False", "Resumed", "TrainJob is resumed")
         if js is not None:  # js Status
             for src, dst in (("Completed", "Complete"), ("Failed", "Failed")):
                 c = _cond(js, src)
                 if c and c.get("status") == "True" and not _true(tj, dst):
-                    _set(status, dst, "True", c.get("reason") or src, c.get("message") or "")
+                    set_condition(status, dst, "True", c.get("reason") or src, c.get("message") or "")
             status["jobsStatus"] = [
                 {k: s.get(k, 0) if k != "name" else s["name"]
                  for k in ("name", "ready", "succeeded", "failed", "active", "suspended")}

@@ -61,3 +61,17 @@ def dig(obj, path: str, default=None):
 
 def meta(obj: dict) -> dict:
     return obj.get("metadata") or {}
+
+
+def set_condition(status: dict, ctype: str, value: str, reason: str, message: str) -> None:
+    """meta.SetStatusCondition (apimachinery): the transition time moves only when the
+    status does."""
+    conds = status.setdefault("conditions", [])
+    for c in conds:
+        if c["type"] == ctype:
+            if c["status"] != value:
+                c["lastTransitionTime"] = now_rfc3339()
+            c.update(status=value, reason=reason, message=message)
+            return
+    conds.append({"type": ctype, "status": value, "reason": reason, "message": message,
+                  "lastTransitionTime": now_rfc3339()})
