@@ -10,6 +10,28 @@ from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
 
 
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own
+
+
+@pytest.fixture(autouse=True)
+def _environment_unchanged_by_the_test():
+    """A variable a test leaves behind reaches every later test and each process they start
+    (a leaked TF_USE_LEGACY_KERAS once broke every TensorFlow 2.15 run after it). Set up
+    before monkeypatch and torn down after it, so what monkeypatch restores is not counted."""
+    before = _environment()
+    yield
+    after = _environment()
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        for name in changed:
+            if name in before:
+                os.environ[name] = before[name]
+            else:
+                os.environ.pop(name, None)
+        pytest.fail(f"the test left the environment changed: {', '.join(changed)}")
+
+
 @pytest.fixture(autouse=True)
 def _kubeconfig_flag_of_this_test_only():
     """`--kubeconfig` is kept in the client module for the command that took it: a test that

@@ -24,6 +24,15 @@ def bench():
     del sys.modules[spec.name]
 
 
+@pytest.fixture
+def legacy_keras_unset(monkeypatch):
+    """Unset for the test and unset again after it. monkeypatch.delenv of a variable that is
+    absent records nothing, so what prefer_keras_2 sets would outlive the test and make
+    every later TensorFlow 2.15 import in this process (and its children) look for tf-keras."""
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "")
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS")
+
+
 def _tf_keras_installed(monkeypatch, installed: bool) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -31,16 +40,14 @@ def _tf_keras_installed(monkeypatch, installed: bool) -> None:
                         else real(name, *a))
 
 
-def test_tf_keras_installed_selects_keras_2(bench, monkeypatch):
-    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+def test_tf_keras_installed_selects_keras_2(bench, monkeypatch, legacy_keras_unset):
     _tf_keras_installed(monkeypatch, True)
     bench.prefer_keras_2()
     assert os.environ["TF_USE_LEGACY_KERAS"] == "1"
 
 
-def test_without_tf_keras_tensorflows_own_keras_stays(bench, monkeypatch):
+def test_without_tf_keras_tensorflows_own_keras_stays(bench, monkeypatch, legacy_keras_unset):
     """TensorFlow 2.15 (Keras 2 built in) has no tf-keras: nothing is set."""
-    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
     _tf_keras_installed(monkeypatch, False)
     bench.prefer_keras_2()
     assert "TF_USE_LEGACY_KERAS" not in os.environ
