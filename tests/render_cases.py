@@ -1,9 +1,9 @@
 """Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
 
+from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
 from mpijob.jobspec.worker_share import plan_shares
-from mpijob.k8s.manifests import render
-from mpijob.k8s.render import SSHKeys
+from mpijob.k8s.render import SSHKeys, with_owner
 
 FIXED_KEYS = SSHKeys(
     private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nFIXED\n-----END OPENSSH PRIVATE KEY-----\n",
@@ -67,6 +67,7 @@ def render_case(case: str, placement=None, root_uid=None) -> list[dict]:
         # As the plan gives them without a cluster (launcher.preparing.planning.plan_job).
         spec = spec.model_copy(update={"worker_shares": plan_shares(None, None,
                                                                      spec.gpus_per_worker)})
-    return render(spec, mode=c["mode"], placement=placement,
-                  ssh=FIXED_KEYS if c["mode"] == "pods" else None,
-                  benchmark_source=STUB_BENCHMARK, root_uid=root_uid)
+    objects = render(spec, mode=c["mode"], placement=placement,
+                     ssh=FIXED_KEYS if c["mode"] == "pods" else None,
+                     benchmark_source=STUB_BENCHMARK)
+    return with_owner(objects, root_uid) if root_uid else objects

@@ -150,9 +150,9 @@ def populate(srv: KubeAPIServer, nodes: int, pods_per_node: int, seed: int = 1) 
 
 def running_job(srv: KubeAPIServer, name: str) -> None:
     """A pods-mode job whose launcher and worker run (no controllers: set by hand)."""
+    from launcher.backends.kubernetes.rendering import render
     from launcher.preparing.sshkeys import generate_ssh_keys
     from mpijob.jobspec.spec import build_spec
-    from mpijob.k8s.manifests import render
 
     spec = build_spec(name=name, workers=1, gpus_per_worker=0, command=("sleep", "inf"))
     objects = render(spec, mode="pods", ssh=generate_ssh_keys())

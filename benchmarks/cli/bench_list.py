@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from launcher.backends.kubernetes.rendering import render  # noqa: E402
 from launcher.preparing.sshkeys import generate_ssh_keys  # noqa: E402
 from launcher.testing.kubeapi.server import KubeAPIServer  # noqa: E402
 from mpijob.jobspec.spec import build_spec  # noqa: E402
-from mpijob.k8s.manifests import render  # noqa: E402
 
 WORKERS = 7  # + 1 launcher = 8 pods per job
 

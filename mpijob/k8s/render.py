@@ -1,9 +1,9 @@
 """What the builders share: names, labels, scheduling fields, volumes, the fields every
 pod and container of the job ends with, and owner references.
 
-`mpijob.k8s.manifests.render` picks the builder (`render_pods`, `render_operator` or
-`render_trainjob`); they, and the gang objects of `mpijob.k8s.gang`, build on this module,
-which imports none of them.
+The Kubernetes backend's rendering (launcher.backends.kubernetes.rendering) picks the
+builder (`render_pods`, `render_operator` or `render_trainjob`); they, and the gang objects
+of `mpijob.k8s.gang`, build on this module, which imports none of them.
 
 Pure: the SSH keys, the benchmark source and the root's uid come in as arguments.
 """

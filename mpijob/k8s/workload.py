@@ -220,10 +220,12 @@ def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
     return tuple(out.items())
 
 
-def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], gpu_count: int,
-            workers: int, claim: tuple[str, tuple[str, ...]], channel: bool) -> WorkerPod:
-    """One worker with what it requests; `claim`: its GPU claim template's name and the
-    planned GPUs' UUIDs, should it take its GPUs through DRA."""
+def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], workers: int,
+            claim: tuple[str, tuple[str, ...]], channel: bool) -> WorkerPod:
+    """One pod of `workers` workers with what it requests: --gpus for each of them (the
+    placement says where they go and which GPUs they get, not how many); `claim`: its GPU
+    claim template's name and the planned GPUs' UUIDs, should it take its GPUs through DRA."""
+    gpu_count = spec.gpus_per_worker * workers
     pod = WorkerPod(index, node, gpus, gpu_count, workers)
     requests = pod_requests(spec, node, pod.slots, workers)
     gpu_claim = (GpuClaim(claim[0], gpu_count, claim[1],
@@ -262,21 +264,20 @@ def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
     shape = None
     if mode in TEMPLATE_MODES:
         shape = operator_shape(spec, placement)
-        gpus = shape.slots if spec.gpus_per_worker else 0
-        workers_each = (shape.slots if not spec.gpus_per_worker
-                        else max(1, shape.slots // max(spec.gpus_per_worker, 1)))
+        # slots are GPUs (whole workers' worth) or, for a CPU job, workers
+        workers_each = shape.slots // (spec.gpus_per_worker or 1)
         # One template for every worker: UUIDs are unique, so a selector over every planned
         # GPU gives each node-pinned pod its own node's planned GPUs.
         claim = (f"{spec.name}-worker-gpus", tuple(u for a in assignments for u in a.device_uuids))
-        pods: tuple[WorkerPod, ...] = (_worker(spec, 0, None, (), gpus, workers_each, claim, channel),)
+        pods: tuple[WorkerPod, ...] = (_worker(spec, 0, None, (), workers_each, claim, channel),)
     elif placed:
-        pods = tuple(_worker(spec, i, a.node, tuple(a.gpus), len(a.gpus), a.workers,
+        pods = tuple(_worker(spec, i, a.node, tuple(a.gpus), a.workers,
                              (f"{names.worker(spec.name, i)}-gpus", tuple(a.device_uuids)),
                              channel)
                      for i, a in enumerate(assignments))
     else:
-        pods = tuple(_worker(spec, i, None, (), spec.gpus_per_worker, 1,
-                             (f"{names.worker(spec.name, i)}-gpus", ()), channel)
+        pods = tuple(_worker(spec, i, None, (), 1, (f"{names.worker(spec.name, i)}-gpus", ()),
+                             channel)
                      for i in range(spec.workers))
     domain = getattr(placement, "network_domain", None) if placement is not None else None
     scheduler = gangs.get(spec.gang)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.preparing.sshkeys import generate_ssh_keys
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "images" / "benchmark" / "hvd_cnn_bench.py"
 # Seconds per run on a 2-core machine: tiny images, few batches.

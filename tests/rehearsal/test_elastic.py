@@ -44,9 +44,9 @@ def _wait(pod, text: str, count: int = 1, timeout: float = 600) -> None:
 
 
 def test_three_workers_lose_one_go_on_with_two_and_take_the_replacement_back(cluster):  # noqa: F811
+    from launcher.backends.kubernetes.rendering import render
     from launcher.preparing.sshkeys import generate_ssh_keys
     from mpijob.jobspec.spec import build_spec
-    from mpijob.k8s.manifests import render
     from mpijob.k8s.start_gate import is_gate
 
     spec = build_spec(name="demo", workers=3, min_workers=2, max_workers=3, gpus_per_worker=0,

@@ -3,13 +3,74 @@ cluster is asked anything, and the live one (launcher.backends.kubernetes.backen
 extends this). The job's objects are rendered here, once: a dry run prints them and the
 live backend's `submit` creates exactly them.
 
-Light on purpose: a client dry run imports this, not the API client.
+The job's pods are decided once (mpijob.k8s.workload: each worker's node, GPUs, requests,
+claims and devices), then the builder of the job's mode turns them into objects, each
+object whole:
+- `pods`: built-in, no operator. The root is the launcher batch/v1 Job, created suspended
+  so nothing runs before the gang is placed; a ConfigMap (hostfile and the in-pod scripts),
+  an SSH Secret, a headless Service and one worker Pod per placed node follow, each owned
+  by the root so that deleting the Job deletes the whole job (mpijob.k8s.render_pods).
+  With a --start-timeout, a start gate Job whose pod owns the workers
+  (mpijob.k8s.start_gate); an elastic job's workers are one Indexed Job instead
+  (mpijob.k8s.render_elastic).
+- `operator`: one kubeflow.org/v2beta1 MPIJob for the Kubeflow MPI Operator
+  (mpijob.k8s.render_operator).
+- `trainjob`: one trainer.kubeflow.org TrainJob for Kubeflow Trainer
+  (mpijob.k8s.render_trainjob).
+
+Light on purpose: a client dry run imports this, not the API client; the builders load
+only to render.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from launcher.backends.base import BaseBackend, Prepared, SubmitOptions
 from launcher.preparing.planning import Plan
+
+if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.k8s.render import SSHKeys
+    from mpijob.scheduling.placement import Placement
+
+
+def render(
+    spec: JobSpec,
+    *,
+    mode: str = "pods",
+    placement: Placement | None = None,
+    ssh: SSHKeys | None = None,
+    benchmark_source: str | None = None,
+    elastic_source: str | None = None,
+    prediction: dict | None = None,
+    trainer_version: str | None = None,
+    managed_by: str | None = None,
+) -> list[dict]:
+    """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
+    in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
+    `trainer_version`: the TrainJob API the cluster serves (None: the builder's own)."""
+    from mpijob.jobspec.defaults import MODES
+    from mpijob.k8s.workload import workload
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    work = workload(spec, placement, mode)
+    if mode == "operator":
+        from mpijob.k8s.render_operator import render_operator
+
+        return render_operator(work, benchmark_source, prediction, managed_by)
+    if mode == "trainjob":  # what a TrainJob cannot carry is refused there
+        from mpijob.k8s.render_trainjob import render_trainjob
+
+        version = {"version": trainer_version} if trainer_version else {}
+        return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
+                               **version)
+    from mpijob.k8s.render_pods import render_pods
+
+    if ssh is None:
+        raise ValueError("pods mode needs SSH keys")
+    return render_pods(work, ssh, benchmark_source, prediction, elastic_source)
 
 
 class KubernetesObjects(BaseBackend):
@@ -17,11 +78,10 @@ class KubernetesObjects(BaseBackend):
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""
-        # lazy: choosing a backend imports this module for every job command; rendering and
-        # SSH keys (pydantic models, cryptography) load only to submit or dry-run
+        # lazy: choosing a backend imports this module for every job command; SSH keys
+        # (cryptography) load only to submit or dry-run
         from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys
-        from mpijob.k8s.manifests import render
 
         spec = plan.spec
         objects = render(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.backends.local.mpi import LocalMpi, build_launch
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import MpiDialect
-from mpijob.k8s.manifests import render
 from mpijob.k8s.start_gate import is_gate
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK
 

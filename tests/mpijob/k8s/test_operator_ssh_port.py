@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 from tests.paths import ROOT
 
 IMAGE_SSHD_CONFIG = ROOT / "images" / "train" / "sshd_config"

@@ -5,10 +5,10 @@ import os
 import pytest
 import yaml
 
+from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import shell_join
-from mpijob.k8s.manifests import render
 from mpijob.k8s.render import with_owner
 from mpijob.k8s.start_gate import is_gate
 from tests.paths import GOLDEN

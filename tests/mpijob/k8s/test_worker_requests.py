@@ -10,6 +10,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.formats.clusterfile import load_cluster
 from launcher.preparing.planning import plan_job
@@ -17,7 +18,6 @@ from mpijob.jobspec import names
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import build_spec
 from mpijob.jobspec.worker_share import plan_shares, pod_defaults
-from mpijob.k8s.manifests import render
 from mpijob.scheduling.placement import PlacementRequest, place
 from tests.render_cases import FIXED_KEYS as KEYS
 

@@ -8,13 +8,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.backends.kubernetes.snapshot import build_snapshot, network_label_keys
 from launcher.cli.app import app
 from launcher.errors import UsageError
 from launcher.formats.clusterfile import cluster_from_data
 from mpijob.gang.kueue import REQUIRED_TOPOLOGY as KUEUE_REQUIRED_TOPOLOGY
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
 from mpijob.scheduling.hypernodes import positions
 from tests.launcher.backends.kubernetes.test_k8s_snapshot import node

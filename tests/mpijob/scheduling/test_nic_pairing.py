@@ -11,12 +11,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.dra import PCIE_ROOT
-from mpijob.k8s.manifests import render
 from tests.schemas import K8S_VERSION_DRA, validate_core
 
 ROOTS = ["pci0000:00", "pci0000:40"]

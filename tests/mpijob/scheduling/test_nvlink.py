@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.errors import UsageError
 from launcher.formats.clusterfile import cluster_from_data, load_cluster
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.computedomain import CHANNEL_DEVICE_CLASS, channel_template_name, domain_name
-from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys, with_owner
 from mpijob.perf.perfmodel import predict
 from mpijob.scheduling.cluster import Cluster, Node

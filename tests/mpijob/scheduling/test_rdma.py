@@ -9,13 +9,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.errors import UsageError
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing import network_plan
 from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
 from mpijob.scheduling import rdma
 from tests.schemas import validate_core

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.jobspec.volumes import DataVolume, claim_refusal
-from mpijob.k8s.manifests import render
 from tests.render_cases import FIXED_KEYS, STUB_BENCHMARK
 from tests.schemas import validate_object
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
+from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 from mpijob.k8s.render_elastic import horovodrun_argv
 from tests.k8s_env import hvdk8s
 from tests.launcher.backends.kubernetes.test_production_cluster import gpu_holders

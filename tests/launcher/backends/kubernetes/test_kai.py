@@ -143,10 +143,10 @@ def test_kai_topology_constraint_from_hvdk8s_plan():
     """Where a KAI Topology lists the levels, the plan's domain goes to KAI: the required
     level it keeps the job in, the rack preferred inside a block; on hvdk8s's PodGroup in
     built-in mode, as the MPIJob annotations KAI's podgrouper reads in operator mode."""
+    from launcher.backends.kubernetes.rendering import render
     from launcher.backends.kubernetes.snapshot import build_snapshot
     from launcher.preparing.planning import plan_job
     from mpijob.jobspec.spec import build_spec
-    from mpijob.k8s.manifests import render
     from tests.launcher.backends.kubernetes.test_k8s_snapshot import node
     from tests.mpijob.scheduling.test_network_io import BLOCK, RACK, SSH
 

@@ -9,13 +9,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.testing.kubeapi.multus import install_multus, nad
 from launcher.testing.kubeapi.server import KubeAPIServer
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import Network, build_spec
-from mpijob.k8s.manifests import render
 from mpijob.k8s.render import SSHKeys
 from tests.kubeapi_fixtures import GPU_NODE_LABELS
 from tests.schemas import K8S_VERSION_DRA, validate_core

@@ -3,10 +3,10 @@ through the CLI: what the MPIJob asks of the operator's launcher Job and PodGrou
 
 from __future__ import annotations
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.testing.kubeapi import mpi_operator
 from launcher.testing.kubeapi.kubelet import Run
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 from tests.k8s_env import hvdk8s
 
 

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from launcher.backends.kubernetes import operator_schema
 from launcher.backends.kubernetes.client import ApiError
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.testing.kubeapi import mpijob_crd
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 
 runner = CliRunner()
 ARGS = ("submit", "mpi", "--name", "old", "--workers", "2", "--gpus", "1", "--image",

@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 
 from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes.client import ApiError
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.testing.kubeapi import errors as kerrors
 from launcher.testing.kubeapi.podsecurity import baseline_violations, restricted_violations
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import mpirun_argv
-from mpijob.k8s.manifests import render
 from tests.k8s_env import hvdk8s
 from tests.render_cases import FIXED_KEYS as KEYS
 

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.testing.kubeapi import trainer as trainer_model
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
-from mpijob.k8s.manifests import render
 from tests import schemas
 from tests.k8s_env import hvdk8s
 

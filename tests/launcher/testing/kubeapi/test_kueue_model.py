@@ -3,6 +3,7 @@ refused with Kueue, and what its MPIJob integration makes of operator mode."""
 
 from __future__ import annotations
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.sshkeys import generate_ssh_keys
 from launcher.testing.kubeapi.kueue import (
@@ -12,7 +13,6 @@ from launcher.testing.kubeapi.kueue import (
     workload_name,
 )
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.manifests import render
 from mpijob.scheduling.placement import PlacementRequest, place
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.backends.kubernetes.rendering import render
 from launcher.testing.kubeapi.errors import ApiError
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
-from mpijob.k8s.manifests import render
 
 TRAINJOBS, JOBSETS = "trainjobs.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"
 
