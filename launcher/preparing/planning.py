@@ -199,21 +199,3 @@ def _predict_cpu_workers(plan: Plan, spec, placement, cluster, assumptions) -> N
                                   cluster=cluster, assumptions=assumptions or DEFAULT_ASSUMPTIONS)
     except ValueError as exc:
         plan.notes.append(f"no prediction: {exc}")
-
-
-def plan_local_cpu(spec: JobSpec, assumptions: Assumptions | None) -> Plan:
-    """A CPU job on this machine: predicted only from a calibration (ranks share one host)."""
-    plan = Plan(spec)
-    if assumptions is None or spec.gpus_per_worker:
-        return plan
-    from mpijob.perf.perfmodel import predict_cpu
-
-    try:
-        plan.prediction = predict_cpu(model=spec.benchmark.model,
-                                      batch_size=spec.benchmark.batch_size,
-                                      precision=spec.benchmark.precision, ranks=spec.workers,
-                                      hosts=1, image_size=spec.benchmark.image_size,
-                                      assumptions=assumptions)
-    except ValueError as exc:
-        plan.notes.append(f"no prediction: {exc}")
-    return plan

@@ -1,8 +1,10 @@
 """The local backend: a job's ranks run as processes on this machine under real mpirun.
 
-`submit` checks everything that could stop the job (name taken, no mpirun, too few free
-GPUs) before it creates anything, writes the job directory whole (see local_state), and
-starts a detached supervisor (local_supervisor) that runs mpirun and records the outcome.
+What a job runs is decided by `prepare` (launcher.backends.local.launching, which refuses
+what this machine cannot run: no mpirun, too few free GPUs, too many ranks). `submit` starts
+exactly that: it checks the name is free before it creates anything, writes the job
+directory whole (see local_state), and starts a detached supervisor (local_supervisor)
+that runs mpirun and records the outcome.
 The other commands read that directory, so they work from any shell, while the job runs
 and after it ended, as they do on Kubernetes.
 """
@@ -11,10 +13,8 @@ from __future__ import annotations
 
 import builtins
 import errno
-import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +30,6 @@ from launcher.backends.base import (
     FAILED,
     SUCCEEDED,
     TERMINAL,
-    BaseBackend,
     JobStatus,
     Prepared,
     ReplicaStatus,
@@ -38,15 +37,13 @@ from launcher.backends.base import (
     SubmitResult,
 )
 from launcher.backends.local import procs as local_procs
-from launcher.backends.local.gpus import choose_gpus
-from launcher.backends.local.mpi import (
-    Launch,
-    benchmark_script,
-    build_launch,
-    check_mpi,
-    shim_scripts,
-    usable_cores,
+from launcher.backends.local.launching import (
+    JobLaunch,
+    LocalLaunches,
+    LocalPrepared,
+    ignored_options_note,
 )
+from launcher.backends.local.mpi import shim_scripts
 from launcher.backends.local.state import (
     DEFAULT_NAMESPACE,
     JobPaths,
@@ -62,22 +59,15 @@ from launcher.backends.local.state import (
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.preparing.planning import Plan, plan_local_cpu
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
-from mpijob.jobspec.spec import DECLARED_BY_PATH, DECLARED_OPTIONS, JobSpec
-from mpijob.k8s.command import hostfile_text, shell_join
-from mpijob.perf.perfmodel import Assumptions
+from mpijob.jobspec.spec import JobSpec
 from mpijob.phases import JobPhase
 from mpijob.plural import plural
-from mpijob.scheduling.cluster import Cluster
 
 POLL_SECONDS = 0.2
 # How long `submit` waits for the supervisor to record itself (Python start-up and imports).
 START_TIMEOUT_SECONDS = 60.0
-# Ranks per usable core at most: each rank is a process here, and past this many a job
-# only thrashes the machine (and may exhaust its process and memory limits).
-MAX_RANKS_PER_CORE = 16
 # A job that has had no supervisor for this long after creation lost it (submit crashed).
 UNSUPERVISED_GRACE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
@@ -87,22 +77,12 @@ TERMINATED = "Terminated"
 UNKNOWN = JobPhase.UNKNOWN.value
 
 
-@dataclass
-class _Prepared:
-    paths: JobPaths
-    launch: Launch
-    gpus: builtins.list[int]
-    host: str
-    hostfile: str
-
-
 @dataclass(frozen=True)
 class LocalOptions(SubmitOptions):
     """Submit options of the local backend: the mode only (it is recorded, not acted on)."""
 
 
-class LocalBackend(BaseBackend):
-    name = "local"
+class LocalBackend(LocalLaunches):
     gang_note = "local backend: --gang has no effect (all ranks start together on this machine)"
     # The job commands pick Kubernetes wherever a kubeconfig is configured.
     job_command_flags = "--backend local"
@@ -119,24 +99,6 @@ class LocalBackend(BaseBackend):
 
     runs_here = True
 
-    def check_spec(self, spec: JobSpec) -> builtins.list[str]:
-        """What only pods have is refused, not ignored: a job whose data mount silently went
-        missing would read nothing or the wrong files."""
-        pod_only = _not_here(spec, "refuse")
-        if pod_only:
-            raise UsageError(f"{pod_only[0]} applies to Kubernetes pods; this job runs on this "
-                             "machine (local backend), where the ranks are processes that "
-                             "read its files directly (give the path in your command or "
-                             "--benchmark-data-dir)")
-        if spec.working_dir and not os.path.isdir(spec.working_dir):
-            raise UsageError(f"--working-dir {spec.working_dir}: no such directory on this machine")
-        data_dir = spec.benchmark.data_dir
-        if spec.runs_benchmark and data_dir and not glob.glob(os.path.join(data_dir, "train-*-of-*")):
-            raise UsageError(f"--benchmark-data-dir {data_dir}: no ImageNet TFRecords "
-                             "(train-*-of-*) there; make a small set with "
-                             "python scripts/make_imagenet_tfrecords.py DIR")
-        return []
-
     # ------------------------------------------------------------------ submit
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> LocalOptions:
@@ -145,27 +107,23 @@ class LocalBackend(BaseBackend):
                              "what the local backend would run")
         return LocalOptions(mode="pods" if mode == "auto" else mode)  # no operator here
 
-    def plan(self, spec: JobSpec, cluster: Cluster | None,
-             assumptions: Assumptions | None) -> Plan:
-        if spec.rdma == "on" or spec.extra_resources:
-            raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
-                             "device resources are Kubernetes's; the local backend runs the "
-                             "ranks on this machine (use --backend kubernetes)")
-        return plan_local_cpu(spec, assumptions)
-
-    def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
-        return Prepared(plan.spec, plan, (self.describe(plan.spec, plan.placement),))
-
     def submit(self, prepared: Prepared, options: SubmitOptions) -> SubmitResult:
-        return self.start(prepared.spec, prepared.plan.placement, mode=options.mode)
+        """Start exactly the launch that `prepare` decided (and a dry run printed)."""
+        if not isinstance(prepared, LocalPrepared):
+            raise TypeError("the local backend starts only what its own prepare returned")
+        return self._start(prepared.spec, prepared.job, mode=options.mode)
 
     def start(self, spec: JobSpec, placement=None, *,
               mode: defaults.Mode = "pods") -> SubmitResult:
+        """Prepare the job and start it, in one."""
+        return self._start(spec, self.launch(spec, placement, job_paths(spec.name, spec.namespace)),
+                           mode=mode)
+
+    def _start(self, spec: JobSpec, prepared: JobLaunch, *, mode: defaults.Mode) -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
-        paths = job_paths(spec.name, spec.namespace)
+        paths = prepared.paths
         if paths.dir.exists():
             raise _exists(spec)
-        prepared = self._prepare(spec, placement, paths)
         uid = uuid.uuid4().hex
         status = new_status(uid=uid, phase=JobPhase.PENDING, mode=mode, node=prepared.host,
                             ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv,
@@ -195,30 +153,6 @@ class LocalBackend(BaseBackend):
             message=f"job {spec.name} started: {plural(spec.ranks, 'rank')} on {prepared.host}, "
                     f"GPUs {gpus}; state in {paths.dir}" + (f"\n{notes}" if notes else ""),
         )
-
-    def describe(self, spec: JobSpec, placement=None) -> dict:
-        """What `submit` would run (the local backend's dry run); creates nothing."""
-        prepared = self._prepare(spec, placement, job_paths(spec.name, spec.namespace))
-        described = {
-            "backend": self.name, "name": spec.name, "namespace": spec.namespace,
-            "node": prepared.host, "ranks": spec.ranks, "gpus": prepared.gpus,
-            "hostfile": prepared.hostfile, "command": shell_join(prepared.launch.argv),
-            "env": prepared.launch.env, "dir": str(prepared.paths.dir),
-        }
-        notes = ignored_options_note(spec)
-        if notes:
-            described["notes"] = [notes]
-        return described
-
-    def _prepare(self, spec: JobSpec, placement, paths: JobPaths) -> _Prepared:
-        check_rank_count(spec, usable_cores())
-        mpi = check_mpi(spec)
-        script = benchmark_script() if spec.runs_benchmark else None
-        host = socket.gethostname()
-        gpus, _ = choose_gpus(spec, placement, host)
-        launch = build_launch(spec, mpi=mpi, hostfile=paths.hostfile, job_dir=paths.dir,
-                              gpus=gpus, script=script)
-        return _Prepared(paths, launch, gpus, host, hostfile_text(spec, [("localhost", spec.ranks)]))
 
     @staticmethod
     def _create_dir(spec: JobSpec, paths: JobPaths, status: StatusRecord, launch: dict,
@@ -424,56 +358,6 @@ class LocalBackend(BaseBackend):
         if not paths.dir.is_dir():
             raise _not_found(name, paths.namespace)
         return paths
-
-
-def check_rank_count(spec: JobSpec, cores: int) -> None:
-    """UserError, before anything starts, for more ranks than this machine can run."""
-    limit = MAX_RANKS_PER_CORE * max(cores, 1)
-    if spec.ranks <= limit:
-        return
-    asked = (f"--workers {spec.workers} x --gpus {spec.gpus_per_worker}" if spec.gpus_per_worker
-             else f"--workers {spec.workers}")
-    raise UserError(
-        f"{asked} is {plural(spec.ranks, 'rank')}, and the local backend runs each rank as a "
-        f"process on this machine: with {plural(cores, 'core')} it takes at most {limit} "
-        f"({MAX_RANKS_PER_CORE} per core); give fewer workers, or --backend kubernetes"
-    )
-
-
-# Spec fields that only mean something to Kubernetes (pods, images, the scheduler).
-def _given(spec: JobSpec, path: str):
-    """The value of a declared option's field when it is not the spec's default."""
-    declared, value = DECLARED_BY_PATH[path], spec
-    for part in path.split("."):
-        value = getattr(value, part)
-    return value if value != declared.default else None
-
-
-def _not_here(spec: JobSpec, what: str) -> list[str]:
-    """The options given that this backend does not use (`what`: ignore) or must refuse
-    (refuse), as each declares where it applies (mpijob.jobspec.spec.Flag)."""
-    return [d.flag.option for d in DECLARED_OPTIONS
-            if LocalBackend.name not in d.flag.backends and d.flag.elsewhere == what
-            and _given(spec, d.path) not in (None, (), {})]
-
-
-def ignored_options(spec: JobSpec, mode: str | None = None) -> list[str]:
-    """The options given for this job that the local backend does not use, by option name."""
-    names = [f"--mode {mode}"] if mode in ("operator", "trainjob") else []
-    names += _not_here(spec, "ignore")
-    if spec.gang != defaults.GANG_SCHEDULER:
-        names.append("--gang-scheduler")
-    if spec.cpu and spec.gpus_per_worker:  # CPU ranks are bound to --cpu cores (local_mpi)
-        names.append("--cpu")
-    return list(dict.fromkeys(names))
-
-
-def ignored_options_note(spec: JobSpec, mode: str | None = None) -> str | None:
-    names = ignored_options(spec, mode)
-    if not names:
-        return None
-    they = "it applies" if len(names) == 1 else "they apply"
-    return f"local backend: ignoring {', '.join(names)} ({they} to Kubernetes)"
 
 
 def _exists(spec: JobSpec) -> UserError:

@@ -1,10 +1,9 @@
-"""The MPI that runs a local job, its mpirun line and its environment.
+"""The MPI found here for a local job, and what its ranks run with.
 
-The launch line is `mpijob.k8s.command`'s MpirunLine (the same as in a launcher pod), with
-what running on this machine adds as its fields (running as root, more ranks than cores,
-cores per rank), rendered last for the mpirun found here: Open MPI 4 or 5, or MPICH's
-Hydra, as `mpirun --version` says. Each rank runs under the rank wrapper (local_rank),
-which gives every MPI the same per-rank logs, exit records and Python.
+Which mpirun runs the job and whose it is (Open MPI 4 or 5, or MPICH's Hydra, as
+`mpirun --version` says), the cores and the environment each rank gets, and the job's
+commands first on every rank's PATH. launcher.backends.local.launching puts the mpirun
+line together from these.
 """
 
 from __future__ import annotations
@@ -17,29 +16,19 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import launcher
-from launcher.backends.local import rank as local_rank
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s import command
 from mpijob.k8s.command import MpiDialect
 
 BENCHMARK_ENV = "HVDK8S_BENCHMARK"
 THREADS_ENV = "HVDK8S_THREADS_PER_RANK"
 # What the benchmark reads for its TensorFlow intra-op thread pool.
 INTRA_OP_ENV = "HVDK8S_INTRA_OP_THREADS"
-
-
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)  # set on top of the caller's
-    mpi: MpiDialect | None = None  # whose mpirun runs it; None: the user's own line
-    rank_logs: bool = False  # each rank runs under the rank wrapper, which keeps its log
 
 
 @dataclass(frozen=True)
@@ -148,37 +137,6 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir: Path | None,
-                 gpus: list[int], python: str = sys.executable, script: Path | None = None,
-                 cores: int | None = None, is_root: bool | None = None,
-                 environ: dict[str, str] | None = None) -> Launch:
-    """The mpirun line and environment. With `job_dir`, every rank's program runs under
-    the rank wrapper (local_rank): the job's commands first on PATH, the rank's own log,
-    and how it ended, all in that directory."""
-    environ = dict(os.environ if environ is None else environ)
-    cores = usable_cores() if cores is None else cores
-    is_root = (os.geteuid() == 0) if is_root is None else is_root
-    env = _environment(spec, gpus=gpus, cores=cores, is_root=is_root, environ=environ)
-    user_path = env.get("PATH", environ.get("PATH", ""))
-    if mpi is None:
-        # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
-        # commands first as long as that mpirun is found by name (no implied prefix).
-        if job_dir is not None:
-            env["PATH"] = os.pathsep.join(p for p in (str(job_dir / local_rank.SHIMS), user_path) if p)
-        return Launch(command.launch_argv(spec, str(hostfile)), env)
-
-    kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
-    program = command.program_argv(spec, **kw)
-    if job_dir is not None:
-        program = [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir), *program]
-        env[local_rank.PATH_ENV] = user_path
-    local = command.LocalRun(allow_run_as_root=is_root, oversubscribe=spec.ranks > cores,
-                             cores_per_rank=cores_per_rank(spec, cores) if not gpus else None)
-    line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
-                               local=local, set_env={**environ, **env})
-    return Launch(line.argv(mpi.dialect), env, mpi.dialect, rank_logs=job_dir is not None)
-
-
 def shim_scripts(python: str = sys.executable) -> dict[str, str]:
     """The job's commands (JOBDIR/bin), first on every rank's PATH: a bare `python`,
     `python3`, `pip` or `horovodrun` is the Python that runs hvdk8s, with its packages.
@@ -214,7 +172,7 @@ def cores_per_rank(spec: JobSpec, cores: int) -> int | None:
     return share if share >= 1 else None
 
 
-def _environment(spec: JobSpec, *, gpus: list[int], cores: int, is_root: bool,
+def environment(spec: JobSpec, *, gpus: list[int], cores: int, is_root: bool,
                  environ: dict[str, str]) -> dict[str, str]:
     # A default the user already exported in this shell is theirs too: it wins over ours.
     env = {k: v for k, v in spec.job_env.items() if k in spec.env or k not in environ}

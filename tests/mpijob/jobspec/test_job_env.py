@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends.kubernetes.rendering import render
-from launcher.backends.local.mpi import LocalMpi, build_launch
+from launcher.backends.local.launching import build_launch
+from launcher.backends.local.mpi import LocalMpi
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import MpiDialect
 from mpijob.k8s.start_gate import is_gate

@@ -92,6 +92,29 @@ def test_two_rank_horovod_benchmark_runs_to_success(backend):
     assert [s.name for s in backend.list()] == ["bench"]
 
 
+# ------------------------------------------------------------------ the contract
+def test_submit_starts_the_launch_prepare_decided_and_decides_nothing_again(backend, monkeypatch):
+    """The backend contract (launcher.backends.base.Prepared): what a dry run shows is what
+    starts; submit asks this machine nothing a second time."""
+    from launcher.backends.local import launching
+    from launcher.backends.local.backend import LocalOptions
+    from launcher.preparing.planning import Plan
+    from mpijob.k8s.command import shell_join
+
+    prepared = backend.prepare(Plan(JobSpec(name="once", workers=2, command=("true",))),
+                               LocalOptions())
+
+    def decided_again(*_args, **_kwargs):
+        raise AssertionError("submit decided the launch a second time")
+
+    monkeypatch.setattr(launching, "build_launch", decided_again)
+    monkeypatch.setattr(launching, "choose_gpus", decided_again)
+    result = backend.submit(prepared, LocalOptions())
+    (shown,) = prepared.objects
+    assert shell_join(result.objects[0]["argv"]) == shown["command"]
+    assert backend.wait("once", timeout=60).phase == SUCCEEDED
+
+
 # ------------------------------------------------------------------ failures
 def test_ranks_stopped_because_another_failed_are_terminated_not_failed(backend):
     program = ("import os,sys,time; r=int(os.environ['OMPI_COMM_WORLD_RANK']); "

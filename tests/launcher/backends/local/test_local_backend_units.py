@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.local import backend as local_module
 from launcher.backends.local import gpus as local_gpus
+from launcher.backends.local import launching as launching_module
 from launcher.backends.local import procs as local_procs
 from launcher.backends.local import rank as local_rank
-from launcher.backends.local.backend import (
-    LocalBackend,
-    _Follower,
-    _status_of,
+from launcher.backends.local.backend import LocalBackend, _Follower, _status_of
+from launcher.backends.local.launching import (
+    build_launch,
     check_rank_count,
     ignored_options,
     ignored_options_note,
@@ -29,7 +28,6 @@ from launcher.backends.local.mpi import (
     INTRA_OP_ENV,
     THREADS_ENV,
     LocalMpi,
-    build_launch,
     dialect_of,
     shim_scripts,
 )
@@ -626,7 +624,7 @@ def test_ranks_of_a_stopped_job_are_terminated_and_of_a_lost_one_unknown(tmp_pat
 # ------------------------------------------------------------------ what the local backend refuses or ignores
 def test_more_ranks_than_the_machine_can_run_are_refused_before_anything_starts(tmp_path, monkeypatch):
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
-    monkeypatch.setattr(local_module, "usable_cores", lambda: 2)
+    monkeypatch.setattr(launching_module, "usable_cores", lambda: 2)
     with pytest.raises(UserError) as err:
         LocalBackend().start(JobSpec(name="many", workers=4096, command=("true",)), None, mode="pods")
     message = str(err.value)

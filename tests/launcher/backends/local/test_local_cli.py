@@ -169,9 +169,9 @@ def test_kubernetes_only_options_are_reported_as_ignored():
 
 
 def test_more_ranks_than_the_machine_can_run_is_one_line(home, monkeypatch):
-    from launcher.backends.local import backend as local
+    from launcher.backends.local import launching
 
-    monkeypatch.setattr(local, "usable_cores", lambda: 2)  # whatever this machine has
+    monkeypatch.setattr(launching, "usable_cores", lambda: 2)  # whatever this machine has
     result = invoke("submit", "mpi", *LOCAL, "--name", "many", "--workers", "4096", "true")
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert result.stderr.startswith("error: --workers 4096 is 4096 ranks, and the local backend runs each rank")
