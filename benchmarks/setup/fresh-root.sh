@@ -39,7 +39,9 @@ case "$suite" in
   noble|jammy)
     [ -r "$ubuntu_keyring" ] || { echo "fresh-root.sh: an Ubuntu root needs $ubuntu_keyring (Debian's ubuntu-keyring package)" >&2; exit 2; }
     distribution=Ubuntu
-    archive_options=(--keyring="$ubuntu_keyring" --components=main,universe)
+    # mmdebstrap's minbase leaves Ubuntu's apt out (it is not Essential there); every Ubuntu
+    # machine has it, so it is asked for.
+    archive_options=(--keyring="$ubuntu_keyring" --components=main,universe --include=apt)
     mirror=(http://archive.ubuntu.com/ubuntu) ;;
   *) distribution=Debian; archive_options=(); mirror=() ;;
 esac
