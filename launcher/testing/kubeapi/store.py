@@ -155,24 +155,21 @@ class Store:
         self.cond.notify_all()
 
     def create(self, key: str, obj: dict) -> dict:
-        with self.lock:
-            ns, name = _nsname(obj)
-            rv = self._bump()
-            obj["metadata"]["resourceVersion"] = str(rv)
-            self._objs[key][ns][name] = obj
-            self._index(key, obj, None)
-            self._record(key, "ADDED", obj, None, rv)
-            return obj
+        return self._write(key, obj, "ADDED")
 
     def put(self, key: str, obj: dict) -> dict:
+        """Replace a stored object (KeyError when there is none)."""
+        return self._write(key, obj, "MODIFIED")
+
+    def _write(self, key: str, obj: dict, etype: str) -> dict:
         with self.lock:
             ns, name = _nsname(obj)
-            old = self._objs[key][ns][name]
+            old = self._objs[key][ns][name] if etype == "MODIFIED" else None
             rv = self._bump()
             obj["metadata"]["resourceVersion"] = str(rv)
             self._objs[key][ns][name] = obj
             self._index(key, obj, old)
-            self._record(key, "MODIFIED", obj, old, rv)
+            self._record(key, etype, obj, old, rv)
             return obj
 
     def remove(self, key: str, ns: str, name: str) -> dict | None:
