@@ -14,22 +14,20 @@ from launcher.errors import UserError
 
 def benchmark_source() -> str:
     """The benchmark program shipped in the ConfigMap so any TF+Horovod image can run it."""
-    path = benchmark_path()
-    try:
-        return path.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read the built-in benchmark at {path}: {exc.strerror}; "
-                        "set HVDK8S_BENCHMARK to its path") from None
+    return _read(benchmark_path(), "the built-in benchmark", "set HVDK8S_BENCHMARK to its path")
 
 
 def elastic_benchmark_source() -> str:
     """The benchmark's elastic loop (elastic.py beside it), which `--elastic` imports."""
-    path = benchmark_path().with_name("elastic.py")
+    return _read(benchmark_path().with_name("elastic.py"), "the elastic benchmark",
+                 "it must lie beside HVDK8S_BENCHMARK")
+
+
+def _read(path: Path, what: str, remedy: str) -> str:
     try:
         return path.read_text()
     except OSError as exc:
-        raise UserError(f"cannot read the elastic benchmark at {path}: {exc.strerror}; "
-                        "it must lie beside HVDK8S_BENCHMARK") from None
+        raise UserError(f"cannot read {what} at {path}: {exc.strerror}; {remedy}") from None
 
 
 def benchmark_path() -> Path:
