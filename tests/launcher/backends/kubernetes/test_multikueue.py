@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import yaml
@@ -36,6 +38,25 @@ def _cli(*args: str):
     result = runner.invoke(app, [*args, "--context", "test", "-n", "default"])
     assert "Traceback" not in result.output, result.output
     return result
+
+
+@contextmanager
+def _dispatching(manager: KubeAPIServer, setup: Callable[[KubeAPIServer], None], tmp_path,
+                 monkeypatch, kubeconfig: str) -> Iterator[KubeAPIServer]:
+    """A worker cluster `worker1` of two GPU nodes, readied by `setup`, to which MultiKueue
+    dispatches the manager's jobs; KUBECONFIG names both clusters."""
+    with KubeAPIServer() as worker:
+        for i in range(2):
+            worker.add_node(f"w-node-{i}", gpus=8, labels=dict(GPU_NODE_LABELS))
+        setup(worker)
+        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
+        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
+        loop = multikueue.MultiKueue(manager, {"worker1": worker})
+        loop.start()
+        try:
+            yield worker
+        finally:
+            loop.stop()
 
 
 @pytest.mark.parametrize("mode, path", [("operator", ("spec", "runPolicy", "managedBy")),
@@ -84,34 +105,28 @@ def test_get_and_wait_follow_the_job_on_the_worker_cluster_kueue_chose(
     manager = kube_server
     manager.install_mpi_operator()  # serves MPIJob; leaves managedBy jobs to MultiKueue
     _manager(manager)
-    with KubeAPIServer() as worker:
-        for i in range(2):
-            worker.add_node(f"w-node-{i}", gpus=8, labels=dict(GPU_NODE_LABELS))
+
+    def setup(worker: KubeAPIServer) -> None:
         worker.install_mpi_operator()
         worker.script_pod(r"far-worker-\d+", exit_code=None)
         worker.script_pod(r"far-launcher-\w{5}", logs=["total images/sec: 77.0"], exit_code=0)
-        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
-        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
-        loop = multikueue.MultiKueue(manager, {"worker1": worker})
-        loop.start()
-        try:
-            result = _cli(*SUBMIT, "--name", "far", "--mode", "operator", "python", "t.py")
-            assert result.exit_code == 0, result.output
-            assert manager.get("mpijobs.kubeflow.org", "far")["spec"]["runPolicy"][
-                "managedBy"] == MANAGED
-            worker.wait_for(lambda: worker.get("mpijobs.kubeflow.org", "far") is not None)
-            assert manager.objects("pods", "default") == []  # nothing runs on the manager
-            waited = _cli("wait", "far", "--timeout", "60")
-            assert waited.exit_code == 0, waited.output
-            assert "worker cluster worker1" in waited.output
-            got = _cli("get", "far", "-o", "json")
-            status = json.loads(got.stdout)
-            assert status["phase"] == "Succeeded"
-            assert {r["node"] for r in status["replicas"] if r["node"]} <= {"w-node-0", "w-node-1"}
-            logs = _cli("logs", "far")
-            assert "total images/sec: 77.0" in logs.output
-        finally:
-            loop.stop()
+
+    with _dispatching(manager, setup, tmp_path, monkeypatch, kubeconfig) as worker:
+        result = _cli(*SUBMIT, "--name", "far", "--mode", "operator", "python", "t.py")
+        assert result.exit_code == 0, result.output
+        assert manager.get("mpijobs.kubeflow.org", "far")["spec"]["runPolicy"][
+            "managedBy"] == MANAGED
+        worker.wait_for(lambda: worker.get("mpijobs.kubeflow.org", "far") is not None)
+        assert manager.objects("pods", "default") == []  # nothing runs on the manager
+        waited = _cli("wait", "far", "--timeout", "60")
+        assert waited.exit_code == 0, waited.output
+        assert "worker cluster worker1" in waited.output
+        got = _cli("get", "far", "-o", "json")
+        status = json.loads(got.stdout)
+        assert status["phase"] == "Succeeded"
+        assert {r["node"] for r in status["replicas"] if r["node"]} <= {"w-node-0", "w-node-1"}
+        logs = _cli("logs", "far")
+        assert "total images/sec: 77.0" in logs.output
 
 
 def test_the_only_worker_cluster_hvdk8s_can_see_is_where_the_job_is_planned(
@@ -141,31 +156,25 @@ def test_a_trainjob_dispatched_by_multikueue_is_followed_and_waited_on_there(
     manager.install_trainer()  # leaves a TrainJob managed by MultiKueue alone
     manager.create(runtime)
     _manager(manager)
-    with KubeAPIServer() as worker:
-        for i in range(2):
-            worker.add_node(f"w-node-{i}", gpus=8, labels=dict(GPU_NODE_LABELS))
+
+    def setup(worker: KubeAPIServer) -> None:
         worker.install_trainer()
         worker.create(runtime)
         worker.script_pod(r"tfar-node-0-\d+-\w{5}", exit_code=None)
         worker.script_pod(r"tfar-launcher-0-0-\w{5}", logs=["total images/sec: 55.0"],
                           exit_code=0)
-        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
-        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
-        loop = multikueue.MultiKueue(manager, {"worker1": worker})
-        loop.start()
-        try:
-            result = _cli(*SUBMIT, "--name", "tfar", "--mode", "trainjob", "python", "t.py")
-            assert result.exit_code == 0, result.output
-            assert manager.get("trainjobs.trainer.kubeflow.org", "tfar")["spec"][
-                "managedBy"] == MANAGED
-            assert manager.objects("jobsets.jobset.x-k8s.io", "default") == []
-            waited = _cli("wait", "tfar", "--timeout", "60")
-            assert waited.exit_code == 0, waited.output
-            assert "worker cluster worker1" in waited.output
-            remote = worker.get("trainjobs.trainer.kubeflow.org", "tfar")
-            assert "managedBy" not in remote["spec"]
-            status = json.loads(_cli("get", "tfar", "-o", "json").stdout)
-            assert status["phase"] == "Succeeded" and status["mode"] == "trainjob"
-            assert status["images_per_sec"] == pytest.approx(55.0)
-        finally:
-            loop.stop()
+
+    with _dispatching(manager, setup, tmp_path, monkeypatch, kubeconfig) as worker:
+        result = _cli(*SUBMIT, "--name", "tfar", "--mode", "trainjob", "python", "t.py")
+        assert result.exit_code == 0, result.output
+        assert manager.get("trainjobs.trainer.kubeflow.org", "tfar")["spec"][
+            "managedBy"] == MANAGED
+        assert manager.objects("jobsets.jobset.x-k8s.io", "default") == []
+        waited = _cli("wait", "tfar", "--timeout", "60")
+        assert waited.exit_code == 0, waited.output
+        assert "worker cluster worker1" in waited.output
+        remote = worker.get("trainjobs.trainer.kubeflow.org", "tfar")
+        assert "managedBy" not in remote["spec"]
+        status = json.loads(_cli("get", "tfar", "-o", "json").stdout)
+        assert status["phase"] == "Succeeded" and status["mode"] == "trainjob"
+        assert status["images_per_sec"] == pytest.approx(55.0)
