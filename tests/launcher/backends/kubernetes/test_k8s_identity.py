@@ -154,29 +154,34 @@ def test_https_proxy_without_a_scheme_reaches_a_name_only_the_proxy_resolves(
         assert proxy.seen[0].target == f"kubernetes.default.svc:{srv.port}"
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """Answers a redirect (the first server) or an empty list, recording the headers."""
+class _Handler(BaseHTTPRequestHandler):
+    """A loopback server's handler that answers in one call and logs nothing to stderr."""
 
-    def do_GET(self):  # noqa: N802 - http.server's name
-        self.server.seen.append(dict(self.headers))
-        if self.server.redirect_to:
-            self.send_response(307)
-            self.send_header("Location", self.server.redirect_to + self.path)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = json.dumps({"kind": "NodeList", "metadata": {}, "items": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        if "gzip" in self.headers.get("Accept-Encoding", ""):
-            body = gzip.compress(body)
-            self.send_header("Content-Encoding", "gzip")
-        self.send_header("Content-Length", str(len(body)))
+    def reply(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None):
+        self.send_response(status)
+        for key, value in {**(headers or {}), "Content-Length": str(len(body))}.items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(body)
 
     def log_message(self, *args):
         pass
+
+
+class _Recorder(_Handler):
+    """Answers a redirect (the first server) or an empty list, recording the headers."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.server.seen.append(dict(self.headers))
+        if self.server.redirect_to:
+            self.reply(307, headers={"Location": self.server.redirect_to + self.path})
+            return
+        body = json.dumps({"kind": "NodeList", "metadata": {}, "items": []}).encode()
+        headers = {"Content-Type": "application/json"}
+        if "gzip" in self.headers.get("Accept-Encoding", ""):
+            body = gzip.compress(body)
+            headers["Content-Encoding"] = "gzip"
+        self.reply(200, body, headers)
 
 
 def _recorder(redirect_to: str | None = None) -> ThreadingHTTPServer:
@@ -326,7 +331,7 @@ def _jwt(sub: str, exp: float) -> str:
     return f"{part({'alg': 'none'})}.{part({'sub': sub, 'exp': int(exp)})}.sig"
 
 
-class _Issuer(BaseHTTPRequestHandler):
+class _Issuer(_Handler):
     """An OpenID provider's discovery document and token endpoint (refresh_token grant)."""
 
     def do_GET(self):  # noqa: N802
@@ -342,15 +347,7 @@ class _Issuer(BaseHTTPRequestHandler):
                     "expires_in": 3600})
 
     def _json(self, doc: dict) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(200, json.dumps(doc).encode(), {"Content-Type": "application/json"})
 
 
 @pytest.fixture
