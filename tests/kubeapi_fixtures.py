@@ -9,6 +9,13 @@ from launcher.testing.kubeapi.server import KubeAPIServer
 GPU_NODE_LABELS = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.count": "8"}
 
 
+def configmaps_made(srv: KubeAPIServer, namespace: str = "default") -> list[str]:
+    """The namespace's ConfigMaps but kube-root-ca.crt, which the server puts in every
+    namespace (as the root-ca-cert-publisher controller does)."""
+    return [name for c in srv.objects("configmaps", namespace)
+            if (name := c["metadata"]["name"]) != "kube-root-ca.crt"]
+
+
 @pytest.fixture
 def kube_server():
     """A started server with nodes gpu-node-0 and gpu-node-1, 8 nvidia.com/gpu each."""

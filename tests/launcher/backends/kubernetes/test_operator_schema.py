@@ -17,6 +17,7 @@ from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
 from launcher.testing.kubeapi import mpijob_crd
 from mpijob.jobspec.spec import build_spec
+from tests.kubeapi_fixtures import configmaps_made
 
 runner = CliRunner()
 ARGS = ("submit", "mpi", "--name", "old", "--workers", "2", "--gpus", "1", "--image",
@@ -40,8 +41,7 @@ def test_an_operator_before_v0_5_0_is_refused_naming_its_version_and_the_fields(
                            "spec.launcherCreationPolicy (its MPIJob CRD's v2beta1 schema")
     assert "upgrade the MPI Operator to v0.5.0 or later" in line and "--mode pods" in line
     assert srv.objects("mpijobs.kubeflow.org", "default") == []
-    assert srv.objects("configmaps", "default") == [] or all(
-        c["metadata"]["name"] == "kube-root-ca.crt" for c in srv.objects("configmaps", "default"))
+    assert configmaps_made(srv) == []
 
 
 def test_a_current_operator_keeps_every_field(k8s):
