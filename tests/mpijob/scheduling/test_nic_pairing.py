@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
-from typer.testing import CliRunner
 
 from launcher.backends.kubernetes.rendering import render
-from launcher.cli.app import app
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.dra import PCIE_ROOT
+from tests.cluster_cli import docs_of, invoke, write
 from tests.schemas import K8S_VERSION_DRA, validate_core
 
 ROOTS = ["pci0000:00", "pci0000:40"]
@@ -29,16 +27,6 @@ def cluster(nic_roots=ROOTS) -> dict:
                             for i in range(2)],
                 "nics": [{"name": f"eth{k + 1}", "pcie_root": r} for k, r in enumerate(nic_roots)]}}
                 for n in range(2)]}
-
-
-def write(tmp_path, data) -> str:
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, list(args))
 
 
 def test_plan_shows_the_pairs_in_the_table_and_json(tmp_path):
@@ -60,7 +48,7 @@ def test_dry_run_claims_pair_each_gpu_and_validate_against_1_34(tmp_path):
     result = invoke("submit", "mpi", "--name", "p", "--workers", "2", "--gpus", "2",
                     "--dry-run", "--cluster", write(tmp_path, cluster()))
     assert result.exit_code == 0, result.output
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    docs = docs_of(result)
     templates = [d for d in docs if d["kind"] == "ResourceClaimTemplate"]
     assert len(templates) == 2
     for t in templates:

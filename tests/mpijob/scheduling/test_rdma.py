@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
-from typer.testing import CliRunner
 
 from launcher.backends.kubernetes.rendering import render
-from launcher.cli.app import app
 from launcher.errors import UsageError
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing import network_plan
@@ -18,6 +15,7 @@ from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.render import SSHKeys
 from mpijob.scheduling import rdma
+from tests.cluster_cli import docs_of, invoke, write
 from tests.schemas import validate_core
 
 SSH = SSHKeys("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n",
@@ -31,20 +29,6 @@ def two_nodes(resources=None, **node_keys) -> dict:
     defaults = {"topology": "dgx1-v100", "gpu_model": "Tesla-V100-SXM2-16GB",
                 "resources": {SHARED: 63} if resources is None else resources, **node_keys}
     return {"defaults": defaults, "nodes": [{"name": "gpu-a"}, {"name": "gpu-b"}]}
-
-
-def write(tmp_path, data) -> str:
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, list(args))
-
-
-def docs_of(result) -> list[dict]:
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
 def worker_containers(docs):
