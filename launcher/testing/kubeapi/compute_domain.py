@@ -27,6 +27,7 @@ from copy import deepcopy
 
 from . import errors
 from .controller import Loop
+from .dra import node_slice
 from .resources import ResourceType
 
 GROUP, VERSION = "resource.nvidia.com", "v1beta1"
@@ -56,12 +57,8 @@ def channel_template(cd: dict) -> dict:
 
 
 def channel_slice(node: str) -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{node}-{DRIVER}-channels"},
-            "spec": {"driver": DRIVER, "nodeName": node,
-                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "channel-0", "attributes": {
-                         "type": {"string": "channel"}, "id": {"int": 0}}}]}}
+    return node_slice(f"{node}-{DRIVER}-channels", DRIVER, node, [
+        {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}])
 
 
 class ComputeDomainController(Loop):

@@ -112,11 +112,7 @@ def gpu_slice(node: str, uuids: list[str], pcie_roots: list[str] | None = None,
             attrs["resource.kubernetes.io/pcieRoot"] = {"string": pcie_roots[minor]}
         devices.append({"name": f"gpu-{minor}", "attributes": attrs,
                         "capacity": {"memory": {"value": "16Gi"}}})
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceSlice",
-            "metadata": {"name": f"{node}-{DRIVER}-gpus"},
-            "spec": {"driver": DRIVER, "nodeName": node,
-                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": devices}}
+    return node_slice(f"{node}-{DRIVER}-gpus", DRIVER, node, devices)
 
 
 def nic_slice(node: str, nics: list[tuple[str, str | None]], rdma: bool = True) -> dict:
@@ -128,9 +124,15 @@ def nic_slice(node: str, nics: list[tuple[str, str | None]], rdma: bool = True) 
         if root:
             attrs[PCIE_ROOT] = {"string": root}
         devices.append({"name": name, "attributes": attrs})
+    return node_slice(f"{node}-{NIC_DRIVER}", NIC_DRIVER, node, devices)
+
+
+def node_slice(name: str, driver: str, node: str, devices: list[dict]) -> dict:
+    """A ResourceSlice of one node's devices, as a kubelet plugin publishes it: the pool is
+    named after the node and held whole in this one slice."""
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceSlice",
-            "metadata": {"name": f"{node}-{NIC_DRIVER}"},
-            "spec": {"driver": NIC_DRIVER, "nodeName": node,
+            "metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                      "devices": devices}}
 
