@@ -21,7 +21,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -126,19 +126,21 @@ def kind_of(obj: dict) -> Kind:
 
 
 # --- errors -----------------------------------------------------------------------------------
+@dataclass(eq=False)  # an exception compares and hashes by identity
 class ApiError(Exception):
     """A non-2xx answer (or, with status 0, no answer) from the API server."""
 
-    def __init__(self, status: int, reason: str, message: str, *, verb: str, resource: str,
-                 namespace: str | None = None, name: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.verb = verb
-        self.resource = resource
-        self.namespace = namespace
-        self.name = name
+    status: int
+    reason: str
+    message: str
+    _: KW_ONLY
+    verb: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)  # str(error) is the server's message
 
     @property
     def not_found(self) -> bool:
