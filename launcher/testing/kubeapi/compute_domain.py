@@ -64,14 +64,12 @@ def channel_slice(node: str) -> dict:
 class ComputeDomainController(Loop):
     name = "compute-domain"
 
-    def __init__(self, server, tick: float = 0.02):
+    def __init__(self, store, registry, objects, tick: float = 0.02):
         super().__init__(tick)
-        self.server = server
-        self.store = server.store
-        self.objects = server.objects_api
+        self.store, self.registry, self.objects = store, registry, objects
 
     def _rt(self, key: str):
-        return self.server.registry.by_key(key)
+        return self.registry.by_key(key)
 
     def _step(self) -> None:
         for cd in self.store.items(_CD):
@@ -129,7 +127,8 @@ def install_compute_domains(server, nodes: list[str]) -> ComputeDomainController
                            f'device.attributes["{DRIVER}"].type == "channel"')}}]}})
     for node in nodes:
         server.create(channel_slice(node))
-    server.compute_domains = ComputeDomainController(server, server.tick)
+    server.compute_domains = ComputeDomainController(server.store, server.registry,
+                                                     server.objects_api, server.tick)
     if server.controllers and server._httpd is not None:
         server.compute_domains.start()
     return server.compute_domains
