@@ -263,6 +263,15 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
             return (PENDING, "WaitingForTrainer",
                     "Kubeflow Trainer and its JobSet have not created the pods yet")
         return PENDING, "Creating", "no worker pods yet"
+    return _launcher_phase(launchers, replica_of, lambda current: (
+        f"{current.name} Pending: {current.message}" if current.message else None))
+
+
+def _launcher_phase(launchers: list[dict], replica_of: Callable[[dict], ReplicaStatus],
+                    waiting: Callable[[ReplicaStatus], str | None],
+                    ) -> tuple[str, str | None, str | None]:
+    """Once the workers no longer hold it up, the newest launcher pod decides the phase;
+    `waiting` says what a launcher that is not running yet waits on."""
     if not launchers:
         return PENDING, "LauncherStarting", "the launcher pod is not created yet"
     current = replica_of(launchers[-1])
@@ -270,8 +279,7 @@ def decide_phase(root: dict | None, mode: str, pods: list[dict], events: Sequenc
         return RUNNING, None, None
     if current.phase == FAILED:
         return PENDING, "LauncherRetrying", f"{current.name} failed; the Job retries it"
-    return PENDING, current.reason or "LauncherStarting", (
-        f"{current.name} Pending: {current.message}" if current.message else None)
+    return PENDING, current.reason or "LauncherStarting", waiting(current)
 
 
 def live_workers(pods: list[dict]) -> list[dict]:
@@ -290,15 +298,11 @@ def _elastic_phase(root: dict, pods: list[dict]) -> tuple[str, str | None, str |
         return SUCCEEDED, None, None
     if (root.get("spec") or {}).get("suspend"):
         return PENDING, "WaitingForGang", "the launcher starts once the minimum is scheduled"
-    if not launchers:
-        return PENDING, "LauncherStarting", "the launcher pod is not created yet"
-    current = replica(launchers[-1])
-    if current.phase == RUNNING:
-        return RUNNING, None, None
-    if current.phase == FAILED:
-        return PENDING, "LauncherRetrying", f"{current.name} failed; the Job retries it"
-    running = sum(1 for p in live_workers(pods) if replica(p).phase == RUNNING)
-    return PENDING, current.reason or "LauncherStarting", f"{running} worker(s) running"
+
+    def running(_: ReplicaStatus) -> str:
+        return f"{sum(1 for p in live_workers(pods) if replica(p).phase == RUNNING)} worker(s) running"
+
+    return _launcher_phase(launchers, replica, running)
 
 
 def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict],
