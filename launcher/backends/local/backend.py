@@ -37,6 +37,7 @@ from launcher.backends.base import (
     SubmitOptions,
     SubmitResult,
 )
+from launcher.backends.local import elastic as local_elastic
 from launcher.backends.local import procs as local_procs
 from launcher.backends.local.gpus import choose_gpus
 from launcher.backends.local.mpi import (
@@ -205,6 +206,9 @@ class LocalBackend(BaseBackend):
             "hostfile": prepared.hostfile, "command": shell_join(prepared.launch.argv),
             "env": prepared.launch.env, "dir": str(prepared.paths.dir),
         }
+        if spec.elastic:  # horovodrun's hosts, not a hostfile: what its discovery lists
+            del described["hostfile"]
+            described["hosts"] = local_elastic.host_slots(spec)
         notes = ignored_options_note(spec)
         if notes:
             described["notes"] = [notes]
@@ -212,7 +216,9 @@ class LocalBackend(BaseBackend):
 
     def _prepare(self, spec: JobSpec, placement, paths: JobPaths) -> _Prepared:
         check_rank_count(spec, usable_cores())
-        mpi = check_mpi(spec)
+        if spec.elastic:  # what this machine cannot give, before its GPUs are looked at
+            local_elastic.check(spec, sys.executable)
+        mpi = None if spec.elastic else check_mpi(spec)  # elastic: horovodrun, no mpirun
         script = benchmark_script() if spec.runs_benchmark else None
         host = socket.gethostname()
         gpus, _ = choose_gpus(spec, placement, host)
@@ -235,6 +241,8 @@ class LocalBackend(BaseBackend):
             write_json(building / paths.launch.name, launch)
             write_status(building / paths.status.name, status)
             (building / paths.hostfile.name).write_text(hostfile)
+            if spec.elastic:
+                local_elastic.write_files(building, spec)
             shims = building / JobPaths.shims.name
             shims.mkdir()
             for name, text in shim_scripts().items():
@@ -388,6 +396,24 @@ class LocalBackend(BaseBackend):
                 time.sleep(min(self.poll_seconds, left))
             else:
                 time.sleep(self.poll_seconds)
+
+    # ------------------------------------------------------------------- scale
+    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
+        """`hvdk8s scale`: the local hosts horovodrun's discovery lists from now on."""
+        paths = self._existing(name, namespace)
+        spec = read_json(paths.spec) or {}
+        if spec.get("min_workers") is None and spec.get("max_workers") is None:
+            raise UsageError(f"--workers: job {name} is not elastic (submitted without "
+                             "--min-workers/--max-workers); only elastic jobs can be scaled")
+        start = int(spec.get("workers") or 1)
+        low, high = int(spec.get("min_workers") or start), int(spec.get("max_workers") or start)
+        if not low <= workers <= high:
+            raise UsageError(f"--workers: job {name} runs {low}..{high} workers "
+                             f"(--min-workers/--max-workers), not {workers}")
+        if self.get(name, namespace).done:
+            raise UserError(f"job {name} has ended; nothing to scale")
+        local_elastic.scale(paths.dir, workers)
+        return f"job {name}: scaled to {workers} workers (elastic {low}..{high})"
 
     # ------------------------------------------------------------------ delete
     def delete(self, name: str, namespace: str | None = None) -> bool:

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import launcher
+from launcher.backends.local import elastic as local_elastic
 from launcher.backends.local import rank as local_rank
 from launcher.errors import UsageError, UserError
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s import command
 from mpijob.k8s.command import MpiDialect
+from mpijob.k8s.render_elastic import elastic_program, horovodrun_argv
 
 BENCHMARK_ENV = "HVDK8S_BENCHMARK"
 THREADS_ENV = "HVDK8S_THREADS_PER_RANK"
@@ -160,6 +162,18 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
     is_root = (os.geteuid() == 0) if is_root is None else is_root
     env = _environment(spec, gpus=gpus, cores=cores, is_root=is_root, environ=environ)
     user_path = env.get("PATH", environ.get("PATH", ""))
+    if spec.elastic:
+        # horovodrun elastic (launcher.backends.local.elastic); each rank under the wrapper.
+        kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
+        wrapped = [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir),
+                   *elastic_program(spec, **kw)] if job_dir is not None else \
+            elastic_program(spec, **kw)
+        env[local_rank.PATH_ENV] = user_path
+        runner = local_elastic.check(spec, python)
+        discovery = str((job_dir or Path(".")) / local_elastic.DISCOVERY)
+        return Launch(horovodrun_argv(spec, horovodrun=runner, discovery=discovery,
+                                      program=wrapped, nic=local_elastic.INTERFACE),
+                      env, None, rank_logs=job_dir is not None)
     if mpi is None:
         # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
         # commands first as long as that mpirun is found by name (no implied prefix).
