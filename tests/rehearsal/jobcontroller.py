@@ -13,7 +13,8 @@ indexed_job_utils.go, backoff_utils.go):
   are deleted) or, with `backoffLimitPerIndex`, against its index's (that index is not
   retried past it); its replacement waits the pod-failure back-off, 10 s doubling per
   failure since the last success, at most 10 min (DefaultJobPodFailureBackOff,
-  MaxJobPodFailureBackOff, getRemainingTimeForFailuresCount);
+  MaxJobPodFailureBackOff, getRemainingTimeForFailuresCount), counted from when the model
+  sees the pod ended (upstream: the pod's finish time; the cluster's loop syncs every 0.5 s);
 - active pods whose index is at or past `completions` (an elastic Indexed Job scaled
   down) are deleted and count neither as failed nor succeeded (getValidPodsWithFilter,
   appendDuplicatedIndexPodsForRemoval).
@@ -58,6 +59,7 @@ class IndexedJobController:
 
     read_job: Callable[[], dict | None]
     start_pod: Callable[[dict], Pod]
+    clock: Callable[[], float] = time.monotonic
     pods: list[Pod] = field(default_factory=list)
     failed_job: str | None = None  # the reason, once the Job has failed
     _counted: dict[str, str] = field(default_factory=dict)  # pod name -> Succeeded/Failed
@@ -86,7 +88,7 @@ class IndexedJobController:
             if job is None:  # deleted: the garbage collector takes its pods
                 self._stopped = True
                 return
-            self._sync(job, time.monotonic())
+            self._sync(job, self.clock())
 
     def _sync(self, job: dict, now: float) -> None:
         spec = job["spec"]
