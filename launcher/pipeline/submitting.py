@@ -319,7 +319,7 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
              "jobs")
         request = replace(request, mode="pods")
         submit_options = replace(submit_options, mode="pods")
-    if (refused := elastic_refusal(spec, request.mode, here=backend.runs_here)) is not None:
+    if (refused := elastic_refusal(spec, request.mode)) is not None:
         raise UsageError(refused)
     for line in backend.check_spec(spec):
         note(f"note: {line}")

@@ -110,7 +110,9 @@ def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None) -> tuple[JobSpec
         raise UsageError("--gpu-request dra: no node of the cluster publishes DRA GPU devices "
                          "(no gpu.nvidia.com ResourceSlices); use --gpu-request device-plugin")
     said = (["gpus: requested through DRA ResourceClaims"
-             + (" selecting the planned devices" if has_dra else
+             + (" (elastic: each worker pod claims any free GPUs of its node, so that a "
+                "worker joining later takes whichever freed up)" if spec.elastic else
+                " selecting the planned devices" if has_dra else
                 " (no device data: any GPUs sharing one PCIe root)")] if mode == "dra" else [])
     return spec.model_copy(update={"gpu_request": mode}), said
 

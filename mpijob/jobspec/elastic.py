@@ -28,12 +28,9 @@ _REFUSED = {
 }
 
 
-def refusal(spec: JobSpec, mode: str, *, here: bool = False) -> str | None:
-    """One line saying why `mode` (or this machine, `here`) cannot run this elastic job;
-    None where it can."""
-    if spec.elastic and here:
-        return ("--min-workers/--max-workers: elastic jobs run on Kubernetes (--mode pods); "
-                "the local backend does not run them yet")
+def refusal(spec: JobSpec, mode: str) -> str | None:
+    """One line saying why `mode` cannot run this elastic job; None where it can (what this
+    machine can give a local one, launcher.backends.local.elastic says)."""
     if not spec.elastic or mode == "pods":
         return None
     why = _REFUSED.get(mode, f"--mode {mode} has no elastic jobs")

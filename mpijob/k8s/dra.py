@@ -93,16 +93,17 @@ def nic_selector(driver: str) -> str | None:
 
 def paired_request(count: int, uuids: list[str], nic_driver: str, driver: str = DRIVER) -> dict:
     """spec of a ResourceClaim for `count` GPUs, each one of `uuids` (the pod's planned
-    GPUs, or every planned GPU of the job for a shared template), each with a NIC of
-    `nic_driver` under its PCIe root."""
-    wanted = uuid_selector(sorted(uuids), driver)
+    GPUs, or every planned GPU of the job for a shared template; none: any), each with a
+    NIC of `nic_driver` under its PCIe root."""
+    wanted = uuid_selector(sorted(uuids), driver) if uuids else None
     nic_class = NIC_DRIVERS.get(nic_driver, nic_driver)
     nic_cel = nic_selector(nic_driver)
     requests: list[dict] = []
     constraints: list[dict] = []
     for i in range(count):
-        gpu = {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": 1,
-               "selectors": [{"cel": {"expression": wanted}}]}
+        gpu: dict = {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": 1}
+        if wanted:
+            gpu["selectors"] = [{"cel": {"expression": wanted}}]
         nic: dict = {"deviceClassName": nic_class, "allocationMode": "ExactCount", "count": 1}
         if nic_cel:
             nic["selectors"] = [{"cel": {"expression": nic_cel}}]
@@ -117,22 +118,25 @@ def uuid_selector(uuids: list[str], driver: str = DRIVER) -> str:
     return f"device.attributes[{json.dumps(driver)}].uuid in [{', '.join(json.dumps(u) for u in uuids)}]"
 
 
-def device_request(count: int, uuids: list[str] | None, driver: str = DRIVER) -> dict:
-    """spec of a ResourceClaim (what a ResourceClaimTemplate's spec.spec holds)."""
+def device_request(count: int, uuids: list[str] | None, driver: str = DRIVER, *,
+                   same_root: bool = True) -> dict:
+    """spec of a ResourceClaim (what a ResourceClaimTemplate's spec.spec holds); without
+    UUIDs, `count` GPUs under one PCIe root, or (`same_root` False) any `count` free."""
     exactly: dict = {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": count}
     devices: dict = {"requests": [{"name": REQUEST, "exactly": exactly}]}
     if uuids:
         exactly["selectors"] = [{"cel": {"expression": uuid_selector(sorted(uuids), driver)}}]
-    elif count > 1:
+    elif count > 1 and same_root:
         devices["constraints"] = [{"requests": [REQUEST], "matchAttribute": PCIE_ROOT}]
     return {"devices": devices}
 
 
 def claim_template(name: str, namespace: str, labels: dict, count: int,
-                   uuids: list[str] | None, nic_driver: str | None = None) -> dict:
-    """nic_driver: pair each GPU with a NIC of that driver (needs the planned UUIDs)."""
-    spec = (paired_request(count, uuids, nic_driver) if nic_driver and uuids
-            else device_request(count, uuids))
+                   uuids: list[str] | None, nic_driver: str | None = None, *,
+                   same_root: bool = True) -> dict:
+    """nic_driver: pair each GPU with a NIC of that driver (each pair under one PCIe root)."""
+    spec = (paired_request(count, uuids or [], nic_driver) if nic_driver
+            else device_request(count, uuids, same_root=same_root))
     return {"apiVersion": API_VERSION, "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
             "spec": {"spec": spec}}

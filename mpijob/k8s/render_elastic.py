@@ -46,23 +46,32 @@ def slots(spec: JobSpec) -> int:
     return spec.gpus_per_worker or 1
 
 
-def horovodrun_argv(spec: JobSpec) -> list[str]:
+def elastic_program(spec: JobSpec, **benchmark_kw) -> list[str]:
+    """What each rank runs: the user's program, or the benchmark in its elastic loop."""
+    program = program_argv(spec, **benchmark_kw)
+    return [*program, "--elastic"] if spec.runs_benchmark else program
+
+
+def horovodrun_argv(spec: JobSpec, *, horovodrun: str = "horovodrun",
+                    discovery: str = f"{ELASTIC_DIR}/discover_hosts.sh",
+                    program: list[str] | None = None, nic: str | None = None) -> list[str]:
+    """The launch line; by default a launcher pod's (its scripts, the benchmark beside its
+    elastic loop in the ConfigMap); the local backend names its own paths and `lo`."""
     s = slots(spec)
-    if spec.runs_benchmark:  # its elastic loop (elastic.py) lies beside it, here
-        program = [*program_argv(spec, script=BENCHMARK), "--elastic"]
-    else:
-        program = program_argv(spec)
+    if program is None:
+        program = elastic_program(spec, script=BENCHMARK)
     # Horovod finds the interfaces the hosts share by probing two of them, which a job
     # down to one worker does not have: the pod network's is eth0.
-    nic = spec.network_interface if spec.host_network else "eth0"
-    return ["horovodrun", "--gloo",
+    nic = nic or (spec.network_interface if spec.host_network else "eth0")
+    return [horovodrun, "--gloo",
             "-np", str(spec.workers * s), "--min-np", str(spec.min_size * s),
             "--max-np", str(spec.max_size * s),
-            "--host-discovery-script", f"{ELASTIC_DIR}/discover_hosts.sh",
+            "--host-discovery-script", discovery,
             "--elastic-timeout", str(GRACE_SECONDS),
             *(["--network-interface", nic] if nic else []),
-            # No --ssh-port/--ssh-identity-file: horovodrun runs `ssh` from PATH, which
-            # launcher.sh makes its wrapper with the job's key, port and no host key check.
+            # No --ssh-port/--ssh-identity-file: horovodrun runs `ssh` from PATH, which a
+            # launcher pod's launcher.sh makes its wrapper with the job's key, port and no
+            # host key check (locally every host is this machine: no ssh).
             *program]
 
 

@@ -34,16 +34,18 @@ if TYPE_CHECKING:  # only types here
 class GpuClaim:
     """GPUs through DRA (mpijob.k8s.dra): the ResourceClaimTemplate the pod's claim names,
     exactly the planned GPUs where their UUIDs are known, each paired with a NIC of
-    `nic_driver` under its PCIe root where the plan paired them."""
+    `nic_driver` under its PCIe root where the plan paired them. Without UUIDs, `count`
+    GPUs under one PCIe root, or any free ones (`same_root` False)."""
 
     template: str
     count: int
     uuids: tuple[str, ...]
     nic_driver: str | None
+    same_root: bool = True
 
     def template_object(self, namespace: str, labels: dict) -> dict:
         return claim_template(self.template, namespace, labels, self.count, list(self.uuids),
-                              self.nic_driver)
+                              self.nic_driver, same_root=self.same_root)
 
 
 @dataclass(frozen=True)
@@ -241,11 +243,15 @@ def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], 
 def _elastic_worker(spec: JobSpec, channel: bool) -> WorkerPod:
     """One worker per pod, on any planned node: --cpu/--memory alone decide its requests
     (a placement's node share was for a pod of the workers merged on that node), and a DRA
-    claim asks for a count, each pod from the template getting its own."""
+    claim asks for a count, each pod from the template getting its own: any free GPUs of
+    its node, as the device plugin's count would, since a worker that joins later takes
+    whichever freed up (not the plan's, nor necessarily GPUs under one PCIe root, which a
+    driver may not even publish)."""
     gpus = spec.gpus_per_worker
     pod = WorkerPod(0, None, (), gpus, 1)
     gpu_claim = (GpuClaim(f"{names.service(spec.name)}-gpus", gpus, (),
-                          spec.rdma_request.nic_driver if spec.rdma_request else None)
+                          spec.rdma_request.nic_driver if spec.rdma_request else None,
+                          same_root=False)
                  if spec.gpu_request == "dra" and gpus > 0 else None)
     claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
     resources = Resources(cpu=spec.cpu, memory=spec.memory,

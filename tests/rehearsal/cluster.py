@@ -4,6 +4,8 @@ Complete/Failed condition), with pods run by tests/rehearsal/kubelet.py.
 
 The job's phase and reason come from hvdk8s's own `decide_phase`, fed with the Job and pod
 objects this cluster reports, exactly as `hvdk8s get` would read them from an API server.
+An Indexed Job's pods (an elastic job's workers) are made and replaced by the model of the
+Job controller in tests/rehearsal/jobcontroller.py, which this cluster's loop drives.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.backends.kubernetes.status import decide_phase
+from mpijob.jobspec import names
 from tests.rehearsal.coredns import DNSServer, service_records
+from tests.rehearsal.jobcontroller import IndexedJobController
 from tests.rehearsal.kubelet import Pod
 from tests.rehearsal.netns import PodNetwork
 
@@ -43,6 +48,12 @@ class Cluster:
         self.pods: list[Pod] = []
         self.services: list[dict] = []
         self.dns_delay: dict[str, float] = {}
+        self.controllers: list[IndexedJobController] = []
+        self._pods_lock = threading.Lock()  # the loop's Job controllers add pods too
+        # Pods whose container waits, by hostname (a node still pulling the image): the
+        # test decides when a pod the Job controller made starts.
+        self._held_hostnames: set[str] = set()
+        self._held: list[Pod] = []
         # The image every pod runs in (tests/rehearsal/image.py); None: this machine's.
         self.image = None
         self._t0 = time.monotonic()
@@ -84,6 +95,8 @@ class Cluster:
 
     def _control_loop(self) -> None:
         while not self._stop.is_set():
+            for controller in list(self.controllers):
+                controller.sync()
             for pod in list(self.pods):
                 pod.ready = self._probe(pod)
             self.publish_dns()
@@ -99,12 +112,29 @@ class Cluster:
     # --- running a rendered job ---------------------------------------------------------------
     def add_pod(self, obj: dict, *, configmaps: dict, secrets_: dict, extra_env: dict | None,
                 start_delay: float = 0.0) -> Pod:
-        pod = Pod(obj, network=self.network, nameserver=self.network.gateway,
-                  workdir=self.workdir, configmaps=configmaps, secrets=secrets_,
-                  extra_env=extra_env, image=self.image)
-        self.pods.append(pod)
+        with self._pods_lock:
+            pod = Pod(obj, network=self.network, nameserver=self.network.gateway,
+                      workdir=self.workdir, configmaps=configmaps, secrets=secrets_,
+                      extra_env=extra_env, image=self.image)
+            self.pods.append(pod)
+            if pod.hostname in self._held_hostnames:
+                self._held.append(pod)
+                return pod
         pod.start_after(start_delay)
         return pod
+
+    def hold(self, hostname: str) -> None:
+        """Pods with this hostname made from now on stay Pending until `release`."""
+        with self._pods_lock:
+            self._held_hostnames.add(hostname)
+
+    def release(self, hostname: str) -> None:
+        with self._pods_lock:
+            self._held_hostnames.discard(hostname)
+            starting = [p for p in self._held if p.hostname == hostname]
+            self._held = [p for p in self._held if p.hostname != hostname]
+        for pod in starting:
+            pod.start()
 
 
 def launcher_pod_from_job(job: dict) -> dict:
@@ -119,22 +149,37 @@ def launcher_pod_from_job(job: dict) -> dict:
 
 
 class PodsJob:
-    """A built-in mode job (hvdk8s submit --mode pods) on the rehearsal cluster."""
+    """A built-in mode job (hvdk8s submit --mode pods) on the rehearsal cluster: its worker
+    pods as rendered, or, for an elastic job, its Indexed worker Job run by the Job
+    controller's model; `read_job(name)` gives that Job as it is now (an API server's copy,
+    which `hvdk8s scale` changes), else the Job as rendered."""
 
     def __init__(self, cluster: Cluster, objects: list[dict], *, extra_env: dict | None = None,
                  worker_env: dict | None = None, launcher_env: dict | None = None,
                  worker_start_delay: dict[str, float] | None = None,
-                 dns_delay: dict[str, float] | None = None) -> None:
+                 dns_delay: dict[str, float] | None = None,
+                 read_job: Callable[[str], dict | None] | None = None) -> None:
         self.cluster = cluster
         by_kind: dict[str, list[dict]] = {}
         for o in objects:
             by_kind.setdefault(o["kind"], []).append(o)
-        self.job = by_kind["Job"][0]
+        self.job = next((j for j in by_kind["Job"] if j["metadata"].get("labels", {}).get(
+            names.LABEL_ROLE) == names.ROLE_LAUNCHER), by_kind["Job"][0])
         self.configmaps = {o["metadata"]["name"]: o for o in by_kind.get("ConfigMap", [])}
         self.secrets = {o["metadata"]["name"]: o for o in by_kind.get("Secret", [])}
         cluster.services.extend(by_kind.get("Service", []))
         cluster.dns_delay.update(dns_delay or {})
-        self.workers = [
+        worker_extra = {**(extra_env or {}), **(worker_env or {})}
+        self.controllers = [IndexedJobController(
+            read_job=(lambda j=j: read_job(j["metadata"]["name"])) if read_job else
+            (lambda j=j: j),
+            start_pod=lambda pod: cluster.add_pod(pod, configmaps=self.configmaps,
+                                                  secrets_=self.secrets, extra_env=worker_extra))
+            for j in by_kind["Job"] if j["spec"].get("completionMode") == "Indexed"]
+        for controller in self.controllers:
+            controller.sync()  # the workers' pods first, then the launcher's, as submitted
+        cluster.controllers.extend(self.controllers)
+        self.pod_workers = [
             cluster.add_pod(p, configmaps=self.configmaps, secrets_=self.secrets,
                             extra_env={**(extra_env or {}), **(worker_env or {})},
                             start_delay=(worker_start_delay or {}).get(p["metadata"]["name"], 0))
@@ -143,6 +188,11 @@ class PodsJob:
         self.launcher = cluster.add_pod(
             launcher_pod_from_job(self.job), configmaps=self.configmaps,
             secrets_=self.secrets, extra_env={**(extra_env or {}), **(launcher_env or {})})
+
+    @property
+    def workers(self) -> list[Pod]:
+        """Every worker pod so far: those rendered, and those the Job controller made."""
+        return self.pod_workers + [p for c in self.controllers for p in c.pods]
 
     def wait_log(self, pod: Pod, text: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -172,6 +222,8 @@ class PodsJob:
     def finish(self, timeout: float = 180, worker_grace: float = 30) -> Outcome:
         """Wait for the launcher, then give workers `worker_grace` seconds to end by themselves."""
         self.launcher.wait(timeout)
+        for controller in self.controllers:
+            controller.stop()  # hvdk8s deletes the worker Job once the launcher is done
         deadline = time.monotonic() + worker_grace
         while time.monotonic() < deadline and any(w.running() for w in self.workers):
             time.sleep(0.2)

@@ -48,6 +48,12 @@ def _env_value(item: dict, pod: dict, pod_ip: str) -> str | None:
     if "value" in item:
         return item["value"]
     ref = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+    # The downward API's metadata.labels['k'] / metadata.annotations['k'] (an Indexed Job
+    # pod's JOB_COMPLETION_INDEX): kubernetes pkg/fieldpath/fieldpath.go ExtractFieldPathAsString.
+    for field in ("labels", "annotations"):
+        prefix = f"metadata.{field}['"
+        if ref and ref.startswith(prefix) and ref.endswith("']"):
+            return (pod["metadata"].get(field) or {}).get(ref[len(prefix):-2])
     return {"metadata.name": pod["metadata"]["name"],
             "metadata.namespace": pod["metadata"].get("namespace", "default"),
             "status.podIP": pod_ip}.get(ref)

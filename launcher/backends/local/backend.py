@@ -36,6 +36,7 @@ from launcher.backends.base import (
     SubmitOptions,
     SubmitResult,
 )
+from launcher.backends.local import elastic as local_elastic
 from launcher.backends.local import procs as local_procs
 from launcher.backends.local.launching import (
     JobLaunch,
@@ -169,6 +170,8 @@ class LocalBackend(LocalLaunches):
             write_json(building / paths.launch.name, launch)
             write_status(building / paths.status.name, status)
             (building / paths.hostfile.name).write_text(hostfile)
+            if spec.elastic:
+                local_elastic.write_files(building, spec)
             shims = building / JobPaths.shims.name
             shims.mkdir()
             for name, text in shim_scripts().items():
@@ -322,6 +325,24 @@ class LocalBackend(LocalLaunches):
                 time.sleep(min(self.poll_seconds, left))
             else:
                 time.sleep(self.poll_seconds)
+
+    # ------------------------------------------------------------------- scale
+    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
+        """`hvdk8s scale`: the local hosts horovodrun's discovery lists from now on."""
+        paths = self._existing(name, namespace)
+        spec = read_json(paths.spec) or {}
+        if spec.get("min_workers") is None and spec.get("max_workers") is None:
+            raise UsageError(f"--workers: job {name} is not elastic (submitted without "
+                             "--min-workers/--max-workers); only elastic jobs can be scaled")
+        start = int(spec.get("workers") or 1)
+        low, high = int(spec.get("min_workers") or start), int(spec.get("max_workers") or start)
+        if not low <= workers <= high:
+            raise UsageError(f"--workers: job {name} runs {low}..{high} workers "
+                             f"(--min-workers/--max-workers), not {workers}")
+        if self.get(name, namespace).done:
+            raise UserError(f"job {name} has ended; nothing to scale")
+        local_elastic.scale(paths.dir, workers)
+        return f"job {name}: scaled to {workers} workers (elastic {low}..{high})"
 
     # ------------------------------------------------------------------ delete
     def delete(self, name: str, namespace: str | None = None) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.backends.base import BaseBackend, Prepared, SubmitOptions
+from launcher.backends.local import elastic as local_elastic
 from launcher.backends.local import rank as local_rank
 from launcher.backends.local.gpus import choose_gpus
 from launcher.backends.local.mpi import (
@@ -35,6 +36,7 @@ from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import DECLARED_BY_PATH, DECLARED_OPTIONS, JobSpec
 from mpijob.k8s import command
 from mpijob.k8s.command import MpiDialect, hostfile_text, shell_join
+from mpijob.k8s.render_elastic import elastic_program, horovodrun_argv
 from mpijob.perf.perfmodel import Assumptions
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster
@@ -127,7 +129,9 @@ class LocalLaunches(BaseBackend):
     def launch(self, spec: JobSpec, placement, paths: JobPaths) -> JobLaunch:
         """The job's launch, checked against this machine (cores, mpirun, free GPUs)."""
         check_rank_count(spec, usable_cores())
-        mpi = check_mpi(spec)
+        if spec.elastic:  # what this machine cannot give, before its GPUs are looked at
+            local_elastic.check(spec, sys.executable)
+        mpi = None if spec.elastic else check_mpi(spec)  # elastic: horovodrun, no mpirun
         script = benchmark_script() if spec.runs_benchmark else None
         host = socket.gethostname()
         gpus, _ = choose_gpus(spec, placement, host)
@@ -145,6 +149,9 @@ def described(spec: JobSpec, job: JobLaunch) -> dict:
         "hostfile": job.hostfile, "command": shell_join(job.launch.argv),
         "env": job.launch.env, "dir": str(job.paths.dir),
     }
+    if spec.elastic:  # horovodrun's hosts, not a hostfile: what its discovery lists
+        del out["hostfile"]
+        out["hosts"] = local_elastic.host_slots(spec)
     notes = ignored_options_note(spec)
     if notes:
         out["notes"] = [notes]
@@ -163,6 +170,18 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
     is_root = (os.geteuid() == 0) if is_root is None else is_root
     env = environment(spec, gpus=gpus, cores=cores, is_root=is_root, environ=environ)
     user_path = env.get("PATH", environ.get("PATH", ""))
+    if spec.elastic:
+        # horovodrun elastic (launcher.backends.local.elastic); each rank under the wrapper.
+        kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
+        wrapped = [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir),
+                   *elastic_program(spec, **kw)] if job_dir is not None else \
+            elastic_program(spec, **kw)
+        env[local_rank.PATH_ENV] = user_path
+        runner = local_elastic.check(spec, python)
+        discovery = str((job_dir or Path(".")) / local_elastic.DISCOVERY)
+        return Launch(horovodrun_argv(spec, horovodrun=runner, discovery=discovery,
+                                      program=wrapped, nic=local_elastic.INTERFACE),
+                      env, None, rank_logs=job_dir is not None)
     if mpi is None:
         # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
         # commands first as long as that mpirun is found by name (no implied prefix).

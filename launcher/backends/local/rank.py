@@ -34,8 +34,9 @@ import signal
 import sys
 import time
 
-# Each MPI's name for the rank in the world: Open MPI 4 and 5, then PMIx, then Hydra's PMI.
-RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+# Each MPI's name for the rank in the world: Open MPI 4 and 5, then PMIx, then Hydra's PMI,
+# then horovodrun's (Gloo; an elastic job's rank when its process started).
+RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "HOROVOD_RANK")
 # The PATH the user had, before mpirun's prefix; set by the local backend.
 PATH_ENV = "HVDK8S_RANK_PATH"
 # Names in JOBDIR (launcher.backends.local.state.JobPaths uses the same).

@@ -10,6 +10,8 @@ from .podutil import get_condition, is_terminal, set_condition
 from .util import deepcopy, now_rfc3339
 
 COMPONENT = "job-controller"
+# batch.kubernetes.io/job-completion-index: an Indexed Job pod's index (annotation and label).
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
 
 def finished(job: dict) -> str | None:
@@ -186,7 +188,7 @@ class JobController(Loop):
                 # Deleted since this pass listed it (a garbage-collected worker Job): the
                 # real controller's pod would be collected as an orphan; make none.
                 break
-            pod = self._pod_from_template(job, idx)
+            pod = pod_from_template(job, idx)
             try:
                 created.append(self.objects.create(self.registry.by_key("/pods"), pod,
                                                    job["metadata"]["namespace"]))
@@ -199,31 +201,6 @@ class JobController(Loop):
             events.record(self.store, job, "Normal", "SuccessfulCreate",
                           f"Created pod: {created[-1]['metadata']['name']}", COMPONENT)
         return created
-
-    def _pod_from_template(self, job: dict, index: str | None) -> dict:
-        m, tmpl = job["metadata"], deepcopy(job["spec"]["template"])
-        tmeta = tmpl.get("metadata") or {}
-        labels = dict(tmeta.get("labels") or {})
-        annotations = dict(tmeta.get("annotations") or {})
-        spec = tmpl.get("spec") or {}
-        prefix = f"{m['name']}-"
-        if index is not None:
-            prefix = f"{m['name']}-{index}-"
-            labels["batch.kubernetes.io/job-completion-index"] = index
-            annotations["batch.kubernetes.io/job-completion-index"] = index
-            for c in spec.get("containers") or []:
-                c.setdefault("env", []).append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {
-                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations["
-                                 "'batch.kubernetes.io/job-completion-index']"}}})
-            if spec.get("subdomain"):
-                spec.setdefault("hostname", f"{m['name']}-{index}")
-        meta = {"generateName": prefix, "labels": labels,
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": m["name"],
-                                     "uid": m["uid"], "controller": True,
-                                     "blockOwnerDeletion": True}]}
-        if annotations:
-            meta["annotations"] = annotations
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
     def _delete_pod(self, job: dict, pod: dict) -> None:
         pm = pod["metadata"]
@@ -253,6 +230,36 @@ class JobController(Loop):
                 pass
 
 
+def pod_from_template(job: dict, index: str | None) -> dict:
+    """The pod the Job controller asks for (its name still a generateName), pure: also the
+    pod rehearsal's (tests/rehearsal/jobcontroller.py). pkg/controller/job/job_controller.go
+    manageJob, indexed_job_utils.go: an Indexed Job's pod carries its completion index as
+    annotation and label (PodIndexLabel, GA), the JOB_COMPLETION_INDEX env var, the hostname
+    `<job>-<index>` whatever the template says, and the generateName `<job>-<index>-`."""
+    m, tmpl = job["metadata"], deepcopy(job["spec"]["template"])
+    tmeta = tmpl.get("metadata") or {}
+    labels = dict(tmeta.get("labels") or {})
+    annotations = dict(tmeta.get("annotations") or {})
+    spec = tmpl.get("spec") or {}
+    prefix = f"{m['name']}-"
+    if index is not None:
+        prefix = f"{m['name']}-{index}-"
+        labels[INDEX_KEY] = index
+        annotations[INDEX_KEY] = index
+        for c in spec.get("containers") or []:
+            if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in c.get("env") or []):
+                c.setdefault("env", []).append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {
+                    "fieldRef": {"apiVersion": "v1",
+                                 "fieldPath": f"metadata.labels['{INDEX_KEY}']"}}})
+        spec["hostname"] = f"{m['name']}-{index}"
+    meta = {"generateName": prefix, "labels": labels,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": m["name"],
+                                 "uid": m.get("uid", ""), "controller": True,
+                                 "blockOwnerDeletion": True}]}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
 def _index(pod: dict) -> str | None:
-    return (pod["metadata"].get("annotations") or {}).get(
-        "batch.kubernetes.io/job-completion-index")
+    return (pod["metadata"].get("annotations") or {}).get(INDEX_KEY)

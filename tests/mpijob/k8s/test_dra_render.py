@@ -168,3 +168,27 @@ def test_operator_podgroup_min_resources_count_what_the_workers_request():
                       rdma_request={"resource": "rdma/hca", "per_gpu": False})
     mpijob = render(rdma, mode="operator", benchmark_source="")[0]
     assert mpijob["spec"]["runPolicy"]["schedulingPolicy"]["minResources"]["rdma/hca"] == "2"
+
+
+def test_an_elastic_worker_claims_any_free_gpus_each_paired_with_a_nic_where_asked():
+    """An elastic worker may join later on whichever GPUs freed up: its claim names no
+    planned UUID and no one PCIe root for all its GPUs; GPU-NIC pairs stay pairs."""
+    from mpijob.jobspec.spec import RdmaRequest
+
+    spec = build_spec(name="j", workers=2, min_workers=1, max_workers=3, gpus_per_worker=4,
+                      gpu_request="dra", command=("python", "t.py"))
+    (t,) = [o for o in render(spec, ssh=SSH) if o["kind"] == "ResourceClaimTemplate"]
+    assert t["spec"]["spec"]["devices"] == {"requests": [{"name": "gpus", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 4}}]}
+    validate_template(t)
+    paired = spec.model_copy(update={"rdma_request": RdmaRequest(
+        resource="dranet", per_gpu=True, nic_driver="dra.net")})
+    (t,) = [o for o in render(paired, ssh=SSH) if o["kind"] == "ResourceClaimTemplate"]
+    devices = t["spec"]["spec"]["devices"]
+    assert [r["name"] for r in devices["requests"]] == [
+        "gpu-0", "nic-0", "gpu-1", "nic-1", "gpu-2", "nic-2", "gpu-3", "nic-3"]
+    assert not any("selectors" in r["exactly"] for r in devices["requests"]
+                   if r["name"].startswith("gpu"))
+    assert devices["constraints"][0] == {"requests": ["gpu-0", "nic-0"],
+                                         "matchAttribute": PCIE_ROOT}
+    validate_template(t)

@@ -86,9 +86,13 @@ echo "$*" >> {tmp_path}/ssh.log
 if [ "$1" = w1 ] && [ "$2" = true ]; then
   n=$(grep -c '^w1 true' {tmp_path}/ssh.log); [ "$n" -ge 3 ] || exit 255
 fi
+# A worker is attached once its lease session has run (it runs in the background).
+if [ "$2 $3 $4" = "test -e /tmp/hvdk8s/attached" ]; then
+  grep -q "^-n $1 " {tmp_path}/ssh.log || exit 1
+fi
 exit 0
 """)
-    _fake(tmp_path / "bin", "sleep", "exit 0\n")  # no real waiting between polls
+    _fake(tmp_path / "bin", "sleep", "exec /bin/sleep 0.2\n")  # short waits between polls
     hostfile = _hostfile(tmp_path, "w0 slots=2\nw1 slots=2\n")
     result = subprocess.run(
         ["/bin/sh", str(_script(tmp_path, "launcher.sh")), "sh", "-c", "echo training; exit 5"],

@@ -140,3 +140,64 @@ def test_operator_mode_workers_get_their_nodes_planned_gpus(dra_server):
         # dgx-0 has 4,5,6,7 free, dgx-1 0,1,2,3: each pod gets exactly its node's free quad.
         expected = {"dgx-0": ["gpu-4", "gpu-5", "gpu-6", "gpu-7"], "dgx-1": ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]}
         assert got == expected[pod["spec"]["nodeName"]]
+
+
+def test_elastic_workers_each_claim_their_gpus_as_the_dry_run_shows(dra_server):
+    """An elastic job with --gpu-request dra: what the client dry run shows is what submit
+    creates (the worker Job's template names one ResourceClaimTemplate), and each worker
+    pod the Job controller makes, the one `scale` adds too, gets a claim of its own with
+    its GPUs, none shared. The drivers here publish no PCIe root, so a claim that asked for
+    GPUs under one root could never be allocated."""
+    from tests.launcher.pipeline.test_dry_run_equals_submit import (
+        AFTER_CREATE,
+        _created,
+        _differences,
+        _items,
+    )
+
+    srv = dra_server
+    srv.script_pod(r"el-launcher-.*", logs=["horovodrun elastic"], exit_code=None)
+    base = ["submit", "mpi", "--backend", "kubernetes", "--name", "el", "--workers", "2",
+            "--min-workers", "1", "--max-workers", "3", "--gpus", "2", "--gpu-request", "dra",
+            "--image", "img"]
+    shown = _items(CliRunner().invoke(app, [*base, "--dry-run", "-o", "json", "python", "t.py"]))
+    submitted = CliRunner().invoke(app, [*base, "python", "t.py"])
+    assert submitted.exit_code == 0, submitted.output
+    assert "elastic: each worker pod claims any free GPUs of its node" in submitted.output
+    created = _created(srv, shown)
+    assert sorted(created) == sorted(shown)
+    for key, sent in shown.items():
+        kept = [d for d in _differences(sent, created[key])
+                if (key[1], d.split(":")[0]) not in AFTER_CREATE]
+        assert kept == [], (key, kept)
+    (template,) = [o for (_, kind, _), o in shown.items() if kind == "ResourceClaimTemplate"]
+    job = shown[("batch/v1", "Job", "el-worker")]
+    assert job["spec"]["template"]["spec"]["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimTemplateName": template["metadata"]["name"]}]
+
+    def allocations() -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Each running worker pod's node and the devices its own claim got."""
+        out = {}
+        for pod in srv.objects("pods", "default"):
+            if not pod["metadata"]["name"].startswith("el-worker-") or \
+                    not pod["spec"].get("nodeName"):
+                continue
+            (status,) = pod["status"].get("resourceClaimStatuses") or [{}]
+            claim = srv.get("resourceclaims", status.get("resourceClaimName", ""))
+            results = (((claim or {}).get("status") or {}).get("allocation") or {}).get(
+                "devices", {}).get("results") or []
+            out[pod["metadata"]["name"]] = (pod["spec"]["nodeName"],
+                                            tuple(sorted(r["device"] for r in results)))
+        return out
+
+    def disjoint(got: dict) -> bool:
+        held = [(node, d) for node, devices in got.values() for d in devices]
+        return len(held) == len(set(held)) and all(len(d) == 2 for _, d in got.values())
+
+    srv.wait_for(lambda: len(allocations()) == 2, timeout=20)
+    assert disjoint(allocations()), allocations()
+    scaled = CliRunner().invoke(app, ["scale", "el", "--workers", "3", "--backend", "kubernetes"])
+    assert scaled.exit_code == 0, scaled.output
+    srv.wait_for(lambda: len(allocations()) == 3, timeout=20)
+    got = allocations()
+    assert disjoint(got) and any(name.startswith("el-worker-2-") for name in got), got
