@@ -1,8 +1,14 @@
-"""The local backend of the tests here: its own HVDK8S_HOME, and no process left behind."""
+"""The local backend of the tests here: its own HVDK8S_HOME, and no process left behind,
+whether a test drives the backend (`backend`) or the CLI (`home`)."""
 
 import pytest
 
 from launcher.backends.local.backend import LocalBackend
+
+
+def _delete_all(b: LocalBackend) -> None:
+    for status in b.list(all_namespaces=True):  # never leave a process behind
+        b.delete(status.name, status.namespace)
 
 
 @pytest.fixture
@@ -10,5 +16,12 @@ def backend(tmp_path, monkeypatch):
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
     b = LocalBackend(stop_grace_seconds=2.0)
     yield b
-    for status in b.list(all_namespaces=True):  # never leave a process behind
-        b.delete(status.name, status.namespace)
+    _delete_all(b)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """HVDK8S_HOME for CLI tests; the jobs they started are deleted after."""
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+    yield tmp_path / "home"
+    _delete_all(LocalBackend(stop_grace_seconds=2.0))

@@ -11,23 +11,13 @@ from typer.testing import CliRunner
 
 from launcher.cli.app import app
 
-pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+pytestmark = [pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun"),
+              pytest.mark.usefixtures("home")]  # conftest's: own HVDK8S_HOME, no job left
 
 runner = CliRunner()
 LOCAL = ["--backend", "local"]
 FAIL_RANK_1 = ("import os,sys; r=int(os.environ['OMPI_COMM_WORLD_RANK']); print('rank', r); "
                "sys.exit(3 if r==1 else 0)")
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
-    yield tmp_path / "home"
-    from launcher.backends.local.backend import LocalBackend
-
-    backend = LocalBackend(stop_grace_seconds=2.0)
-    for status in backend.list(all_namespaces=True):
-        backend.delete(status.name, status.namespace)
 
 
 def invoke(*args: str):

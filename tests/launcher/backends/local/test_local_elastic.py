@@ -23,15 +23,7 @@ runner = CliRunner()
 LOCAL = ["--backend", "local"]
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
-    yield tmp_path / "home"
-    from launcher.backends.local.backend import LocalBackend
-
-    backend = LocalBackend(stop_grace_seconds=2.0)
-    for status in backend.list(all_namespaces=True):
-        backend.delete(status.name, status.namespace)
+pytestmark = pytest.mark.usefixtures("home")  # conftest's: own HVDK8S_HOME, no job left
 
 
 def invoke(*args: str):
