@@ -10,8 +10,13 @@ from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
 
 
+# Not the tests' doing: pytest's own, and what importing TensorFlow sets once per process
+# (tensorflow/__init__.py: TF2_BEHAVIOR; tensorflow/python/tpu/__init__.py: TPU_ML_PLATFORM).
+_SET_BY_OTHERS = frozenset({"PYTEST_CURRENT_TEST", "TF2_BEHAVIOR", "TPU_ML_PLATFORM"})
+
+
 def _environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own
+    return {k: v for k, v in os.environ.items() if k not in _SET_BY_OTHERS}
 
 
 @pytest.fixture(autouse=True)
