@@ -9,10 +9,11 @@ import pytest
 from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
 
-
 # Not the tests' doing: pytest's own, and what importing TensorFlow sets once per process
-# (tensorflow/__init__.py: TF2_BEHAVIOR; tensorflow/python/tpu/__init__.py: TPU_ML_PLATFORM).
-_SET_BY_OTHERS = frozenset({"PYTEST_CURRENT_TEST", "TF2_BEHAVIOR", "TPU_ML_PLATFORM"})
+# (tensorflow/__init__.py: TF2_BEHAVIOR; tensorflow/python/tpu/__init__.py: TPU_ML_PLATFORM;
+# TensorFlow 2.20 adds its version and ENABLE_RUNTIME_UPTIME_TELEMETRY).
+_SET_BY_OTHERS = frozenset({"PYTEST_CURRENT_TEST", "TF2_BEHAVIOR", "TPU_ML_PLATFORM",
+                            "TPU_ML_PLATFORM_VERSION", "ENABLE_RUNTIME_UPTIME_TELEMETRY"})
 
 
 def _environment() -> dict[str, str]:

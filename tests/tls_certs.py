@@ -45,6 +45,10 @@ def make_pki(folder: Path, *, clients: tuple[str, ...] = ("alice",)) -> Pki:
     folder.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
              "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca",
+             # as a real cluster CA has them; Python 3.13's default contexts verify strictly
+             # (VERIFY_X509_STRICT) and refuse a CA without its key usage
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,digitalSignature,keyCertSign,cRLSign",
              cwd=folder)
     _issue(folder, "server", "/CN=kube-apiserver",
            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")

@@ -124,6 +124,15 @@ def make_pki() -> Pki:
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(now).not_valid_after(later)
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          # what kubeadm's CA carries, and what strict verification (Python 3.13's default
+          # contexts: VERIFY_X509_STRICT) requires of a CA and the certificates it signs
+          .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True,
+                                       key_cert_sign=True, content_commitment=False,
+                                       data_encipherment=False, key_agreement=False,
+                                       crl_sign=False, encipher_only=False,
+                                       decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                         critical=False)
           .sign(ca_key, hashes.SHA256()))
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (x509.CertificateBuilder()
@@ -136,6 +145,8 @@ def make_pki() -> Pki:
                 critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
                            critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
     return Pki(ca.public_bytes(pem), cert.public_bytes(pem),
