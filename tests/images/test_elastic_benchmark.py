@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.horovod_gloo import needs_gloo
 from tests.paths import ROOT
 
 BENCH = ROOT / "images" / "benchmark"
@@ -41,6 +42,7 @@ HOROVODRUN = Path(sys.executable).with_name("horovodrun")
 def test_killing_one_rank_leaves_the_elastic_benchmark_running_to_its_total(tmp_path):
     """Two 'hosts' of this machine (localhost and 127.0.0.1, both run without ssh); one
     rank is killed after its first commit: the other goes on alone and ends with exit 0."""
+    needs_gloo()
     discover = tmp_path / "discover.sh"
     discover.write_text("#!/bin/sh\nprintf 'localhost:1\\n127.0.0.1:1\\n'\n")
     discover.chmod(0o755)

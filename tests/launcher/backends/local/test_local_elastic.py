@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from launcher.backends.local import elastic as local_elastic
 from launcher.cli.app import app
 from mpijob.jobspec.spec import build_spec
+from tests.horovod_gloo import needs_gloo
 
 runner = CliRunner()
 LOCAL = ["--backend", "local"]
@@ -53,6 +54,7 @@ def _program_of_rank(job_dir: Path, rank: int) -> int | None:
 def test_killing_one_ranks_process_leaves_the_job_running_on_the_other(home):
     if local_elastic.horovodrun(sys.executable) is None or find_spec("tensorflow") is None:
         pytest.skip("needs horovodrun and TensorFlow")
+    needs_gloo()
     submitted = invoke("submit", "mpi", *LOCAL, "--name", "el", "--workers", "2",
                        "--min-workers", "1", "--max-workers", "2", "--gpus", "0",
                        "--batch-size", "2", "--image-size", "32", "--num-batches", "40",
