@@ -25,7 +25,7 @@ from launcher.errors import UsageError
 from mpijob.jobspec.spec import JobSpec
 
 DISCOVERY = "discover_hosts.sh"
-SIZE = "workers"  # the workers the job should have now (hvdk8s scale writes it)
+SIZE = "elastic-size"  # the workers the job should have now (hvdk8s scale writes it)
 # Loopback: every "host" is this machine, so Gloo's traffic stays on lo.
 INTERFACE = "lo"
 
@@ -84,7 +84,7 @@ def discovery_script(spec: JobSpec) -> str:
     lines = "".join(f"{line}\\n" for line in host_slots(spec))
     return ("#!/bin/sh\n"
             "# hvdk8s local elastic job: one host:slots line per worker horovodrun may run\n"
-            "# now, the first N of this machine's local hosts, N in ./workers.\n"
+            f"# now, the first N of this machine's local hosts, N in ./{SIZE}.\n"
             f'n=$(cat "$(dirname "$0")/{SIZE}" 2>/dev/null || echo {spec.workers})\n'
             f"printf '{lines}' | head -n \"$n\"\n")
 
