@@ -92,7 +92,8 @@ if [ "$2 $3 $4" = "test -e /tmp/hvdk8s/attached" ]; then
 fi
 exit 0
 """)
-    _fake(tmp_path / "bin", "sleep", "exec /bin/sleep 0.2\n")  # short waits between polls
+    # Waits of at most a second: under load a backgrounded lease may take that to start.
+    _fake(tmp_path / "bin", "sleep", "exec /bin/sleep 1\n")
     hostfile = _hostfile(tmp_path, "w0 slots=2\nw1 slots=2\n")
     result = subprocess.run(
         ["/bin/sh", str(_script(tmp_path, "launcher.sh")), "sh", "-c", "echo training; exit 5"],
