@@ -264,12 +264,7 @@ class OperatorJob:
             secrets.token_hex(3)[:5]
         self.workers = [cluster.add_pod(w, configmaps=self.configmaps, secrets_=self.secrets,
                                         extra_env=worker_env) for w in workers]
-        deadline = time.monotonic() + ready_timeout
-        while not all(w.ready for w in self.workers):
-            if time.monotonic() > deadline or any(w.exit_code() is not None for w in self.workers):
-                raise AssertionError("workers never became Ready:\n" + "\n".join(
-                    f"{w.name} (exit {w.exit_code()}):\n{w.log()}" for w in self.workers))
-            time.sleep(0.2)
+        await_ready(self.workers, "workers", ready_timeout)
         self.launcher = cluster.add_pod(launcher, configmaps=self.configmaps,
                                         secrets_=self.secrets, extra_env=launcher_env)
 
@@ -308,12 +303,7 @@ class TrainerJob:
         cluster.services.extend(made["Service"])
         self.nodes = [cluster.add_pod(p, configmaps=self.configmaps, secrets_=self.secrets,
                                       extra_env=None) for p in made["node"]]
-        deadline = time.monotonic() + ready_timeout
-        while not all(n.ready for n in self.nodes):
-            if time.monotonic() > deadline or any(n.exit_code() is not None for n in self.nodes):
-                raise AssertionError("nodes never became Ready:\n" + "\n".join(
-                    f"{n.name} (exit {n.exit_code()}):\n{n.log()}" for n in self.nodes))
-            time.sleep(0.2)
+        await_ready(self.nodes, "nodes", ready_timeout)
         (launcher,) = made["launcher"]
         self.launcher = cluster.add_pod(launcher, configmaps=self.configmaps,
                                         secrets_=self.secrets, extra_env=None)
@@ -330,3 +320,13 @@ class TrainerJob:
                        worker_exits={}, still_running=[p.name for p in [self.launcher,
                                                                          *self.nodes]
                                                        if p.running()])
+
+
+def await_ready(pods, what: str, timeout: float) -> None:
+    """Until every pod is Ready; AssertionError with their logs once one exits or time is up."""
+    deadline = time.monotonic() + timeout
+    while not all(p.ready for p in pods):
+        if time.monotonic() > deadline or any(p.exit_code() is not None for p in pods):
+            raise AssertionError(f"{what} never became Ready:\n" + "\n".join(
+                f"{p.name} (exit {p.exit_code()}):\n{p.log()}" for p in pods))
+        time.sleep(0.2)
