@@ -170,12 +170,10 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
     is_root = (os.geteuid() == 0) if is_root is None else is_root
     env = environment(spec, gpus=gpus, cores=cores, is_root=is_root, environ=environ)
     user_path = env.get("PATH", environ.get("PATH", ""))
+    kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
     if spec.elastic:
         # horovodrun elastic (launcher.backends.local.elastic); each rank under the wrapper.
-        kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
-        wrapped = [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir),
-                   *elastic_program(spec, **kw)] if job_dir is not None else \
-            elastic_program(spec, **kw)
+        wrapped = _under_rank_wrapper(python, job_dir, elastic_program(spec, **kw))
         env[local_rank.PATH_ENV] = user_path
         runner = local_elastic.check(spec, python)
         discovery = str((job_dir or Path(".")) / local_elastic.DISCOVERY)
@@ -189,16 +187,22 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
             env["PATH"] = os.pathsep.join(p for p in (str(job_dir / local_rank.SHIMS), user_path) if p)
         return Launch(command.launch_argv(spec, str(hostfile)), env)
 
-    kw = {"python": python, "script": str(script)} if spec.runs_benchmark else {}
-    program = command.program_argv(spec, **kw)
+    program = _under_rank_wrapper(python, job_dir, command.program_argv(spec, **kw))
     if job_dir is not None:
-        program = [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir), *program]
         env[local_rank.PATH_ENV] = user_path
     local = command.LocalRun(allow_run_as_root=is_root, oversubscribe=spec.ranks > cores,
                              cores_per_rank=cores_per_rank(spec, cores) if not gpus else None)
     line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
                                local=local, set_env={**environ, **env})
     return Launch(line.argv(mpi.dialect), env, mpi.dialect, rank_logs=job_dir is not None)
+
+
+def _under_rank_wrapper(python: str, job_dir: Path | None, program: list[str]) -> list[str]:
+    """Each rank's program run by the rank wrapper (local_rank), which keeps its log and exit
+    in `job_dir`; as given where there is no job directory."""
+    if job_dir is None:
+        return program
+    return [python, "-S", str(Path(local_rank.__file__).resolve()), str(job_dir), *program]
 
 
 def check_rank_count(spec: JobSpec, cores: int) -> None:
