@@ -1,4 +1,4 @@
-"""Where the Kubernetes tests run: the in-process test API server (launcher/testing/kubeapi), or a real
+"""Where the Kubernetes tests run: the in-process test API server (kubesim), or a real
 cluster when HVDK8S_TEST_KUBECONFIG names its kubeconfig.
 
 On a real cluster, HVDK8S_TEST_CONTEXT / HVDK8S_TEST_NAMESPACE pick the context and the
@@ -22,7 +22,7 @@ class K8sEnv:
     context: str | None
     namespace: str
     image: str
-    srv: object | None = None  # launcher.testing.kubeapi.server.KubeAPIServer
+    srv: object | None = None  # kubesim.server.KubeAPIServer
     jobs: list[str] = field(default_factory=list)
 
     @property

@@ -1,10 +1,10 @@
-"""pytest fixtures for the test API server (launcher.testing.kubeapi); conftest.py imports them."""
+"""pytest fixtures for the test API server (kubesim); conftest.py imports them."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 
 GPU_NODE_LABELS = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.count": "8"}
 

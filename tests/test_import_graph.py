@@ -160,7 +160,7 @@ def _imported_names(path: Path) -> set[str]:
 
 def test_nothing_outside_tests_imports_the_test_tree():
     """Benchmarks and the product stand without tests/: what they share with the
-    tests, such as the test API server, lives in launcher.testing."""
+    tests, such as the test API server, lives in kubesim."""
     offenders = {
         str(path.relative_to(ROOT)): sorted(n for n in _imported_names(path)
                                             if n == "tests" or n.startswith("tests."))
@@ -168,6 +168,15 @@ def test_nothing_outside_tests_imports_the_test_tree():
         for path in (ROOT / top).rglob("*.py")
     }
     assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def test_only_dev_cluster_imports_the_model_cluster():
+    """kubesim stands beside the product: `hvdk8s dev cluster` is its one user."""
+    importers = sorted(
+        str(path.relative_to(ROOT)) for top in ("launcher", "mpijob")
+        for path in (ROOT / top).rglob("*.py")
+        if any(n == "kubesim" or n.startswith("kubesim.") for n in _imported_names(path)))
+    assert importers == ["launcher/cli/dev.py"]
 
 
 def test_the_cli_does_not_import_the_test_doubles():
@@ -179,7 +188,7 @@ def test_the_cli_does_not_import_the_test_doubles():
         if module not in reached:
             reached.add(module)
             todo.extend(graph.get(module, ()))
-    assert sorted(m for m in reached if m.startswith("launcher.testing")) == []
+    assert sorted(m for m in reached if m.startswith("kubesim")) == []
 
 
 def function_level_imports(path: Path) -> list[int]:
@@ -234,7 +243,6 @@ LAYERS = {
     "preparing": {"formats", "top"},
     "formats": {"top"},
     "top": set(),
-    "testing": {"top"},
 }
 
 

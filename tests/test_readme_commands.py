@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.testing.kubeapi import devcluster
+from kubesim import devcluster
 
 ROOT = Path(__file__).resolve().parent.parent
 SKIP = (" C ", "--backend local", "dev cluster", "export ", "simulate", "experiment",

@@ -1,6 +1,6 @@
 """What hvdk8s costs the API server, and itself, on generated clusters of 500 to 5,000 nodes.
 
-The in-process test API server (launcher/testing/kubeapi) is filled with N nodes (90 % with
+The in-process test API server (kubesim) is filled with N nodes (90 % with
 8 GPUs, a third of those full, a third half-used) and PODS_PER_NODE live pods a node of
 realistic size (4-8 KB of JSON each: labels, owner references, managed fields, env,
 volumes, container statuses), and each command runs as a user runs it, in its own process:
@@ -43,8 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.testing.kubeapi.server import KubeAPIServer  # noqa: E402
-from launcher.testing.kubeapi.util import now_rfc3339  # noqa: E402
+from kubesim.server import KubeAPIServer  # noqa: E402
+from kubesim.util import now_rfc3339  # noqa: E402
 
 CLI = "import sys; from launcher.cli.app import main; sys.exit(main(sys.argv[1:]))"
 PODS_PER_NODE = 10

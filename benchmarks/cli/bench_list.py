@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from launcher.backends.kubernetes.rendering import render  # noqa: E402
 from launcher.preparing.sshkeys import generate_ssh_keys  # noqa: E402
-from launcher.testing.kubeapi.server import KubeAPIServer  # noqa: E402
+from kubesim.server import KubeAPIServer  # noqa: E402
 from mpijob.jobspec.spec import build_spec  # noqa: E402
 
 WORKERS = 7  # + 1 launcher = 8 pods per job

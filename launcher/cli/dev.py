@@ -1,32 +1,26 @@
 """`hvdk8s dev cluster`: try hvdk8s without a cluster, on the project's test API server.
 
-The server (launcher/testing/kubeapi) ships with a source checkout, not in the wheel: from
-a wheel the command says so in one line.
+The server is the `kubesim` package: a model of Kubernetes shipped beside the product,
+outside its layers. Only this command imports it, when it runs.
 """
 
 from __future__ import annotations
 
-import importlib
 import signal
 import threading
 from pathlib import Path
 
 import typer
 
-from launcher.errors import UsageError, UserError
+from launcher.errors import UsageError
 from launcher.formats.home import home
 
 app = typer.Typer(no_args_is_help=True, help="Development helpers: a test cluster.")
 
 
 def _shapes():
-    # By name, not an import statement: the CLI does not depend on the test doubles
-    # (tests/test_import_graph.py); this one command uses them where a checkout has them.
-    try:
-        devcluster = importlib.import_module("launcher.testing.kubeapi.devcluster")
-    except ImportError:  # a wheel: launcher/testing is left out of it
-        raise UserError("hvdk8s dev cluster needs a source checkout (the test API server "
-                        "in launcher/testing is not part of the installed package)") from None
+    from kubesim import devcluster  # only this command needs the model cluster
+
     return devcluster
 
 

@@ -2,7 +2,7 @@
 
 Read from github.com/NVIDIA/KAI-Scheduler (pkg/common/constants/constants.go,
 pkg/podgrouper/..., pkg/apis/scheduling/v2alpha2/podgroup_types.go); the test API server's
-model (launcher/testing/kubeapi/kai.py) cites the same files for what it does.
+model (kubesim/kai.py) cites the same files for what it does.
 
 - Pods use the `kai-scheduler` scheduler (DefaultSchedulerName) and name their queue in the
   `kai.scheduler/queue` label (DefaultQueueLabel; a cluster-scoped scheduling.run.ai/v2

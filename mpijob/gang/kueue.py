@@ -18,7 +18,7 @@ TRAINJOB_FRAMEWORK = "trainer.kubeflow.org/trainjob"
 # https://kueue.sigs.k8s.io/docs/tasks/run/topology_aware_scheduling/).
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 
-# Why Kueue cannot gang-schedule built-in mode's pods (cited in launcher/testing/kubeapi/kueue.py):
+# Why Kueue cannot gang-schedule built-in mode's pods (cited in kubesim/kueue.py):
 # - its `pod` integration is off in the default configuration before v0.16
 #   (config/components/manager/controller_manager_config.yaml, kueue commit 42eb7ddf),
 #   and with it off the queue labels on bare pods are ignored: no gang at all;

@@ -35,7 +35,7 @@ class Volcano(GangScheduler):
         # resources Pending, and its pod webhook (before v1.6) refuses the group's pods
         # while it is Pending, so a busy cluster would make submit fail instead of queue.
         # Without it the group is enqueued at once; minMember still binds all or none
-        # (launcher/testing/kubeapi/volcano.py cites both).
+        # (kubesim/volcano.py cites both).
         body: dict = {"minMember": req.members}
         if req.queue:
             body["queue"] = req.queue

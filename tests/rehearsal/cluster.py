@@ -240,7 +240,7 @@ class PodsJob:
 class OperatorJob:
     """An operator-mode job (hvdk8s submit --mode operator): the MPIJob hvdk8s renders, turned
     into the Service, ConfigMap, Secret and pods the MPI Operator v2 would create for it
-    (launcher/testing/kubeapi/mpi_operator.py models the controller), run on the rehearsal cluster.
+    (kubesim/mpi_operator.py models the controller), run on the rehearsal cluster.
 
     As the operator does with launcherCreationPolicy WaitForWorkersReady, the launcher starts
     once every worker is Ready; with cleanPodPolicy Running it deletes the workers (sshd never
@@ -249,7 +249,7 @@ class OperatorJob:
     def __init__(self, cluster: Cluster, objects: list[dict], *,
                  launcher_env: dict | None = None, worker_env: dict | None = None,
                  ready_timeout: float = 60) -> None:
-        from launcher.testing.kubeapi.mpi_operator import completed_pods, operator_objects
+        from kubesim.mpi_operator import completed_pods, operator_objects
 
         self.cluster = cluster
         mpijob = next(o for o in objects if o["kind"] == "MPIJob")
@@ -285,14 +285,14 @@ class OperatorJob:
 class TrainerJob:
     """A Trainer-mode job (hvdk8s submit --mode trainjob): the TrainJob hvdk8s renders on
     hvdk8s's runtime, turned into the Secret, ConfigMaps, Service and pods Kubeflow Trainer,
-    JobSet and the Job controller make of it (launcher/testing/kubeapi/trainer.py models
+    JobSet and the Job controller make of it (kubesim/trainer.py models
     them), run on the rehearsal cluster. As JobSet's dependsOn does, the launcher starts
     once every node is Ready; once it has finished the JobSet completes and its node Jobs
     (sshd never exits by itself) are deleted."""
 
     def __init__(self, cluster: Cluster, objects: list[dict], runtime: dict, *,
                  ready_timeout: float = 60) -> None:
-        from launcher.testing.kubeapi.trainer import completed_objects
+        from kubesim.trainer import completed_objects
 
         self.cluster = cluster
         trainjob = next(o for o in objects if o["kind"] == "TrainJob")

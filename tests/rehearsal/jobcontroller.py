@@ -5,7 +5,7 @@ Modelled on kubernetes pkg/controller/job (job_controller.go syncJob/manageJob,
 indexed_job_utils.go, backoff_utils.go):
 - wanted pods = min(parallelism, completions - succeeded indexes); an index with no active
   pod and no success gets one, lowest first (firstPendingIndexes);
-- each pod is the template stamped for its index (launcher/testing/kubeapi/jobs.py
+- each pod is the template stamped for its index (kubesim/jobs.py
   `pod_from_template`: the index in the `batch.kubernetes.io/job-completion-index`
   annotation and label, hostname `<job>-<index>` in the template's subdomain) and named
   `<job>-<index>-<5 random>`, as the API server completes a generateName;
@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from launcher.testing.kubeapi.jobs import INDEX_KEY, pod_from_template
-from launcher.testing.kubeapi.util import random_suffix
+from kubesim.jobs import INDEX_KEY, pod_from_template
+from kubesim.util import random_suffix
 from tests.rehearsal.kubelet import Pod
 
 BACKOFF_SECONDS = 10.0  # DefaultJobPodFailureBackOff

@@ -1,5 +1,5 @@
 """Operator mode, rehearsed: the MPIJob hvdk8s renders, as the pods, Service, ConfigMap and
-SSH Secret the MPI Operator v2 makes of it (launcher/testing/kubeapi/mpi_operator.py), run with real
+SSH Secret the MPI Operator v2 makes of it (kubesim/mpi_operator.py), run with real
 sshd, dnsmasq as CoreDNS, mpirun and Horovod."""
 
 import pytest

@@ -1,6 +1,6 @@
 """Trainer mode, rehearsed: the TrainJob hvdk8s renders on hvdk8s's ClusterTrainingRuntime,
 as the JobSet's pods, Service, hostfile ConfigMap and SSH Secret Kubeflow Trainer makes of
-it (launcher/testing/kubeapi/trainer.py, jobset.py), run with real sshd, dnsmasq as CoreDNS,
+it (kubesim/trainer.py, jobset.py), run with real sshd, dnsmasq as CoreDNS,
 mpirun and Horovod."""
 
 import pytest

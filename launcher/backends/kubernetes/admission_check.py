@@ -144,7 +144,7 @@ def _refusal(spec, pod: dict, exc: ApiError) -> str:
 def pod_usage(pod: dict) -> dict[str, Decimal]:
     """What one pod counts against a ResourceQuota (pods.go PodUsageFunc).
 
-    The test API server models the same function (launcher/testing/kubeapi/quota.py): the two
+    The test API server models the same function (kubesim/quota.py): the two
     stay separate on purpose, so that the test cluster checks this code instead of sharing it.
     """
     usage = {"pods": Decimal(1), "count/pods": Decimal(1)}

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from tests import fake_pynvml
 from tests.launcher.agent.test_podresources import ListPodResourcesResponse

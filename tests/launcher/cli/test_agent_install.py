@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from launcher import __version__
 from launcher.cli.app import app
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 from mpijob.errors import SpecError
 from mpijob.k8s import agent_manifests as am
 

@@ -179,7 +179,7 @@ def test_dra_findings():
 
 
 def test_dra_cluster(bare, kubeconfig):
-    from launcher.testing.kubeapi.dra import install_dra
+    from kubesim.dra import install_dra
 
     install_dra(bare, publish={"gpu-0": [f"GPU-{i:04d}" for i in range(8)]})
     _, report = doctor(kubeconfig)

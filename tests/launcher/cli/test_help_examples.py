@@ -33,7 +33,7 @@ ELSEWHERE = {
     "{fpath[": ("needs zsh, where $fpath is", lambda: shutil.which("zsh")),
     "hvdk8s agent --node-name gpu-node-1": ("runs on a GPU node (NVML)",
                                             lambda: shutil.which("nvidia-smi")),
-    "hvdk8s dev cluster --shape": ("serves until stopped (tests/launcher/testing/kubeapi/test_dev_cluster.py runs it)",
+    "hvdk8s dev cluster --shape": ("serves until stopped (tests/kubesim/test_dev_cluster.py runs it)",
                                    lambda: False),
 }
 # A real Horovod run on this CPU (seconds to minutes): the slow tests.

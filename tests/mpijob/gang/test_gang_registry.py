@@ -13,7 +13,7 @@ from tests.paths import ROOT
 
 # The registry and its implementations; the test API server models the schedulers
 # themselves; defaults.py declares the Literal of choices (checked against the registry below).
-ALLOWED = ("mpijob/gang/", "launcher/testing/kubeapi/", "mpijob/jobspec/defaults.py")
+ALLOWED = ("mpijob/gang/", "kubesim/", "mpijob/jobspec/defaults.py")
 
 
 def spelled_names(root: Path, names: tuple[str, ...]) -> list[str]:

@@ -1,6 +1,6 @@
 """ComputeDomains end to end against the test API server: GB200 trays in two NVLink
 partitions, NVIDIA's DRA driver serving ComputeDomain (its controller modelled in
-launcher/testing/kubeapi/compute_domain.py). A job across two trays of one partition
+kubesim/compute_domain.py). A job across two trays of one partition
 creates its ComputeDomain, the driver creates the channel template, every worker pod gets
 an IMEX channel, and deleting the job deletes the domain and the template."""
 
@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.testing.kubeapi.compute_domain import CHANNEL_CLASS, install_compute_domains
-from launcher.testing.kubeapi.dra import install_dra
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.compute_domain import CHANNEL_CLASS, install_compute_domains
+from kubesim.dra import install_dra
+from kubesim.server import KubeAPIServer
 
 CLIQUE = "3f9d2c1e-7b4a-4e8f-9c6d-2a1b0e5f4d3c"
 TRAYS = {"a-1": "0", "a-2": "0", "b-1": "1", "b-2": "1", "b-3": "1"}

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from launcher.backends.kubernetes.snapshot import take_snapshot
 from launcher.cli.app import app
-from launcher.testing.kubeapi.dra import CelError, cel_matches, gpu_slice, install_dra
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.dra import CelError, cel_matches, gpu_slice, install_dra
+from kubesim.server import KubeAPIServer
 from tests.kubeapi_fixtures import GPU_NODE_LABELS
 
 

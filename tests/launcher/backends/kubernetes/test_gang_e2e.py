@@ -1,5 +1,5 @@
 """Gang scheduling end to end through the CLI, against the test API server running the
-models of the MPI Operator (launcher/testing/kubeapi/mpi_operator.py), Kueue (kueue.py) and the gang
+models of the MPI Operator (kubesim/mpi_operator.py), Kueue (kueue.py) and the gang
 schedulers (scheduler.py): a job that fits runs whole, one that cannot fit holds no GPU and
 says why, delete leaves nothing."""
 
@@ -158,7 +158,7 @@ def test_volcano_pod_group_with_min_resources_turns_pending_and_its_pods_are_ref
                 "spec": {"minMember": 2, "minResources": {"nvidia.com/gpu": "16"}}})
     srv.wait_for(lambda: (srv.get("podgroups.scheduling.volcano.sh", "pg1").get("status")
                           or {}).get("phase") == "Pending")
-    from launcher.testing.kubeapi import errors
+    from kubesim import errors
     with pytest.raises(errors.ApiError, match=r"failed to create pod <default/w0> as the "
                                               r"podgroup phase is Pending"):
         srv.create({"apiVersion": "v1", "kind": "Pod", "metadata": {

@@ -21,7 +21,7 @@ from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy
 from launcher.backends.kubernetes.exec_credential import ExecPlugin
 from launcher.backends.kubernetes.httpproxy import proxy_for
 from launcher.errors import UserError
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 from tests.paths import ROOT
 from tests.tls_certs import Pki, make_pki
 

@@ -10,7 +10,7 @@ from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.status import ANNOTATION_IMAGES_PER_SEC
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.preparing.planning import Plan
-from launcher.testing.kubeapi.kubelet import Run
+from kubesim.kubelet import Run
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.start_gate import is_worker

@@ -11,7 +11,7 @@ import yaml
 
 from launcher.backends.kubernetes.client import POD, connect
 from launcher.backends.kubernetes.projections import PlacementPod
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 
 
 @pytest.fixture

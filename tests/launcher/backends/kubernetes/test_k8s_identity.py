@@ -23,8 +23,8 @@ import pytest
 from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy, connect
 from launcher.errors import UsageError
-from launcher.testing.kubeapi.auth import Attributes
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.auth import Attributes
+from kubesim.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
 from tests.launcher.backends.kubernetes.test_k8s_auth import _b64, _plugin, _runs, _write
 from tests.paths import ROOT as REPO

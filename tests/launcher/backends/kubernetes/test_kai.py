@@ -1,12 +1,12 @@
 """KAI Scheduler end to end (issue 26), against the test API server's model of it
-(launcher/testing/kubeapi/kai.py): `--gang` picks KAI where its CRDs are served, the job is
+(kubesim/kai.py): `--gang` picks KAI where its CRDs are served, the job is
 admitted whole or queued with KAI's reason, and nothing is ever partly bound."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.testing.kubeapi.kai import PODGROUP_KEY
+from kubesim.kai import PODGROUP_KEY
 from tests.launcher.backends.kubernetes.test_gang_e2e import (
     get_json,
     gpus_held,

@@ -18,7 +18,7 @@ import yaml
 
 from launcher.backends.kubernetes.client import NODE, RetryPolicy, connect
 from launcher.errors import UsageError
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
 from tests.launcher.backends.kubernetes.test_k8s_auth import _plugin
 from tests.paths import ROOT

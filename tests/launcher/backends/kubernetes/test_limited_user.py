@@ -1,6 +1,6 @@
 """A user who may not read the whole cluster (issue 10 #11): submit without --cluster falls
 back to what RBAC lets them read, says in one line what it skipped, never a 403 traceback.
-Through the CLI against the test API server's authorizer (launcher/testing/kubeapi/auth.py)."""
+Through the CLI against the test API server's authorizer (kubesim/auth.py)."""
 
 from __future__ import annotations
 

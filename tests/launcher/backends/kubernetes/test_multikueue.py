@@ -1,7 +1,7 @@
 """MultiKueue: a --queue whose ClusterQueue dispatches through Kueue's MultiKueue admission
 check gets managedBy on the MPIJob (and the TrainJob), no placement on the manager
 cluster, and get/wait/logs follow the job on the worker cluster Kueue chose: a second test
-API server, to which the model (launcher/testing/kubeapi/multikueue.py) copies the job."""
+API server, to which the model (kubesim/multikueue.py) copies the job."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.testing.kubeapi import multikueue
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim import multikueue
+from kubesim.server import KubeAPIServer
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
 from tests.kubeapi_fixtures import GPU_NODE_LABELS

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from launcher.testing.kubeapi.multus import install_multus, nad
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.multus import install_multus, nad
+from kubesim.server import KubeAPIServer
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import Network, build_spec
@@ -75,7 +75,7 @@ def test_doctor_lists_nads_and_nic_dra_drivers():
 
 
 def test_admission_refuses_a_pod_naming_a_network_without_its_resource():
-    from launcher.testing.kubeapi.errors import ApiError
+    from kubesim.errors import ApiError
 
     with KubeAPIServer() as srv:
         install_multus(srv)
@@ -151,7 +151,7 @@ def test_without_multus_network_is_refused(tmp_path, monkeypatch):
 
 
 def test_doctor_reads_the_nads_and_nic_drivers_from_the_cluster(multus_server):
-    from launcher.testing.kubeapi.dra import install_dra
+    from kubesim.dra import install_dra
 
     install_dra(multus_server, {"n0": ["GPU-0"]}, nics={"n0": [("ib0", "pci0000:00")],
                                                         "n1": [("ib0", "pci0000:00")]})

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from launcher.backends.kubernetes.snapshot import take_snapshot
 from launcher.cli.app import app
-from launcher.testing.kubeapi.dra import PCIE_ROOT, install_dra
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.dra import PCIE_ROOT, install_dra
+from kubesim.server import KubeAPIServer
 from mpijob.jobspec import names
 from tests.kubeapi_fixtures import GPU_NODE_LABELS
 

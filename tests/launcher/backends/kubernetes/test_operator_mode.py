@@ -1,11 +1,11 @@
-"""Operator mode against the MPI Operator model (launcher/testing/kubeapi/mpi_operator.py), end to end
+"""Operator mode against the MPI Operator model (kubesim/mpi_operator.py), end to end
 through the CLI: what the MPIJob asks of the operator's launcher Job and PodGroup."""
 
 from __future__ import annotations
 
 from launcher.backends.kubernetes.rendering import render
-from launcher.testing.kubeapi import mpi_operator
-from launcher.testing.kubeapi.kubelet import Run
+from kubesim import mpi_operator
+from kubesim.kubelet import Run
 from mpijob.jobspec.spec import build_spec
 from tests.k8s_env import hvdk8s
 

@@ -3,7 +3,7 @@ before anything is created, and the MPIJob is created with fieldValidation=Stric
 field the CRD does not declare is an error, never a silent drop.
 
 The test API server serves the MPIJob CRD with the operator version's schema
-(launcher/testing/kubeapi/mpijob_crd.py) and prunes or refuses unknown fields as the real
+(kubesim/mpijob_crd.py) and prunes or refuses unknown fields as the real
 one does (fieldvalidation.py)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from launcher.backends.kubernetes import operator_schema
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from launcher.testing.kubeapi import mpijob_crd
+from kubesim import mpijob_crd
 from mpijob.jobspec.spec import build_spec
 from tests.kubeapi_fixtures import configmaps_made
 

@@ -1,7 +1,7 @@
 """Issue 20: jobs on a cluster as strict as production ones. Pod Security Admission,
 ResourceQuota and LimitRange, images that never pull, pods that never start, non-root pods.
 
-The test API server models each component from its source (launcher/testing/kubeapi/
+The test API server models each component from its source (kubesim/
 podsecurity.py, quota.py, kubelet.py); these tests drive hvdk8s through the CLI against it.
 """
 
@@ -16,8 +16,8 @@ from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from launcher.testing.kubeapi import errors as kerrors
-from launcher.testing.kubeapi.podsecurity import baseline_violations, restricted_violations
+from kubesim import errors as kerrors
+from kubesim.podsecurity import baseline_violations, restricted_violations
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import mpirun_argv

@@ -1,5 +1,5 @@
 """Trainer mode (--mode trainjob, and --mode auto's choice) against the Kubeflow Trainer
-model (launcher/testing/kubeapi/trainer.py, jobset.py), end to end through the CLI; the
+model (kubesim/trainer.py, jobset.py), end to end through the CLI; the
 TrainJob and hvdk8s's runtime validated against Trainer's published CRDs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from launcher.testing.kubeapi import trainer as trainer_model
+from kubesim import trainer as trainer_model
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
 from tests import schemas

@@ -1,7 +1,7 @@
 """Kubernetes' own gang scheduling (issue 26): where the cluster serves the Workload API
 (KEP-4671, scheduling.k8s.io/v1alpha1) and no gang scheduler add-on is installed, `--gang`
 creates a Workload with a gang policy and the worker pods refer to it; the test API server
-gangs them as kube-scheduler's GangScheduling plugin does (launcher/testing/kubeapi/workloads.py)."""
+gangs them as kube-scheduler's GangScheduling plugin does (kubesim/workloads.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MPI Operator model in launcher/testing/kubeapi/mpi_operator.py behaves as the real controller
+"""The MPI Operator model in kubesim/mpi_operator.py behaves as the real controller
 (kubeflow/mpi-operator v0.8.2, pkg/controller/mpi_job_controller.go and podgroup.go)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
-from launcher.testing.kubeapi import KubeAPIServer
-from launcher.testing.kubeapi.mpi_operator import completed_pods, min_resources, operator_objects
+from kubesim import KubeAPIServer
+from kubesim.mpi_operator import completed_pods, min_resources, operator_objects
 
 NS = "default"
 
@@ -116,7 +116,7 @@ def test_min_resources_counts_only_the_workers_min_available_admits():
     job = mpijob(workers=4, gpus=2, runPolicy={"cleanPodPolicy": "Running",
                                                "schedulingPolicy": {"minAvailable": 3}})
     job["spec"]["launcherCreationPolicy"] = "AtStartup"
-    from launcher.testing.kubeapi.mpi_operator import defaulted
+    from kubesim.mpi_operator import defaulted
     # minAvailable 3 = launcher + 2 workers.
     assert min_resources(defaulted(job)) == {"nvidia.com/gpu": "4", "cpu": "5"}
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.testing.kubeapi.scheduler import Usage, UsageCache
-from launcher.testing.kubeapi.store import Store
+from kubesim.scheduler import Usage, UsageCache
+from kubesim.store import Store
 
 
 def pod(name: str, node: str | None, cpu: int, port: int | None) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.testing.kubeapi import devcluster
+from kubesim import devcluster
 from tests.paths import ROOT
 
 HVDK8S = [sys.executable, "-m", "launcher.cli.app"]

@@ -1,5 +1,5 @@
 """The test API server's model of scheduler-plugins' Coscheduling plugin and PodGroup
-controller (launcher/testing/kubeapi/coscheduling.py cites the upstream source), asserted
+controller (kubesim/coscheduling.py cites the upstream source), asserted
 directly: a group that fits binds whole; a waiting group's reservations hold GPUs that another
 group cannot take until its Permit wait runs out, and no partial binding persists; PreFilter's
 and Permit's refusals read as upstream's.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.testing.kubeapi.server import KubeAPIServer
+from kubesim.server import KubeAPIServer
 
 SCHED = "scheduler-plugins-scheduler"
 PG = "podgroups.scheduling.x-k8s.io"

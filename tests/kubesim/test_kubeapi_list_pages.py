@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from launcher.testing.kubeapi import KubeAPIServer
+from kubesim import KubeAPIServer
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The fake apiserver under launcher/testing/kubeapi, driven by the real `kubernetes` client.
+"""The fake apiserver under kubesim, driven by the real `kubernetes` client.
 
 These pin the semantics later end-to-end tests rely on (and which hold on a real
 cluster too): status codes and Status bodies, selectors, watch, GC, scheduling
@@ -16,7 +16,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from launcher.testing.kubeapi import KubeAPIServer, Run
+from kubesim import KubeAPIServer, Run
 
 
 def api_client(path: str, context: str = "test") -> client.ApiClient:

@@ -87,7 +87,7 @@ class KubeAPIServer:
         self.quotas = QuotaController(self.store, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it
-        self.dra = None  # launcher.testing.kubeapi.dra.install_dra() serves resource.k8s.io/v1
+        self.dra = None  # kubesim.dra.install_dra() serves resource.k8s.io/v1
         # compute_domain.install_compute_domains() serves resource.nvidia.com ComputeDomains
         self.compute_domains = None
         self.kueue: Kueue | None = None  # install_kueue() deploys it

@@ -146,7 +146,7 @@ OPTIONAL: dict[str, list[ResourceType]] = {
                               short=("pg", "pgs")),
                           _cr("scheduling.x-k8s.io", "v1alpha1", "elasticquotas",
                               "ElasticQuota", short=("eq", "eqs"))],
-    # KAI Scheduler (launcher/testing/kubeapi/kai.py): its CRDs as its Helm chart installs them.
+    # KAI Scheduler (kubesim/kai.py): its CRDs as its Helm chart installs them.
     "kai": [_cr("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", short=("pg",)),
             _cr("scheduling.run.ai", "v2", "queues", "Queue", False, short=("q",)),
             _cr("kai.scheduler", "v1alpha1", "topologies", "Topology", False)],

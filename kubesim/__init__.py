@@ -1,6 +1,6 @@
 """In-process fake Kubernetes API server for end-to-end tests with the real client.
 
-    from launcher.testing.kubeapi import KubeAPIServer, Run
+    from kubesim import KubeAPIServer, Run
 
     with KubeAPIServer() as srv:                      # 127.0.0.1, ephemeral port
         srv.add_node("gpu-node-0", gpus=8, labels={...}, taints=["k=v:NoSchedule"])

@@ -1,4 +1,4 @@
-"""The test API server's Kubeflow Trainer and JobSet models (launcher/testing/kubeapi/
+"""The test API server's Kubeflow Trainer and JobSet models (kubesim/
 trainer.py, jobset.py) against what their sources do: the webhook, the objects a TrainJob
 gets, suspend, conditions, and JobSet's success, failure and restart policies."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends.kubernetes.rendering import render
-from launcher.testing.kubeapi.errors import ApiError
+from kubesim.errors import ApiError
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
 

@@ -1,4 +1,4 @@
-"""The Kueue model (launcher/testing/kubeapi/kueue.py) on hvdk8s's own manifests: why built-in mode is
+"""The Kueue model (kubesim/kueue.py) on hvdk8s's own manifests: why built-in mode is
 refused with Kueue, and what its MPIJob integration makes of operator mode."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from launcher.backends.kubernetes.rendering import render
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.sshkeys import generate_ssh_keys
-from launcher.testing.kubeapi.kueue import (
+from kubesim.kueue import (
     DEFAULT_FRAMEWORKS_V0_14,
     MAX_POD_SETS,
     pod_sets,
