@@ -89,8 +89,6 @@ from mpijob.jobspec import defaults, names
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
     from mpijob.jobspec.spec import JobSpec
-    from mpijob.perf.perfmodel import Prediction
-    from mpijob.scheduling.placement import Placement
 
 # The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
 # api/constants.go: EnforceLevelLabel).
@@ -428,23 +426,6 @@ class KubernetesBackend(KubernetesObjects):
                  f"its webhook looks up an object of this job that a dry run does not create "
                  f"({exc.message})")
             return obj
-
-    def create_job(self, spec: JobSpec, placement: Placement | None = None, *,
-                   mode: defaults.Mode = defaults.MODE, dry_run: bool = False,
-                   schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
-                   prediction: Prediction | None = None,
-                   delete_on_timeout: bool | None = None) -> SubmitResult:
-        """preflight, prepare and submit in one call, for callers that plan by themselves."""
-        options = dataclasses.replace(
-            self.submit_options(mode=mode, server_dry_run=dry_run,
-                                schedule_timeout=schedule_timeout),
-            delete_on_timeout=delete_on_timeout)
-        options = self.job_options(spec, options)
-        plan, notes = self.preflight(Plan(spec, placement, prediction), options)
-        result = self.submit(self.prepare(plan, options), options)
-        if notes and result.message:
-            result.message = "\n".join([result.message, *(f"note: {n}" for n in notes)])
-        return result
 
     def _require_namespace(self, ns: str) -> None:
         """-n names a namespace that exists (where namespaces can be read)."""
