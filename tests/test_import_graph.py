@@ -324,3 +324,16 @@ def test_mpijob_imports_nothing_of_launcher():
     modules = project_modules()
     assert sorted(f"{m} -> {t}" for m, p in modules.items() if m.startswith("mpijob")
                   for t in imports_of(m, p, modules) if t.startswith("launcher")) == []
+
+
+def test_the_architecture_names_every_package():
+    """ARCHITECTURE.md's tables are the map: each folder of both halves, and each package
+    beside them, appears there by its path."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    folders = [f"{p.parent.relative_to(ROOT)}/" for half in PACKAGES
+               for p in (ROOT / half).rglob("*/__init__.py")
+               # backends/ stands in four layers, each named: base.py, kubernetes/, ...
+               if p.parent != ROOT / "launcher" / "backends"]
+    folders += [f"{p.parent.name}/" for p in ROOT.glob("*/__init__.py")
+                if p.parent.name not in (*PACKAGES, "tests")]
+    assert sorted(f for f in folders if f"`{f}`" not in text) == []
