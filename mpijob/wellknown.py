@@ -21,3 +21,15 @@ TRAINER_NODE, TRAINER_LAUNCHER = "node", "launcher"
 MPI_HOSTFILE = "/etc/mpi/hostfile"
 # The Job controller's index of an Indexed Job's pod (an elastic job's workers, a JobSet's).
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# Multus secondary networks (`--network NAD[,NAD]`). Multus attaches the networks a pod's
+# `networks` annotation names, a comma-separated list of `[namespace/]name`
+# (github.com/k8snetworkplumbingwg/multi-net-spec, "Network Attachment Selection
+# Annotation"). A NetworkAttachmentDefinition whose `resourceName` annotation names a device
+# resource (an SR-IOV VF pool, an RDMA shared device) gives the pod an interface from it only
+# if the pod requests one unit of that resource per listed network; the SR-IOV network
+# resources injector exists to add that request (github.com/k8snetworkplumbingwg/
+# network-resources-injector). hvdk8s adds it itself (mpijob.k8s.workload), from the resource
+# the Kubernetes backend's preflight read from each NAD, so the pods are right on clusters
+# without the injector. Launcher pods join no network: they only run mpirun.
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+MULTUS_RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"

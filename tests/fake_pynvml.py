@@ -1,6 +1,6 @@
 """A stand-in for nvidia-ml-py's `pynvml`, for machines without a GPU.
 
-It offers exactly the calls `launcher.agent.nvml_topology` makes, with nvidia-ml-py's signatures,
+It offers exactly the calls `launcher.hardware.nvml_topology` makes, with nvidia-ml-py's signatures,
 return types (ctypes structures and arrays where the real one returns them) and error
 behaviour (13.615: NOT_SUPPORTED on GPUs without NVLink or MIG, INVALID_ARGUMENT past the
 last link, NOT_FOUND for an empty MIG slot, UNINITIALIZED before nvmlInit). The hardware

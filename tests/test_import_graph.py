@@ -226,27 +226,40 @@ def test_mpijob_has_no_function_level_imports():
     assert found == {}
 
 
-# launcher/ is organised by owner: each folder may import only the folders below it,
-# so the CLI sits on the pipeline, the pipeline on the backend contract, each backend on what
-# jobs are prepared from, and everything on the pure core (mpijob).
+# Each half is organised in folders standing in layers: a folder may import only those below
+# it. launcher/: the CLI sits on the pipeline, the pipeline on the backend contract, each
+# backend on what jobs are prepared from, and everything on the pure core (mpijob).
 LAYERS = {
     "cli": {"experiments", "pipeline", "backends.select", "backends.base", "backends.kubernetes",
-            "backends.local", "agent", "preparing", "formats", "top"},
+            "backends.local", "agent", "preparing", "formats", "hardware", "top"},
     "experiments": {"pipeline", "backends.select", "backends.base", "preparing", "formats", "top"},
     "pipeline": {"backends.select", "backends.base", "preparing", "formats", "top"},
     "backends.select": {"backends.kubernetes", "backends.local", "top"},
     "backends.kubernetes": {"backends.base", "preparing", "formats", "top"},
-    "backends.local": {"backends.base", "preparing", "formats", "agent", "top"},
+    "backends.local": {"backends.base", "preparing", "formats", "hardware", "top"},
     # The DaemonSet's agent talks to the API through the Kubernetes backend's client.
-    "agent": {"backends.kubernetes", "top"},
+    "agent": {"backends.kubernetes", "hardware", "top"},
     "backends.base": {"preparing", "top"},
     "preparing": {"formats", "top"},
     "formats": {"top"},
+    "hardware": {"top"},
+    "top": set(),
+}
+# mpijob/, from the top: rendering on prediction, prediction on placement, placement on the
+# job's model, the model on the gang schedulers' declarations, and all on the shared names
+# and records at mpijob/'s top (errors, well-known names, doctor's findings).
+MPIJOB_LAYERS = {
+    "k8s": {"perf", "scheduling", "jobspec", "gang", "top"},
+    "perf": {"scheduling", "jobspec", "gang", "top"},
+    "scheduling": {"jobspec", "gang", "top"},
+    "jobspec": {"gang", "top"},
+    "gang": {"top"},
     "top": set(),
 }
 
 
 def owner(module: str) -> str:
+    """A launcher module's layer."""
     parts = module.split(".")
     if parts[0] == "mpijob":
         return "mpijob"
@@ -257,17 +270,70 @@ def owner(module: str) -> str:
     return parts[1]
 
 
+def core_owner(module: str) -> str:
+    """An mpijob module's layer: its folder, or "top" for a module directly in mpijob/."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in MPIJOB_LAYERS) else "top"
+
+
+def upward_imports(modules: dict[str, Path], half: str, layers: dict[str, set[str]],
+                   layer_of, *, type_only: bool = False) -> list[str]:
+    """`module -> imported` for each import of `half` that leaves its layer for one not
+    below it."""
+    return sorted(
+        f"{m} -> {t}" for m, p in modules.items() if m.split(".")[0] == half
+        for t in imports_of(m, p, modules, type_only=type_only)
+        if t.split(".")[0] == half and layer_of(t) not in layers[layer_of(m)] | {layer_of(m)})
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    for folder in ("mpijob/jobspec", "mpijob/k8s", "launcher/cli", "launcher/formats"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "mpijob" / "__init__.py").write_text("")
+    (tmp_path / "launcher" / "__init__.py").write_text("")
+    (tmp_path / "mpijob" / "errors.py").write_text("")
+    (tmp_path / "mpijob" / "k8s" / "render.py").write_text(
+        "from mpijob.jobspec import spec\nfrom mpijob import errors\n")
+    (tmp_path / "mpijob" / "jobspec" / "spec.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from mpijob.k8s import render\n")
+    (tmp_path / "launcher" / "cli" / "app.py").write_text("from launcher.formats import f\n")
+    (tmp_path / "launcher" / "formats" / "f.py").write_text(
+        "def g():\n    from launcher.cli import app\n")
+    modules = project_modules(tmp_path)
+    assert upward_imports(modules, "mpijob", MPIJOB_LAYERS, core_owner, type_only=True) == [
+        "mpijob.jobspec.spec -> mpijob.k8s.render"]
+    assert upward_imports(modules, "launcher", LAYERS, owner) == [
+        "launcher.formats.f -> launcher.cli.app"]
+
+
 def test_launcher_folders_import_only_the_folders_below_them():
     modules = project_modules()
     assert set(LAYERS) == {owner(m) for m in modules} - {"mpijob"}, "a folder without a layer"
-    crossing = sorted(
-        f"{m} -> {t}" for m, p in modules.items() if m.startswith("launcher")
-        for t in imports_of(m, p, modules)
-        if owner(t) not in LAYERS[owner(m)] | {owner(m), "mpijob"})
-    assert crossing == []
+    assert upward_imports(modules, "launcher", LAYERS, owner) == []
+
+
+def test_mpijob_folders_import_only_the_folders_below_them():
+    """Even a type-only import runs down: the core's layers know nothing above them."""
+    modules = {m: p for m, p in project_modules().items() if m.startswith("mpijob")}
+    assert set(MPIJOB_LAYERS) == {core_owner(m) for m in modules}, "a folder without a layer"
+    assert upward_imports(modules, "mpijob", MPIJOB_LAYERS, core_owner, type_only=True) == []
 
 
 def test_mpijob_imports_nothing_of_launcher():
     modules = project_modules()
     assert sorted(f"{m} -> {t}" for m, p in modules.items() if m.startswith("mpijob")
                   for t in imports_of(m, p, modules) if t.startswith("launcher")) == []
+
+
+def test_the_architecture_names_every_package():
+    """ARCHITECTURE.md's tables are the map: each folder of both halves, and each package
+    beside them, appears there by its path."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    folders = [f"{p.parent.relative_to(ROOT)}/" for half in PACKAGES
+               for p in (ROOT / half).rglob("*/__init__.py")
+               # backends/ stands in four layers, each named: base.py, kubernetes/, ...
+               if p.parent != ROOT / "launcher" / "backends"]
+    folders += [f"{p.parent.name}/" for p in ROOT.glob("*/__init__.py")
+                if p.parent.name not in (*PACKAGES, "tests")]
+    assert sorted(f for f in folders if f"`{f}`" not in text) == []

@@ -34,7 +34,7 @@ def hvdk8s_command() -> list[str]:
 
 def find_gpus():
     """(NVML inventory) or a one-line reason why there is no NVIDIA GPU to check."""
-    from launcher.agent import nvml_topology
+    from launcher.hardware import nvml_topology
 
     try:
         inventory = nvml_topology.collect(nvml_topology.load_nvml())

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from launcher.agent.nvml_topology import GpuInventory, NvmlUnavailable
 from launcher.agent.podresources import PodResources, gpu_allocations
 from launcher.backends.kubernetes.client import NODE, RetryPolicy, connect
 from launcher.errors import UserError
+from launcher.hardware.nvml_topology import GpuInventory, NvmlUnavailable
 from launcher.timestamps import format_utc
 from mpijob.k8s.agent_manifests import AGENT_NAME, DEFAULT_INTERVAL_SECONDS
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, annotation_payload

@@ -42,8 +42,8 @@ def agent(
     import logging
 
     from launcher.agent import node_agent as agent_loop
-    from launcher.agent.nvml_topology import collect, load_nvml
     from launcher.agent.podresources import list_pod_resources
+    from launcher.hardware.nvml_topology import collect, load_nvml
 
     if not node_name and dry_run:
         import socket

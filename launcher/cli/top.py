@@ -13,7 +13,7 @@ import typer
 from launcher.cli import options as opt
 from launcher.cli.common import TOP_NODE_HINT, require_kubernetes
 from launcher.output import emit_data, note
-from mpijob.perf.links import is_nvlink
+from mpijob.scheduling.links import is_nvlink
 
 app = typer.Typer(no_args_is_help=True, help="GPU usage per node or per job.")
 

@@ -80,10 +80,10 @@ from launcher.formats import yaml_errors
 from mpijob.jobspec.defaults import NetworkScheduler
 from mpijob.jobspec.quantity import QuantityError, parse_quantity
 from mpijob.jobspec.toleration import TaintEffect
-from mpijob.k8s.dra import DRIVER, NIC_DRIVERS, DraDevice, DraNic
 from mpijob.plural import plural
 from mpijob.scheduling import rdma
 from mpijob.scheduling.cluster import DEFAULT_NETWORK_GBPS, Cluster, Node, Taint
+from mpijob.scheduling.dra_devices import DRIVER, NIC_DRIVERS, DraDevice, DraNic
 from mpijob.scheduling.network import (
     DEFAULT_LABEL_KEYS,
     DEFAULT_OVERSUBSCRIPTION,

@@ -12,9 +12,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpijob.k8s.dra import NIC_DRIVERS
 from mpijob.perf import perfmodel
 from mpijob.scheduling import nic_pairing, rdma
+from mpijob.scheduling.dra_devices import NIC_DRIVERS
 from mpijob.scheduling.rdma import RdmaDecision, RdmaResource
 
 if TYPE_CHECKING:

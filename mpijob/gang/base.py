@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mpijob.scheduling.findings import OK, WARN, Finding
+from mpijob.findings import OK, WARN, Finding
 
 PODS, OPERATOR = "pods", "operator"
 
@@ -39,6 +39,7 @@ class GangRequest:
     """The workers of one job as a gang scheduler sees them."""
 
     job: str  # the job's name
+    launcher: str  # the launcher's Job (names.launcher)
     queue: str | None  # --queue
     priority_class: str | None  # --priority
     group: str  # the pod group's name (names.pod_group)

@@ -30,7 +30,6 @@ model (kubesim/kai.py) cites the same files for what it does.
 from __future__ import annotations
 
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
-from mpijob.jobspec import names
 
 NAME = "kai"
 PODGROUP = ApiKind("scheduling.run.ai/v2alpha2", "PodGroup", "podgroups")
@@ -47,12 +46,13 @@ REQUIRED_PLACEMENT = "kai.scheduler/topology-required-placement"
 PREFERRED_PLACEMENT = "kai.scheduler/topology-preferred-placement"
 
 
-def podgroup_name(root: dict, job: str) -> str:
-    """The job's PodGroup: hvdk8s's own in built-in mode; in operator mode the podgrouper's
-    for the MPIJob, "pg-<name>-<uid>" (defaultgrouper CalcPodGroupName)."""
+def podgroup_name(root: dict, own: str) -> str:
+    """The job's PodGroup: hvdk8s's own (`own`, names.pod_group) in built-in mode; in
+    operator mode the podgrouper's for the MPIJob, "pg-<name>-<uid>" (defaultgrouper
+    CalcPodGroupName)."""
     if root.get("kind") == "MPIJob":
         return f"pg-{root['metadata']['name']}-{root['metadata']['uid']}"
-    return names.pod_group(job)
+    return own
 
 
 def queue_of(queue: str | None) -> str:

@@ -4,8 +4,8 @@ whole (one Workload), and the MPIJob and its pod templates name the queue."""
 
 from __future__ import annotations
 
+from mpijob.findings import INFO, OK, WARN, Finding
 from mpijob.gang.base import OPERATOR, PODS, GangScheduler, condition
-from mpijob.scheduling.findings import INFO, OK, WARN, Finding
 
 NAME = "kueue"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -15,9 +15,8 @@ which: `detect_kind`). The MPI Operator sets no workloadRef on its pods: refused
 
 from __future__ import annotations
 
+from mpijob.findings import OK, Finding
 from mpijob.gang.base import OPERATOR, PODS, ApiKind, GangRequest, GangScheduler
-from mpijob.jobspec import names
-from mpijob.scheduling.findings import OK, Finding
 
 NAME = "workload-api"
 WORKLOAD = ApiKind("scheduling.k8s.io/v1alpha1", "Workload", "workloads")
@@ -58,6 +57,6 @@ class WorkloadApi(GangScheduler):
         return [{"apiVersion": WORKLOAD.api_version, "kind": WORKLOAD.kind,
                  "metadata": req.meta,
                  "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job",
-                                            "name": names.launcher(req.job)},
+                                            "name": req.launcher},
                           "podGroups": [{"name": POD_GROUP,
                                          "policy": {"gang": {"minCount": req.members}}}]}}]

@@ -43,14 +43,6 @@ def parse_quantity(text: str | int | float) -> Decimal:
     return value * (Decimal(10) ** int(suffix[1:]))
 
 
-def validate_quantity(text: str, *, what: str, minimum: Decimal = Decimal(0)) -> str:
-    """Returns the quantity unchanged if it parses and is at least `minimum`."""
-    value = parse_quantity(text)
-    if value < minimum or (minimum == 0 and value <= 0):
-        raise QuantityError(f"{what} must be positive, got {text!r}")
-    return str(text).strip()
-
-
 def scale_quantity(text: str, factor: int) -> str:
     """`factor` times a quantity, in a form the API server accepts ("4Gi" x 2 -> "8Gi")."""
     if factor == 1:

@@ -276,7 +276,7 @@ class JobSpec(BaseModel):
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
     extra_resources: Annotated[dict[str, int], Flag("--extra-resource", parse=parse_count)] = Field(
         default_factory=dict)
-    # Multus secondary networks of the worker pods (mpijob.k8s.multus); each NAD's
+    # Multus secondary networks of the worker pods (mpijob.wellknown); each NAD's
     # resource is read by the Kubernetes backend's preflight.
     networks: Annotated[tuple[Network, ...], Flag("--network", backends=KUBERNETES_ONLY)] = ()
     # --- the job's data, and pod fields hvdk8s has no other flag for ------------------

@@ -59,13 +59,3 @@ def parse_toleration(text: str, option: str = "--toleration") -> Toleration:
     if eq:
         return Toleration(key=key, operator="Equal", value=value, effect=effect or None)
     return Toleration(key=key, operator="Exists", effect=effect or None)
-
-
-def format_toleration(t: Toleration) -> str:
-    """The inverse of `parse_toleration`, for messages."""
-    if t.key is None and t.operator == "Exists":
-        return "all" if t.effect is None else f"all:{t.effect}"
-    text = t.key or ""
-    if t.operator == "Equal":
-        text += f"={t.value or ''}"
-    return f"{text}:{t.effect}" if t.effect else text

@@ -33,56 +33,12 @@ instead put all of them under one root. Pure.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
-DRIVER = "gpu.nvidia.com"
+from mpijob.scheduling.dra_devices import DRIVER, NIC_DRIVERS, NIC_RDMA_ATTRIBUTE, PCIE_ROOT
+
 DEVICE_CLASS = DRIVER  # the DeviceClass NVIDIA's chart installs is named after its driver
-PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 REQUEST = "gpus"  # the request's name inside the claim, and the pod's claim name
 API_VERSION = "resource.k8s.io/v1"
-# NIC DRA drivers and the DeviceClass each one's deployment creates: Google's DraNet
-# (github.com/google/dranet: driver `dra.net`, DeviceClass `dranet`, bool attribute `rdma`
-# on RDMA-capable interfaces) and the SR-IOV VF driver (github.com/k8snetworkplumbingwg/
-# dra-driver-sriov, also deployed by NVIDIA's Network Operator: driver and DeviceClass
-# `sriovnetwork.k8snetworkplumbingwg.io`).
-NIC_DRIVERS = {"dra.net": "dranet",
-               "sriovnetwork.k8snetworkplumbingwg.io": "sriovnetwork.k8snetworkplumbingwg.io"}
-# The NIC drivers that mark which of their devices do RDMA (others publish only RDMA VFs).
-NIC_RDMA_ATTRIBUTE = {"dra.net": "rdma"}
-
-
-@dataclass(frozen=True)
-class DraDevice:
-    """One GPU as a DRA driver publishes it."""
-
-    name: str  # gpu-<minor>
-    index: int  # the GPU index placement uses (the minor number)
-    uuid: str
-    driver: str = DRIVER
-    pcie_root: str | None = None
-    pool: str = ""
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "index": self.index, "uuid": self.uuid, "driver": self.driver,
-                "pcie_root": self.pcie_root, "pool": self.pool}
-
-
-@dataclass(frozen=True)
-class DraNic:
-    """One NIC (or VF) as a NIC DRA driver publishes it."""
-
-    name: str
-    driver: str
-    pcie_root: str | None = None
-    pool: str = ""
-
-    @property
-    def device_class(self) -> str:
-        return NIC_DRIVERS.get(self.driver, self.driver)
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "driver": self.driver, "pcie_root": self.pcie_root,
-                "pool": self.pool}
 
 
 def nic_selector(driver: str) -> str | None:
@@ -141,6 +97,3 @@ def claim_template(name: str, namespace: str, labels: dict, count: int,
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
             "spec": {"spec": spec}}
 
-
-def devices_by_index(devices) -> dict[int, DraDevice]:
-    return {d.index: d for d in devices}

@@ -41,8 +41,9 @@ def refusal(gang: str, mode: str) -> str | None:
 def gang_request(work: Workload) -> gangs.GangRequest:
     spec = work.spec
     group = names.pod_group(spec.name)
-    return gangs.GangRequest(job=spec.name, queue=spec.queue,
-                             priority_class=spec.priority_class, group=group, members=len(work.workers),
+    return gangs.GangRequest(job=spec.name, launcher=names.launcher(spec.name),
+                             queue=spec.queue, priority_class=spec.priority_class, group=group,
+                             members=len(work.workers),
                              gpus=sum(p.gpu_count for p in work.workers),
                              meta=metadata(spec, group), domain=work.network_domain)
 

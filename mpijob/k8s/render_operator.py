@@ -14,7 +14,6 @@ from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
-from mpijob.k8s.multus import NETWORKS_ANNOTATION
 from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
     CONFIG_DIR,
@@ -31,7 +30,7 @@ from mpijob.k8s.render import (
 )
 from mpijob.k8s.security import ssh_auth_mount_path
 from mpijob.k8s.workload import Workload
-from mpijob.wellknown import MPI_HOSTFILE
+from mpijob.wellknown import MPI_HOSTFILE, MULTUS_NETWORKS_ANNOTATION
 
 API_VERSION = "kubeflow.org/v2beta1"
 
@@ -63,7 +62,7 @@ def _template(work: Workload, role: str, container: dict, benchmark: bool,
         if work.network_domain is not None and scheduler is not None:
             annotations.update(scheduler.topology_annotations(work.network_domain))
         if work.networks:  # Multus attaches the networks this annotation lists
-            annotations[NETWORKS_ANNOTATION] = ",".join(work.networks)
+            annotations[MULTUS_NETWORKS_ANNOTATION] = ",".join(work.networks)
         if annotations:
             meta["annotations"] = annotations
     volumes = [shm_volume(spec)]

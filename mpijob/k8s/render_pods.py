@@ -15,7 +15,6 @@ from mpijob.k8s import render_elastic, start_gate
 from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.gang import gang_objects, gang_pod_metadata
-from mpijob.k8s.multus import NETWORKS_ANNOTATION
 from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
     CONFIG_DIR,
@@ -34,6 +33,7 @@ from mpijob.k8s.render import (
     shm_volume,
 )
 from mpijob.k8s.workload import WorkerPod, Workload
+from mpijob.wellknown import MULTUS_NETWORKS_ANNOTATION
 
 if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
@@ -137,7 +137,7 @@ def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
     if work.network_domain is not None and (scheduler := gangs.get(spec.gang)) is not None:
         annotations.update(scheduler.topology_annotations(work.network_domain))
     if work.networks:  # Multus attaches the networks this annotation lists
-        annotations[NETWORKS_ANNOTATION] = ",".join(work.networks)
+        annotations[MULTUS_NETWORKS_ANNOTATION] = ",".join(work.networks)
     meta = (metadata(spec, None, role=names.ROLE_WORKER, extra_annotations=annotations)
             if elastic else
             metadata(spec, names.worker(spec.name, pod.index), role=names.ROLE_WORKER,

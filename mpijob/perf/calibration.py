@@ -44,7 +44,7 @@ VERSION: Literal[1] = 1
 LINK_KINDS = ("host", "shm", "pcie", "nvlink", "net")
 # Before any multi-rank run is seen. "shm": GPU pods of one host exchange gradients through
 # host memory, priced like the model's pod-to-pod path (a cross-socket PCIe path,
-# mpijob.perf.links). "host": CPU ranks' memory copies, at one core's memcpy rate. Single-threaded
+# mpijob.scheduling.links). "host": CPU ranks' memory copies, at one core's memcpy rate. Single-threaded
 # memcpy on dual-socket Xeon servers runs at 5-12 GB/s, limited by the misses one core keeps
 # in flight (J. D. McCalpin, "Single-threaded memory performance for dual socket Xeon E5-*
 # systems", https://sites.utexas.edu/jdm4372/, 2015; STREAM Copy counts twice that); this

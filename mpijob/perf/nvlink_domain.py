@@ -1,7 +1,7 @@
 """Pricing the links between nodes of one NVLink partition (mpijob.scheduling.nvlink).
 
 On GB200/GB300 NVL72 every GPU has 18 NVLink 5 links into the rack's NVLink switches:
-1.8 TB/s per GPU both directions together, 900 GB/s each way (mpijob.perf.links cites
+1.8 TB/s per GPU both directions together, 900 GB/s each way (mpijob.scheduling.links cites
 NVIDIA's pages), to any other GPU of the partition, on another tray as much as on its own.
 NCCL uses that path across nodes (its NVLS/MNNVL transports) only where the process may
 import other nodes' GPU memory, which in Kubernetes needs an IMEX channel: the one a
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mpijob.perf import links, perfdata
+from mpijob.perf import perfdata
+from mpijob.scheduling import links
 from mpijob.scheduling.cluster import Node
 from mpijob.scheduling.nvlink import short
 

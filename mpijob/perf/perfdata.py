@@ -69,7 +69,7 @@ the sparse Tensor Core figures NVIDIA lists are halved to dense):
   Blackwell Ultra data): FP32 80 TFLOPS, FP16/BF16 2.5 PFLOPS.
 - H200: the H100 SXM's silicon at the same clocks (GPU_SAME_AS), 18 NVLinks (H200 page,
   https://www.nvidia.com/en-us/data-center/h200/: NVLink 900 GB/s).
-All Blackwell GPUs have 18 NVLink 5 links (mpijob.perf.links).
+All Blackwell GPUs have 18 NVLink 5 links (mpijob.scheduling.links).
 """
 
 from __future__ import annotations

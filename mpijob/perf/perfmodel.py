@@ -21,7 +21,7 @@ inside one pod use P2P/NVLink as the node's topology allows, but two pods never 
 the same node. Two single-GPU containers each see one GPU, so CUDA peer access and CUDA IPC
 between them are impossible, and NCCL falls back to a host path (its socket/shared-memory
 transports through system memory). We price that path like a cross-socket PCIe path
-(`SYS`, mpijob.perf.links: ~0.5 of a PCIe x16) and call it "shared memory between pods". This is
+(`SYS`, mpijob.scheduling.links: ~0.5 of a PCIe x16) and call it "shared memory between pods". This is
 why hvdk8s puts all of a job's GPUs on a node into one pod: spreading single-GPU pods over a
 DGX throws its NVLink away.
 
@@ -87,8 +87,9 @@ from functools import lru_cache
 from mpijob.errors import SpecError
 from mpijob.jobspec.defaults import PRECISIONS
 from mpijob.perf import calibration as calib
-from mpijob.perf import links, nvlink_domain, overlap, perfdata
+from mpijob.perf import nvlink_domain, overlap, perfdata
 from mpijob.perf.calibration import Calibration
+from mpijob.scheduling import links
 from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.network import span
 

@@ -227,15 +227,3 @@ def parse_jobs_csv(text: str) -> list[SimJob]:
         jobs.append(SimJob(len(jobs), submit, gpus, gpw, model, batch, work, selector))
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return jobs
-
-
-def jobs_csv(jobs: Sequence[SimJob]) -> str:
-    """The CSV form of `jobs` (parse_jobs_csv reads it back), with gpu_product."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow((*CSV_COLUMNS, "gpu_product"))
-    for j in jobs:
-        product = dict(j.node_selector).get(GPU_PRODUCT_LABEL, "")
-        w.writerow((f"{j.submit_s:.3f}", j.gpus, j.gpus_per_worker, j.model, j.batch_size,
-                    f"{j.work_images:.0f}", product))
-    return out.getvalue()

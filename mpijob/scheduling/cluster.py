@@ -43,9 +43,9 @@ class Node:
     pcie_gen: int = 3
     # Zone, block and rack (mpijob.scheduling.network); unknown by default.
     network: NetworkPosition = UNKNOWN
-    # GPUs a DRA driver publishes for this node (mpijob.k8s.dra), by index; () without DRA.
+    # GPUs a DRA driver publishes for this node (mpijob.scheduling.dra_devices), by index; () without DRA.
     dra_devices: tuple = ()
-    # Free NICs a NIC DRA driver publishes here (mpijob.k8s.dra.DraNic); () without one.
+    # Free NICs a NIC DRA driver publishes here (mpijob.scheduling.dra_devices.DraNic); () without one.
     dra_nics: tuple = ()
     # Node ports live pods hold (hostPort, or containerPort on the host network).
     host_ports: frozenset[int] = frozenset()

@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mpijob import gang as gangs
-from mpijob.k8s.dra import DRIVER as DRA_DRIVER
-from mpijob.k8s.multus import RESOURCE_ANNOTATION
+from mpijob.findings import FAIL, INFO, OK, WARN, Finding
 from mpijob.scheduling import rdma
-from mpijob.scheduling.findings import FAIL, INFO, OK, WARN, Finding
+from mpijob.scheduling.dra_devices import DRIVER as DRA_DRIVER
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
-from mpijob.wellknown import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from mpijob.wellknown import GPU_PRODUCT_LABEL, GPU_RESOURCE, MULTUS_RESOURCE_ANNOTATION
 
 OPERATOR_INSTALL = ("kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/"
                     "mpi-operator/master/deploy/v2beta1/mpi-operator.yaml")
@@ -459,14 +458,14 @@ def _networks(f: Facts) -> list[Finding]:
                         "kubectl get network-attachment-definitions -A")]
     listed = ", ".join(
         f"{n['metadata']['name']} ("
-        + (((n['metadata'].get('annotations') or {}).get(RESOURCE_ANNOTATION)) or "no resource")
+        + (((n['metadata'].get('annotations') or {}).get(MULTUS_RESOURCE_ANNOTATION)) or "no resource")
         + ")" for n in sorted(f.nads, key=lambda n: n["metadata"]["name"]))
     return [Finding("networks", OK, f"NetworkAttachmentDefinitions in {f.namespace}: {listed}",
                     "--network NAD attaches one to the worker pods, which request its resource")]
 
 
 def _nic_dra(f: Facts) -> list[Finding]:
-    """NIC DRA drivers (mpijob.k8s.dra.NIC_DRIVERS): their slices and DeviceClasses."""
+    """NIC DRA drivers (mpijob.scheduling.dra_devices.NIC_DRIVERS): their slices and DeviceClasses."""
     if not f.nic_slices and not f.nic_classes:
         return []
     parts = []

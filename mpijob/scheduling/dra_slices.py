@@ -15,7 +15,14 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from mpijob.k8s.dra import DRIVER, NIC_DRIVERS, NIC_RDMA_ATTRIBUTE, PCIE_ROOT, DraDevice, DraNic
+from mpijob.scheduling.dra_devices import (
+    DRIVER,
+    NIC_DRIVERS,
+    NIC_RDMA_ATTRIBUTE,
+    PCIE_ROOT,
+    DraDevice,
+    DraNic,
+)
 
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")
 
@@ -94,7 +101,7 @@ def slice_cliques(slices: list[dict], attribute: str) -> dict[str, str]:
 
 
 def free_nics(slices: list[dict], claims: list[dict]) -> dict[str, list[DraNic]]:
-    """node -> the NICs a NIC DRA driver (mpijob.k8s.dra.NIC_DRIVERS) publishes there that
+    """node -> the NICs a NIC DRA driver (mpijob.scheduling.dra_devices.NIC_DRIVERS) publishes there that
     no claim holds; of a driver that marks RDMA, only those marked."""
     taken = {(r.get("driver"), r.get("pool"), r.get("device"))
              for c in claims

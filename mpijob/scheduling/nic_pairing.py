@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mpijob.k8s.dra import DraDevice, DraNic
+from mpijob.scheduling.dra_devices import DraDevice, DraNic
 
 
 @dataclass(frozen=True)

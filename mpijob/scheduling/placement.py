@@ -38,9 +38,9 @@ from mpijob.jobspec.defaults import PLACEMENT_POLICIES
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.jobspec.toleration import HARD_TAINT_EFFECTS, Toleration
-from mpijob.k8s.dra import devices_by_index
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node, Taint
+from mpijob.scheduling.dra_devices import devices_by_index
 from mpijob.scheduling.network import domain_of
 from mpijob.scheduling.placement_network import min_nodes, narrow
 from mpijob.scheduling.placement_nvlink import narrow_partitions

@@ -22,13 +22,13 @@ from __future__ import annotations
 from itertools import combinations
 from math import comb
 
-from mpijob.perf.links import (
+from mpijob.plural import plural
+from mpijob.scheduling.links import (
     PCIE_X16_EFFECTIVE_GBS,
     bandwidth_gbs,
     nvlink_count,
     nvlink_gbs_per_link,
 )
-from mpijob.plural import plural
 from mpijob.scheduling.topology import Topology
 
 SINGLE = 10**9

@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from mpijob.perf.links import SELF, LinkCodeError, bandwidth_gbs, normalize
 from mpijob.plural import plural
+from mpijob.scheduling.links import SELF, LinkCodeError, bandwidth_gbs, normalize
 
 ANNOTATION_TOPOLOGY = "hvdk8s.io/gpu-topology"
 TOPOLOGY_FORMAT_VERSION = 1

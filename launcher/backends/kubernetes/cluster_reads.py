@@ -23,8 +23,8 @@ from launcher.backends.kubernetes.client import (
 from launcher.backends.kubernetes.networks import NAD
 from launcher.backends.kubernetes.operator import OPERATOR_SELECTOR
 from mpijob import gang as gangs
-from mpijob.k8s.dra import NIC_DRIVERS
 from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIONS, Facts
+from mpijob.scheduling.dra_devices import NIC_DRIVERS
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False)

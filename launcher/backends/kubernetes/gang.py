@@ -141,7 +141,7 @@ class KaiControl(GangControl):
             return None
         job = st.job_name_of(root) or root["metadata"]["name"]
         ns = root["metadata"]["namespace"]
-        name = kai.podgroup_name(root, job)
+        name = kai.podgroup_name(root, names.pod_group(job))
         pg = client.get(api_kind(kai.PODGROUP), name, ns)
         if pg is None:
             return None

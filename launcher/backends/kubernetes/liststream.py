@@ -16,7 +16,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 _DECODER = json.JSONDecoder()
 _WS = " \t\n\r"
@@ -267,9 +267,3 @@ def _head(prefix: bytes) -> dict | None:
     except ValueError:
         return None
     return head if isinstance(head, dict) else None
-
-
-def iter_chunks(data: bytes, size: int) -> Iterator[bytes]:
-    """`data` in pieces of `size`, as a response arrives (tests)."""
-    for i in range(0, len(data), size):
-        yield data[i:i + size]

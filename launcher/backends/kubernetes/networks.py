@@ -2,7 +2,7 @@
 
 Read before anything is created (KubernetesBackend.preflight): a network Multus cannot find
 leaves the pod in ContainerCreating, and one whose `k8s.v1.cni.cncf.io/resourceName`
-resource the pod does not request gets no interface (mpijob.k8s.multus). A name
+resource the pod does not request gets no interface (mpijob.wellknown). A name
 `namespace/name` is looked up in that namespace, as Multus does.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from launcher.backends.kubernetes.client import ApiError, Kind, KubeClient
 from launcher.errors import UsageError, UserError
-from mpijob.k8s.multus import RESOURCE_ANNOTATION
+from mpijob.wellknown import MULTUS_RESOURCE_ANNOTATION
 
 NAD = Kind("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "network-attachment-definitions")
 
@@ -38,6 +38,6 @@ def resolve_networks(client: KubeClient, spec):
             raise UsageError(f"--network {net.name}: no NetworkAttachmentDefinition {name} in "
                              f"namespace {ns}; list them with `kubectl get "
                              f"network-attachment-definitions -n {ns}`")
-        resource = ((found.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_ANNOTATION)
+        resource = ((found.get("metadata") or {}).get("annotations") or {}).get(MULTUS_RESOURCE_ANNOTATION)
         resolved.append(net.model_copy(update={"resource": resource or None}))
     return spec.model_copy(update={"networks": tuple(resolved)})

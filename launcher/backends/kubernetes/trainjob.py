@@ -20,7 +20,6 @@ from launcher.backends.kubernetes.client import (
     Kind,
 )
 from launcher.errors import UserError
-from mpijob.jobspec import names
 from mpijob.wellknown import TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
 TRAINER_MISSING = ("Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in "
@@ -134,7 +133,3 @@ def expected_pods(runtime: dict, trainjob: dict) -> list[tuple[dict, int]]:
                    "spec": pod}
         out.append((pod_obj, 1 if is_launcher else max(nodes - 1, 1)))
     return out
-
-
-def root_name_of(obj: dict) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(names.LABEL_JOB)

@@ -114,12 +114,6 @@ class LocalBackend(LocalLaunches):
             raise TypeError("the local backend starts only what its own prepare returned")
         return self._start(prepared.spec, prepared.job, mode=options.mode)
 
-    def start(self, spec: JobSpec, placement=None, *,
-              mode: defaults.Mode = "pods") -> SubmitResult:
-        """Prepare the job and start it, in one."""
-        return self._start(spec, self.launch(spec, placement, job_paths(spec.name, spec.namespace)),
-                           mode=mode)
-
     def _start(self, spec: JobSpec, prepared: JobLaunch, *, mode: defaults.Mode) -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
         paths = prepared.paths

@@ -15,8 +15,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from launcher.agent import nvml_topology
 from launcher.errors import UserError
+from launcher.hardware import nvml_topology
 from mpijob.jobspec.spec import JobSpec
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node
@@ -76,9 +76,6 @@ def _names_only(placement, host: str) -> bool:
 
 def _local_topology(spec: JobSpec | None):
     try:
-        collect = getattr(nvml_topology, "collect_topology", None)
-        if collect is not None:
-            return collect()
         return nvml_topology.collect(nvml_topology.load_nvml()).topology()
     except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or an NVMLError mid-way
         detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"

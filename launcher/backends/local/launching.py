@@ -122,10 +122,6 @@ class LocalLaunches(BaseBackend):
         job = self.launch(spec, plan.placement, job_paths(spec.name, spec.namespace))
         return LocalPrepared(spec, plan, (described(spec, job),), job=job)
 
-    def describe(self, spec: JobSpec, placement=None) -> dict:
-        """What `submit` would run (the local backend's dry run); creates nothing."""
-        return described(spec, self.launch(spec, placement, job_paths(spec.name, spec.namespace)))
-
     def launch(self, spec: JobSpec, placement, paths: JobPaths) -> JobLaunch:
         """The job's launch, checked against this machine (cores, mpirun, free GPUs)."""
         check_rank_count(spec, usable_cores())

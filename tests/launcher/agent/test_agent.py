@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from launcher.agent import node_agent as agent_mod
-from launcher.agent import nvml_topology
 from launcher.agent.podresources import ContainerDevices, ContainerResources, PodResources
 from launcher.errors import UserError
+from launcher.hardware import nvml_topology
 from mpijob.scheduling.topology import TOPOLOGY_FORMAT_VERSION, parse_annotation
 from tests import fake_pynvml
 from tests.topo_files import gpu_links

@@ -15,8 +15,9 @@ from launcher.errors import UsageError
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.dra import PCIE_ROOT, uuid_selector
+from mpijob.k8s.dra import uuid_selector
 from mpijob.k8s.render import SSHKeys
+from mpijob.scheduling.dra_devices import PCIE_ROOT
 from tests.paths import DATA
 
 SCHEMA = DATA / "k8s-schemas/resourceclaimtemplate-resource-v1.json"

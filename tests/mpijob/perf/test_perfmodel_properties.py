@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpijob.perf import links, perfdata, perfmodel
+from mpijob.perf import perfdata, perfmodel
 from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions, predict
+from mpijob.scheduling import links
 from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.placement import NodeAssignment, Placement
 from mpijob.scheduling.presets import preset

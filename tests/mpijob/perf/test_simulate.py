@@ -4,6 +4,7 @@ durations from predicted throughput, the policy comparison and `hvdk8s simulate`
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,16 @@ from launcher.cli.app import app
 from mpijob.perf import simworkload
 from mpijob.perf.perfmodel import single_gpu_images_per_sec
 from mpijob.perf.simulate import SUMMARY_COLUMNS, percentile, simulate
-from mpijob.perf.simworkload import SimJob, TraceError, generate_jobs, jobs_csv, parse_jobs_csv
+from mpijob.perf.simworkload import (
+    CSV_COLUMNS,
+    SimJob,
+    TraceError,
+    generate_jobs,
+    parse_jobs_csv,
+)
 from mpijob.scheduling.cluster import Cluster, Node
 from mpijob.scheduling.presets import preset
+from mpijob.wellknown import GPU_PRODUCT_LABEL
 from tests.paths import DATA
 
 V100 = "Tesla-V100-SXM2-16GB"
@@ -63,6 +71,18 @@ def test_default_cluster_mixes_presets_in_their_shares():
     for n in c.nodes:
         kinds[n.topology.name] = kinds.get(n.topology.name, 0) + 1
     assert kinds == {"dgx1-v100": 200, "pcie-8gpu-dual-socket": 100, "dgx-a100": 150, "dgx-h100": 50}
+
+
+def jobs_csv(jobs: list[SimJob]) -> str:
+    """The CSV form of `jobs`, as a trace file holds them, with gpu_product."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow((*CSV_COLUMNS, "gpu_product"))
+    for j in jobs:
+        product = dict(j.node_selector).get(GPU_PRODUCT_LABEL, "")
+        w.writerow((f"{j.submit_s:.3f}", j.gpus, j.gpus_per_worker, j.model, j.batch_size,
+                    f"{j.work_images:.0f}", product))
+    return out.getvalue()
 
 
 def test_trace_csv_round_trips():

@@ -13,7 +13,7 @@ from launcher.backends.kubernetes.rendering import render
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.planning import plan_job
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.dra import PCIE_ROOT
+from mpijob.scheduling.dra_devices import PCIE_ROOT
 from tests.cluster_cli import docs_of, invoke, write
 from tests.schemas import K8S_VERSION_DRA, validate_core
 

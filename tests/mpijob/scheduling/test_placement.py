@@ -8,8 +8,8 @@ import pytest
 from mpijob.errors import SpecError
 from mpijob.jobspec.spec import build_spec
 from mpijob.jobspec.toleration import parse_toleration
-from mpijob.perf.links import is_nvlink
 from mpijob.scheduling.cluster import Cluster, Node, Taint
+from mpijob.scheduling.links import is_nvlink
 from mpijob.scheduling.placement import Placement, PlacementRequest, place
 from mpijob.scheduling.presets import PRESETS
 

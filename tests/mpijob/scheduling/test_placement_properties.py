@@ -1,7 +1,7 @@
 """Properties of placement on random clusters, checked against brute force.
 
 The oracles here are written independently of mpijob.scheduling.placement_sets: they enumerate every
-subset with itertools and price links with mpijob.perf.links.bandwidth_gbs."""
+subset with itertools and price links with mpijob.scheduling.links.bandwidth_gbs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mpijob.jobspec.toleration import Toleration
-from mpijob.perf.links import bandwidth_gbs
 from mpijob.scheduling.cluster import Cluster, Node, Taint
+from mpijob.scheduling.links import bandwidth_gbs
 from mpijob.scheduling.placement import POLICIES, PlacementRequest, place, tolerates
 from mpijob.scheduling.presets import PRESETS
 

@@ -6,7 +6,7 @@ from itertools import combinations
 
 import pytest
 
-from mpijob.perf.links import is_nvlink
+from mpijob.scheduling.links import is_nvlink
 from mpijob.scheduling.presets import PRESETS, pcie, preset, preset_for, uniform
 from mpijob.scheduling.topology import MAX_GPUS_PER_NODE
 from tests.topo_files import gpu_links

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mpijob.perf.links import bandwidth_gbs
+from mpijob.scheduling.links import bandwidth_gbs
 from mpijob.scheduling.presets import PRESETS
 from mpijob.scheduling.topology import (
     ANNOTATION_TOPOLOGY,

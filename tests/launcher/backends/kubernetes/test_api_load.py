@@ -11,6 +11,7 @@ from launcher.backends.kubernetes import watching
 from launcher.backends.kubernetes.client import ApiError
 from launcher.errors import Timeout
 from mpijob.jobspec.spec import build_spec
+from tests.launcher.backends.contract_calls import create_job
 
 # The production watch runs 300-600 s (watching.WATCH_TIMEOUT_SECONDS); the tests run it for
 # 1 s, so one second of test time stands for SCALE seconds of a real wait.
@@ -25,7 +26,7 @@ def make_spec(k8s, name="vgg16", **fields):
 def running_job(k8s, name="vgg16"):
     srv = k8s.server()
     backend = k8s.backend()
-    backend.create_job(make_spec(k8s, name, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, name, workers=1), None, schedule_timeout=20)
     srv.wait_for(lambda: backend.get(name).phase == "Running")
     return srv, backend
 
@@ -58,7 +59,7 @@ def test_wait_polls_with_backoff_after_repeated_watch_failures(k8s, monkeypatch,
     monkeypatch.setattr(watching, "RETRY_BACKOFF", (0.01, 0.01))
     monkeypatch.setattr(watching, "POLL_BACKOFF", (0.05, 0.2))
     k8s.script_launcher("vgg16", [(1.0, "total images/sec: 12.5")])
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
 
     def refused(*a, **kw):
         raise ApiError(500, "InternalError", "watch refused by a proxy", verb="watch",
@@ -76,7 +77,7 @@ def test_reading_a_status_writes_nothing_get_and_wait_tidy_up(k8s, api_requests)
     srv = k8s.server()
     backend = k8s.backend()
     k8s.script_launcher("vgg16", [(0.1, "total images/sec: 50.0")])
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     srv.wait_for(lambda: any(p["status"].get("phase") == "Succeeded"
                              for p in srv.objects("pods", "default")
                              if "launcher" in p["metadata"]["name"]))
@@ -93,7 +94,7 @@ def test_a_read_only_user_gets_the_status_and_a_note_instead_of_the_cleanup(k8s,
     srv = k8s.server()
     backend = k8s.backend()
     k8s.script_launcher("vgg16", [(0.1, "total images/sec: 50.0")])
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     srv.forbid("delete", "pods")
     srv.forbid("patch", "jobs.batch")
     status = backend.wait("vgg16", timeout=30)
@@ -112,7 +113,7 @@ def test_get_watch_prints_each_change_until_the_job_ends_without_polling(k8s, ap
     k8s.server()
     backend = k8s.backend()
     k8s.script_launcher("vgg16", [(1.5, "total images/sec: 9.0")])
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     api_requests.mark()
     result = CliRunner().invoke(app, ["get", "vgg16", "-w", *k8s.cli_args()])
     assert result.exit_code == 0, result.output
@@ -132,7 +133,7 @@ def test_a_hundred_concurrent_waits_cost_the_api_server_one_kubectl_wait_each(k8
     creator = k8s.backend()
     jobs = ("vgg16", "resnet50")
     for name in jobs:
-        creator.create_job(make_spec(k8s, name, workers=1), None, schedule_timeout=20)
+        create_job(creator, make_spec(k8s, name, workers=1), None, schedule_timeout=20)
     srv.wait_for(lambda: all(creator.get(n).phase == "Running" for n in jobs), timeout=60)
     waiters = [k8s.backend() for _ in range(100)]
     for backend in waiters:

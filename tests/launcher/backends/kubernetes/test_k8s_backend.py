@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from kubesim.kubelet import Run
 from launcher.backends.kubernetes import backend as backend_module
 from launcher.backends.kubernetes.backend import OPERATOR_MISSING, KubernetesOptions
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.status import ANNOTATION_IMAGES_PER_SEC
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.preparing.planning import Plan
-from kubesim.kubelet import Run
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.start_gate import is_worker
 from mpijob.scheduling.placement import PlacementRequest, place
+from tests.launcher.backends.contract_calls import create_job
 
 KINDS = ("pods", "jobs", "services", "configmaps", "secrets")
 
@@ -86,7 +87,7 @@ def test_submit_sends_exactly_what_prepare_returned(k8s, monkeypatch, mode):
 def test_submit_get_wait_logs_delete(k8s):
     srv, backend, spec, placement = placed_job(k8s, workers=4, gpus_per_worker=1)
     k8s.script_launcher("vgg16", [(0.3, "hvdk8s: starting"), (0.2, "total images/sec: 321.5")])
-    result = backend.create_job(spec, placement, mode="pods", schedule_timeout=20)
+    result = create_job(backend, spec, placement, mode="pods", schedule_timeout=20)
     assert "all workers scheduled; launcher started" in result.message
     assert [o["kind"] for o in result.objects] == ["Job", "ConfigMap", "Secret", "Service",
                                                    "Job", "Pod"]
@@ -117,13 +118,13 @@ def test_server_dry_run_creates_nothing(k8s):
     srv = k8s.server()
     backend = k8s.backend()
     spec = make_spec(k8s, workers=2, gpus_per_worker=2)
-    result = backend.create_job(spec, plan(backend, spec), dry_run=True)
+    result = create_job(backend, spec, plan(backend, spec), dry_run=True)
     assert [o["kind"] for o in result.objects][:4] == ["Job", "ConfigMap", "Secret", "Service"]
     assert all(o["metadata"].get("uid") for o in result.objects), "the server's answers"
     assert leftovers(srv, "vgg16") == []
     srv.forbid("create", "secrets", "default")
     with pytest.raises(UserError, match="forbidden: cannot create secrets in namespace default"):
-        backend.create_job(spec, None, dry_run=True)
+        create_job(backend, spec, None, dry_run=True)
 
 
 # --- all or nothing -----------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def test_plan_that_no_longer_fits_is_refused_before_anything_is_created(k8s):
     srv.cordon("gpu-node-1")
     before = posts(srv)
     with pytest.raises(UserError, match="does not fit the cluster now") as err:
-        backend.create_job(spec, placement)
+        create_job(backend, spec, placement)
     assert "gpu-node-1" in str(err.value) or "unschedulable" in str(err.value).lower()
     assert posts(srv) == before
     assert leftovers(srv, "vgg16") == []
@@ -143,7 +144,7 @@ def test_stale_plan_is_placed_again(k8s):
     srv, backend, spec, placement = placed_job(k8s, workers=1, gpus_per_worker=4)
     planned = placement.assignments[0].node
     srv.cordon(planned)
-    result = backend.create_job(spec, placement, schedule_timeout=20)
+    result = create_job(backend, spec, placement, schedule_timeout=20)
     assert f"the plan went stale (node {planned} is cordoned)" in result.message
     pods = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
     assert pods[0]["spec"]["nodeName"] != planned
@@ -162,7 +163,7 @@ def test_workers_not_scheduled_in_time_roll_back_with_the_reason(k8s):
 
     backend.client.create = create_then_cordon
     with pytest.raises(UserError) as err:
-        backend.create_job(spec, placement, schedule_timeout=1)
+        create_job(backend, spec, placement, schedule_timeout=1)
     message = str(err.value)
     assert message.startswith("workers not scheduled within 1s: vgg16-worker-0: 0/2 nodes are "
                               "available:")
@@ -177,7 +178,7 @@ def test_requests_beyond_capacity_roll_back(k8s):
     spec = make_spec(k8s, workers=2, cpu="100")
     with pytest.raises(UserError, match=r"vgg16-worker-0: 0/2 nodes are available: 2 "
                                         r"Insufficient cpu"):
-        backend.create_job(spec, None, schedule_timeout=1)
+        create_job(backend, spec, None, schedule_timeout=1)
     assert leftovers(srv, "vgg16") == []
 
 
@@ -188,7 +189,7 @@ def test_volcano_gang_is_created_and_scheduled_together(k8s):
     backend = k8s.backend()
     assert backend.detect_gang_scheduler() == "volcano"
     spec = make_spec(k8s, workers=2, gpus_per_worker=4, gang="volcano")
-    result = backend.create_job(spec, plan(backend, spec), schedule_timeout=20)
+    result = create_job(backend, spec, plan(backend, spec), schedule_timeout=20)
     assert "PodGroup" in [o["kind"] for o in result.objects]
     assert "launcher started" in result.message
     assert srv.objects("podgroups.scheduling.volcano.sh", "default")
@@ -201,7 +202,7 @@ def test_gang_that_does_not_fit_stays_queued_and_get_says_why(k8s):
     srv.install_group("volcano")
     backend = k8s.backend()
     spec = make_spec(k8s, workers=3, gpus_per_worker=8, gang="volcano")
-    result = backend.create_job(spec, None, schedule_timeout=1)
+    result = create_job(backend, spec, None, schedule_timeout=1)
     assert result.message.startswith("job vgg16: queued by Volcano: workers not scheduled within 1s")
     status = backend.get("vgg16")
     assert (status.phase, status.reason) == ("Queued", "QueuedByVolcano")
@@ -228,7 +229,7 @@ def test_stale_plan_does_not_starve_a_gang_job(k8s):
                 "spec": {"nodeName": planned, "containers": [{
                     "name": "c", "image": "x",
                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
-    result = backend.create_job(spec, placement, schedule_timeout=10)
+    result = create_job(backend, spec, placement, schedule_timeout=10)
     assert "launcher started" in result.message
     workers = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
     assert {p["spec"]["nodeName"] for p in workers} == {"gpu-node-1"} != {planned}
@@ -242,7 +243,7 @@ def test_gang_scheduler_asked_for_but_absent(k8s):
     k8s.server()
     spec = make_spec(k8s, workers=1, gpus_per_worker=1, gang="scheduler-plugins")
     with pytest.raises(UserError, match="scheduler-plugins .* is not installed"):
-        k8s.backend().create_job(spec, None)
+        create_job(k8s.backend(), spec, None)
 
 
 # --- name clashes -------------------------------------------------------------------------------
@@ -250,11 +251,11 @@ def test_existing_job_is_refused_and_left_untouched(k8s):
     srv = k8s.server()
     backend = k8s.backend()
     spec = make_spec(k8s, workers=1, gpus_per_worker=1)
-    backend.create_job(spec, plan(backend, spec), schedule_timeout=20)
+    create_job(backend, spec, plan(backend, spec), schedule_timeout=20)
     srv.wait_for(lambda: backend.get("vgg16").phase == "Running")
     srv.clear_requests()
     with pytest.raises(UserError) as err:
-        backend.create_job(spec, plan(backend, spec))
+        create_job(backend, spec, plan(backend, spec))
     assert str(err.value).startswith("job vgg16 already exists in namespace default (created ")
     assert "phase Running); delete it first: hvdk8s delete vgg16 -n default" in str(err.value)
     writes = [r for r in srv.request_log if r.method in ("POST", "PUT", "PATCH", "DELETE")]
@@ -271,9 +272,9 @@ def test_leftovers_block_a_resubmit_until_deleted(k8s):
     backend = k8s.backend()
     spec = make_spec(k8s, workers=1, gpus_per_worker=1)
     with pytest.raises(UserError, match="phase partially deleted"):
-        backend.create_job(spec, None)
+        create_job(backend, spec, None)
     assert backend.delete("vgg16") is True
-    backend.create_job(spec, None, schedule_timeout=20)
+    create_job(backend, spec, None, schedule_timeout=20)
 
 
 def test_a_foreign_job_with_the_launcher_name_is_refused(k8s):
@@ -284,7 +285,7 @@ def test_a_foreign_job_with_the_launcher_name_is_refused(k8s):
                     "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}})
     before = posts(srv)
     with pytest.raises(UserError, match="a Job named vgg16-launcher that is not an hvdk8s job"):
-        k8s.backend().create_job(make_spec(k8s, workers=1), None)
+        create_job(k8s.backend(), make_spec(k8s, workers=1), None)
     assert posts(srv) == before
 
 
@@ -294,7 +295,7 @@ def test_a_foreign_object_with_a_clashing_name_rolls_back(k8s):
                 "metadata": {"name": "vgg16-config", "namespace": "default"}, "data": {}})
     backend = k8s.backend()
     with pytest.raises(UserError, match="configmaps vgg16-config .* not part of job vgg16"):
-        backend.create_job(make_spec(k8s, workers=1), None)
+        create_job(backend, make_spec(k8s, workers=1), None)
     assert leftovers(srv, "vgg16") == []
     assert srv.get("configmaps", "vgg16-config"), "someone else's object is not touched"
 
@@ -305,7 +306,7 @@ def test_rbac_refusal_names_verb_and_resource_and_rolls_back(k8s):
     srv.forbid("create", "pods", "default")
     backend = k8s.backend()
     with pytest.raises(UserError) as err:
-        backend.create_job(make_spec(k8s, workers=2), None)
+        create_job(backend, make_spec(k8s, workers=2), None)
     assert str(err.value).startswith("forbidden: cannot create pods in namespace default (RBAC)")
     assert leftovers(srv, "vgg16") == []
 
@@ -316,7 +317,7 @@ def test_flaky_server_is_retried(k8s):
     backend.client.retry.sleep = lambda s: None
     srv.fail_next(2, 503, method="POST")
     srv.fail_next(1, 429, method="GET", path_regex=r"/pods$")
-    result = backend.create_job(make_spec(k8s, workers=2), None, schedule_timeout=20)
+    result = create_job(backend, make_spec(k8s, workers=2), None, schedule_timeout=20)
     assert "launcher started" in result.message
     assert srv.faults.pending == 0
     assert len(srv.objects("pods", "default")) >= 2
@@ -335,7 +336,7 @@ def test_create_retried_after_it_landed_counts_as_created(k8s):
         return real_create(obj, dry_run=dry_run)  # ... so the retry meets 409
 
     backend.client.create = lost_answer
-    result = backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    result = create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert "launcher started" in result.message
     assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
 
@@ -349,7 +350,7 @@ def test_a_create_whose_answer_was_lost_is_retried_and_counts_as_created(k8s):
     backend.client.retry.sleep = lambda s: None
     srv.fail_next(1, method="POST", path_regex=r"/configmaps$", lose_answer=True)
     srv.clear_requests()
-    result = backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    result = create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert "launcher started" in result.message
     assert srv.count_requests("POST", r"/configmaps$") == 2
     assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
@@ -369,7 +370,7 @@ def test_ctrl_c_during_submit_rolls_back(k8s):
 
     backend.client.create = interrupted
     with pytest.raises(KeyboardInterrupt):
-        backend.create_job(make_spec(k8s, workers=2, gpus_per_worker=1), None)
+        create_job(backend, make_spec(k8s, workers=2, gpus_per_worker=1), None)
     assert calls == ["Job", "ConfigMap", "Secret", "Service"]
     assert leftovers(srv, "vgg16") == []
 
@@ -380,7 +381,7 @@ def test_failing_worker_fails_the_job_with_its_log(k8s):
     srv.script_pod("vgg16-worker-1", logs=[(0.2, "NCCL WARN Call to connect returned "
                                                  "Connection refused"), "fatal"], exit_code=1)
     backend = k8s.backend()
-    backend.create_job(make_spec(k8s, workers=2), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=2), None, schedule_timeout=20)
     status = backend.wait("vgg16", timeout=20)
     assert (status.phase, status.reason) == ("Failed", "WorkerFailed")
     assert status.message.startswith("vgg16-worker-1 failed (exit 1")
@@ -394,7 +395,7 @@ def test_failing_worker_fails_the_job_with_its_log(k8s):
 def test_wait_times_out(k8s):
     k8s.server()
     backend = k8s.backend()
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     with pytest.raises(Timeout, match="job vgg16 is still Running after 0.5s") as err:
         backend.wait("vgg16", timeout=0.5)
     assert err.value.exit_code == 124
@@ -406,7 +407,7 @@ def test_follow_survives_a_replaced_launcher_and_ends_with_the_job(k8s):
         Run([(0.2, "attempt 1"), "boom"], exit_code=1),
         Run([(0.2, "attempt 2"), "total images/sec: 42.0"], exit_code=0)])
     backend = k8s.backend(poll=0.1)
-    backend.create_job(make_spec(k8s, workers=1, run_policy={"backoff_limit": 1}), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1, run_policy={"backoff_limit": 1}), None, schedule_timeout=20)
     lines = list(backend.logs("vgg16", follow=True))
     assert lines == ["attempt 1", "boom", "attempt 2", "total images/sec: 42.0"]
     assert backend.get("vgg16").phase == "Succeeded"
@@ -417,7 +418,7 @@ def test_logs_of_all_pods_are_prefixed(k8s):
     srv.script_pod("vgg16-worker-0", logs=["sshd ready"], exit_code=None)
     k8s.script_launcher("vgg16", ["mpirun started"], exit_code=None)
     backend = k8s.backend()
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     srv.wait_for(lambda: [p["status"].get("phase") for p in srv.objects("pods", "default")
                           if names.LABEL_JOB in p["metadata"]["labels"]] == ["Running", "Running"])
     launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
@@ -436,7 +437,7 @@ def test_logs_of_all_pods_are_prefixed_after_the_job_finished(k8s, follow):
     srv = k8s.server()
     k8s.script_launcher("vgg16", ["mpirun started", "total images/sec: 12.0"])
     backend = k8s.backend(poll=0.1)
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert backend.wait("vgg16", timeout=20).phase == "Succeeded"
     # cleanPodPolicy Running removed the worker: the launcher is the only pod left.
     launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
@@ -453,7 +454,7 @@ def test_logs_of_a_worker_index_outside_the_job_is_a_usage_error(k8s):
     srv = k8s.server()
     k8s.script_launcher("long1", ["running"], exit_code=None)
     backend = k8s.backend()
-    backend.create_job(make_spec(k8s, name="long1", workers=2), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, name="long1", workers=2), None, schedule_timeout=20)
     srv.wait_for(lambda: len(srv.objects("pods", "default")) == 3)
     with pytest.raises(UsageError, match=r"^--worker: job long1 has worker pods 0\.\.1, not 3$"):
         list(backend.logs("long1", worker=3))
@@ -466,7 +467,7 @@ def test_clean_pod_policy_applies_once_the_launcher_is_done(k8s, policy, left):
     k8s.script_launcher("vgg16", ["done"], exit_code=0)
     backend = k8s.backend()
     spec = make_spec(k8s, workers=1, run_policy={"clean_pod_policy": policy})
-    backend.create_job(spec, None, schedule_timeout=20)
+    create_job(backend, spec, None, schedule_timeout=20)
     status = backend.wait("vgg16", timeout=20)
     assert status.phase == "Succeeded"
     remaining = sorted(p["metadata"]["labels"][names.LABEL_ROLE]
@@ -481,7 +482,7 @@ def test_operator_mode_without_the_crd_creates_nothing(k8s):
     srv = k8s.server()
     before = posts(srv)
     with pytest.raises(UserError) as err:
-        k8s.backend().create_job(make_spec(k8s, workers=2, gpus_per_worker=1), None, mode="operator")
+        create_job(k8s.backend(), make_spec(k8s, workers=2, gpus_per_worker=1), None, mode="operator")
     assert str(err.value) == OPERATOR_MISSING
     assert posts(srv) == before
 
@@ -491,7 +492,7 @@ def test_operator_mode_creates_the_mpijob_and_the_objects_it_mounts(k8s):
     srv.install_crd("mpijob")
     backend = k8s.backend()
     spec = make_spec(k8s, workers=2, gpus_per_worker=1, command=())  # the built-in benchmark
-    result = backend.create_job(spec, plan(backend, spec), mode="operator")
+    result = create_job(backend, spec, plan(backend, spec), mode="operator")
     assert [o["kind"] for o in result.objects] == ["MPIJob", "ConfigMap"]
     mpijob = srv.get("mpijobs.kubeflow.org", "vgg16")
     mounted = {v["configMap"]["name"]
@@ -517,7 +518,7 @@ def test_operator_mode_rolls_back_the_mpijob_when_a_later_object_is_refused(k8s)
     backend = k8s.backend()
     spec = make_spec(k8s, workers=2, gpus_per_worker=1, command=())
     with pytest.raises(UserError, match="forbidden: cannot create configmaps"):
-        backend.create_job(spec, plan(backend, spec), mode="operator")
+        create_job(backend, spec, plan(backend, spec), mode="operator")
     assert srv.objects("mpijobs.kubeflow.org", "default") == []
     assert leftovers(srv, "vgg16") == []
 
@@ -529,7 +530,7 @@ def test_list_makes_the_same_number_of_calls_for_any_number_of_jobs(k8s):
     counts = []
     for batch in (("a", "b"), ("c", "d", "e", "f")):
         for job in batch:
-            backend.create_job(make_spec(k8s, name=job, workers=1), None, schedule_timeout=20)
+            create_job(backend, make_spec(k8s, name=job, workers=1), None, schedule_timeout=20)
         srv.clear_requests()
         rows = backend.list()
         counts.append(srv.count_requests())
@@ -541,7 +542,7 @@ def test_measured_rate_is_recorded_once_on_the_root_and_listed(k8s):
     srv = k8s.server()
     k8s.script_launcher("vgg16", ["total images/sec: 400.00"])
     backend = k8s.backend()
-    backend.create_job(make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert [r.images_per_sec for r in backend.list()] == [None]  # not measured yet
     assert backend.wait("vgg16", timeout=20).images_per_sec == 400.0
     root = srv.get("jobs", names.launcher("vgg16"))
@@ -590,7 +591,7 @@ def test_kueue_gang_in_built_in_mode_is_refused_before_anything_is_created(k8s):
     before = posts(srv)
     with pytest.raises(UsageError, match=r"kueue does not gang-schedule built-in mode.*"
                                          r"use --mode operator"):
-        backend.create_job(spec, plan(backend, spec), schedule_timeout=20)
+        create_job(backend, spec, plan(backend, spec), schedule_timeout=20)
     assert posts(srv) == before and leftovers(srv, "vgg16") == []
 
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from kubesim.auth import Attributes
+from kubesim.server import KubeAPIServer
 from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy, connect
 from launcher.errors import UsageError
-from kubesim.auth import Attributes
-from kubesim.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
+from tests.launcher.backends.contract_calls import create_job
 from tests.launcher.backends.kubernetes.test_k8s_auth import _b64, _plugin, _runs, _write
 from tests.paths import ROOT as REPO
 from tests.tls_certs import Pki, make_pki
@@ -403,7 +404,7 @@ def test_wait_goes_on_past_an_oidc_tokens_expiry(k8s, pki, issuer, tmp_path):
     k8s.script_launcher("vgg16", logs=[(8.0, "done")], exit_code=0)
     spec = build_spec(name="vgg16", namespace="default", image=k8s.image, workers=1,
                       command=("python", "train.py"))
-    k8s.backend().create_job(spec, None, schedule_timeout=20)
+    create_job(k8s.backend(), spec, None, schedule_timeout=20)
 
     def expire() -> None:
         srv.tokens.revoke(first)

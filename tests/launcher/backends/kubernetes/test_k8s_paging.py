@@ -9,6 +9,7 @@ from launcher.backends.kubernetes.client import POD, ApiError, RetryPolicy, conn
 from launcher.backends.kubernetes.ratelimit import BURST, QPS, RateLimiter
 from mpijob.jobspec.spec import build_spec
 from mpijob.scheduling.placement import PlacementRequest, place
+from tests.launcher.backends.contract_calls import create_job
 
 
 def add_pods(srv, n, node="gpu-node-0", gpus=0):
@@ -92,7 +93,7 @@ def test_submit_rechecks_the_planned_nodes_in_one_list_of_each_kind(k8s, monkeyp
         ("0", None), ("0", None)]
     monkeypatch.setattr(kclient, "PAGE_SIZE", 3)
     srv.clear_requests()
-    backend.create_job(spec, placement, schedule_timeout=20)
+    create_job(backend, spec, placement, schedule_timeout=20)
     reads = [(r.path, r.query) for r in srv.request_log if r.method == "GET"
              and "watch" not in r.query and r.path in ("/api/v1/nodes", "/api/v1/pods")
              or r.path.startswith("/api/v1/nodes/")]

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from launcher.backends.kubernetes import status as kstatus
-from launcher.backends.kubernetes.liststream import iter_chunks, parse_list
+from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.projections import StatusPod
 from tests.launcher.backends.kubernetes.test_k8s_status import launcher, root, worker
+from tests.launcher.backends.kubernetes.test_liststream import iter_chunks
 
 STATES = st.sampled_from([
     {}, {"phase": "Pending", "waiting": {"reason": "ImagePullBackOff", "message": "no pull"}},

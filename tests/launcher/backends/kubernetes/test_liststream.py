@@ -13,8 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from launcher.backends.kubernetes import liststream
-from launcher.backends.kubernetes.liststream import iter_chunks, parse_list
+from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.projections import PlacementPod
+
+
+def iter_chunks(data: bytes, size: int):
+    """`data` in pieces of `size`, as a response arrives."""
+    for i in range(0, len(data), size):
+        yield data[i:i + size]
 
 
 def project(pod: dict) -> dict:

@@ -25,6 +25,7 @@ from launcher.backends.local import procs as local_procs
 from launcher.backends.local.state import job_paths, read_json
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
+from tests.launcher.backends.contract_calls import start_local
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
 
@@ -61,7 +62,7 @@ def test_two_rank_horovod_benchmark_runs_to_success(backend):
     spec = JobSpec(name="bench", workers=2, gpus_per_worker=0, benchmark=dict(
         model="resnet50", batch_size=8, image_size=64, num_batches=5, num_warmup_batches=2))
     started = time.monotonic()
-    result = backend.start(spec, None, mode="pods")
+    result = start_local(backend, spec, None, mode="pods")
     assert result.backend == "local" and result.name == "bench"
     status = backend.wait("bench", timeout=600)
     elapsed = time.monotonic() - started
@@ -119,7 +120,7 @@ def test_submit_starts_the_launch_prepare_decided_and_decides_nothing_again(back
 def test_ranks_stopped_because_another_failed_are_terminated_not_failed(backend):
     program = ("import os,sys,time; r=int(os.environ['OMPI_COMM_WORLD_RANK']); "
                "time.sleep(0.5) if r==2 else None; sys.exit(3) if r==2 else time.sleep(60)")
-    backend.start(JobSpec(name="cut", workers=3, command=("python", "-c", program)), None, mode="pods")
+    start_local(backend, JobSpec(name="cut", workers=3, command=("python", "-c", program)), None, mode="pods")
     status = backend.wait("cut", timeout=60)
     assert status.phase == FAILED and status.message == "rank 2 exited with code 3"
     phases = [(r.phase, r.exit_code, r.message) for r in status.replicas]
@@ -130,7 +131,7 @@ def test_ranks_stopped_because_another_failed_are_terminated_not_failed(backend)
 def test_a_job_past_its_deadline_is_stopped(backend):
     token = uuid.uuid4().hex
     spec = _sleeper("late", token, run_policy=dict(active_deadline_seconds=1))
-    backend.start(spec, None, mode="pods")
+    start_local(backend, spec, None, mode="pods")
     status = backend.wait("late", timeout=30)
     assert status.phase == FAILED and status.reason == "deadline exceeded"
     assert {r.phase for r in status.replicas} == {"Terminated"}
@@ -140,10 +141,10 @@ def test_a_job_past_its_deadline_is_stopped(backend):
 
 # ------------------------------------------------------------------ names
 def test_a_taken_name_is_refused_and_the_job_left_untouched(backend):
-    backend.start(JobSpec(name="twice", workers=1, command=("true",)), None, mode="pods")
+    start_local(backend, JobSpec(name="twice", workers=1, command=("true",)), None, mode="pods")
     paths = job_paths("twice", "default")
     with pytest.raises(UserError) as err:
-        backend.start(JobSpec(name="twice", workers=2, command=("false",)), None, mode="pods")
+        start_local(backend, JobSpec(name="twice", workers=2, command=("false",)), None, mode="pods")
     assert str(err.value) == ("job twice already exists in namespace default; "
                               "delete it first: hvdk8s delete twice")
     assert err.value.exit_code == 1
@@ -151,19 +152,19 @@ def test_a_taken_name_is_refused_and_the_job_left_untouched(backend):
     assert json.loads(paths.spec.read_text())["workers"] == 1
     # A finished job still holds its name, as on Kubernetes.
     with pytest.raises(UserError, match="already exists"):
-        backend.start(JobSpec(name="twice", command=("true",)), None, mode="pods")
+        start_local(backend, JobSpec(name="twice", command=("true",)), None, mode="pods")
     assert [p.name for p in paths.dir.parent.iterdir()] == ["twice"]
 
 
 def test_namespaces_keep_jobs_apart(backend):
-    backend.start(JobSpec(name="same", command=("true",)), None, mode="pods")
-    backend.start(JobSpec(name="same", namespace="team", command=("true",)), None, mode="pods")
+    start_local(backend, JobSpec(name="same", command=("true",)), None, mode="pods")
+    start_local(backend, JobSpec(name="same", namespace="team", command=("true",)), None, mode="pods")
     assert backend.wait("same", "team", timeout=30).namespace == "team"
     assert [s.namespace for s in backend.list()] == ["default"]
     assert [s.namespace for s in backend.list("team")] == ["team"]
     assert sorted(s.namespace for s in backend.list(all_namespaces=True)) == ["default", "team"]
     with pytest.raises(UserError, match=r"hvdk8s delete same -n team$"):
-        backend.start(JobSpec(name="same", namespace="team", command=("true",)), None, mode="pods")
+        start_local(backend, JobSpec(name="same", namespace="team", command=("true",)), None, mode="pods")
 
 
 def test_unknown_job_and_bad_rank(backend):
@@ -171,7 +172,7 @@ def test_unknown_job_and_bad_rank(backend):
         backend.get("ghost")
     with pytest.raises(NotFound):
         backend.logs("ghost")
-    backend.start(JobSpec(name="one", workers=2, command=("true",)), None, mode="pods")
+    start_local(backend, JobSpec(name="one", workers=2, command=("true",)), None, mode="pods")
     with pytest.raises(UsageError, match=r"--rank: job one has ranks 0\.\.1, not 2"):
         backend.logs("one", rank=2)
 
@@ -179,7 +180,7 @@ def test_unknown_job_and_bad_rank(backend):
 # ------------------------------------------------------------------ supervision
 def test_a_lost_supervisor_is_reported_and_its_ranks_can_be_deleted(backend):
     token = uuid.uuid4().hex
-    backend.start(_sleeper("orphan", token), None, mode="pods")
+    start_local(backend, _sleeper("orphan", token), None, mode="pods")
     _wait_until(lambda: len(_cmdline_pids(token)) >= 2)
     pid = read_json(job_paths("orphan", "default").status)["supervisor_pid"]
     os.kill(pid, signal.SIGKILL)
@@ -196,7 +197,7 @@ def test_a_lost_supervisor_is_reported_and_its_ranks_can_be_deleted(backend):
 
 def test_sigterm_to_the_supervisor_stops_the_ranks_and_fails_the_job(backend):
     token = uuid.uuid4().hex
-    backend.start(_sleeper("stopped", token), None, mode="pods")
+    start_local(backend, _sleeper("stopped", token), None, mode="pods")
     _wait_until(lambda: len(_cmdline_pids(token)) >= 2)
     os.kill(read_json(job_paths("stopped", "default").status)["supervisor_pid"], signal.SIGTERM)
     status = backend.wait("stopped", timeout=30)
@@ -207,7 +208,7 @@ def test_sigterm_to_the_supervisor_stops_the_ranks_and_fails_the_job(backend):
 
 def test_wait_times_out_with_exit_code_124(backend):
     token = uuid.uuid4().hex
-    backend.start(_sleeper("slow", token), None, mode="pods")
+    start_local(backend, _sleeper("slow", token), None, mode="pods")
     started = time.monotonic()
     with pytest.raises(Timeout) as err:
         backend.wait("slow", timeout=0.5)
@@ -218,7 +219,7 @@ def test_wait_times_out_with_exit_code_124(backend):
 
 def test_follow_streams_lines_until_the_job_ends(backend):
     program = "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)\n"
-    backend.start(JobSpec(name="talk", command=("python", "-c", program)), None, mode="pods")
+    start_local(backend, JobSpec(name="talk", command=("python", "-c", program)), None, mode="pods")
     seen = []
     for line in backend.logs("talk", follow=True):
         seen.append((time.monotonic(), line))
@@ -230,7 +231,7 @@ def test_follow_streams_lines_until_the_job_ends(backend):
 
 def test_a_users_own_mpirun_line_runs_untouched(backend):
     line = f"mpirun -np 2 python -c {json.dumps('print(42)')}"
-    backend.start(JobSpec(name="own", command=(line,), shell=True), None, mode="pods")
+    start_local(backend, JobSpec(name="own", command=(line,), shell=True), None, mode="pods")
     status = backend.wait("own", timeout=60)
     assert status.phase == SUCCEEDED, status.log_tail
     # Both ranks share mpirun's stdout, so their lines may interleave ("4242").
@@ -241,7 +242,7 @@ def test_a_users_own_mpirun_line_runs_untouched(backend):
 
 def test_a_bare_python3_in_a_users_own_mpirun_line_is_this_python(backend):
     line = "mpirun -np 1 python3 -c 'import sys; print(sys.executable)'"
-    backend.start(JobSpec(name="ownpy", command=(line,), shell=True), None, mode="pods")
+    start_local(backend, JobSpec(name="ownpy", command=(line,), shell=True), None, mode="pods")
     status = backend.wait("ownpy", timeout=60)
     assert status.phase == SUCCEEDED, status.log_tail
     assert list(backend.logs("ownpy")) == [sys.executable]
@@ -250,5 +251,5 @@ def test_a_bare_python3_in_a_users_own_mpirun_line_is_this_python(backend):
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")
 def test_gpus_on_a_machine_without_gpus_fail_before_anything_starts(backend, tmp_path):
     with pytest.raises(UserError, match="--gpus 1: cannot see this machine's GPUs.*--gpus 0"):
-        backend.start(JobSpec(name="nogpu", gpus_per_worker=1), None, mode="pods")
+        start_local(backend, JobSpec(name="nogpu", gpus_per_worker=1), None, mode="pods")
     assert not (tmp_path / "home" / "jobs" / "default" / "nogpu").exists()

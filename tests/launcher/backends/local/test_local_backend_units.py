@@ -43,6 +43,7 @@ from launcher.errors import UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import MpiDialect
 from mpijob.phases import JobPhase
+from tests.launcher.backends.contract_calls import describe_local, start_local
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
 OPEN_MPI_4 = LocalMpi("/usr/bin/mpirun", MpiDialect("OpenMPI", 4))
@@ -496,7 +497,7 @@ def test_too_few_free_gpus_is_refused_naming_the_options(gpu_machine):
 def test_describe_shows_the_gpu_command_without_creating_anything(gpu_machine, tmp_path, monkeypatch):
     pytest.importorskip("mpijob.scheduling.placement")
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
-    described = LocalBackend().describe(JobSpec(name="g", workers=1, gpus_per_worker=2))
+    described = describe_local(LocalBackend(), JobSpec(name="g", workers=1, gpus_per_worker=2))
     assert described["ranks"] == 2 and len(described["gpus"]) == 2
     assert described["env"]["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, described["gpus"]))
     assert "mpirun" in described["command"] and "--device gpu" in described["command"]
@@ -626,7 +627,7 @@ def test_more_ranks_than_the_machine_can_run_are_refused_before_anything_starts(
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path))
     monkeypatch.setattr(launching_module, "usable_cores", lambda: 2)
     with pytest.raises(UserError) as err:
-        LocalBackend().start(JobSpec(name="many", workers=4096, command=("true",)), None, mode="pods")
+        start_local(LocalBackend(), JobSpec(name="many", workers=4096, command=("true",)), None, mode="pods")
     message = str(err.value)
     assert message.startswith("--workers 4096 is 4096 ranks") and "\n" not in message
     assert "each rank as a process on this machine" in message and "at most 32" in message

@@ -19,6 +19,7 @@ from launcher.backends.local import procs as local_procs
 from launcher.backends.local.state import job_paths, read_json
 from mpijob.k8s.command import hostfile_text, mpirun_argv
 from tests import local_mpis
+from tests.launcher.backends.contract_calls import describe_local, start_local
 from tests.launcher.backends.local.test_local_backend import _cmdline_pids, _wait_until
 from tests.local_mpis import RANK, LocalMpiCase
 
@@ -31,7 +32,7 @@ def _python(program: str) -> tuple[str, ...]:
 
 def test_four_ranks_succeed_and_each_has_its_log(backend, local_mpi: LocalMpiCase):
     spec = local_mpi.spec(name="ok", workers=4, command=_python("print('hello from', r)"))
-    backend.start(spec, None, mode="pods")
+    start_local(backend, spec, None, mode="pods")
     status = backend.wait("ok", timeout=120)
     assert status.phase == SUCCEEDED, status.log_tail
     assert [r.phase for r in status.replicas] == [SUCCEEDED] * 4
@@ -69,7 +70,7 @@ def test_an_mpi_program_talks_across_four_ranks(backend, local_mpi: LocalMpiCase
                            capture_output=True, text=True, timeout=120)
     if built.returncode != 0:
         pytest.skip(f"{local_mpi.name}: mpicc cannot build here: {built.stderr.strip()[-200:]}")
-    backend.start(local_mpi.spec(name="mpi", workers=4, command=(str(tmp_path / "allreduce"),)),
+    start_local(backend, local_mpi.spec(name="mpi", workers=4, command=(str(tmp_path / "allreduce"),)),
                   None, mode="pods")
     status = backend.wait("mpi", timeout=120)
     assert status.phase == SUCCEEDED, status.log_tail
@@ -79,7 +80,7 @@ def test_an_mpi_program_talks_across_four_ranks(backend, local_mpi: LocalMpiCase
 
 def test_a_failing_rank_is_named_with_its_exit_code(backend, local_mpi: LocalMpiCase):
     program = "print('rank', r, flush=True); time.sleep(0.5) if r == 1 else None; sys.exit(3 if r == 1 else 0)"
-    backend.start(local_mpi.spec(name="bad", workers=3, command=_python(program)), None, mode="pods")
+    start_local(backend, local_mpi.spec(name="bad", workers=3, command=_python(program)), None, mode="pods")
     status = backend.wait("bad", timeout=120)
     assert status.phase == FAILED
     assert (status.reason, status.message) == ("rank failed", "rank 1 exited with code 3")
@@ -97,7 +98,7 @@ def test_a_failing_rank_is_named_with_its_exit_code(backend, local_mpi: LocalMpi
 def test_a_killed_rank_is_named_with_its_signal(backend, local_mpi: LocalMpiCase):
     program = ("time.sleep(0.3); os.kill(os.getpid(), signal.SIGKILL) if r == 1 else time.sleep(1)")
     command = ("python", "-c", f"import os, signal, sys, time; r = {RANK}; {program}")
-    backend.start(local_mpi.spec(name="kill", workers=2, command=command), None, mode="pods")
+    start_local(backend, local_mpi.spec(name="kill", workers=2, command=command), None, mode="pods")
     status = backend.wait("kill", timeout=120)
     assert status.phase == FAILED
     assert status.message == "rank 1 was killed by signal 9 (Killed)"
@@ -107,7 +108,7 @@ def test_a_killed_rank_is_named_with_its_signal(backend, local_mpi: LocalMpiCase
 def test_delete_of_a_running_job_leaves_no_process(backend, local_mpi: LocalMpiCase):
     token = uuid.uuid4().hex
     spec = local_mpi.spec(name="sleepy", workers=2, command=("sh", "-c", f"sleep 300; echo {token}"))
-    backend.start(spec, None, mode="pods")
+    start_local(backend, spec, None, mode="pods")
     raw = read_json(job_paths("sleepy", "default").status)
     _wait_until(lambda: len(_cmdline_pids(token)) >= 2)
     assert backend.get("sleepy").phase == RUNNING
@@ -123,7 +124,7 @@ def test_a_bare_python_is_the_one_that_runs_hvdk8s(backend, local_mpi: LocalMpiC
     # system's python3); PyPI's Open MPI 5 is a venv with its own python3, first on PATH.
     user_path = os.environ["PATH"]
     command = (python, "-c", "import os, sys; print(sys.executable); print(os.environ['PATH'])")
-    backend.start(local_mpi.spec(name="py", workers=2, command=command), None, mode="pods")
+    start_local(backend, local_mpi.spec(name="py", workers=2, command=command), None, mode="pods")
     status = backend.wait("py", timeout=120)
     assert status.phase == SUCCEEDED, status.log_tail
     shims = job_paths("py", "default").shims
@@ -143,7 +144,7 @@ def test_a_gpu_jobs_line_starts_under_this_mpirun(backend, local_mpi: LocalMpiCa
     monkeypatch.setattr(local_gpus, "_local_topology", lambda spec: preset("dgx1-v100"))
     monkeypatch.setattr(local_gpus, "busy_gpus", lambda count: set())
     spec = local_mpi.spec(name="gpu", workers=2, gpus_per_worker=1, command=("hostname",))
-    described = backend.describe(spec)
+    described = describe_local(backend, spec)
     argv = shlex.split(described["command"])
     if local_mpi.implementation == "OpenMPI":  # GPU ranks are not bound
         assert argv[argv.index("--bind-to") + 1] == "none" and "-bind-to" not in argv

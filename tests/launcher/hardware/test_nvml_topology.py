@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from launcher.agent import nvml_topology
 from launcher.errors import UserError
+from launcher.hardware import nvml_topology
 from tests import fake_pynvml
 from tests.topo_files import gpu_links
 
