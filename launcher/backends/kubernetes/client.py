@@ -114,6 +114,10 @@ _KNOWN = {(k.api_version, k.kind): k for k in (
     Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
     Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings",
          namespaced=False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
+         "validatingadmissionpolicies", namespaced=False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
+         "validatingadmissionpolicybindings", namespaced=False),
 )}
 
 
