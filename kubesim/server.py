@@ -12,8 +12,6 @@ from pathlib import Path
 from . import errors, mpijob_crd
 from .admission import Admission
 from .auth import Policy, Tokens
-from .rbac import (PRIVILEGED_GROUP, RBACAuthorizer, service_account_groups,
-                   service_account_user)
 from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
@@ -26,6 +24,7 @@ from .logs import LogBook
 from .mpi_operator import MPIOperator
 from .podutil import set_condition
 from .quota import QuotaController
+from .rbac import PRIVILEGED_GROUP, RBACAuthorizer, service_account_groups, service_account_user
 from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceType
 from .rest import Rest
 from .scheduler import Scheduler

@@ -9,10 +9,10 @@ from datetime import timedelta
 
 import pytest
 
+from kubesim.rbac import RBACAuthorizer
 from launcher.agent.start_guard_loop import StartGuard
 from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes.client import connect
-from kubesim.rbac import RBACAuthorizer
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import agent_manifests as am
 from mpijob.k8s import render_trainjob as tj

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kubesim.server import KubeAPIServer
 from launcher import __version__
 from launcher.cli.app import app
-from kubesim.server import KubeAPIServer
 from mpijob.errors import SpecError
 from mpijob.k8s import agent_manifests as am
 
