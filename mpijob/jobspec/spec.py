@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
-from mpijob.jobspec import defaults, names
+from mpijob.jobspec import defaults, names, refs
 from mpijob.jobspec.defaults import (
     CleanPodPolicy,
     GangScheduler,
@@ -53,8 +53,8 @@ from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts, parse_data
 from mpijob.jobspec.worker_share import ResourceShare
 from mpijob.wellknown import GPU_RESOURCE
 
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035 = refs.DNS1035
+DNS1123_LABEL = refs.DNS1123_LABEL
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Kubernetes allows these in env var names (validation.IsEnvVarName).
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
@@ -306,18 +306,15 @@ class JobSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not DNS1035.match(v):
-            raise ValueError(
-                f"{v!r} is not a valid name: use lower-case letters, digits and '-', "
-                "starting with a letter and ending with a letter or digit (e.g. vgg16-run1)"
-            )
+        if (why := refs.name_problem(v)) is not None:
+            raise ValueError(why)
         return v
 
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, v: str) -> str:
-        if not DNS1123_LABEL.match(v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a valid namespace (a DNS-1123 label, at most 63 characters)")
+        if (why := refs.namespace_problem(v)) is not None:
+            raise ValueError(why)
         return v
 
     @field_validator("image")

@@ -58,6 +58,11 @@ class Kind(gangs.ApiKind):
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        # `.` and `..` name no object (apimachinery path.IsValidPathSegmentName), and the URL
+        # would be folded into another path before it is sent.
+        for segment in (namespace, name):
+            if segment in (".", ".."):
+                raise UserError(f"{segment!r} is not a valid {self.kind} name or namespace")
         base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{quote(namespace, safe='')}"
