@@ -56,8 +56,10 @@ from mpijob.wellknown import GPU_RESOURCE
 DNS1035 = refs.DNS1035
 DNS1123_LABEL = refs.DNS1123_LABEL
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# Kubernetes allows these in env var names (validation.IsEnvVarName).
-ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+# What every mode can carry: a POSIX shell name. Kubernetes would take `.` and `-` too
+# (validation.IsEnvVarName), but Trainer mode's launch script and the local backend's
+# ranks pass the environment through `export NAME=...`, which dash refuses for them.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
@@ -343,7 +345,8 @@ class JobSpec(BaseModel):
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
             if not ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
+                raise ValueError(f"{key!r} is not a valid environment variable name: use "
+                                 "letters, digits and '_', not starting with a digit")
         return v
 
     @field_validator("networks", mode="before")

@@ -53,6 +53,12 @@ def test_operator_mode_validates_against_the_crd():
     (["--memory", "4XB"], "--memory"),
     (["--gpus", "-1"], "--gpus"),
     (["-e", "NOEQUALS"], "--env"),
+    # names only a POSIX shell takes: Trainer's launch script and local ranks `export` them
+    (["-e", "A.B=1"], "--env"),
+    (["-e", "A-B=1"], "--env"),
+    (["-e", "1A=1"], "--env"),
+    (["--mode", "trainjob", "-e", "A.B=1"], "--env"),
+    (["--backend", "local", "-e", "A-B=1"], "--env"),
     (["--cpu", "lots"], "--cpu"),
     (["--toleration", "k=v:Sometimes"], "--toleration"),
     (["--mode", "helm"], "--mode"),
