@@ -97,6 +97,8 @@ class SubmitOptions:
     # Kueue dispatches the job for (runPolicy.managedBy, spec.managedBy).
     trainer_version: str = "v1alpha1"
     managed_by: str | None = None
+    # A client dry run: what is printed, never sent (secrets it would make are placeholders).
+    shown_only: bool = False
 
 
 @dataclass(frozen=True)
