@@ -129,3 +129,20 @@ def test_the_service_account_option_is_the_only_way_to_a_token(mode):
     tokens = {p.token for p in audit(objects)}
     # Trainer's runtime patch cannot mount one: the pods run as the account, tokenless.
     assert tokens == ({False} if mode == "trainjob" else {True})
+
+
+FORWARDING = ("AllowTcpForwarding", "AllowStreamLocalForwarding", "AllowAgentForwarding",
+              "PermitTunnel", "X11Forwarding")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_worker_sshd_forwards_nothing(mode):
+    """The job's key logs into every worker; a worker's sshd that forwarded TCP would let
+    it open tunnels from inside the cluster network. mpirun's daemons connect directly."""
+    import json
+
+    text = json.dumps(_objects(mode, {}))
+    if mode == "pods":  # worker.sh writes an sshd_config
+        assert all(f"{option} no" in text for option in FORWARDING)
+    else:  # the operator's and Trainer's workers run sshd with -o options
+        assert all(f"-o {option}=no" in text for option in FORWARDING)
