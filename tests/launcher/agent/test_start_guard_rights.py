@@ -99,3 +99,26 @@ def test_the_per_node_agents_identity_cannot_sweep(k8s, tmp_path):
     with pytest.raises(Exception) as err:
         StartGuard(client).step()
     assert getattr(err.value, "status", None) == 403
+
+
+def test_doctor_says_whether_the_start_guard_runs(kube_server, kubeconfig):
+    import json
+
+    from typer.testing import CliRunner
+
+    from launcher.cli.app import app
+
+    def unattended():
+        result = CliRunner().invoke(app, ["--kubeconfig", kubeconfig, "doctor", "-o", "json"])
+        found = {f["check"]: f for f in json.loads(result.stdout)["findings"]}
+        return found["unattended cleanup"]
+
+    assert (unattended()["status"], unattended()["finding"]) == (
+        "warn", "the start guard is not installed")
+    kube_server.create(am.guard_deployment(namespace="kube-system", image="x:1"))
+    assert unattended()["finding"] == "the start guard is not available"
+
+    def available(d):
+        d["status"] = {"replicas": 1, "availableReplicas": 1}
+    kube_server.store.mutate("apps/deployments", "kube-system", am.GUARD_NAME, available)
+    assert unattended()["status"] == "ok"
