@@ -33,9 +33,10 @@ from launcher.backends.base import (
     Prepared,
     SubmitOptions,
     SubmitResult,
+    check_job,
+    check_namespace,
     status_key,
 )
-from launcher.backends.job_refs import check_job, check_namespace
 from launcher.backends.kubernetes import elastic, operator_schema, start_guard
 from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import status as st

@@ -34,7 +34,7 @@ from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from launcher.backends.job_refs import check_job, check_namespace
+from launcher.backends.base import check_job, check_namespace
 from launcher.backends.local import rank as local_rank
 from launcher.errors import UserError
 from launcher.formats.home import home
