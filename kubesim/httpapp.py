@@ -230,12 +230,15 @@ class App:
         attrs = Attributes(user.name, ra.get("verb") or "", ra.get("group") or "",
                            ra.get("resource") or "", ra.get("subresource") or "",
                            ra.get("namespace") or "", ra.get("name") or "", user.groups)
+        rbac = self.srv.policy.rbac
         try:
             self.srv.policy.check(attrs)
-            status = {"allowed": True, "reason": ("RBAC: allowed" if self.srv.policy.rbac
-                                                  else "allowed by the test server's policy")}
+            status = {"allowed": True, "reason": rbac.reason(attrs) if rbac
+                      else "allowed by the test server's policy"}
         except errors.ApiError as e:
-            status = {"allowed": False, "reason": e.message}
+            status = {"allowed": False}
+            if rbac is None or rbac.allows(attrs):  # refused by what a test forbade
+                status["reason"] = e.message
         return Response(201, {"kind": "SelfSubjectAccessReview",
                               "apiVersion": "authorization.k8s.io/v1",
                               "metadata": {"creationTimestamp": None},

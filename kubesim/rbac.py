@@ -75,18 +75,26 @@ class RBACAuthorizer:
     def __init__(self, store):
         self.store = store
 
-    def rules_for(self, user: str, groups: Iterable[str], namespace: str) -> Iterator[dict]:
-        """VisitRulesFor: the rules the user holds in `namespace` ('' : cluster scope)."""
+    def rules_for(self, user: str, groups: Iterable[str], namespace: str
+                  ) -> Iterator[tuple[str, dict]]:
+        """VisitRulesFor: (where it comes from, rule) for each rule the user holds in
+        `namespace` ('': cluster scope)."""
         groups = tuple(groups)
-        for binding in self.store.items(CLUSTER_ROLE_BINDINGS):
-            if any(applies_to(s, user, groups, "") for s in binding.get("subjects") or []):
-                yield from self._role_rules(binding.get("roleRef") or {}, "")
-        if not namespace:
-            return
-        for binding in self.store.items(ROLE_BINDINGS, namespace):
-            if any(applies_to(s, user, groups, namespace)
-                   for s in binding.get("subjects") or []):
-                yield from self._role_rules(binding.get("roleRef") or {}, namespace)
+        bindings = [("ClusterRoleBinding", b, "") for b in self.store.items(CLUSTER_ROLE_BINDINGS)]
+        if namespace:
+            bindings += [("RoleBinding", b, namespace)
+                         for b in self.store.items(ROLE_BINDINGS, namespace)]
+        for kind, binding, ns in bindings:
+            for subject in binding.get("subjects") or []:
+                if applies_to(subject, user, groups, ns):
+                    ref = binding.get("roleRef") or {}
+                    # rbac.go's authorizingVisitor names where an allowed request's rule is
+                    source = (f'{kind} "{binding["metadata"]["name"]}"'
+                              + (f' of {ref.get("kind")} "{ref.get("name")}"')
+                              + f' to {subject.get("kind")} "{subject.get("name")}"')
+                    for rule in self._role_rules(ref, ns):
+                        yield source, rule
+                    break
 
     def _role_rules(self, ref: dict, namespace: str) -> list[dict]:
         if ref.get("kind") == "ClusterRole":
@@ -98,6 +106,14 @@ class RBACAuthorizer:
         return list((role or {}).get("rules") or [])
 
     def allows(self, a: Attributes) -> bool:
+        return self.reason(a) is not None
+
+    def reason(self, a: Attributes) -> str | None:
+        """Why the request is allowed (as SelfSubjectAccessReview's status.reason says it),
+        None when it is not: RBAC denies with no reason of its own."""
         if PRIVILEGED_GROUP in a.groups:
-            return True
-        return any(rule_allows(r, a) for r in self.rules_for(a.user, a.groups, a.namespace))
+            return ""  # the privileged-group authorizer gives none
+        for source, rule in self.rules_for(a.user, a.groups, a.namespace):
+            if rule_allows(rule, a):
+                return f"RBAC: allowed by {source}"
+        return None

@@ -6,7 +6,9 @@ kubeconfigs are 0600 from the moment they exist."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,18 @@ def test_kubeconfigs_are_never_readable_by_others(tmp_path, monkeypatch):
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
     finally:
         cluster.server.stop()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
+def test_kubectl_auth_can_i_answers_from_the_same_rules(dev):
+    def can_i(*args: str, kubeconfig: Path = dev.kubeconfig) -> tuple[int, str]:
+        done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args],
+                              capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout.strip()
+
+    assert can_i("auth", "can-i", "create", "pods") == (0, "yes")
+    assert can_i("--as", "alice", "auth", "can-i", "create", "pods") == (1, "no")
+    restricted = dev.restricted_kubeconfig
+    assert can_i("auth", "can-i", "create", "pods", kubeconfig=restricted) == (0, "yes")
+    assert can_i("auth", "can-i", "create", "pods", "-n", "kube-system",
+                 kubeconfig=restricted) == (1, "no")

@@ -120,13 +120,15 @@ def test_impersonated_users_get_their_own_rules_and_self_access_reviews_agree(sr
     path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
     as_alice = {"Impersonate-User": "alice"}
     code, body = _call(srv, "POST", path, srv.token, review, as_alice)
-    assert code == 201 and body["status"]["allowed"] is False
+    assert code == 201 and body["status"] == {"allowed": False}  # RBAC gives no reason
     assert _call(srv, "POST", "/api/v1/namespaces/team/pods", srv.token, {}, as_alice)[0] == 403
     srv.create(_role("Role", "maker", [{"apiGroups": [""], "resources": ["pods"],
                                         "verbs": ["create"]}], "team"))
     srv.create(_binding("RoleBinding", "alice-makes", "Role", "maker",
                         [{"kind": "User", "name": "alice"}], "team"))
-    assert _call(srv, "POST", path, srv.token, review, as_alice)[1]["status"]["allowed"] is True
+    assert _call(srv, "POST", path, srv.token, review, as_alice)[1]["status"] == {
+        "allowed": True,
+        "reason": 'RBAC: allowed by RoleBinding "alice-makes" of Role "maker" to User "alice"'}
     # the admin's own review: all-powerful
     assert _call(srv, "POST", path, srv.token, review)[1]["status"]["allowed"] is True
     # alice may not impersonate anyone
