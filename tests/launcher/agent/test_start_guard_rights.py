@@ -122,3 +122,14 @@ def test_doctor_says_whether_the_start_guard_runs(kube_server, kubeconfig):
         d["status"] = {"replicas": 1, "availableReplicas": 1}
     kube_server.store.mutate("apps/deployments", "kube-system", am.GUARD_NAME, available)
     assert unattended()["status"] == "ok"
+
+
+def test_the_agents_role_is_enough_for_its_annotation(kube_server, tmp_path):
+    """What the DaemonSet does with its token, through RBAC: read and patch its Node."""
+    from launcher.agent.node_agent import NodeAnnotation
+
+    client = _client_as(kube_server, tmp_path, am.AGENT_NAME, am.AGENT_RULES)
+    annotation = NodeAnnotation(client)
+    assert annotation.get("gpu-node-0") is None
+    annotation.patch("gpu-node-0", '{"v":1}')
+    assert annotation.get("gpu-node-0") == '{"v":1}'
