@@ -133,3 +133,19 @@ def test_the_agents_role_is_enough_for_its_annotation(kube_server, tmp_path):
     assert annotation.get("gpu-node-0") is None
     annotation.patch("gpu-node-0", '{"v":1}')
     assert annotation.get("gpu-node-0") == '{"v":1}'
+
+
+def test_the_deployments_command_sweeps_once(k8s, monkeypatch):
+    """`hvdk8s agent --sweep-only` (what hvdk8s-start-guard runs) needs no NVML and no node."""
+    from typer.testing import CliRunner
+
+    from launcher.cli.app import app
+
+    srv = _stuck_jobs(k8s)
+    later = start_guard.utc_now() + timedelta(seconds=31)
+    monkeypatch.setattr(start_guard, "utc_now", lambda: later)
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    result = CliRunner().invoke(app, ["agent", "--sweep-only", "--once"])
+    assert result.exit_code == 0, result.output
+    assert srv.get("jobs", "bi-launcher")["spec"]["suspend"] is True
+    assert srv.get("trainjobs.trainer.kubeflow.org", "tj")["spec"]["suspend"] is True
