@@ -122,6 +122,7 @@ class Tokens:
     def revoke(self, token: str) -> None:
         with self._lock:
             self._tokens.pop(token, None)
+            self._groups.pop(token, None)
 
     def authenticate(self, header: str | None) -> str:
         if header and header.lower().startswith("bearer "):
