@@ -1,4 +1,6 @@
-"""Bearer-token authentication and a deny-list authorizer producing real 403 texts."""
+"""Bearer-token authentication and the authorizer: a deny-list tests set, in front of either
+AlwaysAllow (the default, kube-apiserver's --authorization-mode=AlwaysAllow) or RBAC
+(rbac.py), producing real 403 texts."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class Policy:
         self._rules: list[Rule] = []
         self._lock = threading.Lock()
         self.hook = None  # optional callable(Attributes) -> bool (True means deny)
+        self.rbac = None  # an rbac.RBACAuthorizer: then what no rule allows is denied
 
     def forbid(self, verb: str, resource: str, namespace: str | None = None,
                user: str | None = None, group: str | None = None) -> Rule:
@@ -79,6 +82,8 @@ class Policy:
             denied = any(r.matches(a) for r in self._rules)
         if not denied and self.hook is not None:
             denied = bool(self.hook(a))
+        if not denied and self.rbac is not None:
+            denied = not self.rbac.allows(a)
         if denied:
             raise errors.forbidden(a.group, a.resource, a.name or None, forbidden_message(a))
 
@@ -97,15 +102,27 @@ def forbidden_message(a: Attributes) -> str:
 class Tokens:
     def __init__(self):
         self._tokens: dict[str, str] = {}
+        self._groups: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
-    def add(self, token: str, user: str) -> None:
+    def add(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
+        """A token of `user`; `groups` as the token authenticator reports them (none: only
+        system:authenticated, as every authenticated user)."""
         with self._lock:
             self._tokens[token] = user
+            if groups:
+                self._groups[token] = tuple(groups)
+
+    def groups(self, header: str | None) -> tuple[str, ...] | None:
+        """The groups of the (already authenticated) bearer token, None when it names none."""
+        if header and header.lower().startswith("bearer "):
+            return self._groups.get(header[7:].strip())
+        return None
 
     def revoke(self, token: str) -> None:
         with self._lock:
             self._tokens.pop(token, None)
+            self._groups.pop(token, None)
 
     def authenticate(self, header: str | None) -> str:
         if header and header.lower().startswith("bearer "):

@@ -154,8 +154,13 @@ def make_pki() -> Pki:
                                  serialization.NoEncryption()))
 
 
-def write_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path, context: str) -> Path:
-    """A kubeconfig kubectl and hvdk8s both read: the CA inline, a token user."""
+def write_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path, context: str,
+                     token: str | None = None, user: str = "admin") -> Path:
+    """A kubeconfig kubectl and hvdk8s both read: the CA inline, a token user (the admin's,
+    unless `token` is another's). Created 0600: the token is never readable by others, not
+    even between the write and a chmod."""
+    import os
+
     import yaml
 
     doc = {
@@ -163,21 +168,56 @@ def write_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path, context: str) -> 
         "clusters": [{"name": context, "cluster": {
             "server": srv.url,
             "certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}}],
-        "users": [{"name": f"{context}-admin", "user": {"token": srv.token}}],
+        "users": [{"name": f"{context}-{user}", "user": {"token": token or srv.token}}],
         "contexts": [{"name": context, "context": {
-            "cluster": context, "user": f"{context}-admin", "namespace": "default"}}],
+            "cluster": context, "user": f"{context}-{user}", "namespace": "default"}}],
         "current-context": context,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    path.chmod(0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+    with os.fdopen(fd, "w") as f:
+        f.write(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+# What the restricted user may do: run jobs in namespace default, nothing cluster-wide (the
+# server enforces it: KubeAPIServer(rbac=True)). hvdk8s then plans as far as it may read.
+RESTRICTED_USER = "dev-user"
+RESTRICTED_RULES = [
+    {"apiGroups": [""], "verbs": ["*"], "resources": [
+        "pods", "pods/log", "services", "configmaps", "secrets", "events",
+        "persistentvolumeclaims"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["*"]},
+    {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["*"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["*"]},
+]
+
+
+def write_restricted_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path,
+                                context: str) -> Path:
+    """A second kubeconfig, for a user bound (a RoleBinding in default) to run jobs there
+    and nothing else: what a tenant of a shared cluster has."""
+    import secrets
+
+    rbac = "rbac.authorization.k8s.io"
+    srv.create({"apiVersion": f"{rbac}/v1", "kind": "Role",
+                "metadata": {"name": RESTRICTED_USER, "namespace": "default"},
+                "rules": RESTRICTED_RULES})
+    srv.create({"apiVersion": f"{rbac}/v1", "kind": "RoleBinding",
+                "metadata": {"name": RESTRICTED_USER, "namespace": "default"},
+                "subjects": [{"kind": "User", "name": RESTRICTED_USER, "apiGroup": rbac}],
+                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": RESTRICTED_USER}})
+    token = secrets.token_hex(16)
+    srv.add_token(token, RESTRICTED_USER)
+    return write_kubeconfig(srv, pki, path, context, token=token, user=RESTRICTED_USER)
 
 
 @dataclass
 class DevCluster:
     server: KubeAPIServer
     kubeconfig: Path
+    restricted_kubeconfig: Path | None = None  # write_restricted_kubeconfig's
 
 
 def start(shape: str, kubeconfig: Path, *, context: str = "hvdk8s-dev",
@@ -186,7 +226,9 @@ def start(shape: str, kubeconfig: Path, *, context: str = "hvdk8s-dev",
     pki = make_pki()
     with tempfile.TemporaryDirectory() as tmp:  # loaded into the context, then gone
         tls = pki.server_context(Path(tmp))
-    srv = KubeAPIServer(tls=tls)
+    srv = KubeAPIServer(tls=tls, rbac=True)
     SHAPES[shape].build(srv)
     srv.start(port=port)
-    return DevCluster(srv, write_kubeconfig(srv, pki, kubeconfig, context))
+    restricted = kubeconfig.with_name(f"{kubeconfig.stem}-restricted{kubeconfig.suffix}")
+    return DevCluster(srv, write_kubeconfig(srv, pki, kubeconfig, context),
+                      write_restricted_kubeconfig(srv, pki, restricted, context))

@@ -125,8 +125,14 @@ class App:
                 srv.tokens.authenticate(header)
             return Response(200, "ok" if path in _HEALTH else
                             discovery.version_info(srv.version))
-        user = impersonate(srv.policy, UserInfo(_client_certificate_user(h) or
-                                                srv.tokens.authenticate(header)), h.headers)
+        cert_user = _client_certificate_user(h)
+        if cert_user:
+            caller = UserInfo(cert_user)
+        else:
+            name = srv.tokens.authenticate(header)
+            groups = srv.tokens.groups(header)
+            caller = UserInfo(name, groups) if groups else UserInfo(name)
+        user = impersonate(srv.policy, caller, h.headers)
         if method == "GET":
             doc = self._discovery(path)
             if doc is not None:
@@ -224,11 +230,15 @@ class App:
         attrs = Attributes(user.name, ra.get("verb") or "", ra.get("group") or "",
                            ra.get("resource") or "", ra.get("subresource") or "",
                            ra.get("namespace") or "", ra.get("name") or "", user.groups)
+        rbac = self.srv.policy.rbac
         try:
             self.srv.policy.check(attrs)
-            status = {"allowed": True, "reason": "allowed by the test server's policy"}
+            status = {"allowed": True, "reason": rbac.reason(attrs) if rbac
+                      else "allowed by the test server's policy"}
         except errors.ApiError as e:
-            status = {"allowed": False, "reason": e.message}
+            status = {"allowed": False}
+            if rbac is None or rbac.allows(attrs):  # refused by what a test forbade
+                status["reason"] = e.message
         return Response(201, {"kind": "SelfSubjectAccessReview",
                               "apiVersion": "authorization.k8s.io/v1",
                               "metadata": {"creationTimestamp": None},

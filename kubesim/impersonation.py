@@ -36,13 +36,14 @@ class UserInfo:
     acting_for: str | None = None  # the authenticated caller, when impersonating
 
 
-def _asked(headers, requester: str) -> list[tuple[Attributes, str, str]]:
+def _asked(headers, requester: UserInfo) -> list[tuple[Attributes, str, str]]:
     """(the `impersonate` check, what is asked, its value) for each header."""
     out = []
 
     def check(resource: str, name: str, group: str = "", namespace: str = "",
               sub: str = "") -> Attributes:
-        return Attributes(requester, "impersonate", group, resource, sub, namespace, name)
+        return Attributes(requester.name, "impersonate", group, resource, sub, namespace, name,
+                          requester.groups)
 
     user = headers.get(USER)
     if user:
@@ -67,7 +68,7 @@ def _asked(headers, requester: str) -> list[tuple[Attributes, str, str]]:
 def impersonate(policy: Policy, requester: UserInfo, headers) -> UserInfo:
     """The user the request runs as; ApiError 403 naming what the caller may not
     impersonate, or 500 for groups/uid/extra without a user."""
-    asked = _asked(headers, requester.name)
+    asked = _asked(headers, requester)
     if not asked:
         return requester
     if not any(kind in ("user", "sa") for _, kind, _ in asked):

@@ -118,6 +118,12 @@ BUILTIN: list[ResourceType] = [
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
                  False),
+    # Stored only: their CEL is not evaluated here (the agent's own-node policy is checked
+    # by its text, tests/launcher/cli/test_agent_install.py).
+    ResourceType("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                 "ValidatingAdmissionPolicy", False, subresources=("status",)),
+    ResourceType("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                 "ValidatingAdmissionPolicyBinding", False),
     # Stored only (no controller): where cluster components run, read by `hvdk8s doctor`.
     ResourceType("apps", "v1", "deployments", "Deployment", short_names=("deploy",),
                  subresources=("status",)),

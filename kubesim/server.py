@@ -24,6 +24,7 @@ from .logs import LogBook
 from .mpi_operator import MPIOperator
 from .podutil import set_condition
 from .quota import QuotaController
+from .rbac import PRIVILEGED_GROUP, RBACAuthorizer, service_account_groups, service_account_user
 from .resources import ALIASES, GANG_SCHEDULERS, OPTIONAL, Registry, ResourceType
 from .rest import Rest
 from .scheduler import Scheduler
@@ -59,7 +60,7 @@ class KubeAPIServer:
                  controllers: bool = True, tick: float = 0.02, start_delay: float = 0.05,
                  readiness_delay: float = 0.0, restart_delay: float = 0.05,
                  version: str = "v1.31.0", pod_security: dict | None = None,
-                 tls: ssl.SSLContext | None = None):
+                 tls: ssl.SSLContext | None = None, rbac: bool = False):
         self.version = version
         # Serve HTTPS with this server context (its certificate; a client CA to verify
         # client certificates against, which then authenticate as their Common Name).
@@ -75,11 +76,14 @@ class KubeAPIServer:
         self.logbook = LogBook()
         self.rest = Rest(self.store, self.registry, self.objects_api, self.logbook)
         self.policy = Policy()
+        if rbac:  # --authorization-mode=RBAC; otherwise AlwaysAllow (less what tests forbid)
+            self.policy.rbac = RBACAuthorizer(self.store)
         self.tokens = Tokens()
         self.faults = Faults()
         self.user = user
         self.token = token or secrets.token_hex(16)
-        self.tokens.add(self.token, user)
+        # kubeadm's admin credential: a member of system:masters, which no authorizer denies
+        self.tokens.add(self.token, user, (PRIVILEGED_GROUP, "system:authenticated"))
         self.scheduler = Scheduler(self.store, tick)
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
                                restart_delay)
@@ -223,8 +227,16 @@ class KubeAPIServer:
             p.write_text(json.dumps(doc, indent=2))
         return str(p)
 
-    def add_token(self, token: str, user: str) -> None:
-        self.tokens.add(token, user)
+    def add_token(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
+        self.tokens.add(token, user, groups)
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token authenticating as the ServiceAccount (its user name and groups,
+        as the service account token authenticator reports them)."""
+        token = secrets.token_hex(16)
+        self.tokens.add(token, service_account_user(namespace, name),
+                        service_account_groups(namespace))
+        return token
 
     # -- cluster setup helpers ------------------------------------------------------------------------
     def add_node(self, name: str, gpus: int = 8, labels: dict | None = None,

@@ -69,12 +69,8 @@ class TopologyAgent:
         patch_annotation: Callable[[str, str], None],
         now: Callable[[], datetime] = utc_now,
         resync_every: int = DEFAULT_RESYNC_EVERY,
-        guard: Callable[[], list[str]] | None = None,
     ):
         self.node = node
-        # The start-timeout sweep of this node's hvdk8s pods (start_guard.sweep_node): what
-        # fails a job whose pods never start when no hvdk8s command is running.
-        self._guard = guard
         self._read_inventory = read_inventory
         self._list_pods = list_pods
         self._get_annotation = get_annotation
@@ -101,17 +97,8 @@ class TopologyAgent:
         )
 
     def step(self) -> bool:
-        """One observation (and start-timeout sweep); True when it patched the Node."""
-        changed = self._topology_step()
-        if self._guard is not None:
-            try:
-                for job in self._guard():
-                    log.info("job %s missed its start timeout: failed, pods released", job)
-            except Exception as exc:  # noqa: BLE001 - the topology annotation goes on regardless
-                log.warning("node %s: start-timeout sweep failed: %s", self.node, describe(exc))
-        return changed
-
-    def _topology_step(self) -> bool:
+        """One observation; True when it patched the Node. (The start-timeout sweep is the
+        hvdk8s-start-guard Deployment's: start_guard_loop.py.)"""
         payload = self.payload()
         content = annotation_content(payload)
         if self._written is None or self._steps_since_read >= self._resync_every:

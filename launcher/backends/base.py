@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic mod
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
 
-from mpijob.jobspec import defaults
+from launcher.errors import UsageError
+from mpijob.jobspec import defaults, refs
 from mpijob.phases import JobPhase
 
 # The phases' strings, as records carry them (mpijob.phases).
@@ -97,6 +98,8 @@ class SubmitOptions:
     # Kueue dispatches the job for (runPolicy.managedBy, spec.managedBy).
     trainer_version: str = "v1alpha1"
     managed_by: str | None = None
+    # A client dry run: what is printed, never sent (secrets it would make are placeholders).
+    shown_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,3 +248,18 @@ class Backend(Protocol):
     def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus: ...
 
     def delete(self, name: str, namespace: str | None = None) -> bool: ...
+
+
+# --- a job named on the command line (`get`, `logs`, `wait`, `scale`, `delete`, `list -n`):
+# refused in one line, exit 2, before any path or URL is made of it (mpijob.jobspec.refs)
+def check_namespace(namespace: str) -> str:
+    if (why := refs.namespace_problem(namespace)) is not None:
+        raise UsageError(f"-n/--namespace: {why}")
+    return namespace
+
+
+def check_job(name: str, namespace: str) -> str:
+    """The namespace, once both are known valid."""
+    if (why := refs.name_problem(name)) is not None:
+        raise UsageError(f"NAME: {why}")
+    return check_namespace(namespace)

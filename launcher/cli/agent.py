@@ -36,6 +36,10 @@ def agent(
         False, "--dry-run", help="Print the annotation value instead of patching the Node "
         "(without a kubelet: the topology, with no GPU allocations, and a note saying so)."
     ),
+    sweep_only: bool = typer.Option(
+        False, "--sweep-only", help="Only the start-timeout sweep of every node's hvdk8s "
+        "pods, no topology (what the hvdk8s-start-guard Deployment runs)."
+    ),
 ):
     # lazy: every CLI start imports the command modules; the agent's (NVML, gRPC, the Kubernetes
     # client) load only when it runs
@@ -45,6 +49,9 @@ def agent(
     from launcher.agent.podresources import list_pod_resources
     from launcher.hardware.nvml_topology import collect, load_nvml
 
+    if sweep_only:
+        _sweep_forever(interval, once)
+        return
     if not node_name and dry_run:
         import socket
 
@@ -71,8 +78,6 @@ def agent(
         agent_loop.run(printer, interval=interval, once=True)
         return
 
-    from launcher.backends.kubernetes.start_guard import sweep_node
-
     client = agent_loop.node_client()
     node_annotation = agent_loop.NodeAnnotation(client)
     worker = agent_loop.TopologyAgent(
@@ -81,7 +86,6 @@ def agent(
         list_pods=list_pods,
         get_annotation=node_annotation.get,
         patch_annotation=node_annotation.patch,
-        guard=lambda: sweep_node(client, node_name),
     )
     if not once:
         # Pod deletion sends SIGTERM: stop at once, with success.
@@ -99,3 +103,17 @@ def _pods_or_none(list_pods):
     except PodResourcesError as exc:
         typer.echo(f"note: no PodResources ({exc}): the report shows no GPU allocations", err=True)
         return ()
+
+
+def _sweep_forever(interval: int, once: bool) -> None:
+    import logging
+
+    from launcher.agent import node_agent as agent_loop
+    from launcher.agent.start_guard_loop import StartGuard
+
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    if not once:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    agent_loop.run(StartGuard(agent_loop.node_client()), interval=interval, once=once)

@@ -355,6 +355,8 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     spec = plan.spec
     for line in checked:
         note(f"note: {line}")
+    if client_dry_run:
+        submit_options = replace(submit_options, shown_only=True)
     prepared = _rendering(backend.prepare, plan, submit_options)
     for line in backend.admit(prepared, submit_options, dry_run=client_dry_run):
         note(f"note: {line}")
@@ -368,6 +370,13 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
                  "(its uid is assigned by the API server)"
                  + (", but the workers, which get one to the start gate's pod "
                     "(docs/cleanup.md)" if gated else ""))
+        import json
+
+        from launcher.preparing.sshkeys import PLACEHOLDER  # loaded by prepare already
+
+        if any(PLACEHOLDER in json.dumps(o) for o in objects):
+            note("note: the SSH key pair shown is a placeholder; submit generates a fresh "
+                 "one (no private key is printed)")
         return SubmitOutcome(spec.name, spec.namespace, backend, objects=objects, plan=plan)
 
     held.release()  # checked: the plan is shown before anything is created

@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
-from mpijob.jobspec import defaults, names
+from mpijob.jobspec import defaults, names, refs
 from mpijob.jobspec.defaults import (
     CleanPodPolicy,
     GangScheduler,
@@ -53,11 +53,13 @@ from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts, parse_data
 from mpijob.jobspec.worker_share import ResourceShare
 from mpijob.wellknown import GPU_RESOURCE
 
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035 = refs.DNS1035
+DNS1123_LABEL = refs.DNS1123_LABEL
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# Kubernetes allows these in env var names (validation.IsEnvVarName).
-ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+# What every mode can carry: a POSIX shell name. Kubernetes would take `.` and `-` too
+# (validation.IsEnvVarName), but Trainer mode's launch script and the local backend's
+# ranks pass the environment through `export NAME=...`, which dash refuses for them.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
@@ -306,18 +308,15 @@ class JobSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not DNS1035.match(v):
-            raise ValueError(
-                f"{v!r} is not a valid name: use lower-case letters, digits and '-', "
-                "starting with a letter and ending with a letter or digit (e.g. vgg16-run1)"
-            )
+        if (why := refs.name_problem(v)) is not None:
+            raise ValueError(why)
         return v
 
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, v: str) -> str:
-        if not DNS1123_LABEL.match(v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a valid namespace (a DNS-1123 label, at most 63 characters)")
+        if (why := refs.namespace_problem(v)) is not None:
+            raise ValueError(why)
         return v
 
     @field_validator("image")
@@ -346,7 +345,8 @@ class JobSpec(BaseModel):
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
             if not ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
+                raise ValueError(f"{key!r} is not a valid environment variable name: use "
+                                 "letters, digits and '_', not starting with a digit")
         return v
 
     @field_validator("networks", mode="before")

@@ -267,12 +267,16 @@ OPERATOR_SSHD_SCRIPT = """mkdir -p /run/sshd 2>/dev/null
 ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A >/dev/null
 keys=".ssh/authorized_keys"
 [ -f "${HOME:-/nonexistent}/.ssh/authorized_keys" ] && keys="$HOME/.ssh/authorized_keys $keys"
-exec /usr/sbin/sshd -De -o StrictModes=no -o "AuthorizedKeysFile=$keys" "$@"
+exec /usr/sbin/sshd -De -o StrictModes=no -o "AuthorizedKeysFile=$keys" \
+  -o AllowTcpForwarding=no -o AllowStreamLocalForwarding=no -o AllowAgentForwarding=no \
+  -o PermitTunnel=no -o X11Forwarding=no "$@"
 """
 
 
 def operator_sshd(extra_args: list[str]) -> list[str]:
-    """The operator-mode worker command: sshd in the foreground, logging to stderr."""
+    """The operator-mode worker command: sshd in the foreground, logging to stderr, with no
+    forwarding of any kind (mpirun's daemons connect back directly: a worker's sshd that
+    forwards would let the job's key open tunnels from inside the cluster network)."""
     return ["/bin/sh", "-c", OPERATOR_SSHD_SCRIPT, "hvdk8s-sshd", *extra_args]
 
 

@@ -132,7 +132,10 @@ def _runtime_spec(spec: JobSpec) -> dict:
     TrainJob's image, environment, resources and node count go to it (plugins/jobset/
     builder.go Trainer, core/trainingruntime.go newRuntimeInfo); and a `launcher` job,
     started once every node is Ready (dependsOn), running the job's launch script from its
-    ConfigMap (a runtime patch mounts it: a patch may not set a command or environment)."""
+    ConfigMap (a runtime patch mounts it: a patch may not set a command or environment).
+    Neither pod mounts a ServiceAccount token (the training program needs no API access;
+    a TrainJob's patch cannot turn it back on: PodSpecPatch has no such field, so with
+    --service-account the pods run as that account, without its token)."""
     sshd = {"name": NODE, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
             "command": operator_sshd(["-p", str(spec.ssh_port)]),
             "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2}}
@@ -151,10 +154,12 @@ def _runtime_spec(spec: JobSpec) -> dict:
                 {"name": NODE, "template": {
                     "metadata": {"labels": {ANCESTOR_LABEL: ANCESTOR_TRAINER}},
                     "spec": {"backoffLimit": 0, "template": {"spec": {
-                        "restartPolicy": "Never", "containers": [sshd]}}}}},
+                        "restartPolicy": "Never", "automountServiceAccountToken": False,
+                        "containers": [sshd]}}}}},
                 {"name": LAUNCHER, "dependsOn": [{"name": NODE, "status": "Ready"}],
                  "template": {"spec": {"backoffLimit": 0, "template": {"spec": {
-                     "restartPolicy": "Never", "containers": [launcher]}}}}},
+                     "restartPolicy": "Never", "automountServiceAccountToken": False,
+                     "containers": [launcher]}}}}},
             ]}},
     }
 

@@ -61,6 +61,8 @@ class Facts:
     trainer_versions: tuple[str, ...] = ()  # trainer.kubeflow.org versions serving trainjobs
     trainer_runtimes: list[dict] | None = None  # ClusterTrainingRuntimes (None: not readable)
     operator_deployment: dict | None = None  # the mpi-operator Deployment, when readable
+    # `install agent`'s hvdk8s-start-guard Deployment ({}: none; None: not readable)
+    start_guard: dict | None = None
     kueue_config: dict | None = None  # parsed controller_manager_config.yaml, when readable
     kueue_config_error: str | None = None
     served: set[str] = field(default_factory=set)  # "<apiVersion>/<plural>" of gang detect kinds
@@ -189,20 +191,24 @@ def _gpu_nodes(f: Facts) -> list[Finding]:
                            "assumes PCIe-only links and throughput is not predicted",
                            "install GPU Feature Discovery (part of the NVIDIA GPU Operator)"))
     out += _agent(f, gpu_nodes)
-    out += _unattended(gpu_nodes)
+    out += _unattended(f)
     return out
 
 
-def _unattended(gpu_nodes: list[dict]) -> list[Finding]:
-    """The agent's start-timeout sweep is what fails a job whose pods never start while no
-    hvdk8s command runs (docs/cleanup.md); a node without the agent has none."""
-    without = [n for n in gpu_nodes
-               if not ((n.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TOPOLOGY)]
-    if not without:
-        return [Finding("unattended cleanup", OK, "the agent on every GPU node fails jobs "
-                        "whose pods miss --start-timeout, with no hvdk8s command running")]
-    return [Finding("unattended cleanup", WARN, f"not available on {_names(without)} (no agent)",
-                    "a job whose pods never start there (image pull, config error) keeps its "
+def _unattended(f: Facts) -> list[Finding]:
+    """The start guard (`install agent`'s one-replica Deployment) is what fails a job whose
+    pods never start while no hvdk8s command runs (docs/cleanup.md)."""
+    guard = f.start_guard
+    if guard is None:
+        return [Finding("unattended cleanup", INFO, "Deployments cannot be listed",
+                        "whether a job whose pods never start is failed with no hvdk8s "
+                        "command running is unknown")]
+    if ((guard.get("status") or {}).get("availableReplicas") or 0) >= 1:
+        return [Finding("unattended cleanup", OK, "the start guard fails jobs whose pods miss "
+                        "--start-timeout, with no hvdk8s command running")]
+    why = "not available" if guard else "not installed"
+    return [Finding("unattended cleanup", WARN, f"the start guard is {why}",
+                    "a job whose pods never start (image pull, config error) keeps its "
                     "GPUs until someone runs hvdk8s get, wait or delete",
                     INSTALL_AGENT)]
 

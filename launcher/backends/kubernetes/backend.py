@@ -31,6 +31,8 @@ from launcher.backends.base import (
     Prepared,
     SubmitOptions,
     SubmitResult,
+    check_job,
+    check_namespace,
     status_key,
 )
 from launcher.backends.kubernetes import elastic, operator_schema, start_guard
@@ -197,7 +199,10 @@ class KubernetesBackend(KubernetesObjects):
         return default_namespace(self.context, self._kubeconfig)
 
     def _ns(self, namespace: str | None) -> str:
-        return namespace or self.namespace
+        return check_namespace(namespace or self.namespace)
+
+    def _job_ns(self, name: str, namespace: str | None) -> str:
+        return check_job(name, namespace or self.namespace)
 
     # -- cluster -----------------------------------------------------------------------------
     @_api_errors
@@ -769,7 +774,7 @@ class KubernetesBackend(KubernetesObjects):
 
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
-        ns = self._ns(namespace)
+        ns = self._job_ns(name, namespace)
         root, mode = self._root(name, ns)
         if (worker := self._dispatched(root, name, ns)) is not None:
             return worker.get(name, ns)
@@ -788,7 +793,7 @@ class KubernetesBackend(KubernetesObjects):
     @_api_errors
     def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
         """`hvdk8s scale`: an elastic job's workers, within its bounds."""
-        ns = self._ns(namespace)
+        ns = self._job_ns(name, namespace)
         root, mode = self._root(name, ns)
         if mode != "pods" and root is not None:
             raise UsageError(f"job {name} runs in operator mode, which has no elastic jobs")
@@ -805,7 +810,7 @@ class KubernetesBackend(KubernetesObjects):
              timeout: float | None = None) -> JobStatus:
         """Block until the job is terminal, woken by watches on its pods and roots
         (watching.py): no request while they are healthy and nothing changes."""
-        ns = self._ns(namespace)
+        ns = self._job_ns(name, namespace)
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
         with self._job_watch(name, ns) as seen:
@@ -847,7 +852,7 @@ class KubernetesBackend(KubernetesObjects):
                      poll: float = 2.0) -> Iterator[JobStatus]:
         """`get --watch`: the status now and at each change, woken by the same watches as
         `wait` (no polling while they are healthy); the last one is `get`'s, tidied."""
-        ns = self._ns(namespace)
+        ns = self._job_ns(name, namespace)
         last, seen_once = None, False
         with self._job_watch(name, ns) as seen:
             while True:
@@ -882,7 +887,7 @@ class KubernetesBackend(KubernetesObjects):
         if rank is not None:
             raise UsageError("--rank: ranks are a local-backend notion; on Kubernetes use "
                              "--worker INDEX or --all")
-        ns = self._ns(namespace)
+        ns = self._job_ns(name, namespace)
         pods = self._pods(name, ns)
         if not pods:  # none here: the job is gone, or MultiKueue ran it elsewhere
             root = self._root(name, ns)[0]
@@ -1006,7 +1011,7 @@ class KubernetesBackend(KubernetesObjects):
     @_api_errors
     def delete(self, name: str, namespace: str | None = None) -> bool:
         """Delete every object of the job and wait until they are gone; False if none was."""
-        return delete_job_objects(self.client, name, self._ns(namespace))
+        return delete_job_objects(self.client, name, self._job_ns(name, namespace))
 
 
 # --- helpers ----------------------------------------------------------------------------------

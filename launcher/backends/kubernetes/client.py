@@ -58,6 +58,11 @@ class Kind(gangs.ApiKind):
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        # `.` and `..` name no object (apimachinery path.IsValidPathSegmentName), and the URL
+        # would be folded into another path before it is sent.
+        for segment in (namespace, name):
+            if segment in (".", ".."):
+                raise UserError(f"{segment!r} is not a valid {self.kind} name or namespace")
         base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{quote(namespace, safe='')}"
@@ -114,6 +119,10 @@ _KNOWN = {(k.api_version, k.kind): k for k in (
     Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
     Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings",
          namespaced=False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
+         "validatingadmissionpolicies", namespaced=False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
+         "validatingadmissionpolicybindings", namespaced=False),
 )}
 
 
@@ -251,6 +260,13 @@ class RetryPolicy:
         class PolicyRetry(Retry):
             # urllib3 decides what to retry and counts the tries; the policy says how long
             # to wait (`history` holds one entry per try that failed so far).
+            def __init__(self, *args, **kw) -> None:
+                super().__init__(*args, **kw)
+                # A redirect to another host loses the credentials (urllib3's default) and
+                # who they act for: the Impersonate-* headers (Extra's names vary).
+                self.remove_headers_on_redirect = _DroppedOnRedirect(
+                    self.remove_headers_on_redirect)
+
             def sleep(self, response=None) -> None:
                 after = self.get_retry_after(response) if response is not None else None
                 delay = policy.delay(len(self.history), after)
@@ -262,6 +278,14 @@ class RetryPolicy:
 
         return PolicyRetry(total=self.tries - 1, allowed_methods=None,
                             status_forcelist=RETRYABLE_STATUS, raise_on_status=False)
+
+
+class _DroppedOnRedirect(frozenset):
+    """Header names (lower case) urllib3 drops on a redirect to another host."""
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or (
+            isinstance(name, str) and name.lower().startswith("impersonate-"))
 
 
 # --- connecting -------------------------------------------------------------------------------
@@ -322,6 +346,10 @@ class KubeClient:
         if not isinstance(status, dict):
             status = {}
         message = status.get("message") or raw.decode("utf-8", "replace").strip() or resp.reason
+        if 300 <= resp.status < 400:  # not followed: a request with a body (transport.py)
+            message = (f"the server redirected to {resp.headers.get('Location')}, which a "
+                       "request with a body does not follow (its body may hold a Secret); "
+                       "point the kubeconfig's server there")
         return ApiError(resp.status, status.get("reason") or resp.reason or "", message, **what)
 
     def request(self, method: str, path: str, *, query: dict | None = None, body=None,

@@ -27,6 +27,7 @@ from mpijob.scheduling.doctor import DRA_DRIVER, OPERATOR_PERMISSIONS, PERMISSIO
 from mpijob.scheduling.dra_devices import NIC_DRIVERS
 
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+START_GUARD_SELECTOR = "app.kubernetes.io/name=hvdk8s-start-guard"  # agent_manifests
 DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False)
 CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -92,6 +93,9 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         deployments = _optional(lambda: client.items(DEPLOYMENT, all_namespaces=True,
                                                      label_selector=OPERATOR_SELECTOR), [])
         facts.operator_deployment = deployments[0] if deployments else None
+    guards = _optional(lambda: client.items(DEPLOYMENT, all_namespaces=True,
+                                            label_selector=START_GUARD_SELECTOR))
+    facts.start_guard = None if guards is None else (guards[0] if guards else {})
     if "trainer.kubeflow.org" in facts.groups:
         from launcher.backends.kubernetes.trainjob import runtime_kind, trainjob_kind
 

@@ -81,12 +81,13 @@ class KubernetesObjects(BaseBackend):
         # lazy: choosing a backend imports this module for every job command; SSH keys
         # (cryptography) load only to submit or dry-run
         from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
-        from launcher.preparing.sshkeys import generate_ssh_keys
+        from launcher.preparing.sshkeys import generate_ssh_keys, placeholder_ssh_keys
 
         spec = plan.spec
+        keys = placeholder_ssh_keys if options.shown_only else generate_ssh_keys
         objects = render(
             spec, mode=options.mode, placement=plan.placement,
-            ssh=generate_ssh_keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
+            ssh=keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
             elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
             else None,

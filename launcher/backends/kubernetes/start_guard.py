@@ -179,25 +179,37 @@ def enforce(client, root: dict | None, mode: str, pods: list[dict],
     return True
 
 
-def sweep_node(client, node: str, now: datetime | None = None) -> list[str]:
-    """The agent's pass: jobs with a pod on `node` that missed their start timeout are
-    failed (each agent acts on its own node's pods; patches are idempotent). Returns the
-    jobs failed."""
+def sweep_node(client, node: str | None, now: datetime | None = None,
+               errors: list[str] | None = None) -> list[str]:
+    """The start guard's pass: jobs with a pod on `node` (None: on any node) that missed
+    their start timeout are failed (patches are idempotent). Returns the jobs failed; a job
+    the API refuses to read or fail is skipped, the others still swept, and its error added
+    to `errors` when given (else raised once the pass is done)."""
     pods = client.items(POD, None, all_namespaces=True, label_selector=names.job_selector(),
-                        field_selector=f"spec.nodeName={node}")
-    failed = []
+                        field_selector=f"spec.nodeName={node}" if node else None)
+    failed: list[str] = []
+    refused: list[str] = []
+    first: ApiError | None = None
     seen = set()
     for pod in pods:
         ns, name = st.meta(pod).get("namespace") or "", st.job_name_of(pod) or ""
         if (ns, name) in seen or not name:
             continue
         seen.add((ns, name))
-        root, mode = _root(client, name, ns)
-        if root is None:
-            continue
-        job_pods = client.items(POD, ns, label_selector=names.job_selector(name))
-        if enforce(client, root, mode, job_pods, now):
-            failed.append(f"{ns}/{name}")
+        try:
+            root, mode = _root(client, name, ns)
+            if root is None:
+                continue
+            job_pods = client.items(POD, ns, label_selector=names.job_selector(name))
+            if enforce(client, root, mode, job_pods, now):
+                failed.append(f"{ns}/{name}")
+        except ApiError as exc:
+            first = first or exc
+            refused.append(f"{ns}/{name}: {exc.message}")
+    if errors is not None:
+        errors.extend(refused)
+    elif first is not None:
+        raise first
     return failed
 
 

@@ -301,7 +301,8 @@ class Transport:
                 content_type: str | None = None, timeout: tuple[float, float | None]):
         """The urllib3 response, body unread (retried by `retries`; one more try after a
         401 when fresher credentials can be had). A redirect to another host loses
-        Authorization and Proxy-Authorization (urllib3's Retry.remove_headers_on_redirect)."""
+        Authorization, Proxy-Authorization and Impersonate-* (client.PolicyRetry); a request
+        with a body (a Secret's keys) follows no redirect at all: its 3xx is the answer."""
         import urllib3
 
         params = [(k, _query_value(v)) for k, v in query.items() if v is not None]
@@ -317,6 +318,7 @@ class Transport:
                 headers["Authorization"] = auth.header
             resp = self._pool_for(auth).request(
                 method, url, body=data, headers=headers, preload_content=False,
+                redirect=data is None,
                 timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]))
             if resp.status != 401 or attempt or not self.credentials.refused(auth):
                 return resp

@@ -38,6 +38,7 @@ from launcher.backends.base import (
 )
 from launcher.backends.local import elastic as local_elastic
 from launcher.backends.local import procs as local_procs
+from launcher.backends.local import rank as local_rank
 from launcher.backends.local.launching import (
     JobLaunch,
     LocalLaunches,
@@ -48,6 +49,7 @@ from launcher.backends.local.mpi import shim_scripts
 from launcher.backends.local.state import (
     DEFAULT_NAMESPACE,
     JobPaths,
+    RankExit,
     StatusRecord,
     UnreadableState,
     all_job_paths,
@@ -58,7 +60,7 @@ from launcher.backends.local.state import (
     write_json,
     write_status,
 )
-from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
+from launcher.backends.local.supervisor import STATE_DISK_FULL, TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
@@ -76,6 +78,8 @@ STOP_GRACE_SECONDS = 5.0
 # stopped because the job ended, or not known because nothing recorded its end.
 TERMINATED = "Terminated"
 UNKNOWN = JobPhase.UNKNOWN.value
+# Less free than this and status.json (a few KiB with its log tail) may not have fit.
+DISK_FULL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -312,6 +316,8 @@ class LocalBackend(LocalLaunches):
             status = self.get(name, namespace)
             if status.done:
                 return status
+            if status.reason == STATE_DISK_FULL:  # over, but how is not known
+                raise UserError(f"job {name} is {status.phase}: {status.message}")
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -483,12 +489,19 @@ def _status_from_files(paths: JobPaths) -> JobStatus:
 def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus:
     phase = record.phase.value
     reason, message, log_tail = record.reason, record.message, record.log_tail
-    if not record.phase.terminal and _supervisor_lost(record):
-        phase, reason = FAILED, "supervisor lost"
-        message = (f"the supervisor (pid {record.supervisor_pid}) is gone while the job was "
-                   f"{record.phase.value} (machine restarted or process killed); "
-                   f"hvdk8s delete {paths.name} stops what is left")
+    if not record.phase.terminal and record.reason != STATE_DISK_FULL and \
+            _supervisor_lost(record):
         log_tail = tail(paths.launcher_log, TAIL_LINES)
+        if (full := _disk_full(paths)) is not None:
+            # It could not write the end, which says nothing of how the job ended: what the
+            # ranks wrote of their exits is kept.
+            phase, reason, message = UNKNOWN, STATE_DISK_FULL, full
+            record = record.model_copy(update={"rank_exits": _rank_exits(paths)})
+        else:
+            phase, reason = FAILED, "supervisor lost"
+            message = (f"the supervisor (pid {record.supervisor_pid}) is gone while the job "
+                       f"was {record.phase.value} (machine restarted or process killed); "
+                       f"hvdk8s delete {paths.name} stops what is left")
     node, gpus = record.node, record.gpus
     replicas = []
     for r in range(record.ranks):
@@ -516,6 +529,12 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
     because of another's failure (or the deadline, or a signal) is Terminated."""
     if phase == SUCCEEDED:  # mpirun exits 0 only when every rank did
         return phase, None, 0
+    if phase == UNKNOWN and reason == STATE_DISK_FULL:
+        ended = record.rank_exits.get(rank)
+        if ended is not None and ended.exit_code is not None:
+            return (SUCCEEDED, None, 0) if ended.exit_code == 0 else (
+                FAILED, f"rank {rank} exited with code {ended.exit_code}", ended.exit_code)
+        return UNKNOWN, None, None
     if phase != FAILED:
         return phase, None, None
     failed_rank = record.failed_rank
@@ -531,6 +550,27 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
         return FAILED, f"rank {rank} exited with code {code}", code
     cause = f"rank {failed_rank} failed" if failed_rank is not None else (message or reason)
     return TERMINATED, f"terminated: {cause}" if cause else "terminated", None
+
+
+def _disk_full(paths: JobPaths) -> str | None:
+    """Why the job's state may not have been written: its file system has no space left
+    (None when it has, or cannot tell)."""
+    try:
+        fs = os.statvfs(paths.dir)
+    except OSError:
+        return None
+    if fs.f_bavail * fs.f_frsize >= DISK_FULL_BYTES:
+        return None
+    return (f"no space left on the file system of {paths.dir}: the supervisor could not "
+            "record how the job ended; free some space (the ranks' exit codes below are "
+            "what they wrote)")
+
+
+def _rank_exits(paths: JobPaths) -> dict:
+    try:
+        return {int(r): RankExit(**v) for r, v in local_rank.read_records(paths.rank_exits).items()}
+    except (OSError, ValueError, TypeError):
+        return {}
 
 
 def _supervisor_lost(record: StatusRecord) -> bool:

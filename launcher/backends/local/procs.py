@@ -1,13 +1,16 @@
 """Finding and stopping every process of a local job, by reading /proc (Linux).
 
-A job's processes are found two ways, because neither alone is enough:
-- the session: the supervisor calls setsid(), so mpirun and the ranks share its session
-  id even though OpenMPI puts each rank in a process group of its own (a pgid kill would
-  miss them). Linux does not reuse a pid while it is still some process's session id, so
-  the session stays the job's after the supervisor itself is gone;
-- the marker: every process of the job inherits HVDK8S_JOB_UID=<uid> in its environment,
-  which catches a rank that started a session of its own; HVDK8S_JOB_DIR=<job directory>
-  likewise, which finds them when status.json (where the uid and session are) is unreadable.
+A process is the job's when it carries the job's marker, checked before any signal:
+every process of the job inherits HVDK8S_JOB_UID=<uid> in its environment, and
+HVDK8S_JOB_DIR=<job directory>, which finds them when status.json (where the uid and
+session are) is unreadable. The supervisor calls setsid(), so mpirun and the ranks also
+share its session; an unmarked member of that session (a rank that cleared its
+environment) is the job's only while a marked process lives in the same session: Linux
+keeps a session id allocated while any member lives, so a live marked member proves the
+id was not reused, while a session with no marked member may be a stranger's that got the
+id after every process of the job ended. So a rank that dropped its environment and
+outlived every marked process of its job is not found (nor signalled); that is the price
+of never signalling a stranger.
 Zombies are not counted: they hold no resources and only their parent can remove them.
 """
 
@@ -58,14 +61,10 @@ def is_job_process(pid: int | None, uid: str | None) -> bool:
 
 
 def job_pids(uid: str | None, sid: int | None, job_dir: str | None = None) -> list[int]:
-    """Live processes of the job, found by session id and by environment markers."""
-    # The session is trusted while its leader is gone (the id cannot have been reused
-    # then) or is the job's own; any other process with that pid means reuse.
-    by_session = sid is not None and (
-        _stat(sid) is None or (uid is not None and _has_marker(sid, uid))
-    )
+    """Live processes of the job: those with its marker, and the members of its session
+    while one of them has the marker."""
     me = os.getpid()
-    found = []
+    live: list[tuple[int, int, bool]] = []  # (pid, session, marked)
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
@@ -73,9 +72,11 @@ def job_pids(uid: str | None, sid: int | None, job_dir: str | None = None) -> li
         stat = _stat(pid)
         if pid == me or stat is None or stat[0] == "Z":
             continue
-        if (by_session and stat[1] == sid) or _has_marker(pid, uid, job_dir):
-            found.append(pid)
-    return found
+        live.append((pid, stat[1], _has_marker(pid, uid, job_dir)))
+    session_is_the_jobs = sid is not None and any(
+        marked and session == sid for _, session, marked in live)
+    return [pid for pid, session, marked in live
+            if marked or (session_is_the_jobs and session == sid)]
 
 
 def _signal_all(pids: list[int], signum: int) -> None:

@@ -34,6 +34,7 @@ from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from launcher.backends.base import check_job, check_namespace
 from launcher.backends.local import rank as local_rank
 from launcher.errors import UserError
 from launcher.formats.home import home
@@ -98,14 +99,25 @@ class JobPaths:
 
 
 def job_paths(name: str, namespace: str) -> JobPaths:
-    return JobPaths(jobs_root() / namespace / name)
+    """The job's directory; a name or namespace that is not one (`..`), or a directory that
+    resolves outside the state directory, is refused before anything reads or removes it."""
+    check_job(name, namespace)
+    return JobPaths(_inside(jobs_root() / namespace / name))
+
+
+def _inside(path: Path) -> Path:
+    root = jobs_root().resolve()
+    if not path.resolve().is_relative_to(root):
+        raise UserError(f"{path} resolves to {path.resolve()}, outside the state directory "
+                        f"{root}; nothing was read or removed")
+    return path
 
 
 def all_job_paths(namespace: str | None) -> list[JobPaths]:
     """Job directories of one namespace, or of all when `namespace` is None, by name."""
     root = jobs_root()
     if namespace is not None:
-        namespaces = [root / namespace]
+        namespaces = [_inside(root / check_namespace(namespace))]
     else:
         namespaces = sorted(p for p in _subdirs(root))
     found: list[JobPaths] = []

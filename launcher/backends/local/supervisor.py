@@ -9,10 +9,16 @@ then lets the starter exit 0. The supervisor is no child of `submit`'s process, 
 never lingers there as a zombie. It then runs mpirun with its output in launcher.log and,
 when mpirun exits, writes the final phase, exit code, benchmark figures and, for a
 failure, which rank failed and the tail of that rank's log.
+
+A full disk (the ranks' logs share it) must not cost the job its end: the supervisor sets
+aside RESERVE_BYTES at start and gives them back to write the end when nothing else
+fits, which then says Unknown ("state directory full", mpirun's exit code in the message)
+with the exit codes the ranks managed to write: their logs, and so the outcome, may be cut.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -30,6 +36,9 @@ from launcher.formats.benchmark_result import parse_benchmark_output
 from mpijob.phases import JobPhase
 
 FAILED = JobPhase.FAILED.value
+RESERVE = ".reserve"
+RESERVE_BYTES = 64 * 1024  # status.json with its log tail is a few KiB
+STATE_DISK_FULL = "state directory full"
 TAIL_LINES = 20
 # After SIGTERM, how long mpirun gets to stop its ranks before SIGKILL.
 STOP_GRACE_SECONDS = 10.0
@@ -116,8 +125,41 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
     fields: dict = {"finished": now(), "exit_code": exit_code,
                     "images_per_sec": images_per_sec, "result": result,
                     "rank_exits": read_records(paths.rank_exits)}
+    try:
+        return _record_end(paths, returncode, stop, deadline, mpi, lines, fields)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+    _release_reserve(paths)
+    update_status(paths, phase=JobPhase.UNKNOWN, reason=STATE_DISK_FULL, message=(
+        f"no space left on the file system of {paths.dir}: mpirun exited with code "
+        f"{exit_code}, but the logs and what the ranks wrote may be cut; free some space"),
+        log_tail=tail(paths.launcher_log), **fields)
+    return 1
+
+
+def reserve(paths: JobPaths) -> None:
+    """Set aside the space the end needs (nothing when even that does not fit)."""
+    try:
+        with open(paths.dir / RESERVE, "wb") as f:
+            f.write(b"\0" * RESERVE_BYTES)
+    except OSError:
+        _release_reserve(paths)
+
+
+def _release_reserve(paths: JobPaths) -> None:
+    try:
+        os.unlink(paths.dir / RESERVE)
+    except FileNotFoundError:
+        pass
+
+
+def _record_end(paths: JobPaths, returncode: int | None, stop: _Stop, deadline: float | None,
+                mpi: dict | None, lines: list[str], fields: dict) -> int:
+    exit_code = fields["exit_code"]
     if returncode == 0 and stop.signal is None and not stop.deadline:
         update_status(paths, phase=JobPhase.SUCCEEDED, **fields)
+        _release_reserve(paths)
         return 0
     mpi = mpi or {}
     failure = rank_failure(lines, mpi.get("implementation"), mpi.get("major"))
@@ -141,6 +183,7 @@ def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
         failed_rank_exit_code=None if failure is None else failure.exit_code,
         **fields,
     )
+    _release_reserve(paths)
     return 1
 
 
@@ -158,6 +201,7 @@ def main(argv: list[str]) -> int:
     os.setsid()
     # After setsid the supervisor leads its session and process group: pid = pgid = sid.
     update_status(paths, supervisor_pid=os.getpid(), pgid=os.getpgid(0))
+    reserve(paths)
     os.write(ready_w, b"1")
     os.close(ready_w)
     try:

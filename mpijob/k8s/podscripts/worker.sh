@@ -30,6 +30,11 @@ StrictModes no
 UsePAM no
 ClientAliveInterval 10
 ClientAliveCountMax 3
+AllowTcpForwarding no
+AllowStreamLocalForwarding no
+AllowAgentForwarding no
+PermitTunnel no
+X11Forwarding no
 CONF
 
 "$SSHD" -D -e -f "$RUN/sshd_config" &

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kubesim.server import KubeAPIServer
 from launcher import __version__
 from launcher.cli.app import app
-from kubesim.server import KubeAPIServer
 from mpijob.errors import SpecError
 from mpijob.k8s import agent_manifests as am
 
@@ -23,8 +23,10 @@ VARIANTS = {
 }
 
 
-def by_kind(manifests: list[dict]) -> dict[str, dict]:
-    return {m["kind"]: m for m in manifests}
+def by_kind(manifests: list[dict], name: str = am.AGENT_NAME) -> dict[str, dict]:
+    """One identity's objects (the agent's, or the start guard's), by kind."""
+    return {m["kind"]: m for m in manifests
+            if m["metadata"]["name"] in (name, f"{name}-own-node")}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -34,15 +36,45 @@ def test_every_manifest_validates(version, variant):
         kubernetes_validate.validate(obj, version, strict=True)
 
 
-def test_cluster_role_is_what_the_annotation_and_the_start_timeout_sweep_need():
+def test_the_per_node_agent_may_only_read_and_patch_nodes():
     role = by_kind(am.agent_manifests(image="x:1"))["ClusterRole"]
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
-        # start_guard.sweep_node: no create, no secrets, no cluster-wide writes but these
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]},
-        {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["get", "patch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                              "verbs": ["get", "patch"]}]
     assert "aggregationRule" not in role
+
+
+def test_the_own_node_policy_binds_the_agents_patches_to_its_tokens_node():
+    objs = by_kind(am.agent_manifests(image="x:1", namespace="gpu-tools"))
+    policy, binding = objs["ValidatingAdmissionPolicy"], objs["ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConditions"][0]["expression"] == (
+        "request.userInfo.username == 'system:serviceaccount:gpu-tools:hvdk8s-agent'")
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["UPDATE"] and rule["resources"] == ["nodes", "nodes/*"]
+    own, fields = (v["expression"] for v in spec["validations"])
+    assert "object.metadata.name == request.userInfo.extra[" \
+        "'authentication.kubernetes.io/node-name'][0]" in own
+    assert "object.spec == oldObject.spec" in fields and "request.subResource == ''" in fields
+
+
+def test_the_start_guard_holds_the_sweeps_rights_in_one_deployment_off_the_gpu_nodes():
+    objs = by_kind(am.agent_manifests(image="x:1", interval=30), am.GUARD_NAME)
+    assert objs["ClusterRole"]["rules"] == am.GUARD_RULES
+    assert {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
+            "verbs": ["get", "patch"]} in am.GUARD_RULES
+    deploy = objs["Deployment"]
+    pod = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 1 and pod["serviceAccountName"] == am.GUARD_NAME
+    assert not any("hostPath" in v for v in pod["volumes"])
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    [container] = pod["containers"]
+    assert container["command"] + container["args"] == [
+        "hvdk8s", "agent", "--sweep-only", "--interval", "30"]
+    daemon = by_kind(am.agent_manifests(image="x:1"))["DaemonSet"]["spec"]["template"]["spec"]
+    assert "--sweep-only" not in daemon["containers"][0]["args"]
 
 
 def test_binding_ties_the_role_to_the_daemonsets_service_account():
@@ -119,7 +151,10 @@ def test_cli_dry_run_prints_the_manifests_as_yaml():
 
     assert result.exit_code == 0, result.output
     docs = list(yaml.safe_load_all(result.stdout))
-    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]
+    assert [d["kind"] for d in docs] == [
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "DaemonSet",
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"]
     assert docs == am.agent_manifests(image=am.default_image(__version__))
     assert docs[0]["metadata"]["namespace"] == "kube-system"
     for doc in docs:
@@ -173,7 +208,13 @@ def test_cli_applies_then_updates(apiserver):
         "serviceaccount/hvdk8s-agent created",
         "clusterrole/hvdk8s-agent created",
         "clusterrolebinding/hvdk8s-agent created",
+        "validatingadmissionpolicy/hvdk8s-agent-own-node created",
+        "validatingadmissionpolicybinding/hvdk8s-agent-own-node created",
         "daemonset/hvdk8s-agent created",
+        "serviceaccount/hvdk8s-start-guard created",
+        "clusterrole/hvdk8s-start-guard created",
+        "clusterrolebinding/hvdk8s-start-guard created",
+        "deployment/hvdk8s-start-guard created",
     ]
     ds = apiserver.get("DaemonSet", "hvdk8s-agent", "kube-system")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/agent:1"
@@ -185,7 +226,7 @@ def test_cli_applies_then_updates(apiserver):
     ds = apiserver.get("DaemonSet", "hvdk8s-agent", "kube-system")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/agent:2"
     applies = [r for r in apiserver.request_log if r.method == "PATCH"]
-    assert len(applies) == 8  # one server-side apply per object and run, nothing else writes
+    assert len(applies) == 20  # one server-side apply per object and run, nothing else writes
     assert {(r.content_type, r.query.get("fieldManager")) for r in applies} == {
         ("application/apply-patch+yaml", "hvdk8s")}
 
@@ -213,3 +254,13 @@ def test_cli_context_picks_the_kubeconfig_context(apiserver, tmp_path, monkeypat
     missing = runner.invoke(app, ["install", "agent", "--context", "nope", "--image", "reg/agent:1"])
     assert missing.exit_code == 2
     assert missing.stderr.startswith("error: --context 'nope' not found in ")
+
+
+def test_docs_list_every_permission_of_every_installed_identity():
+    from tests.paths import ROOT
+
+    text = (ROOT / "docs" / "agent.md").read_text()
+    table = text.split("<!-- permissions:begin -->\n")[1].split("<!-- permissions:end -->")[0]
+    assert table == am.permission_table(am.agent_manifests(image="x:1"))
+    for name in (am.AGENT_NAME, am.GUARD_NAME):
+        assert f"| `{name}` |" in table

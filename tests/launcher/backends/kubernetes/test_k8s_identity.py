@@ -174,6 +174,8 @@ class _Recorder(_Handler):
 
     def do_GET(self):  # noqa: N802 - http.server's name
         self.server.seen.append(dict(self.headers))
+        if self.command == "POST":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.server.redirect_to:
             self.reply(307, headers={"Location": self.server.redirect_to + self.path})
             return
@@ -184,6 +186,8 @@ class _Recorder(_Handler):
             headers["Content-Encoding"] = "gzip"
         self.reply(200, body, headers)
 
+    do_POST = do_GET
+
 
 def _recorder(redirect_to: str | None = None) -> ThreadingHTTPServer:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
@@ -192,16 +196,36 @@ def _recorder(redirect_to: str | None = None) -> ThreadingHTTPServer:
     return srv
 
 
-def test_a_redirect_to_another_host_drops_the_authorization(tmp_path):
+def test_a_redirect_to_another_host_drops_the_authorization_and_impersonation(tmp_path):
     other = _recorder()
     first = _recorder(redirect_to=f"http://localhost:{other.server_address[1]}")
     try:
         kc = _write(tmp_path / "kc", f"http://127.0.0.1:{first.server_address[1]}", {},
-                    {"token": "secret-token", "as": "bob"})
+                    {"token": "secret-token", "as": "bob", "as-groups": ["admins"],
+                     "as-user-extra": {"scopes": ["all"]}})
         assert connect(kubeconfig=kc).items(NODE) == []
         assert first.seen[0]["Authorization"] == "Bearer secret-token"
-        assert "Authorization" not in other.seen[0]
-        assert other.seen[0]["Impersonate-User"] == "bob"
+        assert first.seen[0]["Impersonate-User"] == "bob"
+        assert not [h for h in other.seen[0] if h.lower().startswith(("authorization",
+                                                                      "impersonate-"))]
+    finally:
+        first.shutdown()
+        other.shutdown()
+
+
+def test_a_request_with_a_body_follows_no_redirect(tmp_path):
+    other = _recorder()
+    first = _recorder(redirect_to=f"http://localhost:{other.server_address[1]}")
+    try:
+        kc = _write(tmp_path / "kc", f"http://127.0.0.1:{first.server_address[1]}", {},
+                    {"token": "secret-token"})
+        secret = {"apiVersion": "v1", "kind": "Secret",
+                  "metadata": {"name": "demo-ssh", "namespace": "default"},
+                  "stringData": {"id_rsa": "PRIVATE"}}
+        with pytest.raises(ApiError) as err:
+            connect(kubeconfig=kc).create(secret)
+        assert err.value.status == 307 and "does not follow" in err.value.message
+        assert len(first.seen) == 1 and other.seen == []
     finally:
         first.shutdown()
         other.shutdown()

@@ -287,7 +287,7 @@ def test_kueue_admits_the_trainjob_whole_or_holds_it_queued_saying_why(k8s):
 
 
 def test_the_agents_sweep_fails_an_unpullable_trainjob_with_nobody_waiting(k8s):
-    """The unattended release: the topology agent's sweep on the nodes (start_guard) finds
+    """The unattended release: the start guard's sweep (start_guard.sweep_node) finds
     the TrainJob's node pod past its start timeout and suspends the TrainJob, so Trainer
     suspends its JobSet and no pod keeps a GPU."""
     from datetime import timedelta

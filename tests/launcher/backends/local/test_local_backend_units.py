@@ -376,29 +376,61 @@ def _wait_for(predicate, seconds: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_process_without_the_marker_is_found_by_its_session_even_when_orphaned():
-    # The grandchild drops its environment (env -i) and so the marker: only the session
-    # ties it to the job. Then the leader dies, as a supervisor killed by a reboot would.
-    child = _child_in_own_session("u0", "env -i sleep 120 & wait")
+def test_an_unmarked_process_is_the_jobs_only_while_a_marked_one_shares_its_session():
+    # One grandchild drops its environment (env -i) and so the marker; the other keeps it.
+    # Then the leader dies, as a supervisor killed by a reboot would.
+    child = _child_in_own_session("u0", "env -i sleep 120 & sleep 121 & wait")
     try:
-        # Until `env -i` has exec'd sleep, the grandchild still carries the marker.
-        _wait_for(lambda: len(local_procs.job_pids("u0", child.pid)) == 2
-                  and local_procs.job_pids("u0", None) == [child.pid])
+        # Until `env -i` has exec'd sleep, that grandchild still carries the marker.
+        _wait_for(lambda: len(local_procs.job_pids("u0", child.pid)) == 3
+                  and len(local_procs.job_pids("u0", None)) == 2)
         found = local_procs.job_pids("u0", child.pid)
-        assert child.pid in found and len(found) == 2
-        assert local_procs.job_pids("u0", None) == [child.pid]  # the marker alone
+        assert child.pid in found and len(found) == 3
+        marked = local_procs.job_pids("u0", None)  # the marker alone
+        assert child.pid in marked and len(marked) == 2
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         orphans = local_procs.job_pids("u0", child.pid)
-        assert len(orphans) == 1 and orphans[0] in found
-        assert local_procs.terminate_job("u0", child.pid, grace=2) == []
+        assert len(orphans) == 2 and set(orphans) <= set(found)
+        [marked_orphan] = [p for p in marked if p != child.pid]
+        [unmarked] = [p for p in orphans if p != marked_orphan]
+        os.kill(marked_orphan, signal.SIGKILL)
+        _wait_for(lambda: not local_procs.is_alive(marked_orphan))
+        # Now nothing proves the session is still the job's: never signalled.
         assert local_procs.job_pids("u0", child.pid) == []
+        assert local_procs.terminate_job("u0", child.pid, grace=0.2, kill_wait=0.2) == []
+        assert local_procs.is_alive(unmarked)
     finally:
-        for pid in local_procs.job_pids("u0", child.pid):
-            os.kill(pid, signal.SIGKILL)
+        for pid in [*local_procs.job_pids("u0", child.pid), *locals().get("orphans", [])]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_stranger_that_reused_the_session_id_is_never_signalled():
+    """The job's supervisor and ranks are gone; another program's session got the same id
+    and left an orphan without the job's marker: delete must not signal it."""
+    stranger = _child_in_own_session(None, "sleep 120 & wait")
+
+    def session() -> list[int]:
+        return [int(e.name) for e in local_procs.PROC.iterdir() if e.name.isdigit()
+                and (st := local_procs._stat(int(e.name))) and st[1] == stranger.pid
+                and st[0] != "Z"]
+    try:
+        _wait_for(lambda: len(session()) == 2)
+        os.kill(stranger.pid, signal.SIGKILL)
+        stranger.wait()
+        [orphan] = session()
+        assert local_procs.job_pids("u-old", stranger.pid) == []
+        assert local_procs.terminate_job("u-old", stranger.pid, grace=0.2, kill_wait=0.2) == []
+        assert local_procs.is_alive(orphan)
+    finally:
+        for pid in session():
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_job_processes_are_found_by_marker_and_strangers_are_left_alone():
