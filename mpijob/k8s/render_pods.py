@@ -245,7 +245,8 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
 
 
 def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
-                prediction: dict | None, elastic_source: str | None = None) -> list[dict]:
+                prediction: dict | None, elastic_source: str | None = None,
+                gate_deadline: int | None = None) -> list[dict]:
     spec, pods = work.spec, list(work.workers)
     gang_meta = gang_pod_metadata(work)
     objects = [_launcher_job(spec, work.placement, prediction)]
@@ -260,7 +261,7 @@ def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
     labels = names.job_labels(spec.name)
     # The gate comes right before the first worker object: the workers are created owned
     # by its pod, so it must exist first.
-    gate = [start_gate.gate_job(spec)] if start_gate.applies(spec) else []
+    gate = [start_gate.gate_job(spec, gate_deadline)] if start_gate.applies(spec) else []
     if work.elastic_worker is not None:
         worker = work.elastic_worker
         objects += [render_elastic.config_map(spec, benchmark_source, elastic_source),
