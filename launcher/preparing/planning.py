@@ -159,8 +159,13 @@ def _with_shares(plan: Plan, cluster: Cluster | None) -> Plan:
     """The workers' default CPU/memory requests where --cpu/--memory leave them open."""
     if plan.spec.cpu is None or plan.spec.memory is None:
         from mpijob.jobspec.worker_share import plan_shares
+        from mpijob.k8s import start_gate
 
-        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker)
+        # The start gate's pod is scheduled before the workers, on any node.
+        gate = start_gate.GATE_RESOURCES["requests"]
+        beside = ((gate["cpu"], gate["memory"], "the start gate's pod")
+                  if start_gate.applies(plan.spec) else None)
+        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker, beside)
         plan.spec = plan.spec.model_copy(update={"worker_shares": shares})
     return plan
 
