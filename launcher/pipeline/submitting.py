@@ -11,7 +11,7 @@ from typing import Any
 
 from launcher.backends import select
 from launcher.backends.base import BaseBackend
-from launcher.errors import UsageError, UserError
+from launcher.errors import Refused, UsageError
 from launcher.formats import calibration_file
 from launcher.output import HeldNotes, note
 from launcher.pipeline.jobnames import generated_name
@@ -218,7 +218,7 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
             [f"backend: {name} ({why})"] if request.backend is None else [])
     if short:  # before a name is generated: no job is created
         o = request.options
-        raise UserError(NO_CLUSTER_NO_GPU.format(
+        raise Refused(NO_CLUSTER_NO_GPU.format(
             have=have, workers=o.get("workers", defaults.WORKERS), gpus=o.get("gpus_per_worker")))
     said = [f"backend: {name} ({why})"] if request.backend is None else []
     return select.make_backend(name, context=request.context,

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from launcher.errors import UsageError, UserError
+from launcher.errors import Refused, UsageError
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
     from launcher.preparing.network_plan import NetworkPlan
@@ -93,7 +93,7 @@ def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumpt
                 *said, f"the job does not fit the cluster now ({placement.reason}); "
                 f"{spec.gang} queues it and places it when it fits"]), cluster)
         else:
-            raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
+            raise Refused(f"job {spec.name} cannot be placed: {placement.reason}")
     return plan
 
 

@@ -80,7 +80,7 @@ from launcher.backends.kubernetes.snapshot import (
 )
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
-from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -464,7 +464,7 @@ class KubernetesBackend(KubernetesObjects):
         if not found:
             root = self.client.get(JOB, names.launcher(name), ns)
             if root is not None:
-                raise UserError(f"a Job named {names.launcher(name)} that is not an hvdk8s job "
+                raise Refused(f"a Job named {names.launcher(name)} that is not an hvdk8s job "
                                 f"exists in namespace {ns}; choose another --name")
             return
         oldest = min(found, key=lambda o: o["metadata"].get("creationTimestamp") or "")
@@ -472,7 +472,7 @@ class KubernetesBackend(KubernetesObjects):
             phase = self._status(name, ns).phase
         except NotFound:
             phase = "partially deleted"
-        raise UserError(
+        raise Refused(
             f"job {name} already exists in namespace {ns} (created "
             f"{_age(oldest['metadata'].get('creationTimestamp'))} ago, phase {phase}); "
             f"delete it first: hvdk8s delete {name} -n {ns}")
@@ -496,7 +496,7 @@ class KubernetesBackend(KubernetesObjects):
         notes = [*snap.notes, *notes]
         fresh = place(snap.cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
         if not fresh.feasible:
-            raise UserError(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
+            raise Refused(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
                             + "".join(f"; {n}" for n in notes))
         return dataclasses.replace(fresh, explanation=(*fresh.explanation, *notes)), notes
 

@@ -83,7 +83,6 @@ class KubernetesObjects(BaseBackend):
         # (cryptography) load only to submit or dry-run
         from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys
-
         from mpijob.jobspec import defaults
         from mpijob.k8s.start_gate import initial_deadline
 

@@ -19,7 +19,7 @@ from launcher.backends.kubernetes.client import (
     ApiError,
     Kind,
 )
-from launcher.errors import UserError
+from launcher.errors import Refused
 from mpijob.jobspec import names
 from mpijob.wellknown import TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
@@ -62,7 +62,7 @@ def require_runtime(client, spec) -> dict:
 
     kind = runtime_kind(client)
     if trainjob_kind(client) is None or kind is None:
-        raise UserError(TRAINER_MISSING)
+        raise Refused(TRAINER_MISSING)
     name = tj.runtime_name(spec)
     install = tj.install_command(spec)
     try:
@@ -72,11 +72,11 @@ def require_runtime(client, spec) -> dict:
             raise
         return {}  # not readable: Trainer's webhook refuses the TrainJob if it is missing
     if runtime is None:
-        raise UserError(f"no ClusterTrainingRuntime {name} runs image {spec.image} (hvdk8s's "
+        raise Refused(f"no ClusterTrainingRuntime {name} runs image {spec.image} (hvdk8s's "
                         f"Horovod runtime, one per image); install it: {install} (--dry-run "
                         "shows it first)")
     if (why := tj.runtime_fits(runtime, spec)) is not None:
-        raise UserError(f"ClusterTrainingRuntime {name} does not fit: {why}; reinstall it: "
+        raise Refused(f"ClusterTrainingRuntime {name} does not fit: {why}; reinstall it: "
                         f"{install}")
     return runtime
 

@@ -59,7 +59,7 @@ from launcher.backends.local.state import (
     write_status,
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
-from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -383,11 +383,9 @@ class LocalBackend(LocalLaunches):
 
 def _exists(spec: JobSpec) -> UserError:
     where = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
-    return UserError(
+    return Refused(
         f"job {spec.name} already exists in namespace {spec.namespace}; delete it first: "
-        f"hvdk8s delete {spec.name}{where}",
-        1,
-    )
+        f"hvdk8s delete {spec.name}{where}")
 
 
 def _cannot_write(spec: JobSpec, paths: JobPaths, exc: OSError) -> UserError:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from launcher.agent import nvml_topology
-from launcher.errors import UserError
+from launcher.errors import Refused, UserError
 from mpijob.jobspec.spec import JobSpec
 from mpijob.plural import plural
 from mpijob.scheduling.cluster import Cluster, Node
@@ -48,7 +48,7 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
     result = place(Cluster((node,)), request, policy=spec.placement_policy)
     if not result.feasible:
         free = topology.gpus - len(busy)
-        raise UserError(
+        raise Refused(
             f"--gpus {spec.gpus_per_worker} with --workers {spec.workers} needs "
             f"{plural(spec.total_gpus, 'GPU')}; this machine has {topology.gpus}, {free} of them free"
             + (f" ({result.reason})" if result.reason else "")
@@ -83,7 +83,7 @@ def _local_topology(spec: JobSpec | None):
     except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or an NVMLError mid-way
         detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
         asked = f"--gpus {spec.gpus_per_worker}: " if spec is not None else ""
-        raise UserError(
+        raise Refused(
             f"{asked}cannot see this machine's GPUs ({detail}); run on the CPU with --gpus 0"
         ) from None
 
