@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from launcher.preparing.planning import Plan
     from mpijob.jobspec.spec import JobSpec
+    from mpijob.k8s.modes import Installed
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
 
@@ -140,6 +141,12 @@ class BaseBackend:
                        schedule_timeout: float | None) -> SubmitOptions:
         # Offline nothing says what the cluster has: auto shows built-in mode.
         return SubmitOptions(mode="pods" if mode == "auto" else mode)
+
+    def installed_modes(self, spec: JobSpec) -> Installed:
+        """What the cluster has for each mode (mpijob.k8s.modes); here nothing is read."""
+        from mpijob.k8s.modes import Installed
+
+        return Installed(known=False)
 
     def job_options(self, spec: JobSpec, options: SubmitOptions) -> SubmitOptions:
         """The options once the spec is known, from where the job goes (a MultiKueue queue

@@ -52,15 +52,13 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
              pod_security: str | None = None) -> Plan:
     """submit's plan: place the job on the snapshot (refusing what cannot fit), then
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
-    namespace's enforced Pod Security level, where known. An elastic job is placed for as
-    many workers as fit now, up to its maximum, and keeps --workers as its start size."""
+    namespace's enforced Pod Security level, where known. An elastic job is placed for the
+    workers it starts with (launcher.preparing.elastic_plan)."""
     if spec.elastic:
         from launcher.preparing.elastic_plan import plan_elastic
 
         elastic = plan_elastic(spec, cluster, assumptions)
-        placed = spec.model_copy(update={"workers": elastic.plan_workers})
-        plan = _place_and_plan(placed, cluster, assumptions, pod_security)
-        plan.spec = plan.spec.model_copy(update={"workers": spec.workers})
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security)
         plan.notes.extend(elastic.lines)
     else:
         plan = _place_and_plan(spec, cluster, assumptions, pod_security)
@@ -175,7 +173,9 @@ def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
     from mpijob.jobspec.worker_share import pod_defaults
 
     pods: list[tuple[str | None, int]] = ([(a.node, a.slots) for a in placement.assignments]
-                                          if placement is not None else [])
+                                          if placement is not None and not spec.elastic
+                                          else [])
+    # An elastic job's workers come from one template, one worker a pod, on any node.
     pods = pods or [(None, spec.gpus_per_worker or 1)]
     lines = []
     for node, slots in pods:
@@ -185,7 +185,8 @@ def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
         cpu, memory, source = default
         cpu = f"{spec.cpu} per worker (--cpu)" if spec.cpu else (cpu or "none")
         memory = f"{spec.memory} per worker (--memory)" if spec.memory else (memory or "none")
-        where = f"pod on {node}" if node else "each pod"
+        where = (f"pod on {node}" if node else "each worker's pod" if spec.elastic
+                 else "each pod")
         line = (f"worker requests ({where}): cpu {cpu}, memory {memory} + --shm-size "
                 f"{spec.shm_size} in its limit ({source})")
         if line not in lines:

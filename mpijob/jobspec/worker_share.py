@@ -140,8 +140,7 @@ def _node_share(node: Node, slots: int, gpus_per_worker: int,
             value = fallback
             text = f"{unit} built-in {show(fallback)} {what}" + (
                 "" if alloc is not None or not gpus_per_worker else " (no allocatable known)")
-        room = Decimal(str(free)) - reserve if free is not None else None
-        if room is not None and room / slots < value:
+        if free is not None and (room := Decimal(str(free)) - reserve) / slots < value:
             value = max(room, Decimal(0)) / slots
             text += f", capped at the {show(free)} free for its {slots} {what[4:]}s" + (
                 f" less {show(float(reserve))} for {kept[2]}" if reserve else "")

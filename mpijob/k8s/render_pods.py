@@ -168,8 +168,10 @@ def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
         **gang_meta.get("spec", {}),
     }
     if elastic and work.placement is not None and work.placement.feasible:
+        # Only preferred: `hvdk8s scale` places the workers that join on the cluster as it
+        # is then, other nodes included (launcher.backends.kubernetes.elastic).
         body["affinity"] = node_affinity(sorted({a.node for a in work.placement.assignments}),
-                                         required=spec.gang == "none")
+                                         required=False)
     elif pod.node:
         body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")
         if work.compute_domain_nodes is not None:

@@ -336,8 +336,7 @@ def _operator(f: Facts) -> list[Finding]:
 
 
 def _trainer(f: Facts) -> list[Finding]:
-    """Kubeflow Trainer (--mode trainjob) and its runtimes, and what --mode auto takes."""
-    has_operator = "v2beta1" in f.mpijob_versions
+    """Kubeflow Trainer (--mode trainjob) and its runtimes."""
     out = []
     if not f.trainer_versions:
         out.append(Finding("trainer", INFO, "no Kubeflow Trainer (no trainer.kubeflow.org "
@@ -361,10 +360,8 @@ def _trainer(f: Facts) -> list[Finding]:
                 f"--mode trainjob runs images {', '.join(images)}" if ours else
                 "--mode trainjob needs hvdk8s's runtime for the job's image",
                 "" if ours else "hvdk8s install runtime --image IMG (--dry-run shows it)"))
-    auto = "operator" if has_operator else ("trainjob" if f.trainer_versions else "pods")
-    out.append(Finding("mode", INFO, f"--mode auto takes {auto} here",
-                       "the MPI Operator where installed, else Kubeflow Trainer, else built-in "
-                       "pods"))
+    # What --mode auto takes depends on the job (mpijob.k8s.modes): `doctor` asks it for
+    # the design-card command (launcher.cli.doctor).
     return out
 
 

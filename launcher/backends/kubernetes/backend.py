@@ -89,6 +89,7 @@ from mpijob.jobspec import defaults, names
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
     from mpijob.jobspec.spec import JobSpec
+    from mpijob.k8s.modes import Installed
     from mpijob.perf.perfmodel import Prediction
     from mpijob.scheduling.placement import Placement
 
@@ -99,7 +100,7 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
 OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
-                    "in the API); install it or use --mode pods")
+                    "in the API); install it, or use --mode pods")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
 
@@ -274,13 +275,23 @@ class KubernetesBackend(KubernetesObjects):
     @_api_errors
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> KubernetesOptions:
-        """--mode auto becomes what the cluster has (API discovery: trainjob.resolve_mode);
-        trainer mode speaks the newest Trainer API version served."""
-        mode = trainer.resolve_mode(self.client, mode)  # type: ignore[assignment]
+        """`mode` as chosen (mpijob.k8s.modes); trainer mode speaks the newest Trainer API
+        version served."""
         kind = trainer.trainjob_kind(self.client) if mode == "trainjob" else None
         version = kind.api_version.rsplit("/", 1)[1] if kind else "v1alpha1"
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
                                  schedule_timeout=schedule_timeout, trainer_version=version)
+
+    @_api_errors
+    def installed_modes(self, spec: JobSpec) -> Installed:
+        """What the cluster serves for each mode (API discovery, cached) and whether
+        hvdk8s's Trainer runtime for the job's image is there: --mode auto's inputs."""
+        from mpijob.k8s.modes import Installed
+
+        has_trainer = trainer.trainjob_kind(self.client) is not None
+        return Installed(operator=self.client.serves(MPIJOB), trainer=has_trainer,
+                         runtime_problem=trainer.runtime_problem(self.client, spec)
+                         if has_trainer else None)
 
     @_api_errors
     def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
@@ -435,6 +446,12 @@ class KubernetesBackend(KubernetesObjects):
                    prediction: Prediction | None = None,
                    delete_on_timeout: bool | None = None) -> SubmitResult:
         """preflight, prepare and submit in one call, for callers that plan by themselves."""
+        from mpijob.k8s.modes import choose_mode
+
+        choice = choose_mode(mode, spec, self.installed_modes(spec))
+        if choice.mode is None:
+            raise Refused(choice.line)
+        mode = choice.mode  # type: ignore[assignment]
         options = dataclasses.replace(
             self.submit_options(mode=mode, server_dry_run=dry_run,
                                 schedule_timeout=schedule_timeout),
@@ -807,13 +824,16 @@ class KubernetesBackend(KubernetesObjects):
         return status
 
     @_api_errors
-    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
-        """`hvdk8s scale`: an elastic job's workers, within its bounds."""
+    def scale(self, name: str, namespace: str | None = None, *, workers: int,
+              timeout: float = 60.0) -> str:
+        """`hvdk8s scale`: an elastic job's workers, within its bounds, confirmed by the
+        cluster within `timeout` seconds."""
         ns = self._ns(namespace)
         root, mode = self._root(name, ns)
         if mode != "pods" and root is not None:
-            raise UsageError(f"job {name} runs in operator mode, which has no elastic jobs")
-        return elastic.scale(self.client, root, name, ns, workers)
+            raise UsageError(f"job {name} runs in {mode} mode, which has no elastic jobs")
+        return elastic.scale(self.client, root, name, ns, workers, timeout=timeout,
+                             poll=self.poll)
 
     @_api_errors
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:

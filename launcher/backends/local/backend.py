@@ -327,7 +327,8 @@ class LocalBackend(LocalLaunches):
                 time.sleep(self.poll_seconds)
 
     # ------------------------------------------------------------------- scale
-    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
+    def scale(self, name: str, namespace: str | None = None, *, workers: int,
+              timeout: float = 60.0) -> str:
         """`hvdk8s scale`: the local hosts horovodrun's discovery lists from now on."""
         paths = self._existing(name, namespace)
         spec = read_json(paths.spec) or {}

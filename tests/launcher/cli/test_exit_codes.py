@@ -33,7 +33,7 @@ def test_trainjob_mode_without_trainer_exits_2(k8s):
     srv = k8s.server()
     result = hvdk8s(k8s, "submit", "mpi", "--name", "tj", "--mode", "trainjob", "--workers",
                     "2", "--gpus", "1", "--image", k8s.image, "python", "t.py")
-    _refused(result, "Kubeflow Trainer is not installed")
+    _refused(result, "--mode trainjob: Kubeflow Trainer is not installed")
     assert _nothing_of(srv, "tj")
 
 

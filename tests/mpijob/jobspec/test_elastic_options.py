@@ -64,14 +64,17 @@ def test_operator_mode_refuses_elastic_saying_why():
     assert "MPI Operator has no elastic MPIJob" in line and "--mode pods" in line
 
 
-def test_plan_places_the_most_that_fit_now_and_predicts_every_size():
+def test_plan_places_the_start_size_says_what_would_fit_and_predicts_every_size():
     result = runner.invoke(app, ["plan", "--workers", "3", "--min-workers", "2",
                                  "--max-workers", "6", "--gpus", "4", "--cluster", CLUSTER])
     assert result.exit_code == 0, result.output
     out = result.output
     assert "elastic: 2..6 workers, starting with 3" in out
     assert "the gang is the minimum, 2" in out
-    assert "elastic: 4 of at most 6 workers fit now (placed for 4)" in out
+    # Placed for the 3 it starts with: nothing holds GPUs for the others (scale places them).
+    assert ("elastic: placed for the 3 workers it starts with, one pod each; the others hold "
+            "nothing until `hvdk8s scale` places them on the cluster as it is then (up to 4 "
+            "would fit now)") in out
     line = next(x for x in out.splitlines() if "predicted images/sec by workers" in x)
     rates = dict(part.split(": ", 1) for part in line.split("workers: ", 1)[1].split(", ")
                  if ": " in part)
