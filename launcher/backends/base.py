@@ -161,13 +161,15 @@ class BaseBackend:
         """The cluster snapshot to plan on when the user gave no --cluster file (or None)."""
         return None
 
-    def plan(self, spec: JobSpec, cluster: Cluster | None,
-             assumptions: Assumptions | None) -> Plan:
+    def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+             *, rdma_fix: str | None = None) -> Plan:
+        """`rdma_fix`: what to advise where the nodes offer RDMA the job will not use (the
+        mode cannot carry it), instead of an --rdma setting."""
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render
         from launcher.preparing.planning import plan_job
 
-        return plan_job(spec, cluster, assumptions)
+        return plan_job(spec, cluster, assumptions, rdma_fix=rdma_fix)
 
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is

@@ -22,7 +22,7 @@ from mpijob.jobspec import defaults, names
 from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.jobspec.ssh_port import free_ssh_port
 from mpijob.k8s.gang import refusal
-from mpijob.k8s.modes import choose_mode
+from mpijob.k8s.modes import choose_mode, other_modes
 from mpijob.plural import plural
 
 
@@ -326,7 +326,10 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
-    plan = backend.plan(spec, cluster, assumptions)
+    rdma_fix = (f"a TrainJob cannot carry RDMA devices; "
+                f"{other_modes(spec, 'trainjob', installed, gang_unserved)}"
+                if request.mode == "trainjob" else None)
+    plan = backend.plan(spec, cluster, assumptions, rdma_fix=rdma_fix)
     spec = plan.spec  # with what the plan decided (the RDMA device the workers request)
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)

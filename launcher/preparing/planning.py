@@ -49,7 +49,7 @@ def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
 
 
 def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
-             pod_security: str | None = None) -> Plan:
+             pod_security: str | None = None, rdma_fix: str | None = None) -> Plan:
     """submit's plan: place the job on the snapshot (refusing what cannot fit), then
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
     namespace's enforced Pod Security level, where known. An elastic job is placed for the
@@ -58,17 +58,17 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
         from launcher.preparing.elastic_plan import plan_elastic
 
         elastic = plan_elastic(spec, cluster, assumptions)
-        plan = _place_and_plan(spec, cluster, assumptions, pod_security)
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security, rdma_fix)
         plan.notes.extend(elastic.lines)
     else:
-        plan = _place_and_plan(spec, cluster, assumptions, pod_security)
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security, rdma_fix)
     if plan.spec.worker_shares:
         plan.notes.extend(describe_requests(plan.spec, plan.placement))
     return plan
 
 
 def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-                    pod_security: str | None) -> Plan:
+                    pod_security: str | None, rdma_fix: str | None = None) -> Plan:
     if cluster is None:
         spec, said = resolve_gpu_request(spec, cluster)
         if spec.rdma == "on" and spec.gpus_per_worker:
@@ -83,7 +83,8 @@ def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumpt
 
         placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
         if placement.feasible:
-            plan = plan_placed(spec, cluster, placement, assumptions, pod_security)
+            plan = plan_placed(spec, cluster, placement, assumptions, pod_security,
+                               rdma_fix=rdma_fix)
         elif spec.gang != "none" and fits_when_idle(cluster, spec):
             # A gang scheduler queues what does not fit now and places it when it does.
             spec, said = resolve_gpu_request(spec, cluster)
@@ -116,7 +117,8 @@ def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None) -> tuple[JobSpec
 
 
 def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
-                assumptions: Assumptions | None = None, pod_security: str | None = None) -> Plan:
+                assumptions: Assumptions | None = None, pod_security: str | None = None, *,
+                rdma_fix: str | None = None) -> Plan:
     """The one plan of a job on a feasible placement, for `submit` and `plan` alike: how
     its GPUs are requested (DRA where the nodes publish it), its network (--rdma: the
     device the workers request, or TCP), its throughput on that network, and the workers'
@@ -145,7 +147,7 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
         plan.network = network_plan.plan_network(
             spec.rdma, model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,
             precision=spec.benchmark.precision, placement=placement, cluster=cluster,
-            assumptions=assumptions, decision=decision)
+            assumptions=assumptions, decision=decision, rdma_fix=rdma_fix)
         plan.prediction = plan.network.prediction
     except ValueError as exc:
         plan.network = network_plan.NetworkPlan(decision)

@@ -93,7 +93,8 @@ def _ready(mode: str, installed: Installed) -> bool:
         mode != "trainjob" or installed.runtime_problem is None)
 
 
-def _others(spec: JobSpec, asked: str, installed: Installed, gang_unserved: bool) -> str:
+def other_modes(spec: JobSpec, asked: str, installed: Installed,
+                gang_unserved: bool = False) -> str:
     """`use --mode pods or --mode X`: the other modes installed that carry the job."""
     fits = [m for m in ("pods", "operator", "trainjob") if m != asked
             and _ready(m, installed) and not blockers(spec, m, gang_unserved=gang_unserved)]
@@ -111,9 +112,9 @@ def choose_mode(asked: str, spec: JobSpec, installed: Installed, *,
                     f"{TRAINER_NAME} is not installed (no trainer.kubeflow.org TrainJob in "
                     "the API)")
             return ModeChoice(None, f"--mode {asked}: {what}; install it, or "
-                              f"{_others(spec, asked, installed, gang_unserved)}")
+                              f"{other_modes(spec, asked, installed, gang_unserved)}")
         if why := blockers(spec, asked, gang_unserved=gang_unserved):
-            return ModeChoice(None, f"{why[0]}; {_others(spec, asked, installed, gang_unserved)}")
+            return ModeChoice(None, f"{why[0]}; {other_modes(spec, asked, installed, gang_unserved)}")
         return ModeChoice(asked, f"mode: {asked} (asked for)")
     if not installed.known:
         return ModeChoice("pods", "mode: pods (--mode auto, nothing read from a cluster)")

@@ -53,6 +53,7 @@ class Facts:
     namespace: str
     version: str | None = None
     version_error: str | None = None
+    version_status: int | None = None  # the HTTP status of the failed /version (0: no answer)
     # (verb, resource, group, subresource) -> allowed (None: the review itself failed)
     permissions: dict[tuple[str, str, str, str], bool | None] = field(default_factory=dict)
     nodes: list[dict] | None = None  # None: nodes could not be listed
@@ -126,6 +127,11 @@ def _image_tag(deployment: dict) -> str:
 
 # --- the checks ---------------------------------------------------------------------------------
 def _api(f: Facts) -> list[Finding]:
+    if f.version is None and f.version_status == 401:
+        return [Finding("api server", FAIL, f"{f.server} answers but rejects this kubeconfig's "
+                        f"credentials (HTTP 401 Unauthorized): {f.version_error}",
+                        "nothing can be submitted", "log in again or renew the token of the "
+                        "kubeconfig context (kubectl get ns checks it)")]
     if f.version is None:
         return [Finding("api server", FAIL, f"{f.server} does not answer: {f.version_error}",
                         "nothing can be submitted", "check the kubeconfig context and that the "

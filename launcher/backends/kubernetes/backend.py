@@ -217,12 +217,13 @@ class KubernetesBackend(KubernetesObjects):
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
         return gang_control.detect(self.client)
 
-    def plan(self, spec: JobSpec, cluster, assumptions) -> Plan:
+    def plan(self, spec: JobSpec, cluster, assumptions, *, rdma_fix: str | None = None) -> Plan:
         from launcher.preparing.planning import plan_job
 
         wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
         return plan_job(spec, cluster, assumptions,
-                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None)
+                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None,
+                        rdma_fix=rdma_fix)
 
     def pod_security(self, namespace: str) -> str | None:
         """The Pod Security level the namespace enforces (its label, which the built-in

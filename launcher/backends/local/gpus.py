@@ -10,6 +10,7 @@ and `doctor` all use. A GPU is taken when
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -74,6 +75,14 @@ def _names_only(placement, host: str) -> bool:
     )
 
 
+# What the NVIDIA kernel driver creates once loaded (nvidia.ko): no GPU is usable without it.
+NVIDIA_DRIVER = "/proc/driver/nvidia"
+
+
+def has_nvidia_driver() -> bool:
+    return os.path.exists(NVIDIA_DRIVER)
+
+
 def _local_topology(spec: JobSpec | None):
     try:
         collect = getattr(nvml_topology, "collect_topology", None)
@@ -82,6 +91,9 @@ def _local_topology(spec: JobSpec | None):
         return nvml_topology.collect(nvml_topology.load_nvml()).topology()
     except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or an NVMLError mid-way
         detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        if "cannot import pynvml" in detail and not has_nvidia_driver():
+            # A CPU-only machine: NVML's Python binding would find no GPU either.
+            detail = f"no NVIDIA driver: {NVIDIA_DRIVER} is absent"
         asked = f"--gpus {spec.gpus_per_worker}: " if spec is not None else ""
         raise Refused(
             f"{asked}cannot see this machine's GPUs ({detail}); run on the CPU with --gpus 0"
