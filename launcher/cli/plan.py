@@ -65,7 +65,7 @@ def plan(
             context = worker
     snapshot = _load_cluster(cluster, context)
     elastic_lines: tuple[str, ...] = ()
-    if spec.elastic:  # placed for as many workers as fit now, up to the maximum
+    if spec.elastic:  # placed for the workers it starts with (elastic_plan)
         from launcher.preparing.elastic_plan import plan_elastic
 
         elastic = plan_elastic(spec, snapshot, calibration_file.assumptions(cal, cal_source))
