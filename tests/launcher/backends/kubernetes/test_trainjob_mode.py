@@ -371,7 +371,7 @@ def test_the_agents_sweep_fails_an_unpullable_trainjob_with_nobody_waiting(k8s):
 
 def test_install_runtime_where_trainer_is_missing_says_so_and_installs_nothing(k8s):
     result = runner.invoke(app, ["install", "runtime", "--image", IMAGE, "--context", k8s.context])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == (
         "error: Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in the "
         "API); install Kubeflow Trainer first")
