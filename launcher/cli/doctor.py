@@ -77,8 +77,11 @@ class DesignCard:
 
     @property
     def verdict(self) -> str:
-        return (f"{DESIGN_CARD} would run in {self.mode} mode ({self.placement})" if self.runs
-                else f"{DESIGN_CARD} would not run now: {self.placement}")
+        why = self.why.removeprefix(f"{self.mode} ")
+        why = why[1:-1] if why.startswith("(") and why.endswith(")") else why
+        return (f"{DESIGN_CARD} would run in {self.mode} mode, {self.placement} ({why})"
+                if self.runs else f"{DESIGN_CARD} would not run now: {self.placement} "
+                f"(in {self.mode} mode: {why})")
 
     def to_dict(self) -> dict:
         return {"command": DESIGN_CARD, "mode": self.mode, "why": self.why,

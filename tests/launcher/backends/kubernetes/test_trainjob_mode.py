@@ -260,6 +260,9 @@ def test_doctor_reports_trainer_its_runtimes_and_what_auto_takes(kube_server, ku
     assert (card["mode"], card["runs"]) == ("pods", True)
     assert (f"not Kubeflow Trainer: no ClusterTrainingRuntime {tj.runtime_name(card_spec)} "
             "runs image horovod/horovod:0.28.1") in missing["design card"]["finding"]
+    table = runner.invoke(app, ["--kubeconfig", kubeconfig, "doctor"]).output
+    assert ("hvdk8s submit mpi --workers 4 --gpus 1 would run in pods mode, placed on 1 node "
+            "now (--mode auto; not Kubeflow Trainer: no ClusterTrainingRuntime") in table
     kube_server.create(tj.horovod_runtime(card_spec))
     card, ready = findings()
     assert ready["trainer"]["status"] == "ok"
