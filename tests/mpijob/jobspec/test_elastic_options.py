@@ -1,7 +1,9 @@
 """--min-workers/--max-workers (mpijob/jobspec/elastic.py): validation, the modes that refuse,
-and the plan: placed at the most workers that fit now, a prediction at every size."""
+and the plan: placed for the workers it starts with, a prediction at every size."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -82,3 +84,15 @@ def test_plan_places_the_start_size_says_what_would_fit_and_predicts_every_size(
     assert all(rates[n][0].isdigit() for n in ("2", "3", "4"))
     assert float(rates["2"].replace(",", "")) < float(rates["4"].replace(",", ""))
     assert rates["5"] == rates["6"] == "- (never: more than the cluster has)"
+
+
+def test_plan_shows_what_each_elastic_worker_pod_requests():
+    """An elastic job's workers are one pod each: plan shows a worker pod's requests (it
+    showed the node's merged pod's, which no elastic pod requests)."""
+    args = ["plan", "--workers", "2", "--min-workers", "2", "--max-workers", "4", "--gpus",
+            "1", "--cluster", CLUSTER]
+    data = json.loads(runner.invoke(app, [*args, "-o", "json"]).output)
+    requests = data["worker_requests"]
+    assert requests and all(r["per"] == "worker pod" for r in requests)
+    table = runner.invoke(app, args).output
+    assert f"{requests[0]['cpu']} each" in table, table
