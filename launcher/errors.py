@@ -36,6 +36,12 @@ class UsageError(UserError):
     detail: str | None = None
 
 
+class Refused(UsageError):
+    """A request the cluster (or this machine) cannot serve as asked, refused before
+    anything is created: exit 2, as `submit --help` says (no room for it, a mode whose
+    software is not installed, a name in use, GPUs this machine does not have)."""
+
+
 class NotFound(UserError):
     exit_code = 1
 

@@ -32,4 +32,6 @@ def test_the_wheel_has_the_cli_and_no_test_api_server(tmp_path):
     assert "launcher/cli/app.py" in names
     assert "launcher/backends/kubernetes/backend.py" in names
     assert "mpijob/k8s/podscripts/launcher.sh" in names
+    # The help's `--cluster example:two-dgx1` works from the wheel, not only the checkout.
+    assert "launcher/formats/example_clusters/two-dgx1.yaml" in names
     assert "kubesim/devcluster.py" in names  # `hvdk8s dev cluster` works from the wheel

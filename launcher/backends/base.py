@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from launcher.preparing.planning import Plan
     from mpijob.jobspec.spec import JobSpec
+    from mpijob.k8s.modes import Installed
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
 
@@ -144,6 +145,12 @@ class BaseBackend:
         # Offline nothing says what the cluster has: auto shows built-in mode.
         return SubmitOptions(mode="pods" if mode == "auto" else mode)
 
+    def installed_modes(self, spec: JobSpec) -> Installed:
+        """What the cluster has for each mode (mpijob.k8s.modes); here nothing is read."""
+        from mpijob.k8s.modes import Installed
+
+        return Installed(known=False)
+
     def job_options(self, spec: JobSpec, options: SubmitOptions) -> SubmitOptions:
         """The options once the spec is known, from where the job goes (a MultiKueue queue
         sets managedBy); asked before preflight, for a dry run too (it shows what is sent)."""
@@ -157,13 +164,15 @@ class BaseBackend:
         """The cluster snapshot to plan on when the user gave no --cluster file (or None)."""
         return None
 
-    def plan(self, spec: JobSpec, cluster: Cluster | None,
-             assumptions: Assumptions | None) -> Plan:
+    def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+             *, rdma_fix: str | None = None) -> Plan:
+        """`rdma_fix`: what to advise where the nodes offer RDMA the job will not use (the
+        mode cannot carry it), instead of an --rdma setting."""
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render
         from launcher.preparing.planning import plan_job
 
-        return plan_job(spec, cluster, assumptions)
+        return plan_job(spec, cluster, assumptions, rdma_fix=rdma_fix)
 
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is

@@ -45,6 +45,7 @@ class _OneLineErrors(TyperGroup):
         # typer has built the whole click tree by now: kubectl's global flags on every
         # command, and kubectl-style help for all of it.
         globalflags.add_everywhere(self)
+        _debug_everywhere(self)
         polish(self)
 
     def make_context(self, info_name, args, parent=None, **extra):
@@ -95,6 +96,29 @@ class _OneLineErrors(TyperGroup):
                     err=True,
                 )
             raise typer.Exit(1) from None
+
+
+def _debug_on(value: bool) -> None:
+    if value:
+        _state["debug"] = True
+        set_debug(True)
+
+
+def _debug_everywhere(root) -> None:
+    """--debug after the subcommand too (`hvdk8s submit mpi ... --debug`), as before it:
+    a hidden copy on every command (after a program's first word it is the program's)."""
+    donor = typer.Typer()
+
+    @donor.command()
+    def _flag(debug: bool = typer.Option(False, "--debug", callback=_debug_on)) -> None:
+        """Donates --debug."""
+
+    option = next(p for p in typer.main.get_command(donor).params if p.name == "debug")
+    option.expose_value, option.hidden = False, True
+    for path, command in globalflags.commands_of(root):
+        if path and not getattr(command, "commands", None) and not any(
+                p.name == "debug" for p in command.params):
+            command.params.append(option)
 
 
 def _usage_message(exc: typer.TyperException) -> str:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import typer
 
 from launcher.cli import options as opt
+from launcher.errors import UserError
 from mpijob.plural import plural
+from mpijob.findings import OK, WARN, Finding
 
 STATUS_MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
 
@@ -38,16 +41,80 @@ def doctor(
     ns = backend.namespace
     facts = gather(backend.client, ns)
     findings = assess(facts)
+    card = None
+    if facts.version is not None:
+        card = _design_card(backend)
+        findings.append(card.finding)
     ok = can_submit(findings)
     if output == "json":
         typer.echo(json.dumps({"server": facts.server, "namespace": ns, "version": facts.version,
                                "can_submit": ok,
+                               "design_card": card.to_dict() if card is not None else None,
                                "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
         _table(findings)
+        if card is not None:
+            typer.echo(f"\n{card.verdict}")
         typer.echo(f"\n{'a job can be submitted' if ok else 'a job cannot be submitted'} "
                    f"(namespace {ns})")
     raise typer.Exit(0 if ok else 1)
+
+
+# The README's first command: what a newcomer runs first.
+DESIGN_CARD = "hvdk8s submit mpi --workers 4 --gpus 1"
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignCard:
+    """The design-card command on this cluster: the mode --mode auto picks for it
+    (mpijob.k8s.modes) and whether it is placed now."""
+
+    mode: str
+    why: str
+    runs: bool
+    placement: str
+    finding: Finding
+
+    @property
+    def verdict(self) -> str:
+        why = self.why.removeprefix(f"{self.mode} ")
+        why = why[1:-1] if why.startswith("(") and why.endswith(")") else why
+        return (f"{DESIGN_CARD} would run in {self.mode} mode, {self.placement} ({why})"
+                if self.runs else f"{DESIGN_CARD} would not run now: {self.placement} "
+                f"(in {self.mode} mode: {why})")
+
+    def to_dict(self) -> dict:
+        return {"command": DESIGN_CARD, "mode": self.mode, "why": self.why,
+                "runs": self.runs, "placement": self.placement}
+
+
+def _design_card(backend) -> DesignCard:
+    from mpijob.jobspec.spec import build_spec
+    from mpijob.k8s.modes import choose_mode
+    from mpijob.scheduling.placement import PlacementRequest, place
+
+    spec = build_spec(name="design-card", workers=4, gpus_per_worker=1,
+                      namespace=backend.namespace)
+    choice = choose_mode("auto", spec, backend.installed_modes(spec))
+    mode = choice.mode or "pods"  # auto always has built-in pods to fall back on
+    why = choice.line.removeprefix("mode: ")
+    try:
+        cluster = backend.cluster_for(spec, context=None)
+    except UserError as exc:
+        cluster, unread = None, str(exc)
+    else:
+        unread = "no GPU nodes readable: the scheduler would place it"
+    if cluster is None:
+        runs, where = True, unread
+    else:
+        placed = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
+        runs = placed.feasible
+        where = (f"placed on {plural(placed.nodes_used, 'node')} now" if runs
+                 else f"cannot be placed: {placed.reason}")
+    finding = Finding("design card", OK if runs else WARN,
+                      f"{DESIGN_CARD}: --mode auto picks {why}",
+                      f"it would run ({where})" if runs else f"it would not run now: {where}")
+    return DesignCard(mode, why, runs, where, finding)
 
 
 def _local(output: str) -> None:

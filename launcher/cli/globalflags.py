@@ -71,10 +71,14 @@ def reset_impersonation() -> None:
     set_impersonation_flags(ImpersonationFlags())
 
 
-def _commands(command, path=()):
+def commands_of(command, path=()):
+    """Every command under `command`, with its path of names."""
     yield path, command
     for name, sub in (getattr(command, "commands", None) or {}).items():
-        yield from _commands(sub, (*path, name))
+        yield from commands_of(sub, (*path, name))
+
+
+_commands = commands_of
 
 
 def _donated_options() -> dict[str, object]:

@@ -48,7 +48,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "hvdk8s submit mpi --workers 4 --gpus 1"),
         ("Follow it, then remove it", "hvdk8s logs -f NAME; hvdk8s delete NAME"),
         ("Where a job would go on a cluster file, and how fast",
-         "hvdk8s plan --workers 4 --gpus 1 --cluster tests/data/clusters/two-dgx1.yaml"),
+         "hvdk8s plan --workers 4 --gpus 1 --cluster example:two-dgx1"),
     ],
     "submit": [
         ("Run 4 workers with 1 GPU each (the name is generated and printed)",
@@ -97,9 +97,9 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "plan": [
         ("Where 4 one-GPU workers would go on a cluster file, and the predicted images/sec",
-         "hvdk8s plan --workers 4 --gpus 1 --cluster tests/data/clusters/two-dgx1.yaml"),
+         "hvdk8s plan --workers 4 --gpus 1 --cluster example:two-dgx1"),
         ("Compare the placement policies for VGG16",
-         "hvdk8s plan -w 4 -g 1 --model vgg16 --batch-size 64 --compare --cluster tests/data/clusters/two-dgx1.yaml"),
+         "hvdk8s plan -w 4 -g 1 --model vgg16 --batch-size 64 --compare --cluster example:two-dgx1"),
         ("Against the live cluster of the current context", "hvdk8s plan --workers 8 --gpus 1"),
     ],
     "agent": [
@@ -126,7 +126,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "simulate": [
         ("2,000 generated jobs on a generated cluster, results and plots in a folder",
          "hvdk8s simulate --jobs 2000 --out results/sim"),
-        ("Two policies on a cluster file", "hvdk8s simulate --cluster tests/data/clusters/two-dgx1.yaml --policies topology,spread"),
+        ("Two policies on a cluster file", "hvdk8s simulate --cluster example:two-dgx1 --policies topology,spread"),
     ],
     "topology": [
         ("Parse this machine's GPU topology", "nvidia-smi topo -m | hvdk8s topology parse -"),
@@ -151,7 +151,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "top node": [
         ("GPUs in use per node", "hvdk8s top node"),
         ("With each node's GPUs and the jobs on them", "hvdk8s top node -d"),
-        ("Of a cluster file", "hvdk8s top node --cluster tests/data/clusters/two-dgx1.yaml"),
+        ("Of a cluster file", "hvdk8s top node --cluster example:two-dgx1"),
     ],
     "top job": [
         ("GPUs per job in the current namespace", "hvdk8s top job"),

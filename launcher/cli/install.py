@@ -6,7 +6,7 @@ import typer
 
 from launcher import __version__
 from launcher.cli import options as opt
-from launcher.errors import UsageError, UserError
+from launcher.errors import Refused, UsageError, UserError
 from launcher.output import emit_objects
 from mpijob.errors import SpecError
 from mpijob.jobspec.image_ref import image_problem
@@ -149,12 +149,18 @@ def install_runtime(
                           **{k: v for k, v in given.items() if v is not None})
     except SpecError as exc:
         raise UsageError(f"{exc.where}: {exc.message}") from None
+    from launcher.backends.select import kubernetes_configured
+
     runtime = horovod_runtime(spec)
+    if dry_run and context is None and not kubernetes_configured():
+        emit_objects([runtime], output)  # no cluster: what would be applied to one
+        return
+    # A dry run on a cluster refuses what the install would: no Trainer there.
+    version = _trainer_version(context)  # the newest Trainer API the cluster serves
+    runtime = {**runtime, "apiVersion": f"trainer.kubeflow.org/{version}"}
     if dry_run:
         emit_objects([runtime], output)
         return
-    version = _trainer_version(context)  # the newest Trainer API the cluster serves
-    runtime = {**runtime, "apiVersion": f"trainer.kubeflow.org/{version}"}
     for line in apply_manifests([runtime], namespace="default", context=context):
         typer.echo(line)
 
@@ -171,5 +177,5 @@ def _trainer_version(context: str | None) -> str:
     except ApiError as exc:
         raise exc.user_error() from None
     if kind is None:
-        raise UserError(TRAINER_MISSING.split(";")[0] + "; install Kubeflow Trainer first")
+        raise Refused(TRAINER_MISSING.split(";")[0] + "; install Kubeflow Trainer first")
     return kind.api_version.rsplit("/", 1)[1]

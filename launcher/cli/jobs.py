@@ -112,16 +112,22 @@ def scale(
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,
+    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", min=0,
+                                  help="Seconds to wait for the job to show the new size "
+                                       "(the workers that join running, those removed gone); "
+                                       "past it, say what it waits for and exit 124."),
 ):
     """Grow or shrink a running elastic job (submitted with --min-workers/--max-workers).
 
-    New workers join the training at Horovod's next reset; removed ones leave it."""
+    Workers that join are placed on the cluster as it is now (any node); a size that
+    cannot be placed is refused (exit 2) and nothing changes. New workers join the training
+    at Horovod's next reset; removed ones leave it."""
     b = open_backend(backend, context, namespace)
     scaler = getattr(b, "scale", None)
     if scaler is None:
         raise UsageError(f"scale: the {b.name} backend has no elastic jobs; use the "
                          "kubernetes backend")
-    typer.echo(scaler(name, namespace, workers=workers))
+    typer.echo(scaler(name, namespace, workers=workers, timeout=timeout))
 
 
 def register(app: typer.Typer) -> None:

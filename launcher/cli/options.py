@@ -115,7 +115,8 @@ ReportOutput = Annotated[ReportFormat, choice(ReportFormat, "-o", "--output",
 Cluster = Annotated[str | None, typer.Option(
     "--cluster", help="Cluster file (YAML/JSON: nodes, GPUs, topology, what is taken) to read "
     "instead of the live cluster of the current kubeconfig context; format: "
-    "docs/cluster-file.md.", rich_help_panel=PANEL_CLUSTER)]
+    "docs/cluster-file.md. Shipped examples: example:two-dgx1, "
+    "example:nvl72-two-partitions.", rich_help_panel=PANEL_CLUSTER)]
 Calibration = Annotated[str | None, typer.Option(
     "--calibration", metavar="FILE",
     help="Calibration file from hvdk8s calibrate (default: $HVDK8S_HOME/calibration.json "

@@ -65,7 +65,7 @@ def plan(
             context = worker
     snapshot = _load_cluster(cluster, context)
     elastic_lines: tuple[str, ...] = ()
-    if spec.elastic:  # placed for as many workers as fit now, up to the maximum
+    if spec.elastic:  # placed for the workers it starts with (elastic_plan)
         from launcher.preparing.elastic_plan import plan_elastic
 
         elastic = plan_elastic(spec, snapshot, calibration_file.assumptions(cal, cal_source))
@@ -120,10 +120,13 @@ def _planned(data: dict, spec, result, snapshot, assumptions) -> dict:
         data["network"] = _network_json(network)
     data["explanation"].extend(planned.notes)
     data["worker_requests"] = []
+    elastic = planned.spec.elastic  # one pod a worker, from one template (workload.py)
     for a in result.assignments:  # as submit renders them (built-in mode)
-        r = pod_requests(planned.spec, a.node, a.slots, a.workers)
+        r = (pod_requests(planned.spec, None, planned.spec.gpus_per_worker or 1, 1) if elastic
+             else pod_requests(planned.spec, a.node, a.slots, a.workers))
         data["worker_requests"].append({"node": a.node, "cpu": r.cpu, "memory": r.memory,
-                                        "memory_limit": r.memory_limit, "source": r.source})
+                                        "memory_limit": r.memory_limit, "source": r.source,
+                                        "per": "worker pod" if elastic else "node pod"})
     return data
 
 
@@ -270,8 +273,9 @@ def _print_tables(results, compare, request, model, batch_size, precision) -> No
     table.add_column("memory", justify="right")
     requests = data["worker_requests"]
     for a, req in zip(result.assignments, requests, strict=True):
+        each = " each" if req.get("per") == "worker pod" else ""  # elastic: one pod a worker
         table.add_row(a.node, str(a.workers), ",".join(map(str, a.gpus)) or "-",
-                      req["cpu"] or "-", f"{req['memory'] or '-'}"
+                      f"{req['cpu'] or '-'}{each}", f"{req['memory'] or '-'}{each}"
                       + (f" (limit {req['memory_limit']})" if req["memory_limit"] else ""))
     console.print(plain_when_piped(console, table))
     for source in dict.fromkeys(r["source"] for r in requests if r["source"]):

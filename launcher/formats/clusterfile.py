@@ -361,9 +361,32 @@ def _validated(model: type[BaseModel], data: Any, where: str):
 
 
 # --- loading ------------------------------------------------------------------------------------
+# Cluster files shipped with hvdk8s, named `--cluster example:NAME` (what the help shows
+# works from an installed wheel, not only from a checkout).
+EXAMPLE_PREFIX = "example:"
+EXAMPLES_DIR = Path(__file__).resolve().parent / "example_clusters"
+
+
+def example_names() -> list[str]:
+    return sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
+
+
+def resolve_cluster_path(path: str | Path) -> Path:
+    """`example:NAME` is the shipped example NAME; anything else a path."""
+    text = str(path)
+    if not text.startswith(EXAMPLE_PREFIX):
+        return Path(path)
+    name = text[len(EXAMPLE_PREFIX):]
+    found = EXAMPLES_DIR / f"{name}.yaml"
+    if name not in example_names():
+        raise UsageError(f"--cluster {text}: no example cluster {name!r}; the examples: "
+                         + ", ".join(f"{EXAMPLE_PREFIX}{n}" for n in example_names()))
+    return found
+
+
 def load_cluster(path: str | Path):
-    """The Cluster described by the file at `path`."""
-    path = Path(path)
+    """The Cluster described by the file at `path` (or the shipped example it names)."""
+    path = resolve_cluster_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

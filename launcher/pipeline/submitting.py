@@ -11,7 +11,7 @@ from typing import Any
 
 from launcher.backends import select
 from launcher.backends.base import BaseBackend
-from launcher.errors import UsageError, UserError
+from launcher.errors import Refused, UsageError
 from launcher.formats import calibration_file
 from launcher.output import HeldNotes, note
 from launcher.pipeline.jobnames import generated_name
@@ -19,10 +19,10 @@ from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import defaults, names
-from mpijob.jobspec.elastic import refusal as elastic_refusal
 from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.jobspec.ssh_port import free_ssh_port
 from mpijob.k8s.gang import refusal
+from mpijob.k8s.modes import choose_mode, other_modes
 from mpijob.plural import plural
 
 
@@ -101,7 +101,12 @@ def describe_plan(plan: Plan) -> None:
                  "IMEX channel")
         for a in plan.placement.assignments:
             gpus = ",".join(map(str, a.gpus)) or "-"
-            note(f"placement: {a.node} GPUs [{gpus}] ({plural(a.workers, 'worker')} in one pod)")
+            if plan.spec.elastic:  # one pod a worker, from a template: any free GPUs
+                note(f"placement: {a.node}: {plural(a.workers, 'worker')}, one pod each "
+                     f"({plural(plan.spec.gpus_per_worker, 'GPU')} each, any free ones)")
+            else:
+                note(f"placement: {a.node} GPUs [{gpus}] ({plural(a.workers, 'worker')} in "
+                     "one pod)")
         for line in plan.placement.explanation:
             note(f"  {line}")
     network = plan.network
@@ -122,35 +127,22 @@ def describe_plan(plan: Plan) -> None:
                 note(f"  {line}")
 
 
-OPERATOR_GANG_NONE = (f"--gang with --mode operator needs {gangs.listed()}, and "
-                      "none is installed; use --mode pods, where hvdk8s's own all-or-nothing "
-                      "check applies (the job is deleted unless every worker is scheduled)")
-
-
-def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *, detect: bool,
-                  auto_mode: bool) -> tuple[defaults.GangScheduler, defaults.Mode]:
-    """The gang scheduler, and the mode: --mode auto picks the MPI Operator where it is
-    installed, but with --gang and no gang scheduler only built-in pods are all or nothing."""
+def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
+                  detect: bool) -> tuple[defaults.GangScheduler, bool]:
+    """The gang scheduler, and whether --gang was asked where none is installed (then
+    only built-in pods are all or nothing: mpijob.k8s.modes)."""
     if request.gang_scheduler:
-        return request.gang_scheduler, request.mode
+        return request.gang_scheduler, False
     if not request.gang or backend.gang_note or not detect:
-        return "none", request.mode
+        return "none", False
     found = backend.detect_gang_scheduler()
     if found:
         note(f"gang: {found} found in the cluster; it schedules the workers together")
-        return found, request.mode
-    mode = request.mode
-    if mode == "operator":
-        # The operator creates the pods; nothing would hold them back all or nothing.
-        if not auto_mode:
-            raise UsageError(OPERATOR_GANG_NONE)
-        note("mode: pods, not the MPI Operator (--mode auto): --gang needs a gang scheduler "
-             "in operator mode, and the cluster has none")
-        mode = "pods"
+        return found, False
     note(f"gang: no {gangs.listed()} in the cluster, and {gangs.listed(built_in=True)} not "
          "served; hvdk8s's own all-or-nothing check applies (the job is rolled back if not "
          "all workers schedule)")
-    return "none", mode
+    return "none", True
 
 
 def _free_host_ssh_port(spec, cluster, placement):
@@ -218,7 +210,7 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
             [f"backend: {name} ({why})"] if request.backend is None else [])
     if short:  # before a name is generated: no job is created
         o = request.options
-        raise UserError(NO_CLUSTER_NO_GPU.format(
+        raise Refused(NO_CLUSTER_NO_GPU.format(
             have=have, workers=o.get("workers", defaults.WORKERS), gpus=o.get("gpus_per_worker")))
     said = [f"backend: {name} ({why})"] if request.backend is None else []
     return select.make_backend(name, context=request.context,
@@ -278,20 +270,9 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     client_dry_run = request.dry_run == "client"
     server_dry_run = request.dry_run == "server"
     backend, why_this_backend = _choose_backend(request, client_dry_run)
-    submit_options = backend.submit_options(mode=request.mode,
-                                            server_dry_run=server_dry_run,
-                                            schedule_timeout=request.schedule_timeout)
     offline = backend.name == BaseBackend.name  # a client dry run that reads no cluster
-    # --mode auto: what the cluster has (the backend decides; offline, built-in mode)
     auto_mode = request.mode == "auto"
-    request = replace(request, mode=submit_options.mode)
-    gang, mode = _resolve_gang(request, backend, detect=not offline, auto_mode=auto_mode)
-    if mode != request.mode:
-        request = replace(request, mode=mode)
-        submit_options = replace(submit_options, mode=mode)
-
-    if (refused := refusal(gang, request.mode)) is not None:
-        raise UsageError(refused)
+    gang, gang_unserved = _resolve_gang(request, backend, detect=not offline)
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options
@@ -310,16 +291,19 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
             backend=None if offline else backend,
             namespace=options.get("namespace"))})
     spec = build_spec_from_options(options, gang=gang)
-    if request.mode == "operator" and spec.host_network and spec.mpi_implementation != "OpenMPI":
-        raise UsageError("--host-network with --mode operator needs --mpi openmpi: Hydra "
-                         "cannot be told the job's sshd port (port 22 is the node's own "
-                         "sshd); use --mode pods")
-    if auto_mode and spec.elastic and request.mode != "pods" and not backend.runs_here:
-        note(f"mode: pods, not {request.mode} (--mode auto): only built-in pods run elastic "
-             "jobs")
-        request = replace(request, mode="pods")
-        submit_options = replace(submit_options, mode="pods")
-    if (refused := elastic_refusal(spec, request.mode)) is not None:
+    # The mode: asked, or --mode auto's table (mpijob.k8s.modes) on what the cluster has;
+    # refused before anything is advised or created where the job cannot run in it.
+    installed = backend.installed_modes(spec)
+    choice = choose_mode(request.mode, spec, installed, gang_unserved=gang_unserved)
+    if choice.mode is None:
+        raise Refused(choice.line)
+    if auto_mode and (installed.operator or installed.trainer):  # a choice was made
+        note(choice.line)
+    request = replace(request, mode=choice.mode)  # type: ignore[arg-type]
+    submit_options = backend.submit_options(mode=request.mode,
+                                            server_dry_run=server_dry_run,
+                                            schedule_timeout=request.schedule_timeout)
+    if (refused := refusal(gang, request.mode)) is not None:
         raise UsageError(refused)
     for line in backend.check_spec(spec):
         note(f"note: {line}")
@@ -342,7 +326,10 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
 
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
-    plan = backend.plan(spec, cluster, assumptions)
+    rdma_fix = (f"a TrainJob cannot carry RDMA devices; "
+                f"{other_modes(spec, 'trainjob', installed, gang_unserved)}"
+                if request.mode == "trainjob" else None)
+    plan = backend.plan(spec, cluster, assumptions, rdma_fix=rdma_fix)
     spec = plan.spec  # with what the plan decided (the RDMA device the workers request)
     if spec.host_network and cluster is not None:
         spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)

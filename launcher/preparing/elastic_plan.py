@@ -1,5 +1,6 @@
-"""An elastic job's plan (mpijob.jobspec.elastic): placed at its maximum where that fits
-now, with which workers fit now, and the predicted images/sec at every size it can have."""
+"""An elastic job's plan (mpijob.jobspec.elastic): placed for the workers it starts with
+(the others hold nothing: `hvdk8s scale` places them on the cluster as it is then), with
+which sizes fit now, and the predicted images/sec at every size it can have."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class SizeForecast:
 
 @dataclass(frozen=True)
 class ElasticPlan:
-    plan_workers: int  # the workers placed: the most in [--workers, max] that fit now
+    plan_workers: int  # the workers placed: those it starts with (--workers)
     sizes: tuple[SizeForecast, ...]
     lines: tuple[str, ...]
 
@@ -65,13 +66,12 @@ def plan_elastic(spec: JobSpec, cluster: Cluster | None,
             except (PredictionError, ValueError):
                 rate = None
         forecasts.append(SizeForecast(n, placed.feasible, where.feasible, rate))
-    fitting = [f.workers for f in forecasts if f.fits_now and f.workers >= spec.workers]
-    plan_workers = max(fitting) if fitting else spec.workers
-    if plan_workers == spec.max_size:
-        fit = f"elastic: all {spec.max_size} workers fit now (placed at the maximum)"
-    else:
-        fit = (f"elastic: {plan_workers} of at most {spec.max_size} workers fit now (placed "
-               f"for {plan_workers}); the others join as GPUs free up, or with hvdk8s scale")
+    plan_workers = spec.workers
+    grow = [f.workers for f in forecasts if f.fits_now and f.workers > spec.workers]
+    fit = (f"elastic: placed for the {plan_workers} workers it starts with, one pod each; "
+           "the others hold nothing until `hvdk8s scale` places them on the cluster as it is "
+           "then" + (f" (up to {max(grow)} would fit now)" if grow else
+                     " (none more would fit now)" if spec.max_size > spec.workers else ""))
     rates = ", ".join(
         f"{f.workers}: " + (f"{f.images_per_sec:,.0f}" if f.images_per_sec is not None else "-")
         + ("" if f.fits_now else " (once GPUs free up)" if f.fits_idle

@@ -87,7 +87,8 @@ def _decide_pairing(choice: str, placement, by_name: dict, pods) -> RdmaDecision
 
 def plan_network(choice: str, *, model: str, batch_size: int, precision: str, placement,
                  cluster, assumptions=None, pod_security: str | None = None,
-                 decision: RdmaDecision | None = None) -> NetworkPlan:
+                 decision: RdmaDecision | None = None,
+                 rdma_fix: str | None = None) -> NetworkPlan:
     """The decision (unless given), the prediction on the network the job gets, and what
     to say. ValueError: `on` refused, or no prediction (unknown model, ...)."""
     if decision is None:
@@ -116,14 +117,16 @@ def plan_network(choice: str, *, model: str, batch_size: int, precision: str, pl
     elif not spans:
         plan.lines = ("network: one node: NCCL stays inside it (no traffic between nodes)",)
     else:
+        why = rdma_fix.split(";")[0] if rdma_fix else decision.reason
         plan.lines = (f"network: TCP over the pod network between nodes (NCCL sockets, "
-                      f"{base.tcp_efficiency:g} of line rate): {decision.reason}",)
+                      f"{base.tcp_efficiency:g} of line rate): {why}",)
     if decision.pairing_note:
         plan.lines = (*plan.lines, decision.pairing_note)
     if decision.offered and not decision.use and spans and res is not None:
         plan.alternative = alt = on("rdma")
         now_ips, then = now.images_per_sec, alt.images_per_sec
-        fix = ("use --rdma auto or on" if choice == "off" else
+        fix = (rdma_fix if rdma_fix else  # the mode cannot carry RDMA: --rdma cannot help
+               "use --rdma auto or on" if choice == "off" else
                "run it in a namespace whose Pod Security level allows IPC_LOCK (privileged)"
                if "Pod Security" in decision.reason else "use --rdma on")
         if then > now_ips * 1.005:

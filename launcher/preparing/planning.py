@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from launcher.errors import UsageError, UserError
+from launcher.errors import Refused, UsageError
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
     from launcher.preparing.network_plan import NetworkPlan
@@ -49,28 +49,26 @@ def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
 
 
 def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
-             pod_security: str | None = None) -> Plan:
+             pod_security: str | None = None, rdma_fix: str | None = None) -> Plan:
     """submit's plan: place the job on the snapshot (refusing what cannot fit), then
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
-    namespace's enforced Pod Security level, where known. An elastic job is placed for as
-    many workers as fit now, up to its maximum, and keeps --workers as its start size."""
+    namespace's enforced Pod Security level, where known. An elastic job is placed for the
+    workers it starts with (launcher.preparing.elastic_plan)."""
     if spec.elastic:
         from launcher.preparing.elastic_plan import plan_elastic
 
         elastic = plan_elastic(spec, cluster, assumptions)
-        placed = spec.model_copy(update={"workers": elastic.plan_workers})
-        plan = _place_and_plan(placed, cluster, assumptions, pod_security)
-        plan.spec = plan.spec.model_copy(update={"workers": spec.workers})
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security, rdma_fix)
         plan.notes.extend(elastic.lines)
     else:
-        plan = _place_and_plan(spec, cluster, assumptions, pod_security)
+        plan = _place_and_plan(spec, cluster, assumptions, pod_security, rdma_fix)
     if plan.spec.worker_shares:
         plan.notes.extend(describe_requests(plan.spec, plan.placement))
     return plan
 
 
 def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-                    pod_security: str | None) -> Plan:
+                    pod_security: str | None, rdma_fix: str | None = None) -> Plan:
     if cluster is None:
         spec, said = resolve_gpu_request(spec, cluster)
         if spec.rdma == "on" and spec.gpus_per_worker:
@@ -85,7 +83,8 @@ def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumpt
 
         placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
         if placement.feasible:
-            plan = plan_placed(spec, cluster, placement, assumptions, pod_security)
+            plan = plan_placed(spec, cluster, placement, assumptions, pod_security,
+                               rdma_fix=rdma_fix)
         elif spec.gang != "none" and fits_when_idle(cluster, spec):
             # A gang scheduler queues what does not fit now and places it when it does.
             spec, said = resolve_gpu_request(spec, cluster)
@@ -93,7 +92,7 @@ def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumpt
                 *said, f"the job does not fit the cluster now ({placement.reason}); "
                 f"{spec.gang} queues it and places it when it fits"]), cluster)
         else:
-            raise UserError(f"job {spec.name} cannot be placed: {placement.reason}")
+            raise Refused(f"job {spec.name} cannot be placed: {placement.reason}")
     return plan
 
 
@@ -118,7 +117,8 @@ def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None) -> tuple[JobSpec
 
 
 def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
-                assumptions: Assumptions | None = None, pod_security: str | None = None) -> Plan:
+                assumptions: Assumptions | None = None, pod_security: str | None = None, *,
+                rdma_fix: str | None = None) -> Plan:
     """The one plan of a job on a feasible placement, for `submit` and `plan` alike: how
     its GPUs are requested (DRA where the nodes publish it), its network (--rdma: the
     device the workers request, or TCP), its throughput on that network, and the workers'
@@ -147,7 +147,7 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
         plan.network = network_plan.plan_network(
             spec.rdma, model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,
             precision=spec.benchmark.precision, placement=placement, cluster=cluster,
-            assumptions=assumptions, decision=decision)
+            assumptions=assumptions, decision=decision, rdma_fix=rdma_fix)
         plan.prediction = plan.network.prediction
     except ValueError as exc:
         plan.network = network_plan.NetworkPlan(decision)
@@ -159,8 +159,13 @@ def _with_shares(plan: Plan, cluster: Cluster | None) -> Plan:
     """The workers' default CPU/memory requests where --cpu/--memory leave them open."""
     if plan.spec.cpu is None or plan.spec.memory is None:
         from mpijob.jobspec.worker_share import plan_shares
+        from mpijob.k8s import start_gate
 
-        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker)
+        # The start gate's pod is scheduled before the workers, on any node.
+        gate = start_gate.GATE_RESOURCES["requests"]
+        beside = ((gate["cpu"], gate["memory"], "the start gate's pod")
+                  if start_gate.applies(plan.spec) else None)
+        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker, beside)
         plan.spec = plan.spec.model_copy(update={"worker_shares": shares})
     return plan
 
@@ -170,7 +175,9 @@ def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
     from mpijob.jobspec.worker_share import pod_defaults
 
     pods: list[tuple[str | None, int]] = ([(a.node, a.slots) for a in placement.assignments]
-                                          if placement is not None else [])
+                                          if placement is not None and not spec.elastic
+                                          else [])
+    # An elastic job's workers come from one template, one worker a pod, on any node.
     pods = pods or [(None, spec.gpus_per_worker or 1)]
     lines = []
     for node, slots in pods:
@@ -180,7 +187,8 @@ def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
         cpu, memory, source = default
         cpu = f"{spec.cpu} per worker (--cpu)" if spec.cpu else (cpu or "none")
         memory = f"{spec.memory} per worker (--memory)" if spec.memory else (memory or "none")
-        where = f"pod on {node}" if node else "each pod"
+        where = (f"pod on {node}" if node else "each worker's pod" if spec.elastic
+                 else "each pod")
         line = (f"worker requests ({where}): cpu {cpu}, memory {memory} + --shm-size "
                 f"{spec.shm_size} in its limit ({source})")
         if line not in lines:

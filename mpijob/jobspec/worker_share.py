@@ -101,8 +101,11 @@ def _gib(value: Decimal | float) -> str:
 
 
 def plan_shares(cluster: Cluster | None, placement: Placement | None,
-                gpus_per_worker: int) -> tuple[ResourceShare, ...]:
-    """The per-slot shares of the planned nodes, and one (node None) for pods without one."""
+                gpus_per_worker: int, beside: tuple[str, str, str] | None = None,
+                ) -> tuple[ResourceShare, ...]:
+    """The per-slot shares of the planned nodes, and one (node None) for pods without one.
+    `beside`: (cpu, memory, what) of a pod of the job that may land on any planned node
+    before the workers (the start gate): a cap on a node's free room leaves it that much."""
     base = PER_GPU_UNPLANNED if gpus_per_worker else PER_RANK_CPU_ONLY
     what = "per GPU" if gpus_per_worker else "per rank"
     shares = [ResourceShare(
@@ -115,17 +118,20 @@ def plan_shares(cluster: Cluster | None, placement: Placement | None,
         slots[a.node] += a.slots
     nodes = {n.name: n for n in cluster.nodes}
     for name in sorted(slots):
-        shares.append(_node_share(nodes[name], slots[name], gpus_per_worker, base))
+        shares.append(_node_share(nodes[name], slots[name], gpus_per_worker, base, beside))
     return tuple(shares)
 
 
 def _node_share(node: Node, slots: int, gpus_per_worker: int,
-                base: tuple[Decimal, Decimal]) -> ResourceShare:
+                base: tuple[Decimal, Decimal],
+                beside: tuple[str, str, str] | None = None) -> ResourceShare:
     what = "per GPU" if gpus_per_worker else "per rank"
     values, why = [], []
-    for (alloc, free, fallback, unit) in (
-            (node.alloc_cpu, node.free_cpu, base[0], "CPU"),
-            (node.alloc_memory, node.free_memory, base[1], "memory")):
+    kept = ((parse_quantity(beside[0]), parse_quantity(beside[1]), beside[2]) if beside
+            else (Decimal(0), Decimal(0), ""))
+    for (alloc, free, fallback, unit, reserve) in (
+            (node.alloc_cpu, node.free_cpu, base[0], "CPU", kept[0]),
+            (node.alloc_memory, node.free_memory, base[1], "memory", kept[1])):
         show = (lambda v: f"{v:g}") if unit == "CPU" else _gib
         if gpus_per_worker and alloc is not None and node.gpus:
             value = Decimal(str(alloc)) * HEADROOM / node.gpus
@@ -134,9 +140,10 @@ def _node_share(node: Node, slots: int, gpus_per_worker: int,
             value = fallback
             text = f"{unit} built-in {show(fallback)} {what}" + (
                 "" if alloc is not None or not gpus_per_worker else " (no allocatable known)")
-        if free is not None and Decimal(str(free)) / slots < value:
-            value = max(Decimal(str(free)), Decimal(0)) / slots
-            text += f", capped at the {show(free)} free for its {slots} {what[4:]}s"
+        if free is not None and (room := Decimal(str(free)) - reserve) / slots < value:
+            value = max(room, Decimal(0)) / slots
+            text += f", capped at the {show(free)} free for its {slots} {what[4:]}s" + (
+                f" less {show(float(reserve))} for {kept[2]}" if reserve else "")
         values.append(value)
         why.append(text)
     return ResourceShare(node=node.name, cpu=_fmt(values[0]), memory=_fmt(values[1]),

@@ -168,8 +168,10 @@ def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
         **gang_meta.get("spec", {}),
     }
     if elastic and work.placement is not None and work.placement.feasible:
+        # Only preferred: `hvdk8s scale` places the workers that join on the cluster as it
+        # is then, other nodes included (launcher.backends.kubernetes.elastic).
         body["affinity"] = node_affinity(sorted({a.node for a in work.placement.assignments}),
-                                         required=spec.gang == "none")
+                                         required=False)
     elif pod.node:
         body["affinity"] = node_affinity([pod.node], required=spec.gang == "none")
         if work.compute_domain_nodes is not None:
@@ -245,7 +247,8 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
 
 
 def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
-                prediction: dict | None, elastic_source: str | None = None) -> list[dict]:
+                prediction: dict | None, elastic_source: str | None = None,
+                gate_deadline: int | None = None) -> list[dict]:
     spec, pods = work.spec, list(work.workers)
     gang_meta = gang_pod_metadata(work)
     objects = [_launcher_job(spec, work.placement, prediction)]
@@ -260,7 +263,7 @@ def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
     labels = names.job_labels(spec.name)
     # The gate comes right before the first worker object: the workers are created owned
     # by its pod, so it must exist first.
-    gate = [start_gate.gate_job(spec)] if start_gate.applies(spec) else []
+    gate = [start_gate.gate_job(spec, gate_deadline)] if start_gate.applies(spec) else []
     if work.elastic_worker is not None:
         worker = work.elastic_worker
         objects += [render_elastic.config_map(spec, benchmark_source, elastic_source),

@@ -103,7 +103,8 @@ def refusal(spec: JobSpec) -> SpecError | None:
         (spec.gpu_request == "dra", "gpu_request",
          "a TrainJob's runtime patch cannot carry DRA resource claims"),
         (bool(spec.networks), "networks", "a TrainJob's runtime patch cannot carry Multus networks"),
-        (spec.rdma_request is not None or bool(spec.extra_resources), "rdma",
+        (spec.rdma == "on" or spec.rdma_request is not None or bool(spec.extra_resources),
+         "rdma",
          "a TrainJob's runtime patch cannot carry RDMA devices"),
         (bool(spec.pod_patches), "pod_patches", "a TrainJob carries no pod patches"),
         (spec.working_dir is not None, "working_dir",
@@ -111,8 +112,7 @@ def refusal(spec: JobSpec) -> SpecError | None:
     )
     for bad, field, why in checks:
         if bad:
-            return SpecError(field, f"{why}; use --mode pods or --mode operator",
-                             option_of(field))
+            return SpecError(field, why, option_of(field))
     return None
 
 
@@ -286,8 +286,8 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
     spec, placement, shape = work.spec, work.placement, work.shape
     assert shape is not None  # a Trainer-mode workload
-    if (refused := refusal(spec)) is not None:
-        raise refused
+    if (refused := refusal(spec)) is not None:  # submit refuses it first (mpijob.k8s.modes)
+        raise SpecError(refused.field, f"{refused.message}; use --mode pods", refused.option)
     if work.compute_domain_nodes is not None:
         raise SpecError("workers", "the placement spans nodes of one NVLink partition, whose "
                         "ComputeDomain IMEX channel a TrainJob's runtime patch cannot claim; use "

@@ -50,7 +50,17 @@ def applies(spec: JobSpec) -> bool:
     return gang is None or "Pod" not in gang.unowned_kinds
 
 
-def gate_job(spec: JobSpec) -> dict:
+def initial_deadline(spec: JobSpec, schedule_timeout: float | None) -> int | None:
+    """The deadline the gate is created with: the most `submit` would set once the workers
+    are scheduled (all of --schedule-timeout, then --start-timeout), so that a submit cut
+    short before it sets the real one still leaves a bounded gate, and a dry run shows what
+    is sent. None where a gang scheduler may queue the job for any time."""
+    if spec.gang != "none" or not schedule_timeout:
+        return None
+    return deadline_seconds(spec.start_timeout, schedule_timeout)
+
+
+def gate_job(spec: JobSpec, deadline: int | None = None) -> dict:
     labels = {names.LABEL_START_GATE: spec.name, names.LABEL_MANAGED_BY: names.MANAGED_BY}
     meta = metadata(spec, names.start_gate(spec.name))
     meta["labels"] = {**spec.labels, **labels}
@@ -98,6 +108,7 @@ def gate_job(spec: JobSpec) -> dict:
             # One try: a gate that fails for its own reasons leaves the workers alone (a
             # failed pod is not deleted at the deadline, so it stays their owner).
             "backoffLimit": 0,
+            **({"activeDeadlineSeconds": deadline} if deadline is not None else {}),
             "template": {
                 "metadata": {"labels": labels},
                 "spec": finish_pod(spec, {**pod, "restartPolicy": "Never",

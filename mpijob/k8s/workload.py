@@ -241,8 +241,9 @@ def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], 
 
 
 def _elastic_worker(spec: JobSpec, channel: bool) -> WorkerPod:
-    """One worker per pod, on any planned node: --cpu/--memory alone decide its requests
-    (a placement's node share was for a pod of the workers merged on that node), and a DRA
+    """One worker per pod, on any node: --cpu/--memory, else one worker's share of the
+    planned nodes (the smallest: one template, mpijob.jobspec.worker_share), with /dev/shm
+    in its memory limit as for any worker; and a DRA
     claim asks for a count, each pod from the template getting its own: any free GPUs of
     its node, as the device plugin's count would, since a worker that joins later takes
     whichever freed up (not the plan's, nor necessarily GPUs under one PCIe root, which a
@@ -254,8 +255,9 @@ def _elastic_worker(spec: JobSpec, channel: bool) -> WorkerPod:
                           same_root=False)
                  if spec.gpu_request == "dra" and gpus > 0 else None)
     claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
-    resources = Resources(cpu=spec.cpu, memory=spec.memory,
-                          memory_limit=add_bytes(spec.memory, spec.shm_size) if spec.memory else None,
+    requests = pod_requests(spec, None, gpus or 1, 1)
+    resources = Resources(cpu=requests.cpu, memory=requests.memory,
+                          memory_limit=requests.memory_limit,
                           gpus=0 if gpu_claim else gpus, devices=_devices(spec, gpus),
                           claims=claims)
     return replace(pod, resources=resources, gpu_claim=gpu_claim)

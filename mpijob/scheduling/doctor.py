@@ -52,6 +52,7 @@ class Facts:
     namespace: str
     version: str | None = None
     version_error: str | None = None
+    version_status: int | None = None  # the HTTP status of the failed /version (0: no answer)
     # (verb, resource, group, subresource) -> allowed (None: the review itself failed)
     permissions: dict[tuple[str, str, str, str], bool | None] = field(default_factory=dict)
     nodes: list[dict] | None = None  # None: nodes could not be listed
@@ -127,6 +128,11 @@ def _image_tag(deployment: dict) -> str:
 
 # --- the checks ---------------------------------------------------------------------------------
 def _api(f: Facts) -> list[Finding]:
+    if f.version is None and f.version_status == 401:
+        return [Finding("api server", FAIL, f"{f.server} answers but rejects this kubeconfig's "
+                        f"credentials (HTTP 401 Unauthorized): {f.version_error}",
+                        "nothing can be submitted", "log in again or renew the token of the "
+                        "kubeconfig context (kubectl get ns checks it)")]
     if f.version is None:
         return [Finding("api server", FAIL, f"{f.server} does not answer: {f.version_error}",
                         "nothing can be submitted", "check the kubeconfig context and that the "
@@ -341,8 +347,7 @@ def _operator(f: Facts) -> list[Finding]:
 
 
 def _trainer(f: Facts) -> list[Finding]:
-    """Kubeflow Trainer (--mode trainjob) and its runtimes, and what --mode auto takes."""
-    has_operator = "v2beta1" in f.mpijob_versions
+    """Kubeflow Trainer (--mode trainjob) and its runtimes."""
     out = []
     if not f.trainer_versions:
         out.append(Finding("trainer", INFO, "no Kubeflow Trainer (no trainer.kubeflow.org "
@@ -366,10 +371,8 @@ def _trainer(f: Facts) -> list[Finding]:
                 f"--mode trainjob runs images {', '.join(images)}" if ours else
                 "--mode trainjob needs hvdk8s's runtime for the job's image",
                 "" if ours else "hvdk8s install runtime --image IMG (--dry-run shows it)"))
-    auto = "operator" if has_operator else ("trainjob" if f.trainer_versions else "pods")
-    out.append(Finding("mode", INFO, f"--mode auto takes {auto} here",
-                       "the MPI Operator where installed, else Kubeflow Trainer, else built-in "
-                       "pods"))
+    # What --mode auto takes depends on the job (mpijob.k8s.modes): `doctor` asks it for
+    # the design-card command (launcher.cli.doctor).
     return out
 
 

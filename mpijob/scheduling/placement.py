@@ -308,7 +308,7 @@ def _why_not(screen: _Screen, request: PlacementRequest) -> str:
     if screen.not_ready:
         parts.append(f"{plural(screen.not_ready, 'node')} not Ready")
     for taint, count in sorted(screen.tainted.items()):
-        parts.append(f"{plural(count, 'node')} excluded by taint {taint} (add --toleration)")
+        parts.append(f"{plural(count, 'node')} excluded by taint {taint} ({_taint_advice(taint)})")
     if screen.no_gpus and g:
         parts.append(f"{plural(screen.no_gpus, 'node')} without GPUs")
     if screen.no_room_cpu:
@@ -600,3 +600,21 @@ def _with_devices(placement: Placement, cluster: Cluster) -> Placement:
             a = replace(a, device_uuids=tuple(by_index[i].uuid for i in a.gpus))
         out.append(a)
     return replace(placement, assignments=tuple(out))
+
+
+# Taints the node lifecycle controller puts on a node for its condition, and the one `kubectl
+# cordon` stands for (pkg/apis/core/well_known_taints.go): a job should not tolerate them.
+CORDONED = "node.kubernetes.io/unschedulable"
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                    "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure",
+                    "node.kubernetes.io/pid-pressure", "node.kubernetes.io/network-unavailable")
+
+
+def _taint_advice(taint: str) -> str:
+    """What to do about nodes a taint keeps the job off: a cordon is lifted by whoever
+    cordoned it, a condition by mending the node; other taints the job may tolerate."""
+    if taint.startswith(CORDONED):
+        return "cordoned: kubectl uncordon NODE, when its owner is done with it"
+    if taint.startswith(CONDITION_TAINTS):
+        return "the node's condition: fix the node, not the job"
+    return "add --toleration"

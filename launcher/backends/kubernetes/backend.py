@@ -80,7 +80,7 @@ from launcher.backends.kubernetes.snapshot import (
 )
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
-from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -89,6 +89,7 @@ from mpijob.jobspec import defaults, names
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
     from mpijob.jobspec.spec import JobSpec
+    from mpijob.k8s.modes import Installed
 
 # The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
 # api/constants.go: EnforceLevelLabel).
@@ -97,7 +98,7 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 __all__ = ["KubernetesBackend", "cluster_snapshot", "kubeconfig_usable"]
 
 OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
-                    "in the API); install it or use --mode pods")
+                    "in the API); install it, or use --mode pods")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
 
@@ -217,12 +218,13 @@ class KubernetesBackend(KubernetesObjects):
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
         return gang_control.detect(self.client)
 
-    def plan(self, spec: JobSpec, cluster, assumptions) -> Plan:
+    def plan(self, spec: JobSpec, cluster, assumptions, *, rdma_fix: str | None = None) -> Plan:
         from launcher.preparing.planning import plan_job
 
         wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
         return plan_job(spec, cluster, assumptions,
-                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None)
+                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None,
+                        rdma_fix=rdma_fix)
 
     def pod_security(self, namespace: str) -> str | None:
         """The Pod Security level the namespace enforces (its label, which the built-in
@@ -275,13 +277,23 @@ class KubernetesBackend(KubernetesObjects):
     @_api_errors
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
                        schedule_timeout: float | None) -> KubernetesOptions:
-        """--mode auto becomes what the cluster has (API discovery: trainjob.resolve_mode);
-        trainer mode speaks the newest Trainer API version served."""
-        mode = trainer.resolve_mode(self.client, mode)  # type: ignore[assignment]
+        """`mode` as chosen (mpijob.k8s.modes); trainer mode speaks the newest Trainer API
+        version served."""
         kind = trainer.trainjob_kind(self.client) if mode == "trainjob" else None
         version = kind.api_version.rsplit("/", 1)[1] if kind else "v1alpha1"
         return KubernetesOptions(mode=mode, server_dry_run=server_dry_run,
                                  schedule_timeout=schedule_timeout, trainer_version=version)
+
+    @_api_errors
+    def installed_modes(self, spec: JobSpec) -> Installed:
+        """What the cluster serves for each mode (API discovery, cached) and whether
+        hvdk8s's Trainer runtime for the job's image is there: --mode auto's inputs."""
+        from mpijob.k8s.modes import Installed
+
+        has_trainer = trainer.trainjob_kind(self.client) is not None
+        return Installed(operator=self.client.serves(MPIJOB), trainer=has_trainer,
+                         runtime_problem=trainer.runtime_problem(self.client, spec)
+                         if has_trainer else None)
 
     @_api_errors
     def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
@@ -448,7 +460,7 @@ class KubernetesBackend(KubernetesObjects):
         if not found:
             root = self.client.get(JOB, names.launcher(name), ns)
             if root is not None:
-                raise UserError(f"a Job named {names.launcher(name)} that is not an hvdk8s job "
+                raise Refused(f"a Job named {names.launcher(name)} that is not an hvdk8s job "
                                 f"exists in namespace {ns}; choose another --name")
             return
         oldest = min(found, key=lambda o: o["metadata"].get("creationTimestamp") or "")
@@ -456,7 +468,7 @@ class KubernetesBackend(KubernetesObjects):
             phase = self._status(name, ns).phase
         except NotFound:
             phase = "partially deleted"
-        raise UserError(
+        raise Refused(
             f"job {name} already exists in namespace {ns} (created "
             f"{_age(oldest['metadata'].get('creationTimestamp'))} ago, phase {phase}); "
             f"delete it first: hvdk8s delete {name} -n {ns}")
@@ -480,7 +492,7 @@ class KubernetesBackend(KubernetesObjects):
         notes = [*snap.notes, *notes]
         fresh = place(snap.cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
         if not fresh.feasible:
-            raise UserError(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
+            raise Refused(f"job {spec.name} does not fit the cluster now: {fresh.reason}"
                             + "".join(f"; {n}" for n in notes))
         return dataclasses.replace(fresh, explanation=(*fresh.explanation, *notes)), notes
 
@@ -791,13 +803,16 @@ class KubernetesBackend(KubernetesObjects):
         return status
 
     @_api_errors
-    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
-        """`hvdk8s scale`: an elastic job's workers, within its bounds."""
+    def scale(self, name: str, namespace: str | None = None, *, workers: int,
+              timeout: float = 60.0) -> str:
+        """`hvdk8s scale`: an elastic job's workers, within its bounds, confirmed by the
+        cluster within `timeout` seconds."""
         ns = self._job_ns(name, namespace)
         root, mode = self._root(name, ns)
         if mode != "pods" and root is not None:
-            raise UsageError(f"job {name} runs in operator mode, which has no elastic jobs")
-        return elastic.scale(self.client, root, name, ns, workers)
+            raise UsageError(f"job {name} runs in {mode} mode, which has no elastic jobs")
+        return elastic.scale(self.client, root, name, ns, workers, timeout=timeout,
+                             poll=self.poll)
 
     @_api_errors
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:

@@ -70,6 +70,7 @@ def gather(client: KubeClient, namespace: str) -> Facts:
         facts.version = info.get("gitVersion") or "unknown"
     except ApiError as exc:
         facts.version_error = str(exc.user_error())
+        facts.version_status = exc.status
         return facts
     facts.groups = _optional(client.api_groups, set())
     for verb, res, group, sub, *_ in PERMISSIONS:

@@ -1,20 +1,28 @@
 """Elastic built-in jobs on the cluster (mpijob.k8s.render_elastic): `scale`, the phase of a
 job whose workers come and go, its size and size history, and stopping its worker Job
-once the launcher is done."""
+once the launcher is done.
+
+An elastic job holds what it was planned at: the workers it started with (README, "Elastic
+jobs"). `scale` up plans the workers that join on the cluster as it is then, every node
+included (the worker template only prefers the first plan's nodes), refuses in one line
+when they cannot fit, and says "scaled" only once the cluster shows the new size: the
+workers that join Running, those removed gone."""
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 
 from launcher.backends.base import FAILED, RUNNING
 from launcher.backends.kubernetes import status as st
-from launcher.backends.kubernetes.client import EVENT, JOB, ApiError, KubeClient
-from launcher.errors import NotFound, UsageError, UserError
+from launcher.backends.kubernetes.client import EVENT, JOB, POD, ApiError, KubeClient
+from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from mpijob.jobspec import names
+from mpijob.plural import plural
 
-# On the launcher Job: each change of size asked for, as a JSON list (for `get`).
-ANNOTATION_SCALED = f"{names.GROUP}/scaled"
+ANNOTATION_SCALED = st.ANNOTATION_SCALED
+_scaled = st.scaled_history
 
 
 def bounds(root: dict | None) -> tuple[int, int, int] | None:
@@ -70,17 +78,11 @@ def size_lines(client: KubeClient, root: dict, pods: list[dict]) -> list[str]:
     return lines
 
 
-def _scaled(root: dict | None) -> list[dict]:
-    try:
-        value = json.loads(st.annotations_of(root).get(ANNOTATION_SCALED) or "[]")
-    except ValueError:
-        return []
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def scale(client: KubeClient, root: dict | None, name: str, ns: str, workers: int) -> str:
+def scale(client: KubeClient, root: dict | None, name: str, ns: str, workers: int, *,
+          timeout: float = 60.0, poll: float = 0.5) -> str:
     """Change a running elastic job's workers within its bounds: the worker Job's
-    completions and parallelism together (elastic Indexed Jobs)."""
+    completions and parallelism together (elastic Indexed Jobs), once the workers that
+    join are known to fit; then wait up to `timeout` seconds for the cluster to show it."""
     if root is None:
         raise NotFound(f"job {name} not found in namespace {ns}")
     found = bounds(root)
@@ -93,6 +95,13 @@ def scale(client: KubeClient, root: dict | None, name: str, ns: str, workers: in
                          f"(--min-workers/--max-workers), not {workers}")
     if st.condition(root, "Complete") or st.condition(root, "Failed"):
         raise UserError(f"job {name} has ended; nothing to scale")
+    worker_job = client.get(JOB, names.service(name), ns)
+    if worker_job is None:
+        raise UserError(f"job {name} has no worker Job {names.service(name)} (deleted?)")
+    now = int((worker_job.get("spec") or {}).get("parallelism") or 0)
+    if workers > now and (why := growth_refusal(client, root, worker_job, workers - now, ns)):
+        raise Refused(f"job {name}: {plural(workers - now, 'more worker')} cannot be placed "
+                      f"now: {why}; nothing was changed (it runs {now})")
     try:
         client.patch(JOB, names.service(name), {"spec": {"completions": workers,
                                                          "parallelism": workers}}, ns)
@@ -105,7 +114,62 @@ def scale(client: KubeClient, root: dict | None, name: str, ns: str, workers: in
         "%Y-%m-%dT%H:%M:%SZ"), "workers": workers}]
     client.patch(JOB, names.launcher(name), {"metadata": {"annotations": {
         ANNOTATION_SCALED: json.dumps(history, separators=(",", ":"))}}}, ns)
-    return f"job {name}: scaled to {workers} workers (elastic {low}..{high})"
+    return _confirmed(client, name, ns, workers, (low, high), timeout, poll)
+
+
+def _confirmed(client: KubeClient, name: str, ns: str, workers: int,
+               bounds_: tuple[int, int], timeout: float, poll: float) -> str:
+    """"scaled" once `workers` worker pods run and no other is left; else what it waits for
+    (Timeout, exit 124: the change stands, the cluster has not made it yet)."""
+    selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = live_workers(client.items(POD, ns, label_selector=selector))
+        running = sorted((p for p in pods if st.replica(p).phase == RUNNING),
+                         key=lambda p: st.replica(p).name)
+        waiting = [p for p in pods if st.replica(p).phase != RUNNING]
+        if len(running) == workers and not waiting:
+            where = "; ".join(f"{st.replica(p).name} on {st.replica(p).node}" for p in running)
+            return (f"job {name}: scaled to {workers} workers (elastic {bounds_[0]}.."
+                    f"{bounds_[1]}): {where}")
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(poll)
+    why = [f"{r.name} {r.phase}" + (f" ({r.reason}: {r.message})" if r.message else
+                                    f" ({r.reason})" if r.reason else "")
+           for r in (st.replica(p) for p in waiting)]
+    if len(running) + len(waiting) > workers:
+        why.append(f"{len(running) + len(waiting) - workers} to leave")
+    elif len(running) + len(waiting) < workers:
+        why.append(f"{workers - len(running) - len(waiting)} not created yet")
+    raise Timeout(f"job {name}: asked for {workers} workers; {len(running)} running after "
+                  f"{timeout:g}s, waiting for: {'; '.join(why) or 'the worker Job'} "
+                  f"(hvdk8s get {name} -n {ns} follows it)")
+
+
+def growth_refusal(client: KubeClient, root: dict, worker_job: dict, added: int,
+                   ns: str) -> str | None:
+    """Why `added` more workers, each one pod of the worker template's requests, cannot be
+    placed on the cluster as it is now (None: they can, or GPUs are not hvdk8s's to place)."""
+    # lazy: the spec's models and placement load only to scale up
+    from launcher.backends.kubernetes.snapshot import SnapshotUnreadable, take_snapshot
+    from mpijob.jobspec.spec import JobSpec
+    from mpijob.scheduling.placement import PlacementRequest, place
+
+    spec = JobSpec.model_validate(st.job_spec_of(root))
+    if not spec.gpus_per_worker:
+        return None  # CPU workers are the scheduler's to place, as at submit
+    pod = ((worker_job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    requests = next((c.get("resources") or {} for c in pod.get("containers") or []
+                     if c.get("name") == "worker"), {}).get("requests") or {}
+    try:
+        snap = take_snapshot(client, ns, gpu_nodes_only=True)
+    except SnapshotUnreadable:
+        return None  # the scheduler has the last word; `scale` waits and says what it saw
+    grow = spec.model_copy(update={"workers": added, "cpu": requests.get("cpu"),
+                                   "memory": requests.get("memory")})
+    placed = place(snap.cluster, PlacementRequest.from_spec(grow), policy=spec.placement_policy)
+    return None if placed.feasible else placed.reason
 
 
 def stop_workers(client: KubeClient, name: str, ns: str) -> None:

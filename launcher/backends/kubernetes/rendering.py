@@ -46,6 +46,7 @@ def render(
     prediction: dict | None = None,
     trainer_version: str | None = None,
     managed_by: str | None = None,
+    gate_deadline: int | None = None,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
@@ -70,7 +71,7 @@ def render(
 
     if ssh is None:
         raise ValueError("pods mode needs SSH keys")
-    return render_pods(work, ssh, benchmark_source, prediction, elastic_source)
+    return render_pods(work, ssh, benchmark_source, prediction, elastic_source, gate_deadline)
 
 
 class KubernetesObjects(BaseBackend):
@@ -82,9 +83,13 @@ class KubernetesObjects(BaseBackend):
         # (cryptography) load only to submit or dry-run
         from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys, placeholder_ssh_keys
+        from mpijob.jobspec import defaults
+        from mpijob.k8s.start_gate import initial_deadline
 
         spec = plan.spec
         keys = placeholder_ssh_keys if options.shown_only else generate_ssh_keys
+        # The offline dry run's options carry no timeout: it shows submit's default.
+        timeout = getattr(options, "schedule_timeout", defaults.SCHEDULE_TIMEOUT_SECONDS)
         objects = render(
             spec, mode=options.mode, placement=plan.placement,
             ssh=keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
@@ -92,5 +97,6 @@ class KubernetesObjects(BaseBackend):
             elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
             else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
-            trainer_version=options.trainer_version, managed_by=options.managed_by)
+            trainer_version=options.trainer_version, managed_by=options.managed_by,
+            gate_deadline=initial_deadline(spec, timeout))
         return Prepared(spec, plan, tuple(objects))

@@ -85,6 +85,24 @@ def _json_annotation(obj: dict | None, key: str):
         return None
 
 
+# On an elastic job's launcher Job: each change of size `hvdk8s scale` asked for, as a
+# JSON list of {"at", "workers"} (launcher.backends.kubernetes.elastic).
+ANNOTATION_SCALED = f"{names.GROUP}/scaled"
+
+
+def scaled_history(root: dict | None) -> list[dict]:
+    value = _json_annotation(root, ANNOTATION_SCALED)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def asked_workers(root: dict | None, spec: dict) -> int | None:
+    """The workers the job runs: the last size `scale` asked for, else as submitted."""
+    history = scaled_history(root)
+    if history and isinstance(history[-1].get("workers"), int):
+        return history[-1]["workers"]
+    return int(spec["workers"]) if spec.get("workers") else None
+
+
 def job_spec_of(root: dict | None) -> dict:
     """The JobSpec JSON the renderer stored on the root (workers, GPUs, run policy)."""
     value = _json_annotation(root, names.ANNOTATION_SPEC)
@@ -340,7 +358,7 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
         finished=_finished_at(root, "Failed" if phase == FAILED else
                               ("Succeeded" if mode == "operator" else "Complete"))
         if phase in (SUCCEEDED, FAILED) else None,
-        workers=int(spec.get("workers") or len(workers)),
+        workers=asked_workers(root, spec) or len(workers),
         gpus_per_worker=int(spec.get("gpus_per_worker") or 0),
         replicas=replicas, placement=placement, reason=reason, message=message,
         predicted_images_per_sec=prediction.get("images_per_sec")

@@ -14,16 +14,15 @@ import copy
 
 from launcher.backends.kubernetes.client import (
     CLUSTER_TRAINING_RUNTIMES,
-    MPIJOB,
     TRAINJOBS,
     ApiError,
     Kind,
 )
-from launcher.errors import UserError
+from launcher.errors import Refused
 from mpijob.wellknown import TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
 TRAINER_MISSING = ("Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in "
-                   "the API); install it, or use --mode pods or --mode operator")
+                   "the API); install it, or use --mode pods")
 
 
 def trainjob_kind(client) -> Kind | None:
@@ -40,28 +39,17 @@ def runtime_kind(client) -> Kind | None:
     return next((k for k in CLUSTER_TRAINING_RUNTIMES if client.serves(k)), None)
 
 
-def resolve_mode(client, mode: str) -> str:
-    """--mode auto: the MPI Operator where installed (hvdk8s's longest-standing operator
-    mode, and MPIJob is what it was installed for), else Kubeflow Trainer, else built-in
-    pods, which need nothing installed."""
-    if mode != "auto":
-        return mode
-    if client.serves(MPIJOB):
-        return "operator"
-    if trainjob_kind(client) is not None:
-        return "trainjob"
-    return "pods"
-
-
-def require_runtime(client, spec) -> dict:
-    """hvdk8s's ClusterTrainingRuntime for the job's image, as installed; refuse (naming
-    the install command) where it is missing or differs."""
+def _runtime(client, spec) -> tuple[dict, str | None]:
+    """hvdk8s's ClusterTrainingRuntime for the job's image ({} where not readable), and why
+    it cannot run the job (missing, or not the one hvdk8s installs), with the install
+    command; None where it can, or cannot be read (Trainer's webhook then refuses a
+    TrainJob whose runtime is missing)."""
     # lazy: list/get/wait import this module and need not build the spec's models
     from mpijob.k8s import render_trainjob as tj
 
     kind = runtime_kind(client)
     if trainjob_kind(client) is None or kind is None:
-        raise UserError(TRAINER_MISSING)
+        return {}, TRAINER_MISSING
     name = tj.runtime_name(spec)
     install = tj.install_command(spec)
     try:
@@ -69,14 +57,28 @@ def require_runtime(client, spec) -> dict:
     except ApiError as exc:
         if exc.status != 403:
             raise
-        return {}  # not readable: Trainer's webhook refuses the TrainJob if it is missing
+        return {}, None
     if runtime is None:
-        raise UserError(f"no ClusterTrainingRuntime {name} runs image {spec.image} (hvdk8s's "
-                        f"Horovod runtime, one per image); install it: {install} (--dry-run "
-                        "shows it first)")
+        return {}, (f"no ClusterTrainingRuntime {name} runs image {spec.image} (hvdk8s's "
+                    f"Horovod runtime, one per image); install it: {install} (--dry-run "
+                    "shows it first)")
     if (why := tj.runtime_fits(runtime, spec)) is not None:
-        raise UserError(f"ClusterTrainingRuntime {name} does not fit: {why}; reinstall it: "
-                        f"{install}")
+        return runtime, (f"ClusterTrainingRuntime {name} does not fit: {why}; reinstall it: "
+                         f"{install}")
+    return runtime, None
+
+
+def runtime_problem(client, spec) -> str | None:
+    """Why the job cannot run as a TrainJob for want of its runtime (None: it can)."""
+    return _runtime(client, spec)[1]
+
+
+def require_runtime(client, spec) -> dict:
+    """hvdk8s's ClusterTrainingRuntime for the job's image, as installed; refuse (naming
+    the install command) where it is missing or differs."""
+    runtime, why = _runtime(client, spec)
+    if why is not None:
+        raise Refused(why)
     return runtime
 
 

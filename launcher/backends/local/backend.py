@@ -61,7 +61,7 @@ from launcher.backends.local.state import (
     write_status,
 )
 from launcher.backends.local.supervisor import STATE_DISK_FULL, TAIL_LINES, read_lines, tail
-from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -327,7 +327,8 @@ class LocalBackend(LocalLaunches):
                 time.sleep(self.poll_seconds)
 
     # ------------------------------------------------------------------- scale
-    def scale(self, name: str, namespace: str | None = None, *, workers: int) -> str:
+    def scale(self, name: str, namespace: str | None = None, *, workers: int,
+              timeout: float = 60.0) -> str:
         """`hvdk8s scale`: the local hosts horovodrun's discovery lists from now on."""
         paths = self._existing(name, namespace)
         spec = read_json(paths.spec) or {}
@@ -342,6 +343,8 @@ class LocalBackend(LocalLaunches):
         if self.get(name, namespace).done:
             raise UserError(f"job {name} has ended; nothing to scale")
         local_elastic.scale(paths.dir, workers)
+        local_elastic.await_size(paths.dir, name, workers,
+                                 int(spec.get("gpus_per_worker") or 0) or 1, timeout)
         return f"job {name}: scaled to {workers} workers (elastic {low}..{high})"
 
     # ------------------------------------------------------------------ delete
@@ -383,11 +386,9 @@ class LocalBackend(LocalLaunches):
 
 def _exists(spec: JobSpec) -> UserError:
     where = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
-    return UserError(
+    return Refused(
         f"job {spec.name} already exists in namespace {spec.namespace}; delete it first: "
-        f"hvdk8s delete {spec.name}{where}",
-        1,
-    )
+        f"hvdk8s delete {spec.name}{where}")
 
 
 def _cannot_write(spec: JobSpec, paths: JobPaths, exc: OSError) -> UserError:
@@ -511,10 +512,16 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
             gpus=[gpus[r]] if r < len(gpus) else [],
             message=rank_message, exit_code=exit_code,
         ))
+    elastic = spec.get("min_workers") is not None or spec.get("max_workers") is not None
+    asked = local_elastic.scaled_history(paths.dir)[-1:] if elastic else []
     return JobStatus(
         name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
         mode=record.mode, created=record.created, started=record.started,
-        finished=record.finished, workers=int(spec.get("workers") or 0),
+        finished=record.finished,
+        workers=int(asked[0].get("workers") or 0) if asked else int(spec.get("workers") or 0),
+        size=local_elastic.size_lines(
+            paths.dir, spec, None if record.phase.terminal else
+            local_elastic.running_ranks(paths.dir)) if elastic else [],
         gpus_per_worker=int(spec.get("gpus_per_worker") or 0), replicas=replicas,
         placement=[{"node": node, "gpus": list(gpus)}] if node else [],
         reason=reason, message=message, log_tail=list(log_tail),

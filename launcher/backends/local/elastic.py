@@ -16,16 +16,21 @@ the ranks pin their GPU by local rank, so two workers would share a GPU.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
-from launcher.errors import UsageError
+from launcher.errors import Timeout, UsageError
 from mpijob.jobspec.spec import JobSpec
 
 DISCOVERY = "discover_hosts.sh"
 SIZE = "elastic-size"  # the workers the job should have now (hvdk8s scale writes it)
+SCALED = "elastic-scaled.json"  # each size `hvdk8s scale` asked for, and when (for `get`)
+PROC = Path("/proc")
 # Loopback: every "host" is this machine, so Gloo's traffic stays on lo.
 INTERFACE = "lo"
 
@@ -97,7 +102,66 @@ def write_files(job_dir: Path, spec: JobSpec) -> None:
 
 
 def scale(job_dir: Path, workers: int) -> None:
-    """The next discovery lists `workers` hosts (horovodrun adds or removes ranks)."""
-    tmp = job_dir / f".{SIZE}.{os.getpid()}"
-    tmp.write_text(f"{workers}\n")
-    os.replace(tmp, job_dir / SIZE)
+    """The next discovery lists `workers` hosts (horovodrun adds or removes ranks), and the
+    change is recorded for `get`."""
+    history = [*scaled_history(job_dir), {"at": datetime.now(timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"), "workers": workers}]
+    for name, text in ((SCALED, json.dumps(history)), (SIZE, f"{workers}\n")):
+        tmp = job_dir / f".{name}.{os.getpid()}"
+        tmp.write_text(text)
+        os.replace(tmp, job_dir / name)
+
+
+def scaled_history(job_dir: Path) -> list[dict]:
+    try:
+        value = json.loads((job_dir / SCALED).read_text())
+    except (OSError, ValueError):
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def running_ranks(job_dir: Path) -> int:
+    """The job's ranks alive now: its rank wrappers (`python -S rank.py JOBDIR ...`,
+    launcher.backends.local.rank), which horovodrun starts and stops as workers join and
+    leave."""
+    count = 0
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        at = next((i for i, a in enumerate(argv) if a.endswith(b"/rank.py")), None)
+        if state != "Z" and at is not None and argv[at + 1:at + 2] == [str(job_dir).encode()]:
+            count += 1
+    return count
+
+
+def await_size(job_dir: Path, name: str, workers: int, slots: int, timeout: float,
+               poll: float = 0.5) -> None:
+    """Until the job runs `workers` workers' ranks; Timeout (exit 124) saying what it waits
+    for: horovodrun changes the ranks only when the program's hvd.elastic loop next checks
+    for host changes (a commit)."""
+    deadline = time.monotonic() + timeout
+    while (running := running_ranks(job_dir)) != workers * slots:
+        if time.monotonic() >= deadline:
+            raise Timeout(
+                f"job {name}: asked for {workers} workers; {running} ranks running after "
+                f"{timeout:g}s, waiting for horovodrun to {'add' if running < workers * slots else 'stop'} "
+                "ranks at the program's next hvd.elastic commit (the built-in benchmark "
+                "commits every --elastic-commit-every steps); the change stands")
+        time.sleep(poll)
+
+
+def size_lines(job_dir: Path, spec: dict, running: int | None) -> list[str]:
+    """What `get` says of a local elastic job: its size now, and each size asked for."""
+    start = int(spec.get("workers") or 1)
+    low, high = int(spec.get("min_workers") or start), int(spec.get("max_workers") or start)
+    slots = int(spec.get("gpus_per_worker") or 0) or 1
+    now = (f"{running // slots} running" if running is not None else "ended")
+    lines = [f"workers: {now} (elastic {low}..{high}, started with {start})"]
+    lines += [f"  {s.get('at', '')} scaled to {s.get('workers')} workers (hvdk8s scale)"
+              for s in scaled_history(job_dir)]
+    return lines

@@ -10,12 +10,13 @@ and `doctor` all use. A GPU is taken when
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from launcher.errors import UserError
+from launcher.errors import Refused, UserError
 from launcher.hardware import nvml_topology
 from mpijob.jobspec.spec import JobSpec
 from mpijob.plural import plural
@@ -48,7 +49,7 @@ def choose_gpus(spec: JobSpec, placement, host: str) -> tuple[list[int], object 
     result = place(Cluster((node,)), request, policy=spec.placement_policy)
     if not result.feasible:
         free = topology.gpus - len(busy)
-        raise UserError(
+        raise Refused(
             f"--gpus {spec.gpus_per_worker} with --workers {spec.workers} needs "
             f"{plural(spec.total_gpus, 'GPU')}; this machine has {topology.gpus}, {free} of them free"
             + (f" ({result.reason})" if result.reason else "")
@@ -74,13 +75,24 @@ def _names_only(placement, host: str) -> bool:
     )
 
 
+# What the NVIDIA kernel driver creates once loaded (nvidia.ko): no GPU is usable without it.
+NVIDIA_DRIVER = "/proc/driver/nvidia"
+
+
+def has_nvidia_driver() -> bool:
+    return os.path.exists(NVIDIA_DRIVER)
+
+
 def _local_topology(spec: JobSpec | None):
     try:
         return nvml_topology.collect(nvml_topology.load_nvml()).topology()
     except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or an NVMLError mid-way
         detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        if "cannot import pynvml" in detail and not has_nvidia_driver():
+            # A CPU-only machine: NVML's Python binding would find no GPU either.
+            detail = f"no NVIDIA driver: {NVIDIA_DRIVER} is absent"
         asked = f"--gpus {spec.gpus_per_worker}: " if spec is not None else ""
-        raise UserError(
+        raise Refused(
             f"{asked}cannot see this machine's GPUs ({detail}); run on the CPU with --gpus 0"
         ) from None
 

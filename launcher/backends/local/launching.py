@@ -94,8 +94,8 @@ class LocalLaunches(BaseBackend):
                              "python scripts/make_imagenet_tfrecords.py DIR")
         return []
 
-    def plan(self, spec: JobSpec, cluster: Cluster | None,
-             assumptions: Assumptions | None) -> Plan:
+    def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+             *, rdma_fix: str | None = None) -> Plan:
         """The ranks share this machine: nothing to place; a CPU job is predicted only from
         a calibration."""
         if spec.rdma == "on" or spec.extra_resources:

@@ -9,9 +9,11 @@ import dataclasses
 from launcher.backends.base import SubmitResult
 from launcher.backends.kubernetes.backend import DEFAULT_SCHEDULE_TIMEOUT, KubernetesBackend
 from launcher.backends.local.backend import LocalBackend
+from launcher.errors import Refused
 from launcher.preparing.planning import Plan
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s.modes import choose_mode
 from mpijob.perf.perfmodel import Prediction
 from mpijob.scheduling.placement import Placement
 
@@ -21,7 +23,12 @@ def create_job(backend: KubernetesBackend, spec: JobSpec, placement: Placement |
                schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT,
                prediction: Prediction | None = None,
                delete_on_timeout: bool | None = None) -> SubmitResult:
-    """preflight, prepare and submit: what the pipeline does once it has a plan."""
+    """The mode chosen, then preflight, prepare and submit: what the pipeline does once it
+    has a plan."""
+    choice = choose_mode(mode, spec, backend.installed_modes(spec))
+    if choice.mode is None:
+        raise Refused(choice.line)
+    mode = choice.mode
     options = dataclasses.replace(
         backend.submit_options(mode=mode, server_dry_run=dry_run,
                                schedule_timeout=schedule_timeout),

@@ -166,7 +166,7 @@ def test_gpus_with_no_cluster_and_no_gpu_say_the_three_ways_on(nothing_configure
 
     monkeypatch.setattr(gpus, "gpu_count", lambda: 0)
     result = runner.invoke(app, ["submit", "mpi", "--gpus", "1", "--workers", "4"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     line = _one_line(result)
     assert line == (
         "error: no cluster configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config or pod "

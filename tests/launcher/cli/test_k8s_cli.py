@@ -93,7 +93,7 @@ def test_name_clash_through_the_cli(k8s):
     args = ["submit", "mpi", "--name", "dup", "--image", k8s.image, "python", "train.py"]
     assert hvdk8s(k8s, *args).exit_code == 0
     second = hvdk8s(k8s, *args)
-    assert second.exit_code == 1
+    assert second.exit_code == 2
     assert "error: job dup already exists in namespace default" in second.output
     assert "delete it first: hvdk8s delete dup -n default" in second.output
 

@@ -146,5 +146,5 @@ def test_dry_run_with_a_cluster_renders_the_placed_pods():
 def test_a_job_that_cannot_fit_is_refused_before_anything_is_rendered():
     result = invoke(["submit", "mpi", "--name", "big", "--workers", "3", "--gpus", "8",
                      "--cluster", TWO_DGX1, "--dry-run"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stdout == "" and "cannot be placed" in result.stderr

@@ -122,8 +122,11 @@ def _created(srv, keys) -> dict:
 
 
 # A job the scheduler has bound carries the node; a Job hvdk8s released is no longer
-# suspended (backend._release_when_scheduled). Those are what submit does after creating.
-AFTER_CREATE = {("Pod", ".spec.nodeName"), ("Job", ".spec.suspend")}
+# suspended (backend._release_when_scheduled); the start gate's deadline is shortened to
+# the time scheduling took plus --start-timeout (start_gate.GatedCreation.arm). Those are
+# what submit does after creating.
+AFTER_CREATE = {("Pod", ".spec.nodeName"), ("Job", ".spec.suspend"),
+                ("Job", ".spec.activeDeadlineSeconds")}
 
 
 @pytest.mark.parametrize("row", sorted(ROWS))
@@ -163,3 +166,20 @@ def test_a_refusal_is_the_same_in_all_three(k8s):
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: --data data-rwo"), lines
     assert srv.objects("pods", "default") == [] and srv.objects("jobs", "default") == []
+
+
+def test_the_client_dry_run_shows_the_start_gates_deadline_as_created(k8s):
+    """The gate Job is created with a deadline (all of --schedule-timeout, then
+    --start-timeout), which the client dry run shows; once the workers are scheduled submit
+    shortens it, never lengthens it."""
+    srv = k8s.server()
+    base = ["submit", "mpi", "--name", "gd", "--image", k8s.image, "--workers", "2",
+            "--gpus", "1", "--start-timeout", "300", "--schedule-timeout", "20"]
+    gate_name = "gd-start-gate"
+    shown = _items(hvdk8s(k8s, *base, "--dry-run", "-o", "json"))[("batch/v1", "Job", gate_name)]
+    assert shown["spec"]["activeDeadlineSeconds"] == 320
+    server = _items(hvdk8s(k8s, *base, "--dry-run=server", "-o", "json"))
+    assert server[("batch/v1", "Job", gate_name)]["spec"]["activeDeadlineSeconds"] == 320
+    assert hvdk8s(k8s, *base).exit_code == 0
+    armed = srv.get("jobs", gate_name)["spec"]["activeDeadlineSeconds"]
+    assert 300 <= armed <= 320

@@ -1,7 +1,9 @@
 """--min-workers/--max-workers (mpijob/jobspec/elastic.py): validation, the modes that refuse,
-and the plan: placed at the most workers that fit now, a prediction at every size."""
+and the plan: placed for the workers it starts with, a prediction at every size."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -64,14 +66,17 @@ def test_operator_mode_refuses_elastic_saying_why():
     assert "MPI Operator has no elastic MPIJob" in line and "--mode pods" in line
 
 
-def test_plan_places_the_most_that_fit_now_and_predicts_every_size():
+def test_plan_places_the_start_size_says_what_would_fit_and_predicts_every_size():
     result = runner.invoke(app, ["plan", "--workers", "3", "--min-workers", "2",
                                  "--max-workers", "6", "--gpus", "4", "--cluster", CLUSTER])
     assert result.exit_code == 0, result.output
     out = result.output
     assert "elastic: 2..6 workers, starting with 3" in out
     assert "the gang is the minimum, 2" in out
-    assert "elastic: 4 of at most 6 workers fit now (placed for 4)" in out
+    # Placed for the 3 it starts with: nothing holds GPUs for the others (scale places them).
+    assert ("elastic: placed for the 3 workers it starts with, one pod each; the others hold "
+            "nothing until `hvdk8s scale` places them on the cluster as it is then (up to 4 "
+            "would fit now)") in out
     line = next(x for x in out.splitlines() if "predicted images/sec by workers" in x)
     rates = dict(part.split(": ", 1) for part in line.split("workers: ", 1)[1].split(", ")
                  if ": " in part)
@@ -79,3 +84,15 @@ def test_plan_places_the_most_that_fit_now_and_predicts_every_size():
     assert all(rates[n][0].isdigit() for n in ("2", "3", "4"))
     assert float(rates["2"].replace(",", "")) < float(rates["4"].replace(",", ""))
     assert rates["5"] == rates["6"] == "- (never: more than the cluster has)"
+
+
+def test_plan_shows_what_each_elastic_worker_pod_requests():
+    """An elastic job's workers are one pod each: plan shows a worker pod's requests (it
+    showed the node's merged pod's, which no elastic pod requests)."""
+    args = ["plan", "--workers", "2", "--min-workers", "2", "--max-workers", "4", "--gpus",
+            "1", "--cluster", CLUSTER]
+    data = json.loads(runner.invoke(app, [*args, "-o", "json"]).output)
+    requests = data["worker_requests"]
+    assert requests and all(r["per"] == "worker pod" for r in requests)
+    table = runner.invoke(app, args).output
+    assert f"{requests[0]['cpu']} each" in table, table

@@ -118,7 +118,7 @@ def test_plan_shows_each_pods_default_requests_and_where_they_come_from(cluster_
     assert data["worker_requests"][1] == {
         "node": "small", "cpu": "28", "memory": "230Gi", "memory_limit": "234Gi",
         "source": "node small: CPU 0.9 x 32 allocatable / 4 GPUs; memory 0.9 x 256Gi "
-                  "allocatable / 4 GPUs"}
+                  "allocatable / 4 GPUs", "per": "node pod"}
     given = json.loads(runner.invoke(app, [*args, "--cpu", "2", "-o", "json"]).output)
     assert [r["cpu"] for r in given["worker_requests"]] == ["4", "2"]  # --cpu per worker
     assert given["worker_requests"][0]["memory"] == "460Gi"

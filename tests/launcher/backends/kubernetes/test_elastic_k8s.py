@@ -129,3 +129,81 @@ def test_the_elastic_benchmark_ships_beside_its_loop_and_runs_under_horovodrun()
     assert argv[argv.index("--network-interface") + 1] == "eth0"  # one host left: no probing
     program = argv[argv.index("python"):]
     assert program[1] == "/etc/hvdk8s-elastic/hvd_cnn_bench.py" and program[-1] == "--elastic"
+
+
+def _list_row(k8s, job: str) -> dict:
+    rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
+    return next(r for r in rows if r["name"] == job)
+
+
+def test_scale_up_places_the_new_workers_on_another_node_and_says_so_once_running(k8s):
+    """The plan holds what it placed (the 2 workers it starts with); scale places the 2 that
+    join on the cluster as it is then: gpu-node-1, gpu-node-0 being full. It used to pin
+    them to gpu-node-0, say "scaled" and leave them Pending."""
+    srv = k8s.server()
+    k8s.script_launcher("el", ["horovodrun elastic"], exit_code=None)
+    k8s.script_launcher("big", ["x"], exit_code=None)
+    submitted = hvdk8s(k8s, "submit", "mpi", "--name", "el", "--workers", "2",
+                       "--min-workers", "2", "--max-workers", "4", "--gpus", "1",
+                       "--image", k8s.image, "python", "train.py")
+    assert submitted.exit_code == 0, submitted.output
+    assert "placement: gpu-node-0: 2 workers, one pod each" in submitted.output
+    # What the submit said each worker requests is what each worker pod requests.
+    said = next(line for line in submitted.output.splitlines()
+                if line.startswith("note: worker requests (each worker's pod)"))
+    (worker_job,) = [j for j in srv.objects("jobs") if j["metadata"]["name"] == "el-worker"]
+    resources = worker_job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    cpu, memory = resources["requests"]["cpu"], resources["requests"]["memory"]
+    assert f"cpu {cpu}, memory {memory} + --shm-size 4Gi in its limit" in said
+    assert resources["limits"]["memory"] == f"{int(memory.removesuffix('Gi')) + 4}Gi"
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "big", "--workers", "1", "--gpus", "6",
+                  "--image", k8s.image, "python", "t.py").exit_code == 0
+    assert srv.get("pods", "big-worker-0")["spec"].get("nodeName") == "gpu-node-0"
+
+    grown = hvdk8s(k8s, "scale", "el", "--workers", "4", "--timeout", "20")
+    assert grown.exit_code == 0, grown.output
+    assert grown.output.startswith("job el: scaled to 4 workers (elastic 2..4)")
+    new = [p for p in _workers(srv, "el") if p["spec"]["hostname"] in ("el-worker-2",
+                                                                        "el-worker-3")]
+    assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in new] == [
+        ("gpu-node-1", "Running")] * 2
+    got = hvdk8s(k8s, "get", "el").output
+    assert "workers 4 x 1 GPU" in got and "workers: 4 running (elastic 2..4" in got, got
+    row = _list_row(k8s, "el")
+    assert (row["workers"], row["gpus_per_worker"]) == (4, 1), row
+    table = hvdk8s(k8s, "list").output.splitlines()
+    assert next(r.split() for r in table if r.startswith("el "))[4:6] == ["4", "4"]
+
+
+def test_scale_up_that_cannot_be_placed_is_refused_and_changes_nothing(k8s):
+    srv = k8s.server()
+    k8s.script_launcher("wide", ["horovodrun elastic"], exit_code=None)
+    k8s.script_launcher("hog", ["x"], exit_code=None)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "wide", "--workers", "1", "--min-workers",
+                  "1", "--max-workers", "2", "--gpus", "8", "--image", k8s.image,
+                  "python", "t.py").exit_code == 0
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "hog", "--workers", "1", "--gpus", "8",
+                  "--image", k8s.image, "python", "t.py").exit_code == 0
+    refused = hvdk8s(k8s, "scale", "wide", "--workers", "2")
+    assert refused.exit_code == 2, refused.output
+    (line,) = refused.output.strip().splitlines()
+    assert line.startswith("error: job wide: 1 more worker cannot be placed now: ")
+    assert line.endswith("; nothing was changed (it runs 1)")
+    job = srv.get("jobs", "wide-worker")
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (1, 1)
+    assert "workers 1 x 8 GPU" in hvdk8s(k8s, "get", "wide").output
+
+
+def test_scale_says_what_it_waits_for_when_the_cluster_has_not_made_the_size(k8s):
+    srv = k8s.server()
+    k8s.script_launcher("slow", ["horovodrun elastic"], exit_code=None)
+    assert hvdk8s(k8s, "submit", "mpi", "--name", "slow", "--workers", "1", "--min-workers",
+                  "1", "--max-workers", "2", "--gpus", "1", "--image", k8s.image,
+                  "python", "t.py").exit_code == 0
+    srv.wait_for(lambda: "Running" in [p["status"].get("phase") for p in _workers(srv, "slow")])
+    srv.unpullable_image(k8s.image)  # a worker that joins now never runs
+    waited = hvdk8s(k8s, "scale", "slow", "--workers", "2", "--timeout", "1")
+    assert waited.exit_code == 124, waited.output
+    assert "scaled" not in waited.output
+    assert "asked for 2 workers; 1 running after 1s, waiting for: slow-worker-1-" in \
+        waited.output

@@ -223,7 +223,7 @@ def test_scheduler_plugins_built_in_job_that_cannot_fit_holds_no_gpu(k8s):
     before = srv.count_requests("POST")
     never = submit(k8s, "never", "--workers", "3", "--gpus", "8", "--gang-scheduler",
                    "scheduler-plugins")
-    assert never.exit_code == 1 and "cannot be placed" in never.output
+    assert never.exit_code == 2 and "cannot be placed" in never.output
     assert srv.count_requests("POST") == before
 
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kubesim import trainer as trainer_model
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from kubesim import trainer as trainer_model
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
 from tests import schemas
@@ -94,7 +94,8 @@ def test_what_a_trainjob_cannot_carry_is_refused_naming_the_option(args, option)
                                  "python", "t.py"])
     assert result.exit_code == 2, result.output
     line = result.output.strip().splitlines()[-1]
-    assert line.startswith(f"error: {option}") and "--mode pods or --mode operator" in line
+    # Offline nothing says the operator is installed: only built-in pods are suggested.
+    assert line.startswith(f"error: {option}") and line.endswith("; use --mode pods"), line
 
 
 # --- the Trainer model ------------------------------------------------------------------------
@@ -236,26 +237,75 @@ def test_a_quota_without_room_for_the_nodes_refuses_before_anything_is_created(k
 
 
 def test_doctor_reports_trainer_its_runtimes_and_what_auto_takes(kube_server, kubeconfig):
+    """For the design-card command: what --mode auto picks, and that it would run. Trainer
+    without hvdk8s's runtime for the image is passed over, saying so (it used to report
+    `--mode auto takes trainjob`, and the command then failed)."""
+    card_spec = build_spec(name="design-card", workers=4, gpus_per_worker=1)
+
     def findings():
         result = runner.invoke(app, ["--kubeconfig", kubeconfig, "doctor", "-o", "json"])
         assert "Traceback" not in result.output
         report = json.loads(result.stdout)
-        return {f["check"]: f for f in report["findings"] if f["check"] in ("trainer", "mode")}
+        return report["design_card"], {f["check"]: f for f in report["findings"]
+                                       if f["check"] in ("trainer", "design card")}
 
-    bare = findings()
+    card, bare = findings()
     assert bare["trainer"]["status"] == "info"
     assert "no Kubeflow Trainer" in bare["trainer"]["finding"]
-    assert bare["mode"]["finding"] == "--mode auto takes pods here"
+    assert (card["mode"], card["runs"]) == ("pods", True)
     kube_server.install_trainer()
-    missing = findings()
+    card, missing = findings()
     assert missing["trainer"]["status"] == "warn"
     assert "hvdk8s install runtime --image IMG" in missing["trainer"]["fix"]
-    assert missing["mode"]["finding"] == "--mode auto takes trainjob here"
-    kube_server.create(tj.horovod_runtime(_spec()))
-    ready = findings()
+    assert (card["mode"], card["runs"]) == ("pods", True)
+    assert (f"not Kubeflow Trainer: no ClusterTrainingRuntime {tj.runtime_name(card_spec)} "
+            "runs image horovod/horovod:0.28.1") in missing["design card"]["finding"]
+    table = runner.invoke(app, ["--kubeconfig", kubeconfig, "doctor"]).output
+    assert ("hvdk8s submit mpi --workers 4 --gpus 1 would run in pods mode, placed on 1 node "
+            "now (--mode auto; not Kubeflow Trainer: no ClusterTrainingRuntime") in table
+    kube_server.create(tj.horovod_runtime(card_spec))
+    card, ready = findings()
     assert ready["trainer"]["status"] == "ok"
-    assert tj.runtime_name(_spec()) in ready["trainer"]["finding"]
-    assert IMAGE in ready["trainer"]["effect"]
+    assert tj.runtime_name(card_spec) in ready["trainer"]["finding"]
+    assert "horovod/horovod:0.28.1" in ready["trainer"]["effect"]
+    assert (card["mode"], card["runs"]) == ("trainjob", True)
+
+
+def test_the_design_card_command_runs_where_trainer_has_no_runtime_for_its_image(k8s):
+    srv = k8s.server()
+    srv.install_trainer()
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "card", "--workers", "4", "--gpus", "1")
+    assert result.exit_code == 0, result.output
+    assert "mode: pods (--mode auto; not Kubeflow Trainer: no ClusterTrainingRuntime" in \
+        result.output
+    assert srv.objects("trainjobs.trainer.kubeflow.org", "default") == []
+    assert srv.get("jobs", "card-launcher") is not None
+
+
+def test_trainjob_with_host_network_is_refused_before_any_install_is_advised(k8s):
+    srv = k8s.server()
+    srv.install_trainer()
+    srv.set_pod_security("default", enforce="privileged")
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "hn", "--workers", "2", "--gpus", "1",
+                    "--image", IMAGE, "--mode", "trainjob", "--host-network", "python", "t.py")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("error: --host-network: a TrainJob cannot put its pods "
+                                     "on the host network; use --mode pods")
+    assert srv.objects("jobs", "default") == [] and configmaps_made(srv) == []
+
+
+def test_auto_leaves_trainer_for_what_a_trainjob_cannot_carry(k8s, tmp_path):
+    srv = k8s.server()
+    _trainer(srv)
+    patch = tmp_path / "p.yaml"
+    patch.write_text("spec:\n  priorityClassName: high\n")
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "pp", "--workers", "2", "--gpus", "1",
+                    "--image", IMAGE, "--pod-patch", f"worker={patch}", "--dry-run=server",
+                    "python", "t.py")
+    assert result.exit_code == 0, result.output
+    assert "not Kubeflow Trainer: --pod-patch" in result.output
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    assert objects[0]["kind"] == "Job"
 
 
 def test_kueue_admits_the_trainjob_whole_or_holds_it_queued_saying_why(k8s):
@@ -324,7 +374,7 @@ def test_the_agents_sweep_fails_an_unpullable_trainjob_with_nobody_waiting(k8s):
 
 def test_install_runtime_where_trainer_is_missing_says_so_and_installs_nothing(k8s):
     result = runner.invoke(app, ["install", "runtime", "--image", IMAGE, "--context", k8s.context])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == (
         "error: Kubeflow Trainer is not installed (no trainer.kubeflow.org TrainJob in the "
         "API); install Kubeflow Trainer first")

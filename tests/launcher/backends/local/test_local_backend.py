@@ -147,7 +147,7 @@ def test_a_taken_name_is_refused_and_the_job_left_untouched(backend):
         start_local(backend, JobSpec(name="twice", workers=2, command=("false",)), None, mode="pods")
     assert str(err.value) == ("job twice already exists in namespace default; "
                               "delete it first: hvdk8s delete twice")
-    assert err.value.exit_code == 1
+    assert err.value.exit_code == 2
     assert backend.wait("twice", timeout=30).phase == SUCCEEDED
     assert json.loads(paths.spec.read_text())["workers"] == 1
     # A finished job still holds its name, as on Kubernetes.

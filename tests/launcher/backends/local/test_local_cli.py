@@ -72,10 +72,10 @@ def test_a_failed_job_exits_1_and_get_names_the_rank():
     assert invoke("wait", "bad", *LOCAL).exit_code == 1
 
 
-def test_a_taken_name_is_one_line_and_exit_1():
+def test_a_taken_name_is_one_line_and_exit_2():
     assert invoke("submit", "mpi", *LOCAL, "--name", "dup", "--wait", "true").exit_code == 0
     again = invoke("submit", "mpi", *LOCAL, "--name", "dup", "true")
-    assert again.exit_code == 1
+    assert again.exit_code == 2
     assert again.stderr.strip().splitlines()[-1] == (
         "error: job dup already exists in namespace default; delete it first: hvdk8s delete dup")
 

@@ -130,12 +130,34 @@ def test_scale_changes_the_hosts_horovodrun_discovers_within_the_bounds(home):
     hosts = local_elastic.host_slots(build_spec(name="s", workers=1, max_workers=2,
                                                 gpus_per_worker=0))
     assert discovered() == hosts[:1]
-    grown = invoke("scale", "s", *LOCAL, "--workers", "2")
+    job_dir = home / "jobs" / "default" / "s"
+    deadline = time.monotonic() + 120
+    while local_elastic.running_ranks(job_dir) != 1:
+        assert time.monotonic() < deadline, invoke("logs", "s", *LOCAL).output
+        time.sleep(0.2)
+    # scale says "scaled" only once the job runs the new size: horovodrun's new rank.
+    grown = invoke("scale", "s", *LOCAL, "--workers", "2", "--timeout", "60")
     assert grown.exit_code == 0, grown.output
     assert grown.stdout.strip() == "job s: scaled to 2 workers (elastic 1..2)"
+    assert local_elastic.running_ranks(job_dir) == 2
     assert discovered() == hosts
+    got = invoke("get", "s", *LOCAL).output
+    assert "workers: 2 running (elastic 1..2, started with 1)" in got, got
+    assert "scaled to 2 workers (hvdk8s scale)" in got
+    assert json.loads(invoke("get", "s", *LOCAL, "-o", "json").stdout)["workers"] == 2
+    # Shrinking: this program has no hvd.elastic loop whose commit would let horovodrun
+    # stop a rank; scale says what it waits for rather than "scaled".
+    shrunk = invoke("scale", "s", *LOCAL, "--workers", "1", "--timeout", "1")
+    if shrunk.exit_code == 0:
+        assert local_elastic.running_ranks(job_dir) == 1
+    else:
+        assert shrunk.exit_code == 124, shrunk.output
+        assert "scaled to" not in shrunk.output
+        assert "job s: asked for 1 workers; 2 ranks running after 1s, waiting for " \
+            "horovodrun to stop ranks" in shrunk.output
+    assert discovered() == hosts[:1]  # the change stands
     too_many = invoke("scale", "s", *LOCAL, "--workers", "3")
     assert too_many.exit_code == 2
     assert too_many.output.strip() == ("error: --workers: job s runs 1..2 workers "
                                        "(--min-workers/--max-workers), not 3")
-    assert discovered() == hosts
+    assert discovered() == hosts[:1]
