@@ -241,3 +241,18 @@ def test_params_and_warn_and_match_conditions(srv):
     assert code == 422 and body["message"].endswith(
         "with binding 'max-keys-missing' denied request: failed to configure binding: no "
         "params found for policy binding with `Deny` parameterNotFoundAction")
+
+
+def test_the_agents_own_client_publishes_on_its_node_and_nowhere_else(srv, agent, tmp_path):
+    """The agent's real Node client (launcher/agent/node_agent.py) with its pod's token."""
+    from launcher.agent.node_agent import NodeAnnotation
+    from launcher.backends.kubernetes.client import ApiError, connect
+
+    path = srv.write_kubeconfig(tmp_path / "agent.kubeconfig", token=agent, user=am.AGENT_NAME)
+    nodes = NodeAnnotation(connect(kubeconfig=path))
+    nodes.patch("gpu-node-0", '{"v":1}')
+    assert nodes.get("gpu-node-0") == '{"v":1}'
+    with pytest.raises(ApiError) as refused:
+        nodes.patch("gpu-node-1", '{"v":1}')
+    assert str(refused.value) == _denied("gpu-node-1", OTHER_NODE)
+    assert nodes.get("gpu-node-1") is None
