@@ -19,7 +19,9 @@ runs; then the first policy evaluated answers 500 saying what to install.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from . import errors
 
@@ -119,7 +121,7 @@ def _max(items):
     return max(items)
 
 
-FUNCTIONS = {
+FUNCTIONS: dict[str, Any] = {
     "charAt": _char_at, "indexOf": _index_of, "lastIndexOf": _last_index_of,
     "lowerAscii": lambda s: celtypes.StringType(str(s).lower()),
     "upperAscii": lambda s: celtypes.StringType(str(s).upper()),
@@ -150,17 +152,20 @@ def variables(programs: list, env: dict):
     """spec.variables in order, each seeing those before it; a failing one is an error
     value, which fails only the expressions that use it (composition.go evaluates them
     lazily)."""
-    out = celtypes.MapType({})
+    out: Any = celtypes.MapType({})
     env["variables"] = out
     for name, program in programs:
         key = celtypes.StringType(name)
+        # plugin/cel/composition.go variableAccessor.Callback's words
         if isinstance(program, str):
-            out[key] = celpy.CELEvalError(program)
+            out[key] = celpy.CELEvalError(
+                f"composited variable {json.dumps(name)} fails to compile: {program}")
             continue
         try:
             out[key] = program.evaluate(env)
         except Exception as e:
-            out[key] = celpy.CELEvalError(error_text(e))
+            out[key] = celpy.CELEvalError(
+                f"composited variable {json.dumps(name)} fails to evaluate: {error_text(e)}")
     return out
 
 

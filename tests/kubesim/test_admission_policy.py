@@ -13,8 +13,6 @@ import pytest
 from kubesim.server import KubeAPIServer
 from mpijob.k8s import agent_manifests as am
 
-pytest.importorskip("celpy")
-
 NS = "kube-system"
 ADMISSION = "admissionregistration.k8s.io/v1"
 
@@ -256,3 +254,24 @@ def test_the_agents_own_client_publishes_on_its_node_and_nowhere_else(srv, agent
         nodes.patch("gpu-node-1", '{"v":1}')
     assert str(refused.value) == _denied("gpu-node-1", OTHER_NODE)
     assert nodes.get("gpu-node-1") is None
+
+
+def test_variables_and_kubernetes_string_functions(srv):
+    srv.create(_policy("team-prefix", [
+        {"expression": "variables.prefix == variables.team",
+         "messageExpression": "'name must start with ' + variables.team.upperAscii() + '-'"},
+        {"expression": "variables.broken == 1 || true"},  # CEL's || absorbs an error
+        {"expression": "variables.broken == 1"}],
+        variables=[{"name": "team", "expression": "object.metadata.namespace.lowerAscii()"},
+                   {"name": "prefix", "expression": "object.metadata.name.split('-')[0]"},
+                   {"name": "broken", "expression": "object.nope"}]))
+    srv.create(_binding("team-prefix", "team-prefix"))
+    path = "/api/v1/namespaces/default/configmaps"
+    code, body, _ = _call(srv, "POST", path, srv.token, _configmap("ml-conf", {}))
+    assert code == 422
+    # the first denial's message; the last one fails only through its broken variable
+    assert body["message"].endswith("denied request: name must start with DEFAULT-")
+    code, body, _ = _call(srv, "POST", path, srv.token, _configmap("default-conf", {}))
+    assert code == 422 and body["message"].endswith(
+        "denied request: expression 'variables.broken == 1' resulted in error: composited "
+        'variable "broken" fails to evaluate: no such key: nope'), body["message"]
