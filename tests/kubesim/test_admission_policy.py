@@ -232,6 +232,12 @@ def test_params_and_warn_and_match_conditions(srv):
     assert code == 201
     assert warnings == ['299 - "Validation failed for ValidatingAdmissionPolicy \'max-keys\' '
                         'with binding \'max-keys\': too many keys"']
+    code, _, warnings = _call(srv, "PATCH", "/api/v1/namespaces/default/configmaps/limits",
+                              srv.token, {"data": {"extra": "1"}})
+    assert (code, warnings) == (200, [])  # the match condition leaves the params alone
+    code, _, warnings = _call(srv, "PATCH", "/api/v1/namespaces/default/configmaps/two",
+                              srv.token, {"data": {"c": "3"}})
+    assert code == 200 and len(warnings) == 1 and "too many keys" in warnings[0]
     srv.create(_binding("max-keys-missing", "max-keys", paramRef={
         "name": "absent", "namespace": "default", "parameterNotFoundAction": "Deny"}))
     code, body, _ = _call(srv, "POST", "/api/v1/namespaces/default/configmaps", srv.token,
