@@ -11,7 +11,8 @@
         srv.fail_next(2, status=503, method="GET", path_regex=r"/pods$")
 
 Modules: store (objects, resourceVersion, watch history), lifecycle (create/update/delete,
-GC), admission (defaults/validation, webhooks), rest + httpapp (HTTP, SelfSubjectAccessReview),
+GC), admission (defaults/validation, webhooks), admission_policy + cel (ValidatingAdmissionPolicy),
+rest + httpapp (HTTP, SelfSubjectAccessReview),
 watch, logs, scheduler (with Volcano/coscheduling gangs), kubelet, jobs, auth, faults,
 discovery; models of cluster components from their sources: mpi_operator
 (srv.install_mpi_operator), kueue (srv.install_kueue, srv.kueue_queue), volcano (enqueue,

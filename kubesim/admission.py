@@ -13,6 +13,7 @@ import json
 import threading
 
 from . import errors
+from .admission_policy import ValidatingAdmissionPolicies
 from .podsecurity import PodSecurity
 from .podutil import overcommit_allowed, qos_class
 from .quantity import canonical, is_quantity, parse_quantity
@@ -43,6 +44,9 @@ class Admission:
         # PodSecurityConfiguration; KubeAPIServer(pod_security=...) sets them.
         self.pod_security = PodSecurity()
         self._local = threading.local()  # warnings of the request this thread serves
+        # ValidatingAdmissionPolicy (admission_policy.py), run by lifecycle.py on each write
+        self.policies = ValidatingAdmissionPolicies(store, registry)
+        self.policies.warn = self.add_warnings
 
     def take_warnings(self) -> list[str]:
         """Warnings admission gave the current request (the `Warning: 299` headers)."""

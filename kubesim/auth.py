@@ -103,15 +103,25 @@ class Tokens:
     def __init__(self):
         self._tokens: dict[str, str] = {}
         self._groups: dict[str, tuple[str, ...]] = {}
+        self._extra: dict[str, dict[str, list[str]]] = {}
         self._lock = threading.Lock()
 
-    def add(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
-        """A token of `user`; `groups` as the token authenticator reports them (none: only
-        system:authenticated, as every authenticated user)."""
+    def add(self, token: str, user: str, groups: tuple[str, ...] = (),
+            extra: dict[str, list[str]] | None = None) -> None:
+        """A token of `user`; `groups` and `extra` as the token authenticator reports them
+        (no groups: only system:authenticated, as every authenticated user)."""
         with self._lock:
             self._tokens[token] = user
             if groups:
                 self._groups[token] = tuple(groups)
+            if extra:
+                self._extra[token] = {k: list(v) for k, v in extra.items()}
+
+    def extra(self, header: str | None) -> dict[str, list[str]]:
+        """The user's extra of the (already authenticated) bearer token."""
+        if header and header.lower().startswith("bearer "):
+            return dict(self._extra.get(header[7:].strip(), {}))
+        return {}
 
     def groups(self, header: str | None) -> tuple[str, ...] | None:
         """The groups of the (already authenticated) bearer token, None when it names none."""
@@ -123,6 +133,7 @@ class Tokens:
         with self._lock:
             self._tokens.pop(token, None)
             self._groups.pop(token, None)
+            self._extra.pop(token, None)
 
     def authenticate(self, header: str | None) -> str:
         if header and header.lower().startswith("bearer "):

@@ -131,7 +131,8 @@ class App:
         else:
             name = srv.tokens.authenticate(header)
             groups = srv.tokens.groups(header)
-            caller = UserInfo(name, groups) if groups else UserInfo(name)
+            extra = srv.tokens.extra(header)
+            caller = UserInfo(name, groups or UserInfo(name).groups, extra=extra)
         user = impersonate(srv.policy, caller, h.headers)
         if method == "GET":
             doc = self._discovery(path)
@@ -145,7 +146,10 @@ class App:
         else:
             raise errors.resource_not_found()
         route = routes.parse(srv.registry, group, version, segs)
-        return self._resource(method, route, query, body, h.headers.get("Content-Type"), user)
+        # admission (admission_policy.py) sees who asked, as the request context carries it
+        with srv.admission.policies.acting_as(user):
+            return self._resource(method, route, query, body, h.headers.get("Content-Type"),
+                                  user)
 
     def _discovery(self, path):
         reg = self.srv.registry

@@ -77,6 +77,7 @@ class Objects:
             self.admission.default(rt, obj)
             self.admission.validate(rt, obj)
             self.admission.admit(rt, obj)
+            self.admission.policies.validate(rt, "CREATE", obj, None, None, dry_run)
             self.admission.add_warnings(dropped)
             if dry_run:
                 return obj
@@ -162,6 +163,8 @@ class Objects:
     def _commit(self, rt, old, new, subresource, dry_run) -> dict:
         new = self.admission.prepare_update(rt, old, new, subresource)
         self.admission.validate(rt, new)
+        # validating admission runs before storage sees that nothing changed
+        self.admission.policies.validate(rt, "UPDATE", new, old, subresource, dry_run)
         if new == old:
             return old  # no-op writes do not bump resourceVersion on a real server either
         if dry_run:
@@ -195,6 +198,7 @@ class Objects:
                                       f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                       f"{m['resourceVersion']}")
             policy = policy or default_policy(rt)
+            self.admission.policies.validate(rt, "DELETE", None, obj, None, dry_run)
             if dry_run:
                 out = deepcopy(obj)
                 out["metadata"].setdefault("deletionTimestamp", now_rfc3339())

@@ -196,14 +196,19 @@ class Rest:
         data = _decode(body)
         obj = self.objects.create(rt, data, ns, dry_run=_dry_run(query),
                                   field_validation=query.get("fieldValidation"))
+        return Response(201, obj, self._warnings())
+
+    def _warnings(self) -> dict:
+        """One `Warning: 299 - "text"` header per warning admission gave (apiserver's
+        warning.AddWarning)."""
         warnings = self.objects.admission.take_warnings()
-        # One `Warning: 299 - "text"` header per warning (apiserver's warning.AddWarning).
-        return Response(201, obj, {"Warning": ", ".join(f'299 - "{_quote(w)}"' for w in warnings)}
-                        if warnings else {})
+        return {"Warning": ", ".join(f'299 - "{_quote(w)}"' for w in warnings)} \
+            if warnings else {}
 
     def update(self, rt, ns, name, sub, body: bytes, query) -> Response:
+        self.objects.admission.take_warnings()  # only this request's
         obj = self.objects.update(rt, ns or "", name, _decode(body), sub, _dry_run(query))
-        return Response(200, obj)
+        return Response(200, obj, self._warnings())
 
     def patch(self, rt, ns, name, sub, body: bytes, content_type: str, query) -> Response:
         ctype = (content_type or "").split(";")[0].strip()
@@ -231,7 +236,9 @@ class Rest:
                     return Response(201, self.objects.create(rt, data, ns, dry_run=dry))
         if not isinstance(data, (dict, list)):
             raise errors.bad_request("the body of the request was not a JSON object")
-        return Response(200, self.objects.patch(rt, ns or "", name, fn, sub, dry))
+        self.objects.admission.take_warnings()  # only this request's
+        obj = self.objects.patch(rt, ns or "", name, fn, sub, dry)
+        return Response(200, obj, self._warnings())
 
     def _delete_options(self, body: bytes, query) -> dict:
         opts = _decode(body) if body else {}

@@ -30,7 +30,7 @@ from .rest import Rest
 from .scheduler import Scheduler
 from .store import Store
 from .trainer import Trainer, trainjob_schema
-from .util import deepcopy, now_rfc3339
+from .util import deepcopy, new_uid, now_rfc3339
 from .volcano import VolcanoWebhook
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -230,12 +230,36 @@ class KubeAPIServer:
     def add_token(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
         self.tokens.add(token, user, groups)
 
-    def service_account_token(self, namespace: str, name: str) -> str:
+    def service_account_token(self, namespace: str, name: str, pod: str | None = None) -> str:
         """A bearer token authenticating as the ServiceAccount (its user name and groups,
-        as the service account token authenticator reports them)."""
+        as the service account token authenticator reports them).
+
+        With `pod` (a pod of `namespace` running as that ServiceAccount) it is the token
+        the kubelet projects into that pod, bound to it: the user's extra names the pod
+        and, once it is scheduled, its node (k8s.io/apiserver/pkg/authentication/
+        serviceaccount/util.go ServiceAccountInfo.UserInfo: pod-name, pod-uid, node-name,
+        node-uid, credential-id; the node claim is on by default since 1.30, the
+        ServiceAccountTokenPodNodeInfo feature gate, GA in 1.32)."""
+        extra: dict[str, list[str]] = {}
+        if pod is not None:
+            bound = self.store.get("/pods", namespace, pod)
+            if bound is None:
+                raise ValueError(f"no pod {namespace}/{pod} to bind the token to")
+            if bound["spec"].get("serviceAccountName") != name:
+                raise ValueError(f"pod {namespace}/{pod} runs as ServiceAccount "
+                                 f"{bound['spec'].get('serviceAccountName')!r}, not {name!r}")
+            extra = {"authentication.kubernetes.io/pod-name": [pod],
+                     "authentication.kubernetes.io/pod-uid": [bound["metadata"]["uid"]],
+                     "authentication.kubernetes.io/credential-id": [f"JTI={new_uid()}"]}
+            node_name = bound["spec"].get("nodeName")
+            if node_name:
+                extra["authentication.kubernetes.io/node-name"] = [node_name]
+                node = self.store.get("/nodes", "", node_name)
+                if node is not None:
+                    extra["authentication.kubernetes.io/node-uid"] = [node["metadata"]["uid"]]
         token = secrets.token_hex(16)
         self.tokens.add(token, service_account_user(namespace, name),
-                        service_account_groups(namespace))
+                        service_account_groups(namespace), extra)
         return token
 
     # -- cluster setup helpers ------------------------------------------------------------------------

@@ -177,7 +177,9 @@ def own_node_policy(namespace: str) -> dict:
                                f"{NODE_NAME_CLAIM!r} in request.userInfo.extra && "
                                f"object.metadata.name == {claim}[0]",
                  "message": "the hvdk8s agent may change only the Node it runs on"},
-                {"expression": "request.subResource == '' && object.spec == oldObject.spec && "
+                # the request's JSON omits an empty subResource: reading it would be an
+                # error (so a denial) on every patch of the Node itself
+                {"expression": "!has(request.subResource) && object.spec == oldObject.spec && "
                                "(has(object.metadata.labels) ? object.metadata.labels : {}) == "
                                "(has(oldObject.metadata.labels) ? oldObject.metadata.labels "
                                ": {})",
