@@ -30,7 +30,7 @@ try:
     from celpy import celtypes
 except ImportError:  # pragma: no cover - the dev extra installs it
     raise errors.internal("evaluating ValidatingAdmissionPolicies needs cel-python: "
-                          "pip install 'hvdk8s[dev]'") from None
+                          "pip install 'hvdk8s[devcluster]'") from None
 
 
 def _is_list(x) -> bool:
