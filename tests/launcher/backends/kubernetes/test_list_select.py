@@ -10,9 +10,10 @@ import json
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from launcher.backends.kubernetes.liststream import iter_chunks, parse_list
+from launcher.backends.kubernetes.liststream import parse_list
 from launcher.backends.kubernetes.projections import PlacementNode, PlacementPod
 from launcher.backends.kubernetes.snapshot import PodReader, named_nodes, pods_on
+from tests.launcher.backends.kubernetes.test_liststream import iter_chunks
 
 NODES = [f"node-{i}" for i in range(6)]
 
