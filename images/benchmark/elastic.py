@@ -71,7 +71,7 @@ def run_elastic(args, *, tf, hvd, model, opt, make_step: Callable[[], Callable],
         while state.step < total_steps:
             images, labels = next_batch()
             t0 = clock()
-            loss = float(step_fn(images, labels).numpy())
+            loss = float(step_fn(images, labels)[0].numpy())
             seconds = clock() - t0
             state.step += 1
             if state.step > args.num_warmup_batches:

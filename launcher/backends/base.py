@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic mod
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
 
+from launcher.formats.job_progress import JobProgress
 from mpijob.jobspec import defaults
 from mpijob.phases import JobPhase
 
@@ -69,13 +70,20 @@ class JobStatus:
     gpu_allocation: list[dict] = field(default_factory=list)
     # Elastic jobs: the workers now and when they left and joined, and why.
     size: list[str] = field(default_factory=list)
+    # From the ranks' reports while it runs (launcher.formats.job_progress); None: none came.
+    progress: JobProgress | None = None
+    # The one cause that keeps the job from running or made it fail, with the fix
+    # (launcher.formats.causes); None when nothing is wrong.
+    why: str | None = None
 
     @property
     def done(self) -> bool:
         return JobPhase.of(self.phase).terminal
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        found = asdict(self)
+        found["progress"] = self.progress.to_dict() if self.progress else None
+        return found
 
 
 @dataclass

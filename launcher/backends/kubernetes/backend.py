@@ -81,6 +81,7 @@ from launcher.backends.kubernetes.snapshot import (
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.formats.causes import why
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -674,6 +675,7 @@ class KubernetesBackend(KubernetesObjects):
             # Trainer's and JobSet's own words (a runtime gone, a Job it could not create)
             for kind, who in (("TrainJob", "trainer"), ("JobSet", "jobset")):
                 _add_operator_warning(self.client, status, name, ns, kind, who)
+        status.why = why(status)  # again: the failing log, the queue and the operator's words
         return status
 
     def fail_overdue(self, root: dict | None, mode: str, pods: builtins.list[dict]) -> bool:

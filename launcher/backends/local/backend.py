@@ -28,6 +28,7 @@ from pathlib import Path
 
 from launcher.backends.base import (
     FAILED,
+    RUNNING,
     SUCCEEDED,
     TERMINAL,
     JobStatus,
@@ -60,6 +61,9 @@ from launcher.backends.local.state import (
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.formats.causes import why
+from launcher.formats.job_progress import summarize
+from launcher.formats.rank_reports import is_report_line, iter_reports
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -72,6 +76,11 @@ START_TIMEOUT_SECONDS = 60.0
 # A job that has had no supervisor for this long after creation lost it (submit crashed).
 UNSUPERVISED_GRACE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
+# How much of the end of the combined log `get` reads for the ranks' reports: at one
+# heartbeat (2 s) and one progress line (5 s) of ~200 bytes per rank, 64 ranks' last 20 s.
+REPORT_TAIL_BYTES = 256 * 1024
+# The last lines of each rank that stopped reporting, shown with a stall.
+STALL_TAIL_LINES = 5
 # Phases of one rank of a failed job besides Succeeded and Failed (as a pod's would read):
 # stopped because the job ended, or not known because nothing recorded its end.
 TERMINATED = "Terminated"
@@ -112,7 +121,9 @@ class LocalBackend(LocalLaunches):
         """Start exactly the launch that `prepare` decided (and a dry run printed)."""
         if not isinstance(prepared, LocalPrepared):
             raise TypeError("the local backend starts only what its own prepare returned")
-        return self._start(prepared.spec, prepared.job, mode=options.mode)
+        prediction = prepared.plan.prediction
+        return self._start(prepared.spec, prepared.job, mode=options.mode,
+                           predicted=prediction.images_per_sec if prediction else None)
 
     def start(self, spec: JobSpec, placement=None, *,
               mode: defaults.Mode = "pods") -> SubmitResult:
@@ -120,7 +131,8 @@ class LocalBackend(LocalLaunches):
         return self._start(spec, self.launch(spec, placement, job_paths(spec.name, spec.namespace)),
                            mode=mode)
 
-    def _start(self, spec: JobSpec, prepared: JobLaunch, *, mode: defaults.Mode) -> SubmitResult:
+    def _start(self, spec: JobSpec, prepared: JobLaunch, *, mode: defaults.Mode,
+               predicted: float | None = None) -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
         paths = prepared.paths
         if paths.dir.exists():
@@ -128,7 +140,8 @@ class LocalBackend(LocalLaunches):
         uid = uuid.uuid4().hex
         status = new_status(uid=uid, phase=JobPhase.PENDING, mode=mode, node=prepared.host,
                             ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv,
-                            rank_logs=prepared.launch.rank_logs)
+                            rank_logs=prepared.launch.rank_logs,
+                            predicted_images_per_sec=predicted)
         mpi = prepared.launch.mpi
         launch = {
             "argv": prepared.launch.argv,
@@ -316,7 +329,7 @@ class LocalBackend(LocalLaunches):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = self.get(name, namespace)
-            if status.done:
+            if status.done or (status.progress is not None and status.progress.stalled):
                 return status
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -504,7 +517,7 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
             gpus=[gpus[r]] if r < len(gpus) else [],
             message=rank_message, exit_code=exit_code,
         ))
-    return JobStatus(
+    status = JobStatus(
         name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
         mode=record.mode, created=record.created, started=record.started,
         finished=record.finished, workers=int(spec.get("workers") or 0),
@@ -512,7 +525,20 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         placement=[{"node": node, "gpus": list(gpus)}] if node else [],
         reason=reason, message=message, log_tail=list(log_tail),
         images_per_sec=record.images_per_sec, result=record.result,
+        predicted_images_per_sec=record.predicted_images_per_sec,
     )
+    if record.started is not None:
+        status.progress = summarize(
+            iter_reports(tail_text(paths.launcher_log, REPORT_TAIL_BYTES)), time.time(),
+            ranks=record.ranks, predicted_images_per_sec=record.predicted_images_per_sec,
+            running=phase == RUNNING)
+        if status.progress is not None and status.progress.stalled and record.writes_rank_logs:
+            # What the silent ranks said last: where they stopped.
+            status.log_tail = [f"[rank {r}] {line}" for r in status.progress.silent_ranks
+                               for line in tail(paths.rank_log(r), STALL_TAIL_LINES)
+                               if not is_report_line(line)]
+    status.why = why(status)
+    return status
 
 
 def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None,
@@ -537,6 +563,19 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
         return FAILED, f"rank {rank} exited with code {code}", code
     cause = f"rank {failed_rank} failed" if failed_rank is not None else (message or reason)
     return TERMINATED, f"terminated: {cause}" if cause else "terminated", None
+
+
+def tail_text(path: Path, size: int) -> list[str]:
+    """The whole lines in the last `size` bytes of `path` (none when it is missing)."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - size))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    lines = data.decode(errors="replace").split("\n")
+    return lines[1:] if end > size else lines
 
 
 def _supervisor_lost(record: StatusRecord) -> bool:
