@@ -532,6 +532,9 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
             iter_reports(tail_text(paths.launcher_log, REPORT_TAIL_BYTES)), time.time(),
             ranks=record.ranks, predicted_images_per_sec=record.predicted_images_per_sec,
             running=phase == RUNNING)
+        for rank in status.progress.silent_ranks if status.progress is not None else ():
+            if rank < len(replicas):
+                replicas[rank].message = "not reporting (stopped, or gone)"
         if status.progress is not None and status.progress.stalled and record.writes_rank_logs:
             # What the silent ranks said last: where they stopped.
             status.log_tail = [f"[rank {r}] {line}" for r in status.progress.silent_ranks
