@@ -143,7 +143,7 @@ def print_status_list(statuses: list[JobStatus], fmt: str, *, namespace: str | N
                str(s.workers * s.gpus_per_worker), _rate(measured_rate(s)), age(s.created))
         if wide:
             nodes = ",".join(sorted({p["node"] for p in s.placement if p.get("node")})) or "-"
-            row += (*_progress_cells(s), nodes, _mode(s), s.created or "-")
+            row += (*progress_cells(s), nodes, _mode(s), s.created or "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
@@ -167,7 +167,7 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _progress_cells(status: JobStatus) -> tuple[str, str, str, str, str]:
+def progress_cells(status: JobStatus) -> tuple[str, str, str, str, str]:
     """STEP, PREDICTED, RATIO, ETA, LAST STEP of `list -o wide` and `top job`."""
     from launcher.formats.job_progress import duration
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from launcher.backends.base import (
     FAILED,
+    RUNNING,
     SUCCEEDED,
     TERMINAL,
     JobStatus,
@@ -82,6 +83,8 @@ from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.formats.causes import why
+from launcher.formats.job_progress import summarize
+from launcher.formats.rank_reports import iter_reports
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -854,6 +857,9 @@ class KubernetesBackend(KubernetesObjects):
         reads each job's log at most once)."""
         by_job = {(r["metadata"].get("namespace"), st.job_name_of(r)): r for r in roots}
         for status in statuses:
+            if status.phase == RUNNING:
+                self._running_progress(status)
+                continue
             if status.phase != SUCCEEDED or status.images_per_sec is not None:
                 continue
             root = by_job.get((status.namespace, status.name))
@@ -870,6 +876,20 @@ class KubernetesBackend(KubernetesObjects):
             status.images_per_sec, status.result = st.parse_result(text.splitlines())
             mode = {"MPIJob": "operator", "TrainJob": "trainjob"}.get(root.get("kind", ""), "pods")
             self._record_images_per_sec(root, mode, status)
+
+    def _running_progress(self, status: JobStatus) -> None:
+        """A running job's progress for `list`: its launcher's log tail, one read."""
+        launcher = next((r for r in status.replicas if r.role == names.ROLE_LAUNCHER), None)
+        if launcher is None or launcher.phase != RUNNING:
+            return
+        try:
+            text = self.client.pod_log(launcher.name, status.namespace, tail=LOG_TAIL_FOR_RESULT)
+        except ApiError as exc:
+            if exc.status in (400, 403, 404):  # not started, gone or not readable: unknown
+                return
+            raise
+        status.progress = summarize(iter_reports(text.splitlines()), time.time(),
+                                    predicted_images_per_sec=status.predicted_images_per_sec)
 
     # -- wait --------------------------------------------------------------------------------
     @_api_errors
