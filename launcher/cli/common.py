@@ -42,6 +42,8 @@ def open_backend(backend: str | None, context: str | None, namespace: str | None
 # `wait`'s exit codes (124 on timeout comes from Timeout).
 EXIT_FAILED = 1
 EXIT_STALLED = 3
+# The reason of a job ended for its stall (--stall-timeout; the local supervisor's).
+STALLED = "stalled"
 
 
 def exit_for_status(status: JobStatus) -> None:
@@ -49,7 +51,7 @@ def exit_for_status(status: JobStatus) -> None:
     if status.phase == SUCCEEDED:
         raise typer.Exit(0)
     if status.phase == FAILED:
-        raise typer.Exit(EXIT_FAILED)
+        raise typer.Exit(EXIT_STALLED if status.reason == STALLED else EXIT_FAILED)
     if status.progress is not None and status.progress.stalled:
         raise typer.Exit(EXIT_STALLED)
 

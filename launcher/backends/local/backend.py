@@ -59,7 +59,13 @@ from launcher.backends.local.state import (
     write_json,
     write_status,
 )
-from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
+from launcher.backends.local.supervisor import (
+    REPORT_TAIL_BYTES,
+    TAIL_LINES,
+    read_lines,
+    tail,
+    tail_text,
+)
 from launcher.errors import NotFound, Timeout, UsageError, UserError
 from launcher.formats.causes import why
 from launcher.formats.job_progress import summarize
@@ -76,9 +82,6 @@ START_TIMEOUT_SECONDS = 60.0
 # A job that has had no supervisor for this long after creation lost it (submit crashed).
 UNSUPERVISED_GRACE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
-# How much of the end of the combined log `get` reads for the ranks' reports: at one
-# heartbeat (2 s) and one progress line (5 s) of ~200 bytes per rank, 64 ranks' last 20 s.
-REPORT_TAIL_BYTES = 256 * 1024
 # The last lines of each rank that stopped reporting, shown with a stall.
 STALL_TAIL_LINES = 5
 # Phases of one rank of a failed job besides Succeeded and Failed (as a pod's would read):
@@ -150,6 +153,8 @@ class LocalBackend(LocalLaunches):
             "mpi": {"implementation": mpi.implementation, "major": mpi.major} if mpi else None,
             "cwd": spec.working_dir or os.getcwd(),
             "deadline_seconds": spec.run_policy.active_deadline_seconds,
+            "stall_timeout_seconds": spec.stall_timeout,
+            "ranks": spec.ranks,
         }
         self._create_dir(spec, paths, status, launch, prepared.hostfile)
         try:
@@ -566,19 +571,6 @@ def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None
         return FAILED, f"rank {rank} exited with code {code}", code
     cause = f"rank {failed_rank} failed" if failed_rank is not None else (message or reason)
     return TERMINATED, f"terminated: {cause}" if cause else "terminated", None
-
-
-def tail_text(path: Path, size: int) -> list[str]:
-    """The whole lines in the last `size` bytes of `path` (none when it is missing)."""
-    try:
-        with open(path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            f.seek(max(0, end - size))
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    lines = data.decode(errors="replace").split("\n")
-    return lines[1:] if end > size else lines
 
 
 def _supervisor_lost(record: StatusRecord) -> bool:
