@@ -7,7 +7,7 @@ interface, so a job behaves the same on this machine and on a cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -250,6 +250,7 @@ class Backend(Protocol):
         tail: int | None = None,
     ) -> Iterator[str]: ...
 
-    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus: ...
+    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
+             on_change: Callable[[JobStatus], None] | None = None) -> JobStatus: ...
 
     def delete(self, name: str, namespace: str | None = None) -> bool: ...

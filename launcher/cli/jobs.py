@@ -94,7 +94,12 @@ def wait(
     printed); 3 it stalled: its ranks report no step for 3x the expected step time (local
     backend; on Kubernetes `get` shows a stall, which `wait` does not read, to send no
     request while it waits); 124 the --timeout passed first."""
-    status = open_backend(backend, context, namespace).wait(name, namespace, timeout=timeout)
+    def waiting(status) -> None:  # what it waits for, on stderr: stdout stays the result
+        cause = status.why or ": ".join(x for x in (status.reason, status.message) if x)
+        typer.echo(f"waiting: {name} {status.phase}" + (f": {cause}" if cause else ""), err=True)
+
+    status = open_backend(backend, context, namespace).wait(
+        name, namespace, timeout=timeout, on_change=waiting if output == opt.TABLE else None)
     print_status(status, output, brief=output == "table")
     exit_for_status(status)
 

@@ -20,7 +20,7 @@ import gc
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NoReturn
@@ -894,18 +894,21 @@ class KubernetesBackend(KubernetesObjects):
     # -- wait --------------------------------------------------------------------------------
     @_api_errors
     def wait(self, name: str, namespace: str | None = None, *,
-             timeout: float | None = None) -> JobStatus:
+             timeout: float | None = None,
+             on_change: Callable[[JobStatus], None] | None = None) -> JobStatus:
         """Block until the job is terminal, woken by watches on its pods and roots
-        (watching.py): no request while they are healthy and nothing changes."""
+        (watching.py): no request while they are healthy and nothing changes. `on_change`
+        gets each status whose phase or cause changed (what the wait waits for)."""
         ns = self._ns(namespace)
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
+        last_shown: tuple = ()
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
                 if (worker := self._dispatched(root, name, ns)) is not None:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    return worker.wait(name, ns, timeout=left)
+                    return worker.wait(name, ns, timeout=left, on_change=on_change)
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy
@@ -915,6 +918,11 @@ class KubernetesBackend(KubernetesObjects):
                     if status is None:
                         raise
                     raise NotFound(f"job {name} was deleted while waiting") from None
+                if on_change is not None and not status.done:
+                    shown = (status.phase, status.why or status.reason)
+                    if shown != last_shown:
+                        last_shown = shown
+                        on_change(status)
                 # A succeeded launcher pod is recorded by the Job a moment later; waiting for
                 # that lets the clean pod policy remove the launcher pod too (All).
                 now = time.monotonic()

@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -330,12 +330,18 @@ class LocalBackend(LocalLaunches):
         return status is None or status.phase in (*TERMINAL, UNKNOWN)
 
     # -------------------------------------------------------------------- wait
-    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus:
+    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
+             on_change: Callable[[JobStatus], None] | None = None) -> JobStatus:
+        """Until the job ended or stalled; `on_change` gets each status whose phase changed."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        last_phase = None
         while True:
             status = self.get(name, namespace)
             if status.done or (status.progress is not None and status.progress.stalled):
                 return status
+            if on_change is not None and status.phase != last_phase:
+                last_phase = status.phase
+                on_change(status)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -49,8 +49,8 @@ class Backend:
     name = "local"
     namespace = "default"
 
-    def __init__(self, status: JobStatus, lines=()):
-        self.status, self.lines = status, list(lines)
+    def __init__(self, status: JobStatus, lines=(), before=()):
+        self.status, self.lines, self.before = status, list(lines), list(before)
 
     def get(self, name, namespace=None):
         return self.status
@@ -58,7 +58,9 @@ class Backend:
     def list(self, namespace=None, all_namespaces=False):
         return [self.status]
 
-    def wait(self, name, namespace=None, *, timeout=None):
+    def wait(self, name, namespace=None, *, timeout=None, on_change=None):
+        for seen in self.before:
+            on_change(seen)
         return self.status
 
     def logs(self, name, namespace=None, **_):
@@ -67,8 +69,8 @@ class Backend:
 
 @pytest.fixture
 def backend(monkeypatch):
-    def use(status, lines=()):
-        fake = Backend(status, lines)
+    def use(status, lines=(), before=()):
+        fake = Backend(status, lines, before)
         monkeypatch.setattr(jobs, "open_backend", lambda *a, **k: fake)
         return fake
     return use
@@ -138,3 +140,22 @@ def test_people_see_no_rank_tags_and_no_lines_meant_for_hvdk8s():
     assert for_people("[pod-1] kept as is") == "[pod-1] kept as is"
     assert for_people('[1,0]<stdout>:HVDK8S_REPORT {"kind": "heartbeat"}') is None
     assert for_people('HVDK8S_RESULT {"total_images_per_sec": 1}') is None
+
+
+def test_wait_says_what_it_waits_for_on_stderr_then_the_cause(backend):
+    pending = JobStatus(name="bench", namespace="default", backend="kubernetes",
+                        phase="Pending", replicas=[ReplicaStatus(
+                            "bench-worker-0", "worker", "Pending", node="n1",
+                            reason="ImagePullBackOff",
+                            message='Back-off pulling image "horovod/horovod:9"')])
+    pending.why = why(pending)
+    backend(failed(), before=[pending])
+    result = CliRunner().invoke(app, ["wait", "bench"])
+    assert result.exit_code == EXIT_FAILED
+    assert result.stdout == ""  # the waiting lines and the result: stderr, stdout for data
+    assert result.stderr.splitlines()[0] == (
+        "waiting: bench Pending: bench-worker-0: image horovod/horovod:9 cannot be pulled on "
+        "node n1 (ImagePullBackOff: Back-off pulling image \"horovod/horovod:9\") (fix: check "
+        "the image name and tag, and that the node can reach the registry, with an "
+        "imagePullSecret if private)")
+    assert "why: the program raised ValueError: bad learning rate" in result.stderr
