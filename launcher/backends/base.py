@@ -12,12 +12,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
+    from launcher.formats.job_progress import JobProgress
     from launcher.preparing.planning import Plan
     from mpijob.jobspec.spec import JobSpec
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
 
-from launcher.formats.job_progress import JobProgress
+from launcher.errors import UsageError
 from mpijob.jobspec import defaults
 from mpijob.phases import JobPhase
 
@@ -173,6 +174,12 @@ class BaseBackend:
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is
         planned; return what the user should know about the rest. Here: pods."""
+        if spec.stall_timeout is not None:
+            # Nothing in the cluster reads the ranks' reports while the job runs, and `get`
+            # ending a job would depend on someone running it: refused, not ignored.
+            raise UsageError("--stall-timeout: only the local backend ends a stalled job "
+                             "(its supervisor reads the ranks' reports); on Kubernetes "
+                             "`hvdk8s get` shows the stall and --active-deadline bounds the run")
         notes = []
         if spec.data_dirs:
             notes.append("--data-dir mounts a directory of each node (hostPath): the scheduler "

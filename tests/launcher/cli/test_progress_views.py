@@ -159,3 +159,14 @@ def test_wait_says_what_it_waits_for_on_stderr_then_the_cause(backend):
         "the image name and tag, and that the node can reach the registry, with an "
         "imagePullSecret if private)")
     assert "why: the program raised ValueError: bad learning rate" in result.stderr
+
+
+def test_stall_timeout_is_refused_where_nothing_would_act_on_it():
+    from pathlib import Path
+
+    cluster = Path(__file__).resolve().parents[2] / "data" / "clusters" / \
+        "nvl72-two-partitions.yaml"
+    result = invoke("submit", "mpi", "--stall-timeout", "10", "--workers", "1", "--gpus", "1",
+                    "--dry-run", "--cluster", str(cluster))
+    assert result.exit_code == 2
+    assert "--stall-timeout: only the local backend ends a stalled job" in result.output
