@@ -8,7 +8,7 @@ what `get`, `list` and `top job` show:
   all-reduce every rank runs at the job's pace) and since the warm-up, the ETA at the
   current pace, and how long ago the last step was seen;
 - stragglers: a rank whose own compute time per step (not its wall time, which the
-  all-reduce evens out) exceeded the median of the ranks by more than
+  all-reduce evens out) exceeded the median of the other ranks' by more than
   STRAGGLER_RATIO in each of its last STRAGGLER_REPORTS reports;
 - a stall: no new step for STALL_STEPS times the expected step time (the step time
   measured since the warm-up, else the warm-up's last step, else the prediction), and
@@ -35,11 +35,11 @@ HEARTBEAT_SECONDS = 2.0  # the emitters' default, when a heartbeat does not say 
 class Straggler:
     rank: int
     compute_time: float  # its mean over its last reports, seconds per step
-    median: float  # the ranks' median of the same
+    median: float  # the other ranks' median of the same
 
     def describe(self) -> str:
         return (f"rank {self.rank} computes {self.compute_time:.3g}s per step against the "
-                f"ranks' median {self.median:.3g}s ({self.compute_time / self.median:.2f}x)")
+                f"other ranks' median {self.median:.3g}s ({self.compute_time / self.median:.2f}x)")
 
 
 @dataclass
@@ -175,11 +175,13 @@ def _stragglers(computes: dict[int, list[float]]) -> list[Straggler]:
     if len(recent) < 2:
         return []
     means = {rank: statistics.fmean(times) for rank, times in recent.items()}
-    median = statistics.median(means.values())
-    if median <= 0:
-        return []
-    return [Straggler(rank, means[rank], median) for rank, times in sorted(recent.items())
-            if all(t > STRAGGLER_RATIO * median for t in times)]
+    found = []
+    for rank, times in sorted(recent.items()):
+        # the others' median: with two ranks, the one against the other
+        median = statistics.median(m for r, m in means.items() if r != rank)
+        if median > 0 and all(t > STRAGGLER_RATIO * median for t in times):
+            found.append(Straggler(rank, means[rank], median))
+    return found
 
 
 def _median(values: Iterable) -> float | None:

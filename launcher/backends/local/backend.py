@@ -546,6 +546,10 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         for rank in status.progress.silent_ranks if status.progress is not None else ():
             if rank < len(replicas):
                 replicas[rank].message = "not reporting (stopped, or gone)"
+        for slow in status.progress.stragglers if status.progress is not None else ():
+            if slow.rank < len(replicas):  # its node and GPUs are on the same row
+                replicas[slow.rank].message = (f"straggler: {slow.compute_time:.3g}s compute "
+                                               f"per step, others {slow.median:.3g}s")
         if status.progress is not None and status.progress.stalled and record.writes_rank_logs:
             # What the silent ranks said last: where they stopped.
             status.log_tail = [f"[rank {r}] {line}" for r in status.progress.silent_ranks

@@ -84,7 +84,14 @@ def test_a_rank_persistently_slower_to_compute_is_a_straggler():
     (s,) = summarize(reports, T0 + 16).stragglers
     assert (s.rank, s.compute_time, s.median) == (2, slow, 1.0)
     assert summarize(reports, T0 + 16).problems() == [
-        "straggler: rank 2 computes 1.5s per step against the ranks' median 1s (1.50x)"]
+        "straggler: rank 2 computes 1.5s per step against the other ranks' median 1s (1.50x)"]
     # once fast again in one of its last reports: not persistent, not named
     reports.append(progress(2, 20, 40, rate=8.0, avg=8.0, compute=1.0))
     assert summarize(reports, T0 + 21).stragglers == []
+
+
+def test_of_two_ranks_the_slow_one_is_measured_against_the_other():
+    reports = [progress(rank, when, 10 * i, rate=8.0, avg=8.0, compute=1.6 if rank else 1.0)
+               for i, when in enumerate((5, 10, 15), 1) for rank in (0, 1)]
+    (s,) = summarize(reports, T0 + 16).stragglers
+    assert (s.rank, s.median) == (1, 1.0)

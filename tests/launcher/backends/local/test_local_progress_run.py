@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,3 +107,33 @@ def test_a_stopped_rank_is_a_stall_naming_it_and_the_stall_timeout_ends_the_job(
             os.kill(pid, signal.SIGCONT)
     assert (ended.phase, ended.reason) == ("Failed", "stalled")
     assert "ended by --stall-timeout: stalled" in ended.message and "rank 1" in ended.message
+
+
+def test_a_rank_slowed_by_a_cpu_hog_on_its_core_is_named_a_straggler(backend):
+    submit("hog", "--num-batches", "1000")
+    job_dir = Path(os.environ["HVDK8S_HOME"]) / "jobs" / "default" / "hog"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        p = backend.get("hog").progress
+        if p is not None and not p.warmup:
+            break
+        time.sleep(1.0)
+    pid = program_of_rank(job_dir, 1)
+    cores = os.sched_getaffinity(pid)
+    # two busy loops on rank 1's cores (mpirun bound it to its own): its compute slows
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             preexec_fn=lambda: os.sched_setaffinity(0, cores))
+            for _ in range(2)]
+    try:
+        found = None
+        while time.monotonic() < deadline and found is None:
+            status = backend.get("hog")
+            found = next(iter(status.progress.stragglers), None)
+            time.sleep(2.0)
+        print(f"straggler: {found and found.describe()}; rank 1 cores {sorted(cores)}")
+        assert found is not None and found.rank == 1
+        assert status.replicas[1].message.startswith("straggler:")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
