@@ -227,6 +227,13 @@ class Progress:
             self.emit()
             self._last = now
 
+    def resize(self, images_per_step: int, steps_done: int) -> None:
+        """An elastic job's new size, or a step count rolled back to its last commit."""
+        if images_per_step != self.images_per_step:
+            self.images_per_step = images_per_step
+            self._interval, self._total = [0, 0.0, 0.0], [0, 0.0]
+        self.step = steps_done
+
     def fields(self) -> dict:
         steps, wall, compute = self._interval
         found = {"step": self.step, "total_steps": self.total_steps, "warmup": False,
@@ -786,16 +793,25 @@ def run(args: argparse.Namespace) -> dict:
 
     for line in header_lines(args, world_size, intra, inter, tf.__version__):
         say(line)
+    clock = time.perf_counter
+    progress = Progress(args.num_batches, args.batch_size * world_size)
+    stop_heartbeat = start_heartbeat(progress)
     if args.elastic and hvd is not None:
         from elastic import run_elastic  # beside this file: the script's directory is on sys.path
 
-        return run_elastic(args, tf=tf, hvd=hvd, model=model, opt=opt,
-                           make_step=lambda: make_train_step(tf, hvd, model, opt, args),
-                           local_step=make_train_step(tf, None, model, opt, args),
-                           next_batch=next_batch)
+        def elastic_step(step: int, seconds: float, computed: float, ranks: int) -> None:
+            progress.resize(args.batch_size * ranks, step - 1)
+            progress.step_done(seconds, computed, clock())
+
+        try:
+            return run_elastic(args, tf=tf, hvd=hvd, model=model, opt=opt,
+                               make_step=lambda: make_train_step(tf, hvd, model, opt, args),
+                               local_step=make_train_step(tf, None, model, opt, args),
+                               next_batch=next_batch, on_step=elastic_step)
+        finally:
+            stop_heartbeat()
     say("Running warm up")
 
-    clock = time.perf_counter
     first_labels: list[int] = []
 
     def one_step() -> tuple[float, float, float]:
@@ -810,8 +826,6 @@ def run(args: argparse.Namespace) -> dict:
         loss, computed = train_step(batch_images, batch_labels)
         return float(loss.numpy()), waited, float(computed.numpy())
 
-    progress = Progress(args.num_batches, args.batch_size * world_size)
-    stop_heartbeat = start_heartbeat(progress)
     broadcast_done = hvd is None
     warmup_step = 0.0
     for _ in range(args.num_warmup_batches):
