@@ -75,8 +75,8 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
     if status.reason or status.message:
         line += f"  {status.reason or ''}{': ' if status.reason and status.message else ''}{status.message or ''}"
     console.print(line)
-    if status.why:
-        console.print(f"why: {status.why}", markup=False)
+    if status.why and status.why != ": ".join(x for x in (status.reason, status.message) if x):
+        console.print(f"why: {status.why}", markup=False)  # unless the line above says it
     if status.images_per_sec is not None:
         predicted = (f" (predicted {status.predicted_images_per_sec:.0f})"
                      if status.predicted_images_per_sec else "")

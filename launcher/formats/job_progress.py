@@ -130,6 +130,9 @@ def summarize(reports: Iterable[dict], now: float, *, ranks: int | None = None,
         reported = r.get("step")
         if isinstance(reported, int) and reported > step:
             step, step_seen = reported, when
+        elif kind == "progress" and r.get("warmup") and reported == step:
+            # the warm-up just ended: its steps are not counted, but they were steps
+            step_seen = max(step_seen, when)
         if kind == "progress":
             latest[rank] = r
             if not r.get("warmup") and isinstance(r.get("compute_time"), int | float):

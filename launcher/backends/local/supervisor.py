@@ -148,7 +148,7 @@ def _run(stop: _Stop, proc: subprocess.Popen, paths: JobPaths, deadline: float |
                                  time.time(), ranks=ranks)
             if stall_timeout and progress is not None and progress.stalled \
                     and progress.last_step_age >= stall_timeout:
-                stop.stalled = progress.problems()[0]
+                stop.stalled = progress.problems()[0].removeprefix("stalled: ")
                 raise
 
 

@@ -95,3 +95,12 @@ def test_of_two_ranks_the_slow_one_is_measured_against_the_other():
                for i, when in enumerate((5, 10, 15), 1) for rank in (0, 1)]
     (s,) = summarize(reports, T0 + 16).stragglers
     assert (s.rank, s.median) == (1, 1.0)
+
+
+def test_the_warmup_is_no_stall_its_end_counts_as_a_step():
+    # heartbeats at step 0 from the start (TensorFlow's start, tracing, 10 warm-up steps of
+    # 1.6 s), then the warm-up's report: the last step was then, not at the first heartbeat
+    reports = [beat(r, t, 0) for t in range(0, 40, 2) for r in (0, 1)]
+    reports += [progress(r, 40, 0, warmup=True, step_time=1.6) for r in (0, 1)]
+    p = summarize(reports, T0 + 41, ranks=2)
+    assert p.warmup and p.last_step_age == 1.0 and not p.stalled

@@ -49,7 +49,7 @@ def test_a_stall_longer_than_the_timeout_ends_the_job_naming_the_silent_rank(job
     with pytest.raises(subprocess.TimeoutExpired):
         supervisor._run(stop, NeverEnds(), job, None, stall_timeout=60, ranks=2)
     assert not stop.deadline
-    assert stop.stalled.startswith("stalled: no step for 1m40s") and \
+    assert stop.stalled.startswith("no step for 1m40s") and \
         stop.stalled.endswith("not reporting: rank 1")
 
 

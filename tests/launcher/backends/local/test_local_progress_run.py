@@ -106,7 +106,7 @@ def test_a_stopped_rank_is_a_stall_naming_it_and_the_stall_timeout_ends_the_job(
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
     assert (ended.phase, ended.reason) == ("Failed", "stalled")
-    assert "ended by --stall-timeout: stalled" in ended.message and "rank 1" in ended.message
+    assert "ended by --stall-timeout: no step for" in ended.message and "rank 1" in ended.message
 
 
 def test_a_rank_slowed_by_a_cpu_hog_on_its_core_is_named_a_straggler(backend):
