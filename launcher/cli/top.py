@@ -12,6 +12,7 @@ import typer
 
 from launcher.cli import options as opt
 from launcher.cli.common import TOP_NODE_HINT, require_kubernetes
+from launcher.errors import UserError
 from launcher.output import emit_data, note
 from mpijob.perf.links import is_nvlink
 
@@ -236,7 +237,11 @@ def top_job(
     backend = KubernetesBackend(context, namespace)
     sizes = elastic.current_sizes(backend.client, ns)
     # Progress of the running jobs: `list`'s statuses (one read of each launcher's log tail).
-    statuses = {(s.namespace, s.name): s for s in backend.list(ns, all_namespaces)}
+    try:
+        statuses = {(s.namespace, s.name): s for s in backend.list(ns, all_namespaces)}
+    except UserError as exc:  # the jobs' objects not readable to this user: GPUs only
+        note(f"note: no progress shown: {exc}")
+        statuses = {}
     for r in rows:
         if (r["namespace"], r["job"]) in sizes:
             r["size"] = sizes[(r["namespace"], r["job"])]
