@@ -170,3 +170,13 @@ def test_stall_timeout_is_refused_where_nothing_would_act_on_it():
                     "--dry-run", "--cluster", str(cluster))
     assert result.exit_code == 2
     assert "--stall-timeout: only the local backend ends a stalled job" in result.output
+
+
+def test_get_json_has_every_progress_figure(backend):
+    import json
+
+    backend(running())
+    data = json.loads(invoke("get", "bench", "-o", "json").stdout)
+    p = data["progress"]
+    assert (p["step"], p["total_steps"], p["images_per_sec"], p["ratio"], p["eta_seconds"],
+            p["stalled"], p["stragglers"]) == (30, 60, 8.0, 0.8, 60.0, False, [])
