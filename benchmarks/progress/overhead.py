@@ -7,7 +7,7 @@
 - per report line: writing and flushing one HVDK8S_REPORT line (to /dev/null: the pipe to
   the rank wrapper costs the same write);
 - per step, in the graph: the compute-time probe the benchmark adds to its train step (two
-  tf.timestamp ops and a sum of the first layer's gradient brought to the host), timed as a
+  tf.timestamp ops, the input gated on the first, and a sum of the first layer's gradient brought to the host), timed as a
   tf.function of just those ops on a tensor of resnet50's conv1 kernel size, on this CPU;
 - then the share of a step: per-step costs, plus a progress line every 5 s and a heartbeat
   every 2 s, over the step time of the quick local benchmark and of a GPU ResNet-50 step.
@@ -71,6 +71,8 @@ def probe_cost() -> dict:
     @tf.function
     def probed(g):
         started = tf.timestamp()
+        with tf.control_dependencies([started]):  # as the benchmark gates its input
+            g = tf.identity(g)
         with tf.device("/CPU:0"):
             probe = tf.reduce_sum(g)
         with tf.control_dependencies([probe]):

@@ -544,6 +544,10 @@ def make_train_step(tf, hvd, model, opt, args: argparse.Namespace):
         """(loss, this rank's compute seconds): forward and backward, up to its own
         gradients, before the all-reduce in which every rank waits for the slowest."""
         started = tf.timestamp()
+        # An op without inputs may run last: with one inter-op thread (a rank bound to one
+        # core) TensorFlow ran the stamp after the whole step. The input waits for it.
+        with tf.control_dependencies([started]):
+            images = tf.identity(images)
         with tf.GradientTape() as tape:
             loss = forward_loss(images, labels)
             scaled = opt.get_scaled_loss(loss) if args.use_fp16 else loss
