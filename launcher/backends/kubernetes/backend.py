@@ -82,7 +82,7 @@ from launcher.backends.kubernetes.snapshot import (
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.formats.causes import why
+from launcher.formats.causes import replica_cause, why
 from launcher.formats.job_progress import summarize
 from launcher.formats.rank_reports import iter_reports
 from launcher.output import note
@@ -1092,7 +1092,9 @@ class KubernetesBackend(KubernetesObjects):
             else:
                 r = st.replica(pod)
                 detail = ": ".join(x for x in (r.reason, r.message) if x)
-                what = (f"waiting for {pod['metadata']['name']} to start ({r.phase}"
+                cause = replica_cause(r)  # the cause get's why line gives, with its fix
+                what = (f"waiting for {pod['metadata']['name']} to start: {cause}" if cause else
+                        f"waiting for {pod['metadata']['name']} to start ({r.phase}"
                         + (f": {detail}" if detail else "") + ")")
             # The kubelet alternates ErrImagePull and ImagePullBackOff: one cause, said once.
             key = "image pull" if "ImagePull" in what else what
