@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from launcher.backends.base import JobStatus, ReplicaStatus
 
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
-GANG_REASONS = ("Queued", "QuotaReserved", "Inadmissible", "PodGroupPending",
-                "PodGroupUnschedulable", "GangNotAdmitted")
+# A job its gang scheduler holds is Queued with reason QueuedBy<Scheduler>
+# (launcher/backends/kubernetes/queue.py), the scheduler's words in the message: Kueue's
+# Workload conditions, the PodGroup's, KAI's, Volcano's.
+GANG_REASON_PREFIX = "QueuedBy"
 _IMAGE = re.compile(r'(?:image|Back-off pulling image) "?([^"\s]+)"?')
 
 
@@ -124,12 +126,14 @@ def why(status: JobStatus) -> str | None:
     phase = status.phase
     if phase == "Succeeded":
         return None
+    if phase == "Queued" and (status.reason or "").startswith(GANG_REASON_PREFIX):
+        # its pods wait for the gang, not for a node: the scheduler's reason comes first
+        return (f"the gang is not admitted ({status.reason}): {status.message or 'queued'} "
+                "(fix: free quota or capacity in the queue, or ask for fewer GPUs)")
     for r in status.replicas:
         found = replica_cause(r)
         if found:
             return found
-    if phase in ("Queued", "Pending") and status.reason in GANG_REASONS:
-        return f"the gang is not admitted: {_text(status.reason, status.message)}"
     if phase == "Failed":
         found = log_cause(status.log_tail)
         if found:

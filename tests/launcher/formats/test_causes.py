@@ -57,11 +57,15 @@ def test_preempted():
 
 
 def test_a_gang_not_admitted_gives_the_schedulers_reason():
+    # as queue.py marks it: its pods look unschedulable too, but the gang is the cause
     s = JobStatus(name="j", namespace="d", backend="kubernetes", phase="Queued",
-                  reason="Inadmissible", message="Workload: couldn't assign flavors to pod "
-                  "set workers: insufficient quota for nvidia.com/gpu")
-    assert why(s) == ("the gang is not admitted: Inadmissible: Workload: couldn't assign "
-                      "flavors to pod set workers: insufficient quota for nvidia.com/gpu")
+                  reason="QueuedByKueue", message="Workload: couldn't assign flavors to pod "
+                  "set workers: insufficient quota for nvidia.com/gpu",
+                  replicas=[ReplicaStatus("j-worker-0", "worker", "Pending",
+                                          reason="Unschedulable", message="gated")])
+    assert why(s) == ("the gang is not admitted (QueuedByKueue): Workload: couldn't assign "
+                      "flavors to pod set workers: insufficient quota for nvidia.com/gpu "
+                      "(fix: free quota or capacity in the queue, or ask for fewer GPUs)")
 
 
 def test_the_operators_condition_is_the_cause_when_nothing_else_is():
