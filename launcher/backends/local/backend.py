@@ -538,7 +538,7 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         images_per_sec=record.images_per_sec, result=record.result,
         predicted_images_per_sec=record.predicted_images_per_sec,
     )
-    if record.started is not None:
+    if record.started is not None and phase == RUNNING:  # `list` reads no ended job's log
         status.progress = summarize(
             iter_reports(tail_text(paths.launcher_log, REPORT_TAIL_BYTES)), time.time(),
             ranks=record.ranks, predicted_images_per_sec=record.predicted_images_per_sec,

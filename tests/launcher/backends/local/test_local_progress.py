@@ -85,3 +85,23 @@ def test_tail_text_keeps_whole_lines_only(tmp_path):
     assert supervisor.tail_text(path, 13) == ["third", ""]
     assert supervisor.tail_text(path, 1000) == ["first line", "second", "third", ""]
     assert supervisor.tail_text(tmp_path / "missing", 10) == []
+
+
+def test_get_reads_a_running_jobs_reports_and_marks_the_silent_rank(job):
+    from launcher.backends.local.backend import _status_from
+    from launcher.backends.local.state import StatusRecord
+    from launcher.backends.local.state import now as stamp
+    from mpijob.phases import JobPhase
+
+    when = time.time()
+    write_log(job, [report_line("progress", r, when - 30, step=5, total_steps=60,
+                                images_per_step=16, images_per_sec=16.0,
+                                images_per_sec_avg=16.0) for r in (0, 1)]
+              + [report_line("heartbeat", 0, when - 1, step=5)])
+    running = StatusRecord(phase=JobPhase.RUNNING, started=stamp(), ranks=2, node="vm")
+    status = _status_from(job, running, {"workers": 2})
+    assert (status.progress.step, status.progress.silent_ranks) == (5, [1])
+    assert status.why == "stalled: no step for 30s (threshold 6s); not reporting: rank 1"
+    assert status.replicas[1].message == "not reporting (stopped, or gone)"
+    ended = StatusRecord(phase=JobPhase.SUCCEEDED, started=stamp(), ranks=2, node="vm")
+    assert _status_from(job, ended, {"workers": 2}).progress is None  # its log is not read
