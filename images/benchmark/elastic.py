@@ -39,7 +39,8 @@ def phase_line(number: int, phase: dict, batch_size: int) -> str:
 
 
 def run_elastic(args, *, tf, hvd, model, opt, make_step: Callable[[], Callable],
-                local_step: Callable, next_batch: Callable[[], tuple]) -> dict:
+                local_step: Callable, next_batch: Callable[[], tuple],
+                on_step: Callable[[int, float, float, int], None] | None = None) -> dict:
     """Warm-up then timed steps, elastic; returns the result rank 0 prints. `local_step`
     is a step without allreduce: one first makes the optimizer's variables, which Keras
     creates at the first step, so that a joining rank has the same ones to sync (Horovod's
@@ -71,10 +72,14 @@ def run_elastic(args, *, tf, hvd, model, opt, make_step: Callable[[], Callable],
         while state.step < total_steps:
             images, labels = next_batch()
             t0 = clock()
-            loss = float(step_fn(images, labels).numpy())
+            loss_tensor, computed = step_fn(images, labels)
+            loss = float(loss_tensor.numpy())
             seconds = clock() - t0
             state.step += 1
             if state.step > args.num_warmup_batches:
+                if on_step is not None:  # progress reports: (timed step, wall, compute, ranks)
+                    on_step(state.step - args.num_warmup_batches, seconds,
+                            float(computed.numpy()), ranks)
                 if phase is None:
                     phase = {"workers": workers, "ranks": ranks, "first_step":
                              state.step - args.num_warmup_batches, "steps": 0, "seconds": 0.0}

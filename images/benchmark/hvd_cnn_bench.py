@@ -30,6 +30,7 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,6 +160,109 @@ def parse_result_line(line: str) -> dict | None:
         return None
     value, _ = json.JSONDecoder().raw_decode(line[at + len(RESULT_PREFIX):].lstrip())
     return value
+
+
+# ----------------------------------------------------------------- reports to hvdk8s
+# `HVDK8S_REPORT {json}` lines, as hvdk8s_report.py (beside this file) writes them and
+# launcher/formats/rank_reports.py reads them. A copy of its emitter, not an import: this
+# file travels alone in a ConfigMap, and a second shipped file would need every renderer
+# to carry it; tests/images/test_benchmark_reports.py keeps the two writing the same lines.
+REPORT_PREFIX = "HVDK8S_REPORT "
+REPORT_SECONDS = 5.0
+HEARTBEAT_SECONDS = 2.0
+_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
+_report_lock = threading.Lock()
+
+
+def own_rank() -> int:
+    for name in _RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def report(kind: str, stream=None, **fields) -> None:
+    record = {"kind": kind, "rank": own_rank(), "time": time.time()}
+    record.update({key: _json_safe(value) for key, value in fields.items()})
+    line = REPORT_PREFIX + json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n"
+    out = stream or sys.stdout
+    with _report_lock:  # the heartbeat thread's line never splits another
+        out.write(line)
+        out.flush()
+
+
+def _env_seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+class Progress:
+    """Every rank's `progress` report, at most every HVDK8S_REPORT_SECONDS: steps done of
+    planned, the job's images/sec over the interval and since the warm-up (from this
+    rank's step times: in an all-reduce every rank runs at the job's pace), this rank's
+    mean step time and its own compute time (which shows a straggler)."""
+
+    def __init__(self, total_steps: int, images_per_step: int, stream=None):
+        self.total_steps = total_steps
+        self.images_per_step = images_per_step
+        self.every = _env_seconds("HVDK8S_REPORT_SECONDS", REPORT_SECONDS)
+        self.stream = stream
+        self.step = 0
+        self._last: float | None = None
+        self._interval = [0, 0.0, 0.0]  # steps, wall seconds, compute seconds
+        self._total = [0, 0.0]
+
+    def step_done(self, step_seconds: float, compute_seconds: float, now: float) -> None:
+        self.step += 1
+        self._interval = [self._interval[0] + 1, self._interval[1] + step_seconds,
+                          self._interval[2] + compute_seconds]
+        self._total = [self._total[0] + 1, self._total[1] + step_seconds]
+        if self._last is None:
+            self._last = now - step_seconds
+        if now - self._last >= self.every or self.step == self.total_steps:
+            self.emit()
+            self._last = now
+
+    def resize(self, images_per_step: int, steps_done: int) -> None:
+        """An elastic job's new size, or a step count rolled back to its last commit."""
+        if images_per_step != self.images_per_step:
+            self.images_per_step = images_per_step
+            self._interval, self._total = [0, 0.0, 0.0], [0, 0.0]
+        self.step = steps_done
+
+    def fields(self) -> dict:
+        steps, wall, compute = self._interval
+        found = {"step": self.step, "total_steps": self.total_steps, "warmup": False,
+                 "images_per_step": self.images_per_step}
+        if steps and wall > 0:
+            found.update(step_time=wall / steps, compute_time=compute / steps,
+                         images_per_sec=self.images_per_step * steps / wall)
+        if self._total[1] > 0:
+            found["images_per_sec_avg"] = self.images_per_step * self._total[0] / self._total[1]
+        return found
+
+    def emit(self) -> None:
+        report("progress", stream=self.stream, **self.fields())
+        self._interval = [0, 0.0, 0.0]
+
+
+def start_heartbeat(progress: Progress):
+    """A daemon thread reporting `heartbeat` (the step) every HVDK8S_HEARTBEAT_SECONDS;
+    returns what stops it. A rank whose heartbeats cease is stopped or gone; one that beats
+    without steps waits (in a collective)."""
+    stop = threading.Event()
+    every = _env_seconds("HVDK8S_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS)
+
+    def beat() -> None:
+        while not stop.wait(every):
+            report("heartbeat", stream=progress.stream, step=progress.step, every=every)
+
+    threading.Thread(target=beat, name="hvdk8s-heartbeat", daemon=True).start()
+    return stop.set
 
 
 # -------------------------------------------------------------------------- arguments
@@ -437,18 +541,34 @@ def make_train_step(tf, hvd, model, opt, args: argparse.Namespace):
     world_size = hvd.size() if hvd is not None else 1
 
     def train_step(images, labels):
+        """(loss, this rank's compute seconds): forward and backward, up to its own
+        gradients, before the all-reduce in which every rank waits for the slowest."""
+        started = tf.timestamp()
+        # An op without inputs may run last: with one inter-op thread (a rank bound to one
+        # core) TensorFlow ran the stamp after the whole step. The input waits for it.
+        with tf.control_dependencies([started]):
+            images = tf.identity(images)
         with tf.GradientTape() as tape:
             loss = forward_loss(images, labels)
             scaled = opt.get_scaled_loss(loss) if args.use_fp16 else loss
             if world_size > 1:
                 scaled = scaled / world_size
-        if hvd is not None:
-            tape = hvd.DistributedGradientTape(tape, op=hvd.Sum)
         grads = tape.gradient(scaled, variables)
+        # The first layer's gradient is among the last the backward pass makes; a scalar of
+        # it brought to the host waits for the device to have made it (a control edge from
+        # a GPU op alone waits only for the kernel's launch).
+        with tf.device("/CPU:0"):
+            probe = tf.reduce_sum(grads[0])
+        with tf.control_dependencies([probe]):
+            computed = tf.timestamp()
+        if hvd is not None:
+            # What hvd.DistributedGradientTape(op=Sum) does for dense gradients, one
+            # allreduce each (Horovod's tensor fusion batches them), after the probe.
+            grads = [hvd.allreduce(g, op=hvd.Sum) for g in grads]
         if args.use_fp16:
             grads = opt.get_unscaled_gradients(grads)
         opt.apply_gradients(list(zip(grads, variables)))  # noqa: B905 (Python 3.8 too)
-        return loss
+        return loss, computed - started
 
     return _function(tf, train_step)
 
@@ -677,34 +797,52 @@ def run(args: argparse.Namespace) -> dict:
 
     for line in header_lines(args, world_size, intra, inter, tf.__version__):
         say(line)
+    clock = time.perf_counter
+    progress = Progress(args.num_batches, args.batch_size * world_size)
+    stop_heartbeat = start_heartbeat(progress)
     if args.elastic and hvd is not None:
         from elastic import run_elastic  # beside this file: the script's directory is on sys.path
 
-        return run_elastic(args, tf=tf, hvd=hvd, model=model, opt=opt,
-                           make_step=lambda: make_train_step(tf, hvd, model, opt, args),
-                           local_step=make_train_step(tf, None, model, opt, args),
-                           next_batch=next_batch)
+        def elastic_step(step: int, seconds: float, computed: float, ranks: int) -> None:
+            progress.resize(args.batch_size * ranks, step - 1)
+            progress.step_done(seconds, computed, clock())
+
+        try:
+            return run_elastic(args, tf=tf, hvd=hvd, model=model, opt=opt,
+                               make_step=lambda: make_train_step(tf, hvd, model, opt, args),
+                               local_step=make_train_step(tf, None, model, opt, args),
+                               next_batch=next_batch, on_step=elastic_step)
+        finally:
+            stop_heartbeat()
     say("Running warm up")
 
-    clock = time.perf_counter
     first_labels: list[int] = []
 
-    def one_step() -> tuple[float, float]:
-        """(loss, seconds waited for the batch). .numpy() is the one host sync per step:
-        per-step times need it (as tf_cnn_benchmarks' sess.run fetching the loss does)."""
+    def one_step() -> tuple[float, float, float]:
+        """(loss, seconds waited for the batch, compute seconds). .numpy() is the one host
+        sync per step: per-step times need it (as tf_cnn_benchmarks' sess.run fetching the
+        loss does)."""
         t0 = clock()
         batch_images, batch_labels = next_batch()
         waited = clock() - t0
         if not first_labels:
             first_labels.extend(int(x) for x in batch_labels.numpy())
-        return float(train_step(batch_images, batch_labels).numpy()), waited
+        loss, computed = train_step(batch_images, batch_labels)
+        return float(loss.numpy()), waited, float(computed.numpy())
 
     broadcast_done = hvd is None
+    warmup_step = 0.0
     for _ in range(args.num_warmup_batches):
+        t0 = clock()
         one_step()
+        warmup_step = clock() - t0  # the last one: tracing and allocation are behind it
         if not broadcast_done:
             _broadcast(hvd, model, opt)
             broadcast_done = True
+    if args.num_warmup_batches:
+        # What a stall is measured against until the first timed report comes.
+        report("progress", step=0, total_steps=args.num_batches, warmup=True,
+               images_per_step=progress.images_per_step, step_time=warmup_step)
     say("Done warm up")
     say("Step\tImg/sec\ttotal_loss")
 
@@ -717,15 +855,17 @@ def run(args: argparse.Namespace) -> dict:
     loop_start = clock()
     for step in range(args.num_batches):
         t0 = clock()
-        loss, waited = one_step()
+        loss, waited, computed = one_step()
         step_times.append(clock() - t0)
         wait_times.append(waited)
+        progress.step_done(step_times[-1], computed, clock())
         if not broadcast_done:  # no warm-up: rank 0's weights win after the first step
             _broadcast(hvd, model, opt)
             broadcast_done = True
         if should_display(step, args.display_every):
             say(format_step_line(step + 1, perf_timing(args.batch_size, step_times), loss))
     loop_seconds = clock() - loop_start
+    stop_heartbeat()
     if gc_was_enabled:
         gc.enable()
 

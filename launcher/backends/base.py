@@ -7,11 +7,12 @@ interface, so a job behaves the same on this machine and on a cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
+    from launcher.formats.job_progress import JobProgress
     from launcher.preparing.planning import Plan
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.modes import Installed
@@ -71,13 +72,20 @@ class JobStatus:
     gpu_allocation: list[dict] = field(default_factory=list)
     # Elastic jobs: the workers now and when they left and joined, and why.
     size: list[str] = field(default_factory=list)
+    # From the ranks' reports while it runs (launcher.formats.job_progress); None: none came.
+    progress: JobProgress | None = None
+    # The one cause that keeps the job from running or made it fail, with the fix
+    # (launcher.formats.causes); None when nothing is wrong.
+    why: str | None = None
 
     @property
     def done(self) -> bool:
         return JobPhase.of(self.phase).terminal
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        found = asdict(self)
+        found["progress"] = self.progress.to_dict() if self.progress else None
+        return found
 
 
 @dataclass
@@ -177,6 +185,12 @@ class BaseBackend:
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is
         planned; return what the user should know about the rest. Here: pods."""
+        if spec.stall_timeout is not None:
+            # Nothing in the cluster reads the ranks' reports while the job runs, and `get`
+            # ending a job would depend on someone running it: refused, not ignored.
+            raise UsageError("--stall-timeout: only the local backend ends a stalled job "
+                             "(its supervisor reads the ranks' reports); on Kubernetes "
+                             "`hvdk8s get` shows the stall and --active-deadline bounds the run")
         notes = []
         if spec.data_dirs:
             notes.append("--data-dir mounts a directory of each node (hostPath): the scheduler "
@@ -254,7 +268,8 @@ class Backend(Protocol):
         tail: int | None = None,
     ) -> Iterator[str]: ...
 
-    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus: ...
+    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
+             on_change: Callable[[JobStatus], None] | None = None) -> JobStatus: ...
 
     def delete(self, name: str, namespace: str | None = None) -> bool: ...
 

@@ -39,12 +39,21 @@ def open_backend(backend: str | None, context: str | None, namespace: str | None
     return make_backend(name, context=context, namespace=namespace)
 
 
+# `wait`'s exit codes (124 on timeout comes from Timeout).
+EXIT_FAILED = 1
+EXIT_STALLED = 3
+# The reason of a job ended for its stall (--stall-timeout; the local supervisor's).
+STALLED = "stalled"
+
+
 def exit_for_status(status: JobStatus) -> None:
-    """`wait`'s contract: 0 on success, 1 on failure (124 on timeout comes from Timeout)."""
+    """`wait`'s contract: 0 on success, 1 on failure, 3 when the ranks stopped stepping."""
     if status.phase == SUCCEEDED:
         raise typer.Exit(0)
     if status.phase == FAILED:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_STALLED if status.reason == STALLED else EXIT_FAILED)
+    if status.progress is not None and status.progress.stalled:
+        raise typer.Exit(EXIT_STALLED)
 
 
 def _gpus(gpus: list[int]) -> str:
@@ -66,10 +75,18 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
     if status.reason or status.message:
         line += f"  {status.reason or ''}{': ' if status.reason and status.message else ''}{status.message or ''}"
     console.print(line)
+    if status.why and status.why != ": ".join(x for x in (status.reason, status.message) if x):
+        console.print(f"why: {status.why}", markup=False)  # unless the line above says it
     if status.images_per_sec is not None:
         predicted = (f" (predicted {status.predicted_images_per_sec:.0f})"
                      if status.predicted_images_per_sec else "")
         console.print(f"total images/sec: {status.images_per_sec:.2f}{predicted}")
+    progress = status.progress
+    if progress is not None and not status.done:
+        console.print(progress.line(), markup=False)
+        for problem in progress.problems():
+            if f"why: {problem}" != f"why: {status.why}":
+                console.print(problem, markup=False)
     if brief:
         return
     where = ("backend local (processes on this machine)" if status.backend == "local" else
@@ -121,15 +138,14 @@ def print_status_list(statuses: list[JobStatus], fmt: str, *, namespace: str | N
     wide = fmt == "wide"
     header = ("NAME", "NAMESPACE", "BACKEND", "PHASE", "WORKERS", "GPUS", "IMAGES/SEC", "AGE")
     if wide:
-        header += ("NODES", "MODE", "CREATED")
+        header += ("STEP", "PREDICTED", "RATIO", "ETA", "LAST STEP", "NODES", "MODE", "CREATED")
     rows = [header]
     for s in statuses:
-        ips = f"{s.images_per_sec:.1f}" if s.images_per_sec is not None else "-"
         row = (s.name, s.namespace, s.backend, s.phase, str(s.workers),
-               str(s.workers * s.gpus_per_worker), ips, age(s.created))
+               str(s.workers * s.gpus_per_worker), _rate(measured_rate(s)), age(s.created))
         if wide:
             nodes = ",".join(sorted({p["node"] for p in s.placement if p.get("node")})) or "-"
-            row += (nodes, _mode(s), s.created or "-")
+            row += (*progress_cells(s), nodes, _mode(s), s.created or "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
@@ -139,6 +155,36 @@ def print_status_list(statuses: list[JobStatus], fmt: str, *, namespace: str | N
     for s in statuses:
         if s.phase == JobPhase.UNKNOWN.value and s.message:
             typer.echo(f"warning: {s.message}", err=True)
+
+
+def measured_rate(status: JobStatus) -> float | None:
+    """The job's images/sec: the total once it ended, else the ranks' rate now."""
+    if status.images_per_sec is not None:
+        return status.images_per_sec
+    progress = status.progress
+    return None if progress is None else (progress.images_per_sec or progress.images_per_sec_avg)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def progress_cells(status: JobStatus) -> tuple[str, str, str, str, str]:
+    """STEP, PREDICTED, RATIO, ETA, LAST STEP of `list -o wide` and `top job`."""
+    from launcher.formats.job_progress import duration
+
+    p = status.progress
+    predicted = _rate(status.predicted_images_per_sec)
+    if p is None:
+        return "-", predicted, "-", "-", "-"
+    measured = measured_rate(status)
+    ratio = (f"{measured / status.predicted_images_per_sec:.2f}x"
+             if measured and status.predicted_images_per_sec else "-")
+    running = not status.done
+    return (f"{p.step}/{p.total_steps}" if p.total_steps else str(p.step), predicted, ratio,
+            duration(p.eta_seconds) if running and p.eta_seconds is not None else "-",
+            ("STALLED " if p.stalled else "") + f"{duration(p.last_step_age)} ago"
+            if running else "-")
 
 
 def _mode(status: JobStatus) -> str:

@@ -126,6 +126,9 @@ SHOWN: dict[str, Shown] = {
     "start_timeout": Shown("pods", "SECONDS", help=(
         "Fail the job, naming the pod and why (image pull, config error, crash loop), "
         "when its pods are not all running this long after creation; 0: never.")),
+    "stall_timeout": Shown("job", "SECONDS", help=(
+        "End the job, releasing its GPUs, once its ranks have reported no step for this "
+        "long (a stall: `get` names the ranks); the reason is kept. Default: never.")),
     "rdma": Shown("network", help=(
         "Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
         "(or refuse, saying why), off, or auto: when the job spans several nodes and every "

@@ -53,28 +53,33 @@ def logs(
     worker: int = typer.Option(None, "--worker", help="One worker pod's log (Kubernetes)."),
     all_replicas: bool = typer.Option(False, "--all", help="Every pod, prefixed by its name."),
     tail: int = typer.Option(None, "--tail", help="Only the last N lines."),
+    raw: bool = typer.Option(False, "--raw", help="Every line as written, with mpirun's "
+                             "rank tags and the ranks' HVDK8S_REPORT/HVDK8S_RESULT lines "
+                             "(which `get` reads)."),
     namespace: opt.Namespace = None,
     context: opt.Context = None,
     backend: opt.Backend = None,
 ):
-    """Print a job's logs: the launcher's by default. With -f: say what the stream waits
-    for (a pod not started, an image that does not pull), and end with exit 1 and the
-    reason when the job fails."""
-    from launcher.formats.benchmark_result import is_result_line
+    """Print a job's logs: the launcher's by default, without the lines meant for hvdk8s
+    and without mpirun's `[1,0]<stdout>:` tags (--raw keeps them). With -f: say what the
+    stream waits for (a pod not started, an image that does not pull), and end with exit 1
+    and the reason when the job fails."""
+    from launcher.formats.rank_reports import for_people
 
     b = open_backend(backend, context, namespace)
     for line in b.logs(name, namespace, follow=follow, rank=rank, worker=worker,
                        all_replicas=all_replicas, tail=tail):
-        if not is_result_line(line):  # `get -o json` has it as `result`
-            typer.echo(line)
+        shown = line if raw else for_people(line)
+        if shown is not None:
+            typer.echo(shown)
     if follow:  # the stream ended with the job: a failure ends with its reason, exit 1
         try:
             status = b.get(name, namespace)
         except UserError:  # its state is unreadable (get says why): the logs were the ask
             return
         if status.phase == FAILED:
-            raise UserError(f"job {name} failed" + "".join(
-                f": {x}" for x in (status.reason, status.message) if x))
+            cause = status.why or ": ".join(x for x in (status.reason, status.message) if x)
+            raise UserError(f"job {name} failed" + (f": {cause}" if cause else ""))
 
 
 def wait(
@@ -85,8 +90,16 @@ def wait(
     backend: opt.Backend = None,
     output: opt.Output = opt.TABLE,
 ):
-    """Wait for a job to end: exit 0 when it succeeded, 1 when it failed, 124 on timeout."""
-    status = open_backend(backend, context, namespace).wait(name, namespace, timeout=timeout)
+    """Wait for a job to end. Exit codes: 0 it succeeded; 1 it failed (the cause is
+    printed); 3 it stalled: its ranks report no step for 3x the expected step time (local
+    backend; on Kubernetes `get` shows a stall, which `wait` does not read, to send no
+    request while it waits); 124 the --timeout passed first."""
+    def waiting(status) -> None:  # what it waits for, on stderr: stdout stays the result
+        cause = status.why or ": ".join(x for x in (status.reason, status.message) if x)
+        typer.echo(f"waiting: {name} {status.phase}" + (f": {cause}" if cause else ""), err=True)
+
+    status = open_backend(backend, context, namespace).wait(
+        name, namespace, timeout=timeout, on_change=waiting if output == opt.TABLE else None)
     print_status(status, output, brief=output == "table")
     exit_for_status(status)
 

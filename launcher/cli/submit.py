@@ -57,8 +57,8 @@ class _OptionalValueDryRun(JobOptionsCommand):
 
 EXIT_CODES = ("Exit codes: 0 created (with --wait: the job succeeded); 1 the job ran and "
               "failed, or the cluster failed while creating it (rolled back); 2 bad input, or "
-              "a request the cluster cannot serve as asked (nothing created); 124 --wait "
-              "timed out; 130 interrupted.")
+              "a request the cluster cannot serve as asked (nothing created); 3 --wait: its "
+              "ranks stopped stepping (local backend); 124 --wait timed out; 130 interrupted.")
 
 
 # Options of submit alone (the shared ones are in launcher.cli.options).
@@ -149,12 +149,13 @@ def _typed(ctx: typer.Context, name: str, value):
 def _follow_and_wait(outcome, timeout: float | None, *, rm: bool = False) -> None:
     """Stream the launcher's log as `logs -f` would while `wait` keeps the time limit;
     Ctrl-C leaves the job running and says how to stop it, or stops it with --rm."""
-    from launcher.formats.benchmark_result import is_result_line
+    from launcher.formats.rank_reports import for_people
 
     def stream():
         for line in outcome.backend.logs(outcome.name, outcome.namespace, follow=True):
-            if not is_result_line(line):  # `get -o json` has it as `result`
-                typer.echo(line)
+            shown = for_people(line)  # not the ranks' reports nor the result (`get` reads them)
+            if shown is not None:
+                typer.echo(shown)
 
     flags = _job_flags(outcome)
     follower = threading.Thread(target=stream, daemon=True)

@@ -12,6 +12,7 @@ import typer
 
 from launcher.cli import options as opt
 from launcher.cli.common import TOP_NODE_HINT, require_kubernetes
+from launcher.errors import UserError
 from launcher.output import emit_data, note
 from mpijob.scheduling.links import is_nvlink
 
@@ -233,24 +234,50 @@ def top_job(
     from launcher.backends.kubernetes import elastic
 
     # Elastic jobs: the workers running of the size asked (the rest show "-").
-    sizes = elastic.current_sizes(KubernetesBackend(context, namespace).client, ns)
+    backend = KubernetesBackend(context, namespace)
+    sizes = elastic.current_sizes(backend.client, ns)
+    # Progress of the running jobs: `list`'s statuses (one read of each launcher's log tail).
+    try:
+        statuses = {(s.namespace, s.name): s for s in backend.list(ns, all_namespaces)}
+    except UserError as exc:  # the jobs' objects not readable to this user: GPUs only
+        note(f"note: no progress shown: {exc}")
+        statuses = {}
     for r in rows:
         if (r["namespace"], r["job"]) in sizes:
             r["size"] = sizes[(r["namespace"], r["job"])]
-    if emit_data({"jobs": rows, "notes": list(snap.notes)}, output):
+        _add_progress(r, statuses.get((r["namespace"], r["job"])))
+    if emit_data({"jobs": [{k: v for k, v in r.items() if k != "progress_cells"} for r in rows],
+                   "notes": list(snap.notes)}, output):
         return
     from rich.table import Column, Table
 
     console = _console()
     table = Table(_name_column(console, "JOB"), _name_column(console, "NAMESPACE"), "PODS",
-                  "GPUS", "SIZE", Column("NODES (GPU indices)", overflow="fold"))
+                  "GPUS", "SIZE", *PROGRESS_COLUMNS, Column("NODES (GPU indices)", overflow="fold"))
     for r in rows:
         where = " ".join(f"{node}[{_ranges(ix)}]" for node, ix in r["nodes"].items())
         table.add_row(r["job"], r["namespace"], str(r["pods"]), str(r["gpus"]),
-                      r.get("size", "-"), where)
+                      r.get("size", "-"), *r["progress_cells"], where)
     _print_table(console, table)
     for line in snap.notes:
         note(f"note: {line}")
+
+
+PROGRESS_COLUMNS = ("STEP", "IMAGES/SEC", "PREDICTED", "RATIO", "ETA", "LAST STEP")
+
+
+def _add_progress(row: dict, status) -> None:
+    """The job's progress from its ranks' reports, as `list -o wide` shows it."""
+    from launcher.cli.common import measured_rate, progress_cells
+
+    if status is None:
+        row["progress"], row["progress_cells"] = None, ("-",) * len(PROGRESS_COLUMNS)
+        return
+    step, predicted, ratio, eta, last = progress_cells(status)
+    rate = measured_rate(status)
+    row["progress"] = status.progress.to_dict() if status.progress else None
+    row["progress_cells"] = (step, "-" if rate is None else f"{rate:.1f}", predicted, ratio,
+                             eta, last)
 
 
 # --- the local backend ------------------------------------------------------------------------
@@ -301,14 +328,18 @@ def _local_jobs(namespace: str | None, all_namespaces: bool, output: str) -> Non
         nodes = {p["node"]: list(p.get("gpus") or []) for p in s.placement if p.get("node")}
         rows.append({"job": s.name, "namespace": s.namespace, "gpus": s.workers * s.gpus_per_worker,
                      "ranks": len(s.replicas), "nodes": nodes, "phase": s.phase})
-    if emit_data({"jobs": rows, "backend": "local"}, output):
+        _add_progress(rows[-1], s)
+    if emit_data({"jobs": [{k: v for k, v in r.items() if k != "progress_cells"} for r in rows],
+                   "backend": "local"}, output):
         return
     if not rows:
         typer.echo("No running jobs found." if all_namespaces else
                    f"No running jobs found in namespace {namespace or 'default'}.", err=True)
         return
-    _plain(["JOB", "NAMESPACE", "PHASE", "RANKS", "GPUS", "NODES (GPU indices)"],
+    _plain(["JOB", "NAMESPACE", "PHASE", "RANKS", "GPUS", *PROGRESS_COLUMNS,
+            "NODES (GPU indices)"],
            [[r["job"], r["namespace"], r["phase"], str(r["ranks"]), str(r["gpus"]),
+             *r["progress_cells"],
              " ".join(f"{n}[{_ranges(ix) or '-'}]" for n, ix in r["nodes"].items())]
             for r in rows])
 

@@ -22,13 +22,26 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 
 REPORT_PREFIX = "HVDK8S_REPORT "
+RESULT_PREFIX = "HVDK8S_RESULT "
+# mpirun's --tag-output: Open MPI 4 `[1,0]<stdout>:`, Open MPI 5 `[1,0]<stdout>: `, and the
+# short `[0]<stdout>:` of some launch lines.
+_RANK_TAG = re.compile(r"^\[(?:\d+,)?\d+\]<std(?:out|err)>: ?")
 
 
 def is_report_line(line: str) -> bool:
     return REPORT_PREFIX in line
+
+
+def for_people(line: str) -> str | None:
+    """`line` as `logs` shows it to a person: without mpirun's rank tag; None for the lines
+    meant for hvdk8s (reports, and the benchmark's result, which `get -o json` has)."""
+    if REPORT_PREFIX in line or RESULT_PREFIX in line:
+        return None
+    return _RANK_TAG.sub("", line, count=1)
 
 
 def iter_reports(lines: Iterable[str] | str, kind: str | None = None) -> Iterator[dict]:

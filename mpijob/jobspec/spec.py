@@ -69,6 +69,7 @@ BENCHMARK_MODELS = defaults.BENCHMARK_MODELS
 
 EVERY_BACKEND = ("kubernetes", "local")
 KUBERNETES_ONLY = ("kubernetes",)
+LOCAL_ONLY = ("local",)
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     # before DRA meant.
     "cross_zone": False, "gpu_request": frozenset({"auto", defaults.GPU_REQUEST}),
     "run_as_user": None, "run_as_group": None,
-    "start_timeout": defaults.START_TIMEOUT_SECONDS,
+    "start_timeout": defaults.START_TIMEOUT_SECONDS, "stall_timeout": None,
     "min_workers": None, "max_workers": None,
     # data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
@@ -272,6 +273,10 @@ class JobSpec(BaseModel):
     # Seconds for every pod of the job to be running; 0: no limit (mpijob.k8s.start_timeout).
     start_timeout: Annotated[int, Flag("--start-timeout", backends=KUBERNETES_ONLY)] = Field(
         defaults.START_TIMEOUT_SECONDS, ge=0)
+    # Seconds a running job may go without a step its ranks report before it is ended
+    # (launcher.formats.job_progress decides the stall); None: never.
+    stall_timeout: Annotated[int | None, Flag("--stall-timeout", backends=LOCAL_ONLY)] = Field(
+        None, ge=1)
     # --rdma as given, and what the plan made of it (the device the workers request).
     rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
     rdma_request: Annotated[RdmaRequest | None, Flag("--rdma", declares=False)] = None

@@ -18,13 +18,14 @@ import functools
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NoReturn
 
 from launcher.backends.base import (
     FAILED,
+    RUNNING,
     SUCCEEDED,
     TERMINAL,
     JobStatus,
@@ -81,6 +82,9 @@ from launcher.backends.kubernetes.snapshot import (
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
+from launcher.formats.causes import replica_cause, why
+from launcher.formats.job_progress import summarize
+from launcher.formats.rank_reports import iter_reports
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -670,6 +674,7 @@ class KubernetesBackend(KubernetesObjects):
             # Trainer's and JobSet's own words (a runtime gone, a Job it could not create)
             for kind, who in (("TrainJob", "trainer"), ("JobSet", "jobset")):
                 _add_operator_warning(self.client, status, name, ns, kind, who)
+        status.why = why(status)  # again: the failing log, the queue and the operator's words
         return status
 
     def fail_overdue(self, root: dict | None, mode: str, pods: builtins.list[dict]) -> bool:
@@ -816,24 +821,46 @@ class KubernetesBackend(KubernetesObjects):
 
     @_api_errors
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
-        """Every hvdk8s job: one paged list per kind (listing.py), none per job."""
-        return list_jobs(self.client, self._ns(namespace), all_namespaces)
+        """Every hvdk8s job: one paged list per kind (listing.py), none per job; then a
+        running job's progress from its launcher's log tail, one read each."""
+        statuses = list_jobs(self.client, self._ns(namespace), all_namespaces)
+        for status in statuses:
+            if status.phase == RUNNING:
+                self._running_progress(status)
+        return statuses
+
+    def _running_progress(self, status: JobStatus) -> None:
+        """A running job's progress for `list`: its launcher's log tail, one read."""
+        launcher = next((r for r in status.replicas if r.role == names.ROLE_LAUNCHER), None)
+        if launcher is None or launcher.phase != RUNNING:
+            return
+        try:
+            text = self.client.pod_log(launcher.name, status.namespace, tail=LOG_TAIL_FOR_RESULT)
+        except ApiError as exc:
+            if exc.status in (400, 403, 404):  # not started, gone or not readable: unknown
+                return
+            raise
+        status.progress = summarize(iter_reports(text.splitlines()), time.time(),
+                                    predicted_images_per_sec=status.predicted_images_per_sec)
 
     # -- wait --------------------------------------------------------------------------------
     @_api_errors
     def wait(self, name: str, namespace: str | None = None, *,
-             timeout: float | None = None) -> JobStatus:
+             timeout: float | None = None,
+             on_change: Callable[[JobStatus], None] | None = None) -> JobStatus:
         """Block until the job is terminal, woken by watches on its pods and roots
-        (watching.py): no request while they are healthy and nothing changes."""
+        (watching.py): no request while they are healthy and nothing changes. `on_change`
+        gets each status whose phase or cause changed (what the wait waits for)."""
         ns = self._job_ns(name, namespace)
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
+        last_shown: tuple = ()
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
                 if (worker := self._dispatched(root, name, ns)) is not None:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    return worker.wait(name, ns, timeout=left)
+                    return worker.wait(name, ns, timeout=left, on_change=on_change)
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy
@@ -843,6 +870,11 @@ class KubernetesBackend(KubernetesObjects):
                     if status is None:
                         raise
                     raise NotFound(f"job {name} was deleted while waiting") from None
+                if on_change is not None and not status.done:
+                    shown = (status.phase, status.why or status.reason)
+                    if shown != last_shown:
+                        last_shown = shown
+                        on_change(status)
                 # A succeeded launcher pod is recorded by the Job a moment later; waiting for
                 # that lets the clean pod policy remove the launcher pod too (All).
                 now = time.monotonic()
@@ -1012,7 +1044,9 @@ class KubernetesBackend(KubernetesObjects):
             else:
                 r = st.replica(pod)
                 detail = ": ".join(x for x in (r.reason, r.message) if x)
-                what = (f"waiting for {pod['metadata']['name']} to start ({r.phase}"
+                cause = replica_cause(r)  # the cause get's why line gives, with its fix
+                what = (f"waiting for {pod['metadata']['name']} to start: {cause}" if cause else
+                        f"waiting for {pod['metadata']['name']} to start ({r.phase}"
                         + (f": {detail}" if detail else "") + ")")
             # The kubelet alternates ErrImagePull and ImagePullBackOff: one cause, said once.
             key = "image pull" if "ImagePull" in what else what

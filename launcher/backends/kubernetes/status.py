@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -23,6 +24,9 @@ from launcher.backends.base import (
 )
 from launcher.backends.kubernetes.snapshot import parse_index_list
 from launcher.formats.benchmark_result import parse_benchmark_output
+from launcher.formats.causes import why
+from launcher.formats.job_progress import summarize
+from launcher.formats.rank_reports import iter_reports
 from mpijob.jobspec import defaults, names
 from mpijob.wellknown import COMPLETION_INDEX_LABEL
 
@@ -183,6 +187,8 @@ def replica(pod: dict, events: Sequence[dict] = ()) -> ReplicaStatus:
             if term.get("exitCode") not in (None, 0):
                 r.reason = term.get("reason") or "Error"
                 r.message = term.get("message") or r.message
+                if r.reason == "OOMKilled" and not r.message:
+                    r.message = _memory_limit(pod, c.get("name"))
     if phase == PENDING and not is_scheduled(pod):
         r.reason = "Unschedulable"
         r.message = unscheduled_reason(pod, events) or "waiting for the scheduler"
@@ -191,6 +197,14 @@ def replica(pod: dict, events: Sequence[dict] = ()) -> ReplicaStatus:
     if m.get("deletionTimestamp"):
         r.reason = "Terminating"
     return r
+
+
+def _memory_limit(pod: dict, container: str | None) -> str | None:
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        if c.get("name") == container:
+            limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
+            return f"memory limit {limit}" if limit else None
+    return None
 
 
 # --- the job ----------------------------------------------------------------------------------
@@ -325,7 +339,8 @@ def _elastic_phase(root: dict, pods: list[dict]) -> tuple[str, str | None, str |
 
 def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict],
                mode: str = "pods", events: Sequence[dict] = (), launcher_log: list[str] | None = None,
-               failed_logs: dict[str, list[str]] | None = None) -> JobStatus:
+               failed_logs: dict[str, list[str]] | None = None,
+               now: float | None = None) -> JobStatus:
     """root: the launcher Job (pods mode) or the MPIJob (operator mode)."""
     spec = job_spec_of(root)
     read: dict[int, ReplicaStatus] = {}  # id(pod) -> its replica: `list -A` reads 8,000
@@ -366,6 +381,9 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
     )
     if launcher_log:
         out.images_per_sec, out.result = parse_result(launcher_log)
+        out.progress = summarize(iter_reports(launcher_log), time.time() if now is None else now,
+                                 predicted_images_per_sec=out.predicted_images_per_sec,
+                                 running=phase == RUNNING)
     if out.images_per_sec is None:
         out.images_per_sec = recorded_images_per_sec(root)
     if phase == FAILED and failed_logs:
@@ -373,6 +391,7 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
         pod_name = meta(pod).get("name") if pod else None
         if pod_name and failed_logs.get(pod_name):
             out.log_tail = failed_logs[pod_name][-FAILED_TAIL_LINES:]
+    out.why = why(out)
     return out
 
 

@@ -21,13 +21,14 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from launcher.backends.base import (
     FAILED,
+    RUNNING,
     SUCCEEDED,
     TERMINAL,
     JobStatus,
@@ -60,8 +61,18 @@ from launcher.backends.local.state import (
     write_json,
     write_status,
 )
-from launcher.backends.local.supervisor import STATE_DISK_FULL, TAIL_LINES, read_lines, tail
+from launcher.backends.local.supervisor import (
+    REPORT_TAIL_BYTES,
+    STATE_DISK_FULL,
+    TAIL_LINES,
+    read_lines,
+    tail,
+    tail_text,
+)
 from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
+from launcher.formats.causes import why
+from launcher.formats.job_progress import summarize
+from launcher.formats.rank_reports import is_report_line, iter_reports
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -74,6 +85,8 @@ START_TIMEOUT_SECONDS = 60.0
 # A job that has had no supervisor for this long after creation lost it (submit crashed).
 UNSUPERVISED_GRACE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
+# The last lines of each rank that stopped reporting, shown with a stall.
+STALL_TAIL_LINES = 5
 # Phases of one rank of a failed job besides Succeeded and Failed (as a pod's would read):
 # stopped because the job ended, or not known because nothing recorded its end.
 TERMINATED = "Terminated"
@@ -116,9 +129,12 @@ class LocalBackend(LocalLaunches):
         """Start exactly the launch that `prepare` decided (and a dry run printed)."""
         if not isinstance(prepared, LocalPrepared):
             raise TypeError("the local backend starts only what its own prepare returned")
-        return self._start(prepared.spec, prepared.job, mode=options.mode)
+        prediction = prepared.plan.prediction
+        return self._start(prepared.spec, prepared.job, mode=options.mode,
+                           predicted=prediction.images_per_sec if prediction else None)
 
-    def _start(self, spec: JobSpec, prepared: JobLaunch, *, mode: defaults.Mode) -> SubmitResult:
+    def _start(self, spec: JobSpec, prepared: JobLaunch, *, mode: defaults.Mode,
+               predicted: float | None = None) -> SubmitResult:
         """Start the job; raises UserError, having changed nothing, when it cannot start."""
         paths = prepared.paths
         if paths.dir.exists():
@@ -126,7 +142,8 @@ class LocalBackend(LocalLaunches):
         uid = uuid.uuid4().hex
         status = new_status(uid=uid, phase=JobPhase.PENDING, mode=mode, node=prepared.host,
                             ranks=spec.ranks, gpus=prepared.gpus, argv=prepared.launch.argv,
-                            rank_logs=prepared.launch.rank_logs)
+                            rank_logs=prepared.launch.rank_logs,
+                            predicted_images_per_sec=predicted)
         mpi = prepared.launch.mpi
         launch = {
             "argv": prepared.launch.argv,
@@ -135,6 +152,8 @@ class LocalBackend(LocalLaunches):
             "mpi": {"implementation": mpi.implementation, "major": mpi.major} if mpi else None,
             "cwd": spec.working_dir or os.getcwd(),
             "deadline_seconds": spec.run_policy.active_deadline_seconds,
+            "stall_timeout_seconds": spec.stall_timeout,
+            "ranks": spec.ranks,
         }
         self._create_dir(spec, paths, status, launch, prepared.hostfile)
         try:
@@ -310,14 +329,20 @@ class LocalBackend(LocalLaunches):
         return status is None or status.phase in (*TERMINAL, UNKNOWN)
 
     # -------------------------------------------------------------------- wait
-    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> JobStatus:
+    def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
+             on_change: Callable[[JobStatus], None] | None = None) -> JobStatus:
+        """Until the job ended or stalled; `on_change` gets each status whose phase changed."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        last_phase = None
         while True:
             status = self.get(name, namespace)
-            if status.done:
+            if status.done or (status.progress is not None and status.progress.stalled):
                 return status
             if status.reason == STATE_DISK_FULL:  # over, but how is not known
                 raise UserError(f"job {name} is {status.phase}: {status.message}")
+            if on_change is not None and status.phase != last_phase:
+                last_phase = status.phase
+                on_change(status)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -514,7 +539,7 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         ))
     elastic = spec.get("min_workers") is not None or spec.get("max_workers") is not None
     asked = local_elastic.scaled_history(paths.dir)[-1:] if elastic else []
-    return JobStatus(
+    status = JobStatus(
         name=paths.name, namespace=paths.namespace, backend=LocalBackend.name, phase=phase,
         mode=record.mode, created=record.created, started=record.started,
         finished=record.finished,
@@ -526,7 +551,27 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         placement=[{"node": node, "gpus": list(gpus)}] if node else [],
         reason=reason, message=message, log_tail=list(log_tail),
         images_per_sec=record.images_per_sec, result=record.result,
+        predicted_images_per_sec=record.predicted_images_per_sec,
     )
+    if record.started is not None and phase == RUNNING:  # `list` reads no ended job's log
+        status.progress = summarize(
+            iter_reports(tail_text(paths.launcher_log, REPORT_TAIL_BYTES)), time.time(),
+            ranks=record.ranks, predicted_images_per_sec=record.predicted_images_per_sec,
+            running=phase == RUNNING)
+        for rank in status.progress.silent_ranks if status.progress is not None else ():
+            if rank < len(replicas):
+                replicas[rank].message = "not reporting (stopped, or gone)"
+        for slow in status.progress.stragglers if status.progress is not None else ():
+            if slow.rank < len(replicas):  # its node and GPUs are on the same row
+                replicas[slow.rank].message = (f"straggler: {slow.compute_time:.3g}s compute "
+                                               f"per step, others {slow.median:.3g}s")
+        if status.progress is not None and status.progress.stalled and record.writes_rank_logs:
+            # What the silent ranks said last: where they stopped.
+            status.log_tail = [f"[rank {r}] {line}" for r in status.progress.silent_ranks
+                               for line in tail(paths.rank_log(r), STALL_TAIL_LINES)
+                               if not is_report_line(line)]
+    status.why = why(status)
+    return status
 
 
 def _rank_outcome(rank: int, phase: str, reason: str | None, message: str | None,

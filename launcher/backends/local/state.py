@@ -224,6 +224,7 @@ class StatusRecord(BaseModel):
     rank_exits: dict[int, RankExit] = {}  # by rank, once the job ended
     log_tail: list[str] = []
     images_per_sec: float | None = None
+    predicted_images_per_sec: float | None = None  # the plan's, shown beside the measured
     result: dict | None = None  # the benchmark's HVDK8S_RESULT JSON line
 
     @property
@@ -284,6 +285,8 @@ def update_status(paths: JobPaths, **changes) -> StatusRecord:
 
 
 def new_status(*, uid: str, phase: JobPhase, mode: str | None, node: str, ranks: int,
-               gpus: list[int], argv: list[str], rank_logs: bool) -> StatusRecord:
+               gpus: list[int], argv: list[str], rank_logs: bool,
+               predicted_images_per_sec: float | None = None) -> StatusRecord:
     return StatusRecord(uid=uid, phase=phase, mode=mode, node=node, ranks=ranks, gpus=gpus,
-                        argv=argv, rank_logs=rank_logs, created=now())
+                        argv=argv, rank_logs=rank_logs, created=now(),
+                        predicted_images_per_sec=predicted_images_per_sec)

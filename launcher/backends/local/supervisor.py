@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
@@ -33,13 +34,21 @@ from launcher.backends.local.rank import read_records
 # itself, which `submit` waits for (0.45-0.55 s in all here), against a second way to write it.
 from launcher.backends.local.state import JobPaths, now, read_json, update_status
 from launcher.formats.benchmark_result import parse_benchmark_output
+from launcher.formats.job_progress import summarize
+from launcher.formats.rank_reports import iter_reports
 from mpijob.phases import JobPhase
 
 FAILED = JobPhase.FAILED.value
 RESERVE = ".reserve"
 RESERVE_BYTES = 64 * 1024  # status.json with its log tail is a few KiB
 STATE_DISK_FULL = "state directory full"
+STALLED = "stalled"  # the reason of a job ended by --stall-timeout
 TAIL_LINES = 20
+# How often a job with --stall-timeout has its ranks' reports read.
+STALL_CHECK_SECONDS = 5.0
+# How much of the end of the combined log is read for the ranks' reports: at one
+# heartbeat (2 s) and one progress line (5 s) of ~200 bytes per rank, 64 ranks' last 20 s.
+REPORT_TAIL_BYTES = 256 * 1024
 # After SIGTERM, how long mpirun gets to stop its ranks before SIGKILL.
 STOP_GRACE_SECONDS = 10.0
 
@@ -60,12 +69,26 @@ def tail(path: Path, n: int = TAIL_LINES) -> list[str]:
         return []
 
 
+def tail_text(path: Path, size: int) -> list[str]:
+    """The whole lines in the last `size` bytes of `path` (none when it is missing)."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - size))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    lines = data.decode(errors="replace").split("\n")
+    return lines[1:] if end > size else lines
+
+
 class _Stop:
-    """Why the job is being stopped early, if it is: a signal or the deadline."""
+    """Why the job is being stopped early, if it is: a signal, the deadline, a stall."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
         self.deadline = False
+        self.stalled: str | None = None  # what the stall was
         self.proc: subprocess.Popen | None = None
 
     def on_signal(self, signum, _frame) -> None:
@@ -102,9 +125,9 @@ def supervise(paths: JobPaths) -> int:
             stop.proc.terminate()
         update_status(paths, phase=JobPhase.RUNNING, started=now(), mpirun_pid=stop.proc.pid)
         try:
-            stop.proc.wait(timeout=deadline)
+            _run(stop, stop.proc, paths, deadline, launch.get("stall_timeout_seconds"),
+                 launch.get("ranks"))
         except subprocess.TimeoutExpired:
-            stop.deadline = True
             stop.proc.terminate()
             try:
                 stop.proc.wait(timeout=STOP_GRACE_SECONDS)
@@ -112,6 +135,30 @@ def supervise(paths: JobPaths) -> int:
                 stop.proc.kill()
                 stop.proc.wait()
     return _finish(paths, stop.proc.returncode, stop, deadline, launch.get("mpi"))
+
+
+def _run(stop: _Stop, proc: subprocess.Popen, paths: JobPaths, deadline: float | None,
+         stall_timeout: float | None, ranks: int | None) -> None:
+    """Wait for mpirun; TimeoutExpired (the reason in `stop`) when the job must be ended:
+    its deadline passed, or (with --stall-timeout) its ranks reported no step that long."""
+    started = time.monotonic()
+    while True:
+        waited = time.monotonic() - started
+        timeouts = [t for t in (None if deadline is None else deadline - waited,
+                                stall_timeout and STALL_CHECK_SECONDS) if t is not None]
+        try:
+            proc.wait(timeout=max(0.0, min(timeouts)) if timeouts else None)
+            return
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() - started >= deadline:
+                stop.deadline = True
+                raise
+            progress = summarize(iter_reports(tail_text(paths.launcher_log, REPORT_TAIL_BYTES)),
+                                 time.time(), ranks=ranks)
+            if stall_timeout and progress is not None and progress.stalled \
+                    and progress.last_step_age >= stall_timeout:
+                stop.stalled = progress.problems()[0].removeprefix("stalled: ")
+                raise
 
 
 def _finish(paths: JobPaths, returncode: int | None, stop: _Stop,
@@ -157,18 +204,20 @@ def _release_reserve(paths: JobPaths) -> None:
 def _record_end(paths: JobPaths, returncode: int | None, stop: _Stop, deadline: float | None,
                 mpi: dict | None, lines: list[str], fields: dict) -> int:
     exit_code = fields["exit_code"]
-    if returncode == 0 and stop.signal is None and not stop.deadline:
+    if returncode == 0 and stop.signal is None and not stop.deadline and not stop.stalled:
         update_status(paths, phase=JobPhase.SUCCEEDED, **fields)
         _release_reserve(paths)
         return 0
     mpi = mpi or {}
     failure = rank_failure(lines, mpi.get("implementation"), mpi.get("major"))
-    if failure is None and not stop.deadline and stop.signal is None:
+    if failure is None and not stop.deadline and stop.signal is None and not stop.stalled:
         # Hydra names no rank; and when hvdk8s stopped the job, the ranks' ends are ours.
         failure = first_failed_rank(paths.rank_exits)
     log_tail = tail(paths.launcher_log)
     if stop.deadline:
         reason, message = "deadline exceeded", f"the job ran longer than its deadline of {deadline:g}s"
+    elif stop.stalled:
+        reason, message = STALLED, f"ended by --stall-timeout: {stop.stalled}"
     elif stop.signal is not None:
         name = signal.Signals(stop.signal).name
         reason, message = "terminated", f"the supervisor was sent {name}"

@@ -222,8 +222,9 @@ def test_top_node_and_job(k8s):
     assert "{4-7}" in table.output and "GPU0*" in table.output
 
     jobs = json.loads(runner.invoke(app, ["top", "job", "-o", "json", "--context", "test"]).stdout)
+    # no hvdk8s job behind the pod, so no ranks' progress
     assert jobs["jobs"] == [{"job": "hog", "namespace": "default", "gpus": 4, "pods": 1,
-                             "nodes": {"gpu-node-1": [0, 1, 2, 3]}}]
+                             "nodes": {"gpu-node-1": [0, 1, 2, 3]}, "progress": None}]
 
 
 def test_free_nvlink_groups_are_maximal_cliques():

@@ -108,6 +108,10 @@ def test_kueue_operator_job_over_quota_holds_no_gpu_and_says_why(k8s, kueue):
     assert ("insufficient quota for nvidia.com/gpu in flavor default-flavor, request > "
             "maximum capacity (16 > 8)") in status["message"]
     assert gpus_held(kueue) == 0 and kueue.objects("pods", "default") == []
+    # get's one cause: the Workload's condition, with the fix
+    assert status["why"].startswith("the gang is not admitted (QueuedByKueue): mpijob-big-")
+    assert "couldn't assign flavors to pod set worker: " in status["why"]
+    assert "why: the gang is not admitted" in hvdk8s(k8s, "get", "big").stdout
     waited = hvdk8s(k8s, "wait", "big", "--timeout", "0.5")
     assert waited.exit_code == 124 and "still Queued" in waited.output
     assert hvdk8s(k8s, "delete", "big").exit_code == 0
