@@ -40,6 +40,20 @@ def pytest_runtest_makereport(item, call):
 _TENSORFLOW_BEFORE = pytest.StashKey[bool]()
 
 
+@slow_set.slow_fixture
+def local_jobs(tmp_path, monkeypatch):
+    """HVDK8S_HOME of the test's own, for a test that starts local jobs (each a supervisor
+    running mpirun): the slow set. Every job it started is deleted after."""
+    from launcher.backends.local.backend import LocalBackend
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HVDK8S_HOME", str(home))
+    yield home
+    backend = LocalBackend(stop_grace_seconds=2.0)
+    for status in backend.list(all_namespaces=True):  # never leave a process behind
+        backend.delete(status.name, status.namespace)
+
+
 @slow_set.slow_fixture(scope="session")
 def tensorflow():
     """TensorFlow imported once per session (seconds), for the tests that need it in this

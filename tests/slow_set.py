@@ -35,6 +35,7 @@ SLOW_PROGRAMS = frozenset({
 # job's mpirun line; the benchmark programs import TensorFlow.
 SLOW_PYTHON_ARGS = ("launcher.backends.local.supervisor", "hvd_cnn_bench", "images/benchmark/",
                     "import tensorflow", "horovod.tensorflow")
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
 # Asking a program what it is starts no job.
 _QUERIES = frozenset({"--version", "-V", "--help"})
 
@@ -90,7 +91,9 @@ def what_makes_it_slow(argv: Sequence[str]) -> str | None:
     program = os.path.basename(str(argv[0]))
     rest = [str(a) for a in argv[1:]]
     if program in SLOW_PROGRAMS:
-        return None if set(rest) <= _QUERIES and rest else program
+        if rest and (set(rest) <= _QUERIES or (program in _SHELLS and rest[0] == "-n")):
+            return None  # a version, or a shell reading a script without running it
+        return program
     if program.startswith("python"):
         for arg in rest:
             for sign in SLOW_PYTHON_ARGS:
@@ -119,7 +122,8 @@ def _recording_popen_init(self: subprocess.Popen, args: Any, *rest: Any, **kwarg
         slow = what_makes_it_slow([os.fsdecode(a) if isinstance(a, (bytes, os.PathLike))
                                    else str(a) for a in argv])
         if slow:
-            _started[test].append(f"{slow}: {' '.join(map(str, argv))[:160]}")
+            command = " ".join(map(str, argv)).replace("\n", "\\n")
+            _started[test].append(f"{slow}: {command[:120]}")
     _original_popen_init(self, args, *rest, **kwargs)
 
 
@@ -138,3 +142,9 @@ def why_not_fast(item: pytest.Item, tensorflow_before: bool) -> str | None:
             + "\n  ".join(dict.fromkeys(started))
             + "\nTake it through a fixture declared with tests.slow_set.slow_fixture or a helper "
               "decorated with tests.slow_set.slow_helper, or mark it @pytest.mark.slow.")
+
+
+@slow_helper
+def run_script(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
+    """A shell script run to its end (`subprocess.run`'s arguments): the slow set."""
+    return subprocess.run(argv, **kwargs)

@@ -43,6 +43,7 @@ from launcher.errors import UsageError, UserError
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import MpiDialect
 from mpijob.phases import JobPhase
+from tests.slow_set import slow_helper
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
 OPEN_MPI_4 = LocalMpi("/usr/bin/mpirun", MpiDialect("OpenMPI", 4))
@@ -361,6 +362,7 @@ def test_rank_logs_are_found_under_any_job_number(tmp_path):
 
 
 # -------------------------------------------------------------------- processes
+@slow_helper
 def _child_in_own_session(uid: str | None, program: str = "sleep 120 & wait") -> subprocess.Popen:
     env = dict(os.environ)
     if uid:
