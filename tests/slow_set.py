@@ -32,9 +32,10 @@ SLOW_PROGRAMS = frozenset({
     "unshare", "nsenter",
 })
 # A Python child that runs mpirun or TensorFlow: the local backend's supervisor starts the
-# job's mpirun line; the benchmark programs import TensorFlow.
-SLOW_PYTHON_ARGS = ("launcher.backends.local.supervisor", "hvd_cnn_bench", "images/benchmark/",
-                    "import tensorflow", "horovod.tensorflow")
+# job's mpirun line; the benchmark programs and code importing TensorFlow run it.
+SUPERVISOR = "launcher.backends.local.supervisor"
+TENSORFLOW_PROGRAMS = frozenset({"hvd_cnn_bench.py", "elastic.py"})
+TENSORFLOW_CODE = ("import tensorflow", "from tensorflow", "horovod.tensorflow")
 _SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
 # Asking a program what it is starts no job.
 _QUERIES = frozenset({"--version", "-V", "--help"})
@@ -95,11 +96,22 @@ def what_makes_it_slow(argv: Sequence[str]) -> str | None:
             return None  # a version, or a shell reading a script without running it
         return program
     if program.startswith("python"):
-        for arg in rest:
-            for sign in SLOW_PYTHON_ARGS:
-                if sign in arg:
-                    return ("a local job's supervisor (mpirun)" if "supervisor" in sign
-                            else "a Python running TensorFlow")
+        return _what_python_runs(rest)
+    return None
+
+
+def _what_python_runs(args: list[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "-m":
+            module = args[i + 1] if i + 1 < len(args) else ""
+            return "a local job's supervisor (mpirun)" if module == SUPERVISOR else None
+        if arg == "-c":
+            code = args[i + 1] if i + 1 < len(args) else ""
+            return ("a Python running TensorFlow" if any(c in code for c in TENSORFLOW_CODE)
+                    else None)
+        if not arg.startswith("-"):  # the script
+            return ("a Python running TensorFlow"
+                    if os.path.basename(arg) in TENSORFLOW_PROGRAMS else None)
     return None
 
 

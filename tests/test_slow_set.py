@@ -46,8 +46,9 @@ def test_starts_a_shell_script():
 
 
 def test_starts_mpirun_through_a_local_job():
-    # The local backend's supervisor runs the job's mpirun line; a fake one here.
-    subprocess.run([sys.executable, "-c", "pass", "-m", "launcher.backends.local.supervisor"])
+    # The local backend's supervisor runs the job's mpirun line (without a job folder, it
+    # prints its usage and exits).
+    subprocess.run([sys.executable, "-m", "launcher.backends.local.supervisor"])
 
 
 def test_imports_tensorflow():
@@ -119,6 +120,10 @@ def test_fixtures_helpers_and_marks_put_tests_in_the_slow_set(suite):
     ([sys.executable, "images/benchmark/hvd_cnn_bench.py", "--model=trivial"],
      "a Python running TensorFlow"),
     ([sys.executable, "-c", "import tensorflow as tf"], "a Python running TensorFlow"),
+    # Loads the benchmark to show it imports no TensorFlow: not a TensorFlow run.
+    ([sys.executable, "-c", "spec_from_file_location('b', 'images/benchmark/hvd_cnn_bench.py')"],
+     None),
+    ([sys.executable, "-u", "images/benchmark/elastic.py"], "a Python running TensorFlow"),
     ([sys.executable, "-m", "launcher.cli.app", "list"], None),
     (["kubectl", "get", "pods"], None),
     (["openssl", "req", "-new"], None),
