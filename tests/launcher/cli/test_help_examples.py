@@ -8,8 +8,9 @@ user pastes it, with `hvdk8s` on PATH (this checkout's code), and is in the slow
 for a cluster run against the test API server (its kubeconfig is $KUBECONFIG, with a second
 context `prod`), those for this machine on this machine. The jobs and results an example names
 are made first; NAME is the name the example before it printed. The `local-cpu` experiment (real
-Horovod runs) runs once per session, as its example prints it; the examples that read its
-results read that run's.
+Horovod runs) and every other example that trains for real and needs nothing made first run
+once per session, however many examples print the line; the examples that read the
+experiment's results read that run's.
 """
 
 from __future__ import annotations
@@ -163,14 +164,16 @@ def generated_name(output: str) -> str:
     return found.group(1)
 
 
-def _prepare(machine, path: str, i: int, line: str, local_cpu: Path | None) -> str:
+def _prepare(machine, path: str, i: int, line: str, real_runs: RealRuns | None) -> str:
     """Make what the example names exist; return the line with NAME filled in."""
     work, _env = machine
     words = _words(line)
     for results, writer in RESULTS.items():
         if results in line and writer not in line:
-            if writer == LOCAL_CPU and local_cpu is not None:  # this session's run of it
-                shutil.copytree(local_cpu, work / results)
+            if real_runs is not None and once_per_session(writer):  # this session's run
+                code, output, where = real_runs.run(writer)
+                assert code == 0, f"$ {writer}\nexit {code}\n{output}"
+                shutil.copytree(where / results, work / results)
                 continue
             code, output = run(machine, writer)
             assert code == 0, output
@@ -195,21 +198,41 @@ def _prepare(machine, path: str, i: int, line: str, local_cpu: Path | None) -> s
     return line
 
 
+def once_per_session(line: str) -> bool:
+    """An example that trains for real and needs nothing made first: its run is the same
+    whichever example prints it, so it runs once per session."""
+    reads_results = any(results in line for results in RESULTS)
+    return (any(r in line for r in REAL_RUNS) and not reads_results and not needs_a_shell(line)
+            and "NAME" not in _words(line) and LOCAL_JOB not in _words(line))
+
+
+class RealRuns:
+    """Examples that train for real (minutes each), run once per session in this process,
+    each in a folder of its own: their exit status, output and folder, by line."""
+
+    def __init__(self, top: Path):
+        self.top = top
+        self.done: dict[str, tuple[int, str, Path]] = {}
+
+    def run(self, line: str) -> tuple[int, str, Path]:
+        if line not in self.done:
+            top = self.top / f"run-{len(self.done)}"
+            work = top / "work"
+            work.mkdir(parents=True)
+            for d in REPO_DIRS:
+                (work / d).symlink_to(ROOT / d)
+            (top / "config.yaml").write_text("")
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("HVDK8S_", "KUBE"))}
+            env.update(HVDK8S_HOME=str(top / "home"), HVDK8S_CONFIG=str(top / "config.yaml"),
+                       COLUMNS="80")
+            code, output = run_in_process((work, env), line)
+            self.done[line] = (code, output, work)
+        return self.done[line]
+
+
 @slow_fixture(scope="session")
-def local_cpu_run(tmp_path_factory) -> tuple[int, str, Path]:
-    """The `local-cpu` experiment's example, run once per session (real Horovod runs, minutes)
-    in a folder of its own: its exit status, output and results folder."""
-    top = tmp_path_factory.mktemp("local-cpu")
-    work = top / "work"
-    work.mkdir()
-    for d in REPO_DIRS:
-        (work / d).symlink_to(ROOT / d)
-    (top / "config.yaml").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVDK8S_", "KUBE"))}
-    env.update(HVDK8S_HOME=str(top / "home"), HVDK8S_CONFIG=str(top / "config.yaml"),
-               COLUMNS="80")
-    code, output = run_in_process((work, env), LOCAL_CPU)
-    return code, output, work / "results" / "local-cpu"
+def real_runs(tmp_path_factory) -> RealRuns:
+    return RealRuns(tmp_path_factory.mktemp("real-runs"))
 
 
 @pytest.mark.parametrize("path,i", _cases())
@@ -222,13 +245,11 @@ def test_example_runs_as_printed(machine, kube_server, request, path, i):
             pytest.skip(f"{why}: {line}")
     if line.startswith(TRAINER_EXAMPLES):  # it describes a cluster with Kubeflow Trainer
         kube_server.install_trainer()
-    local_cpu = None
-    if "local-cpu" in line:
-        code, output, local_cpu = request.getfixturevalue("local_cpu_run")
-        if line == LOCAL_CPU:  # this example is the session's run
-            assert code == EXIT_CODES.get(line, 0), f"$ {line}\nexit {code}\n{output}"
-            return
-        assert code == 0, f"$ {LOCAL_CPU}\nexit {code}\n{output}"
-    line = _prepare(machine, path, i, line, local_cpu)
+    runs = request.getfixturevalue("real_runs") if runs_for_real(line) else None
+    if once_per_session(line):  # the same line as every other example that prints it
+        code, output, _work = runs.run(line)
+        assert code == EXIT_CODES.get(line, 0), f"$ {line}\nexit {code}\n{output}"
+        return
+    line = _prepare(machine, path, i, line, runs)
     code, output = run(machine, line)
     assert code == EXIT_CODES.get(line, 0), f"$ {line}\nexit {code}\n{output}"
