@@ -34,6 +34,8 @@ def pytest_runtest_makereport(item, call):
         if why and report.outcome != "skipped":
             report.outcome = "failed"
             report.longrepr = why
+    elif call.when == "teardown":
+        slow_set.forget(item)
     return report
 
 

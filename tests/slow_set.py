@@ -156,6 +156,11 @@ def why_not_fast(item: pytest.Item, tensorflow_before: bool) -> str | None:
               "decorated with tests.slow_set.slow_helper, or mark it @pytest.mark.slow.")
 
 
+def forget(item: pytest.Item) -> None:
+    """What a test started, once its report is made (a slow test's, a skipped one's)."""
+    _started.pop(item.nodeid, None)
+
+
 @slow_helper
 def run_script(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
     """A shell script run to its end (`subprocess.run`'s arguments): the slow set."""
