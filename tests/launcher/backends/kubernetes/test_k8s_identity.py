@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from kubesim.auth import Attributes
+from kubesim.server import KubeAPIServer
 from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy, connect
 from launcher.errors import UsageError
-from kubesim.auth import Attributes
-from kubesim.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
 from tests.launcher.backends.kubernetes.test_k8s_auth import _b64, _plugin, _runs, _write
 from tests.paths import ROOT as REPO
