@@ -10,7 +10,7 @@
 # Uses docker (when its daemon answers), buildah or podman, whichever is here. Where the
 # base image cannot be pulled (no registry reachable), the Debian bases are made from the
 # Debian mirror with mmdebstrap. The tag is the hvdk8s version, the flavour and a hash of
-# the Dockerfile and every file it copies; a tag that exists already is not built again.
+# the Dockerfile and exactly the files it copies; a tag that exists already is not built again.
 # Progress goes to stderr; the last line (stdout) is the image reference.
 #
 # Environment: HVDK8S_REGISTRY (default localhost), HVDK8S_ENGINE (docker|buildah|podman),
@@ -148,8 +148,9 @@ fi
 
 # --- the tag ---------------------------------------------------------------------------------
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
-inputs=("$dockerfile" pyproject.toml README.md launcher mpijob "images/$what")
-[ "$what" = train ] && inputs+=(images/benchmark)
+# Exactly what the image is made of (images/inputs.sh: the Dockerfile and what it copies), so
+# an edit elsewhere (the README, the tests, kubesim/) builds nothing.
+mapfile -t inputs < <(bash images/inputs.sh "$dockerfile")
 hash="$({ printf '%s\n' "$base" "${build[*]}" "${build_args[@]}"
           find "${inputs[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 |
             sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-12)"

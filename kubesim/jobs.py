@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from . import errors, events
+from .clock import Clock
 from .controller import Loop
 from .podutil import get_condition, is_terminal, set_condition
 from .util import deepcopy, now_rfc3339
@@ -40,9 +39,10 @@ def _ranges(indexes: list[int]) -> str:
 class JobController(Loop):
     name = "job-controller"
 
-    def __init__(self, store, registry, objects, tick: float = 0.02):
+    def __init__(self, store, registry, objects, tick: float = 0.02, clock: Clock | None = None):
         super().__init__(tick)
         self.store, self.registry, self.objects = store, registry, objects
+        self.clock = clock or Clock()  # deadlines and TTLs count by it
         self._counted: dict[str, dict[str, str]] = {}  # job uid -> {pod uid: final phase}
         self._started: dict[str, float] = {}
         self._finished_at: dict[str, float] = {}
@@ -104,7 +104,7 @@ class JobController(Loop):
                 set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", now)
             if "startTime" not in status:
                 status["startTime"] = now
-            self._started.setdefault(uid, time.time())
+            self._started.setdefault(uid, self.clock.time())
             restarts = sum(cs.get("restartCount", 0) for p in pods
                            for cs in (p.get("status") or {}).get("containerStatuses") or []) \
                 if spec["template"]["spec"].get("restartPolicy") == "OnFailure" else 0
@@ -127,7 +127,7 @@ class JobController(Loop):
             # pkg/controller/job/job_controller.go syncJob: pastActiveDeadline counts from
             # status.startTime with the spec's current value (updateJob re-queues a Job whose
             # activeDeadlineSeconds changed), then deleteActivePods; finished pods stay.
-            elif deadline is not None and time.time() - self._started[uid] > deadline:
+            elif deadline is not None and self.clock.time() - self._started[uid] > deadline:
                 fail_reason = ("DeadlineExceeded", "Job was active longer than specified "
                                                    "deadline")
             if fail_reason:
@@ -138,7 +138,7 @@ class JobController(Loop):
                 active = []
                 set_condition(status, "FailureTarget", "True", *fail_reason, now)
                 set_condition(status, "Failed", "True", *fail_reason, now)
-                self._finished_at[uid] = time.time()
+                self._finished_at[uid] = self.clock.time()
                 events.record(self.store, job, "Warning", fail_reason[0], fail_reason[1],
                               COMPONENT)
             elif completions is not None and (
@@ -151,7 +151,7 @@ class JobController(Loop):
                 set_condition(status, "SuccessCriteriaMet", "True", "CompletionsReached", msg, now)
                 set_condition(status, "Complete", "True", "CompletionsReached", msg, now)
                 status["completionTime"] = now
-                self._finished_at[uid] = time.time()
+                self._finished_at[uid] = self.clock.time()
                 events.record(self.store, job, "Normal", "Completed", "Job completed", COMPONENT)
             else:
                 active += self._create_pods(job, active, succeeded, done_idx)
@@ -219,8 +219,8 @@ class JobController(Loop):
         if ttl is None:
             return
         uid = job["metadata"]["uid"]
-        at = self._finished_at.setdefault(uid, time.time())
-        if time.time() - at >= ttl:
+        at = self._finished_at.setdefault(uid, self.clock.time())
+        if self.clock.time() - at >= ttl:
             try:
                 # The TTL-after-finished controller deletes with foreground propagation.
                 self.objects.delete(self.registry.by_key("batch/jobs"),

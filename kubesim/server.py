@@ -12,6 +12,7 @@ from pathlib import Path
 from . import errors, mpijob_crd
 from .admission import Admission
 from .auth import Policy, Tokens
+from .clock import Clock
 from .faults import Fault, Faults
 from .httpapp import App, HTTPServer, Request
 from .jobs import JobController
@@ -84,10 +85,12 @@ class KubeAPIServer:
         self.token = token or secrets.token_hex(16)
         # kubeadm's admin credential: a member of system:masters, which no authorizer denies
         self.tokens.add(self.token, user, (PRIVILEGED_GROUP, "system:authenticated"))
-        self.scheduler = Scheduler(self.store, tick)
+        # What the controllers read as now; a test advances it instead of sleeping.
+        self.clock = Clock()
+        self.scheduler = Scheduler(self.store, tick, clock=self.clock.monotonic)
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
-                               restart_delay)
-        self.jobs = JobController(self.store, self.registry, self.objects_api, tick)
+                               restart_delay, clock=self.clock.monotonic)
+        self.jobs = JobController(self.store, self.registry, self.objects_api, tick, self.clock)
         self.quotas = QuotaController(self.store, tick)
         self.tick = tick
         self.mpi_operator: MPIOperator | None = None  # install_mpi_operator() deploys it

@@ -2,12 +2,65 @@
 which runs the Kubernetes tests against it or against a real cluster (tests/k8s_env.py)."""
 
 import os
+import sys
 import tempfile
 
 import pytest
 
+from tests import slow_set
 from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
+
+slow_set.install_guard()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Before `-m "not slow"` deselects: a test using a slow fixture or helper is slow."""
+    slow_set.put_in_the_slow_set(items)
+
+
+def pytest_runtest_setup(item):
+    item.stash[_TENSORFLOW_BEFORE] = "tensorflow" in sys.modules
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test outside the slow set that started mpirun, TensorFlow, a shell script or an
+    image fails, saying how it joins the slow set (tests/slow_set.py)."""
+    report = yield
+    if call.when == "call" and not slow_set.is_slow(item):
+        why = slow_set.why_not_fast(item, item.stash.get(_TENSORFLOW_BEFORE, True))
+        if why and report.outcome != "skipped":
+            report.outcome = "failed"
+            report.longrepr = why
+    elif call.when == "teardown":
+        slow_set.forget(item)
+    return report
+
+
+_TENSORFLOW_BEFORE = pytest.StashKey[bool]()
+
+
+@slow_set.slow_fixture
+def local_jobs(tmp_path, monkeypatch):
+    """HVDK8S_HOME of the test's own, for a test that starts local jobs (each a supervisor
+    running mpirun): the slow set. Every job it started is deleted after."""
+    from launcher.backends.local.backend import LocalBackend
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HVDK8S_HOME", str(home))
+    yield home
+    backend = LocalBackend(stop_grace_seconds=2.0)
+    for status in backend.list(all_namespaces=True):  # never leave a process behind
+        backend.delete(status.name, status.namespace)
+
+
+@slow_set.slow_fixture(scope="session")
+def tensorflow():
+    """TensorFlow imported once per session (seconds), for the tests that need it in this
+    process; they are in the slow set."""
+    return pytest.importorskip("tensorflow")
 
 # Not the tests' doing: pytest's own, and what importing TensorFlow sets once per process
 # (tensorflow/__init__.py: TF2_BEHAVIOR; tensorflow/python/tpu/__init__.py: TPU_ML_PLATFORM;

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.slow_set import slow_helper
+
 HOROVODRUN = Path(sys.executable).with_name("horovodrun")
 _INIT = "import horovod.tensorflow as hvd; hvd.init(); print('gloo ok', hvd.size())"
 
@@ -42,7 +44,10 @@ def gloo_failure() -> str | None:
             f"horovodrun --gloo fails here: {(out.stderr or out.stdout).strip()[-200:]}")
 
 
+@slow_helper
 def needs_gloo() -> None:
+    """Skip unless Gloo starts here (a 1-rank horovodrun): a test that calls it runs elastic
+    Horovod, and is in the slow set."""
     reason = gloo_failure()
     if reason:
         pytest.skip(reason)

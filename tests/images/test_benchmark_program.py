@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from tests.paths import ROOT
+from tests.slow_set import slow_helper
 
 REPO = ROOT
 PROGRAM = REPO / "images" / "benchmark" / "hvd_cnn_bench.py"
@@ -231,20 +232,28 @@ def test_header_has_tf_cnn_benchmarks_lines():
 
 
 # ------------------------------------------------------------------------- real runs
-def _importable(*modules: str) -> bool:
-    code = "; ".join(f"import {m}" for m in modules)
+def _installed(*modules: str) -> bool:
+    """Found on the path, without importing TensorFlow (seconds, and at collection)."""
     try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True,
-                              timeout=120).returncode == 0
-    except subprocess.TimeoutExpired:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ModuleNotFoundError:  # a parent package is missing
         return False
 
 
-needs_tf = pytest.mark.skipif(not _importable("tensorflow"), reason="TensorFlow not installed")
+needs_tf = pytest.mark.skipif(not _installed("tensorflow"), reason="TensorFlow not installed")
 needs_hvd = pytest.mark.skipif(
-    not _importable("tensorflow", "horovod.tensorflow"),
+    not _installed("tensorflow", "horovod.tensorflow"),
     reason="TensorFlow and Horovod (horovod.tensorflow) not installed",
 )
+
+
+@slow_helper
+def run_with_tensorflow(argv: list[str], timeout: float = 300,
+                        **kwargs) -> subprocess.CompletedProcess:
+    """A process that runs TensorFlow (the benchmark, or code importing it): the slow set."""
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
 TINY = ["--image_size=32", "--batch_size=2", "--num_batches=3", "--num_warmup_batches=1",
         "--display_every=1", "--device=cpu"]
 STEP = re.compile(
@@ -286,10 +295,9 @@ def _check_output(stdout: str, world_size: int, num_batches: int = 3) -> dict:
 @pytest.mark.horovod
 @needs_hvd
 def test_single_process_horovod_run():
-    out = subprocess.run(
+    out = run_with_tensorflow(
         [sys.executable, str(PROGRAM), "--model=resnet50", "--variable_update=horovod", *TINY],
-        capture_output=True, text=True, timeout=300, env=_env(),
-    )
+        env=_env())
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Devices:     ['horovod/cpu:0']" in out.stdout
     r = _check_output(out.stdout, world_size=1)
@@ -306,8 +314,7 @@ def test_independent_mode_runs_without_horovod():
         f"sys.argv = ['hvd_cnn_bench.py'] + {['--model=trivial', '--variable_update=independent', *TINY]!r}\n"
         f"exec(compile(open({str(PROGRAM)!r}).read(), 'hvd_cnn_bench.py', 'exec'))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=_env())
+    out = run_with_tensorflow([sys.executable, "-c", code], env=_env())
     assert out.returncode == 0, out.stderr[-3000:]
     r = _check_output(out.stdout, world_size=1)
     assert r["variable_update"] == "independent" and r["horovod_version"] is None
@@ -317,11 +324,9 @@ def test_independent_mode_runs_without_horovod():
 @needs_tf
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
 def test_gpu_requested_without_a_gpu_fails_clearly():
-    out = subprocess.run(
+    out = run_with_tensorflow(
         [sys.executable, str(PROGRAM), "--model=trivial", "--variable_update=independent",
-         "--device=gpu", "--data_format=NHWC"],
-        capture_output=True, text=True, timeout=300, env=_env(),
-    )
+         "--device=gpu", "--data_format=NHWC"], env=_env())
     assert out.returncode == 2
     assert "--device=gpu, but TensorFlow sees no GPU" in out.stderr
 
@@ -336,7 +341,7 @@ def test_two_rank_mpirun_run():
            # The trivial model: this is about Horovod across processes (allreduce,
            # broadcast, allgather of the rates), and two ResNet traces cost a minute.
            sys.executable, str(PROGRAM), "--model=trivial", "--variable_update=horovod", *TINY]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+    out = run_with_tensorflow(cmd, env=_env())
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert "Devices:     ['horovod/cpu:0', 'horovod/cpu:1']" in out.stdout
     assert "Batch size:  4 global" in out.stdout
@@ -379,6 +384,6 @@ print("unchanged")
 
 @needs_tf
 def test_dropping_biases_before_batch_norm_changes_nothing_in_training():
-    out = subprocess.run([sys.executable, "-c", _DROP_BIASES, str(PROGRAM)], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    out = run_with_tensorflow([sys.executable, "-c", _DROP_BIASES, str(PROGRAM)],
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert out.returncode == 0 and "unchanged" in out.stdout, (out.stdout + out.stderr)[-3000:]

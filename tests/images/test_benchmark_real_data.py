@@ -6,14 +6,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from tests.images.test_benchmark_program import PROGRAM, REPO, _env, bench, needs_hvd, needs_tf
+from tests.images.test_benchmark_program import (
+    PROGRAM,
+    REPO,
+    _env,
+    bench,
+    needs_hvd,
+    run_with_tensorflow,
+)
 
 runner = CliRunner()
 SHARDS = 4
@@ -28,8 +34,7 @@ def _generator():
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory):
-    pytest.importorskip("tensorflow")
+def records(tmp_path_factory, tensorflow):
     out = tmp_path_factory.mktemp("imagenet")
     _generator().write(str(out), records=64, shards=SHARDS, seed=0)
     return out
@@ -55,10 +60,8 @@ def test_input_wait_share():
     assert bench.input_wait_share([], []) == 0.0
 
 
-@needs_tf
-def test_generated_records_have_the_layout_tf_cnn_benchmarks_reads(records):
-    import tensorflow as tf
-
+def test_generated_records_have_the_layout_tf_cnn_benchmarks_reads(records, tensorflow):
+    tf = tensorflow
     files = bench.train_files(str(records))
     assert [p.rsplit("/", 1)[1] for p in files] == [f"train-{i:05d}-of-{SHARDS:05d}"
                                                     for i in range(SHARDS)]
@@ -85,7 +88,7 @@ def test_two_horovod_ranks_read_different_shards_with_the_same_seed(records):
            sys.executable, str(PROGRAM), "--model=trivial", "--variable_update=horovod",
            "--image_size=32", "--batch_size=4", "--num_batches=3", "--num_warmup_batches=1",
            "--device=cpu", "--seed=7", "--data_name=imagenet", f"--data_dir={records}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env())
+    out = run_with_tensorflow(cmd, timeout=600, env=_env())
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert "Dataset:     imagenet (real)" in out.stdout
     assert f"input: real ({records}), input wait: " in out.stdout

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.paths import ROOT
+from tests.slow_set import run_script
 
 REPO = ROOT
 IMAGES = REPO / "images"
@@ -175,6 +176,19 @@ def test_in_image_shell_scripts_parse():
             subprocess.run([sh, "-n", str(p)], check=True)
 
 
+def test_the_tag_hashes_exactly_what_the_image_copies():
+    # images/build.sh hashes images/inputs.sh's list: an edit to anything else (the README,
+    # the test API server) must neither change the tag nor rebuild the image.
+    for dockerfile in DOCKERFILES:
+        listed = run_script(["bash", str(IMAGES / "inputs.sh"), str(dockerfile.relative_to(REPO))],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+        copied = [source for sources, _dest, flags in copies(dockerfile) if "from" not in flags
+                  for source in sources]
+        assert listed == [str(dockerfile.relative_to(REPO)), *copied]
+        assert "README.md" not in listed and not any(p.startswith(("kubesim", "tests"))
+                                                     for p in listed), listed
+
+
 # -------------------------------------------------------------------- agreement checks
 def test_benchmark_is_copied_where_the_code_expects_it():
     dests = [dest for sources, dest, _ in copies(TRAIN)
@@ -270,9 +284,17 @@ def test_images_install_the_hvdk8s_package(dockerfile):
     project = _pyproject()
     sources = {s for srcs, _, flags in copies(dockerfile) if "from" not in flags for s in srcs}
     assert "pyproject.toml" in sources
-    assert project["project"]["readme"] in sources, "setuptools needs the readme to build"
+    # setuptools needs the readme to build: the RUN that installs writes a stub of it, so an
+    # edit of the project's README rebuilds no image.
+    readme = project["project"]["readme"]
+    assert readme not in sources
+    install = next(rest for word, rest in instructions(dockerfile)
+                   if word == "RUN" and "pip install" in rest and "hvdk8s" in rest)
+    assert install.index(f"> {readme}") < install.index("pip install")
+    # What runs in a rank or the agent; the test API server (kubesim, for `dev cluster`) not.
     for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]:
-        assert pattern.rstrip("*") in sources, f"package {pattern} not copied"
+        package = pattern.rstrip("*")
+        assert (package in sources) == (package != "kubesim"), f"package {package}"
     assert "hvdk8s" in project["project"]["scripts"]
 
 

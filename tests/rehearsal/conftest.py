@@ -13,6 +13,7 @@ import pytest
 from tests.rehearsal.cluster import Cluster
 from tests.rehearsal.image import MountedImage
 from tests.rehearsal.kubelet import IMAGE_ENV
+from tests.slow_set import slow_fixture
 
 NEEDED = ("ip", "unshare", "mount", "sshd", "dnsmasq", "mpirun", "mpiexec.hydra")
 
@@ -31,7 +32,7 @@ def _why_not() -> str | None:
     return None
 
 
-@pytest.fixture
+@slow_fixture
 def cluster():
     why = _why_not()
     if why:
@@ -50,7 +51,7 @@ def cluster():
 MPICH_IMAGE = Path(sys.prefix) / "image-mpich"
 
 
-@pytest.fixture
+@slow_fixture
 def mpich_image() -> dict:
     """The environment of a pod of the MPICH image: its PATH, as an image's ENV sets it."""
     if not (MPICH_IMAGE / "bin" / "mpirun").exists():
@@ -105,13 +106,13 @@ def flavour(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def train_image(flavour):
     """The CPU training image, RUN_AS=root: its root filesystem and configuration."""
     yield from _built_image(flavour, "root")
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def train_image_nonroot(flavour):
     """The CPU training image's non-root variant (RUN_AS=mpiuser, uid 1000)."""
     yield from _built_image(flavour, "mpiuser")

@@ -277,7 +277,7 @@ def test_age_is_kubectls_human_duration():
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
-def test_list_has_age_wide_columns_and_says_when_there_is_nothing(nothing_configured):
+def test_list_has_age_wide_columns_and_says_when_there_is_nothing(local_jobs, nothing_configured):
     empty = runner.invoke(app, ["list"])
     assert empty.exit_code == 0 and empty.stdout == ""
     assert empty.stderr.strip() == "No jobs found in namespace default."
@@ -334,7 +334,7 @@ def test_completion_scripts_generate(shell, marker):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
-def test_completion_completes_a_job_name_in_bash_and_zsh(nothing_configured):
+def test_completion_completes_a_job_name_in_bash_and_zsh(local_jobs, nothing_configured):
     import os
     import subprocess
     import sys
@@ -387,7 +387,8 @@ def test_the_result_line_stays_out_of_what_people_read():
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
 @pytest.mark.parametrize("rm", [False, True])
-def test_ctrl_c_during_wait_says_the_job_runs_on_or_stops_it_with_rm(rm, nothing_configured,
+def test_ctrl_c_during_wait_says_the_job_runs_on_or_stops_it_with_rm(rm, local_jobs,
+                                                                      nothing_configured,
                                                                       monkeypatch):
     from launcher.backends.local.backend import LocalBackend
 

@@ -4,6 +4,7 @@ the report read back from the files it wrote."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -14,14 +15,16 @@ from typer.testing import CliRunner
 
 from launcher.cli.app import app
 from tests.paths import ROOT
+from tests.slow_set import slow_fixture
 
 EXAMPLE = ROOT / "benchmarks" / "experiments" / "local-cpu.yaml"
 
 
 
-@pytest.fixture
+@slow_fixture
 def reduced_local_cpu(tmp_path, monkeypatch) -> Path:
-    pytest.importorskip("horovod.tensorflow")
+    if importlib.util.find_spec("horovod") is None:  # found, not imported: TensorFlow is slow
+        pytest.skip("needs Horovod")
     if shutil.which("mpirun") is None:
         pytest.skip("needs mpirun (OpenMPI)")
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))

@@ -89,8 +89,7 @@ def test_kubernetes_picks_a_name_no_job_in_the_namespace_has(k8s, monkeypatch):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
-def test_local_picks_a_name_no_job_in_hvdk8s_home_has(tmp_path, monkeypatch):
-    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+def test_local_picks_a_name_no_job_in_hvdk8s_home_has(local_jobs, monkeypatch):
     local = ["--backend", "local"]
     first = runner.invoke(app, ["submit", "mpi", *local, "--name", "sleep-bbbbb", "sleep", "30"])
     assert first.exit_code == 0, first.output

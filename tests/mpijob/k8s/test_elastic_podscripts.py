@@ -6,25 +6,25 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import threading
 import time
 
 import pytest
 
 from tests.paths import ROOT
+from tests.slow_set import run_script
 
 SCRIPTS = ROOT / "mpijob" / "k8s" / "podscripts"
 
 
 @pytest.mark.skipif(not shutil.which("getent"), reason="needs getent")
 def test_discovery_prints_each_address_of_the_service_once_with_the_slots():
-    out = subprocess.run(["/bin/sh", str(SCRIPTS / "discover_hosts.sh")], check=True,
+    out = run_script(["/bin/sh", str(SCRIPTS / "discover_hosts.sh")], check=True,
                          capture_output=True, text=True,
                          env={**os.environ, "HVDK8S_READY_SERVICE": "localhost",
                               "HVDK8S_SLOTS": "2"}).stdout
     assert out.splitlines() == ["127.0.0.1:2"]
-    none = subprocess.run(["/bin/sh", str(SCRIPTS / "discover_hosts.sh")], check=True,
+    none = run_script(["/bin/sh", str(SCRIPTS / "discover_hosts.sh")], check=True,
                           capture_output=True, text=True,
                           env={**os.environ, "HVDK8S_READY_SERVICE": "nothing.invalid"})
     assert none.stdout == ""  # no worker ready yet: no host, and exit 0 as Horovod wants
@@ -47,7 +47,7 @@ def test_elastic_launcher_waits_for_the_minimum_and_releases_late_joiners(tmp_pa
     later = threading.Timer(2.0, lambda: hosts.write_text("w0.invalid:1\nw1.invalid:1\n"))
     later.start()
     began = time.monotonic()
-    run = subprocess.run(["/bin/sh", str(d / "elastic.sh"), "horovodrun", "-np", "2"],
+    run = run_script(["/bin/sh", str(d / "elastic.sh"), "horovodrun", "-np", "2"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert time.monotonic() - began >= 2.0  # it waited for the second worker
     assert run.returncode == 3  # the launch line's status

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
 from tests.paths import ROOT
+from tests.slow_set import run_script
 
 IMAGE_SSHD_CONFIG = ROOT / "images" / "train" / "sshd_config"
 
@@ -76,7 +76,7 @@ sys.exit(0 if port == {listen} else 255)
     argv = launcher["command"] + launcher.get("args", [])
     # The launcher's program: print what mpirun's rsh launcher would pass to ssh.
     argv = argv[:argv.index("hvdk8s-launcher") + 1] + ["sh", "-c", 'echo "$OMPI_MCA_plm_rsh_args"']
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={
+    done = run_script(argv, capture_output=True, text=True, timeout=30, env={
         **os.environ, **env, "PATH": f"{ssh.parent}:{os.environ['PATH']}",
         "HVDK8S_HOSTFILE": str(hostfile), "HVDK8S_WORKER_WAIT_SECONDS": "2",
         "HVDK8S_WAIT_INTERVAL": "0.1"})

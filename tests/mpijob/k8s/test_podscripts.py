@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpijob.k8s.render import pod_script
+from tests.slow_set import slow_fixture
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
 
@@ -26,7 +27,7 @@ def _fake(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-@pytest.fixture
+@slow_fixture
 def env(tmp_path):
     keys = tmp_path / "keys"
     keys.mkdir()

@@ -31,6 +31,8 @@ def running_job(k8s, name="vgg16"):
     return srv, backend
 
 
+# Requests counted over windows of real time (the client's waits and watch timeouts): slow.
+@pytest.mark.slow
 def test_wait_on_a_running_job_lists_nothing_while_its_watches_are_healthy(k8s, api_requests):
     srv, backend = running_job(k8s)
     backend.watch_timeout = 1
@@ -123,6 +125,7 @@ def test_get_watch_prints_each_change_until_the_job_ends_without_polling(k8s, ap
     assert api_requests.count("list") == 3
 
 
+@pytest.mark.slow
 def test_a_hundred_concurrent_waits_cost_the_api_server_one_kubectl_wait_each(k8s, api_requests):
     """100 users waiting on running jobs at once (threads here, each with its own client as
     each `hvdk8s wait` has): start-up is one list per watched kind and discovery, then each

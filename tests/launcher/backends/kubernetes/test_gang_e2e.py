@@ -132,12 +132,14 @@ def test_volcano_operator_with_gang_scheduling_runs_whole(k8s):
     srv = k8s.server()
     srv.install_group("volcano")
     srv.install_mpi_operator(gang_scheduling="volcano")
-    srv.script_pod(r"\w+-launcher-\w{5}", logs=["total images/sec: 10"], exit_code=0,
-                   duration=0.2)
+    # The launcher runs 2 s: a job that ended before submit's first look takes its PodGroup
+    # with it, and submit then looks for it for 30 s.
+    srv.script_pod(r"\w+-launcher-\w{5}", logs=[(2.0, "total images/sec: 10")], exit_code=0)
     srv.script_pod(r"\w+-worker-\d+", exit_code=None)
     result = submit(k8s, "vop", "--workers", "2", "--gpus", "8", "--gang-scheduler", "volcano",
                     "--mode", "operator")
     assert result.exit_code == 0, result.output
+    assert "in Volcano's PodGroup vop" in result.output
     assert hvdk8s(k8s, "wait", "vop", "--timeout", "60").exit_code == 0
     assert hvdk8s(k8s, "delete", "vop").exit_code == 0
     assert leftovers(srv, "vop") == []

@@ -396,6 +396,8 @@ def _oidc_user(issuer, pki, id_token: str) -> dict:
         "idp-certificate-authority": str(pki.ca)}}}
 
 
+# Real time, as the one below: the token's expiry is read by the client's own clock.
+@pytest.mark.slow
 def test_an_oidc_token_that_expires_mid_command_is_refreshed_at_the_issuer(kube_server, pki,
                                                                           issuer, tmp_path):
     # valid for 2 more seconds: the official loader refreshes 5 minutes before `exp`
@@ -417,6 +419,7 @@ def test_an_oidc_token_that_expires_mid_command_is_refreshed_at_the_issuer(kube_
     assert issuer.fresh in Path(kc).read_text() and "refresh-2" in Path(kc).read_text()
 
 
+@pytest.mark.slow
 def test_wait_goes_on_past_an_oidc_tokens_expiry(k8s, pki, issuer, tmp_path):
     from launcher.backends.kubernetes.backend import KubernetesBackend
     from mpijob.jobspec.spec import build_spec

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubesim.server import KubeAPIServer
 from launcher.backends.kubernetes.client import NODE, RetryPolicy, connect
 from launcher.errors import UsageError
-from kubesim.server import KubeAPIServer
 from tests.connect_proxy import ConnectProxy
 from tests.launcher.backends.kubernetes.test_k8s_auth import _plugin
 from tests.paths import ROOT
+from tests.slow_set import run_script
 from tests.tls_certs import Pki, make_pki
 
 KUBECTL = shutil.which("kubectl")
@@ -242,8 +243,8 @@ def test_in_a_pod_kubectl_and_hvdk8s_use_the_service_account_alike(pki, tmp_path
                    PYTHONPATH=str(ROOT))
         if pod_namespace:
             env["POD_NAMESPACE"] = pod_namespace
-        done = subprocess.run(["unshare", "-m", "sh", "-c", IN_POD], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = run_script(["unshare", "-m", "sh", "-c", IN_POD], env=env,
+                            capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
     ns = pod_namespace or "team-b"
     assert (tmp_path / "kubectl.txt").read_text().split() == [f"pod/pod-in-{ns}"]

@@ -1,9 +1,12 @@
 """The local backend of the tests here: its own HVDK8S_HOME, and no process left behind,
-whether a test drives the backend (`backend`) or the CLI (`home`)."""
+whether a test drives the backend (`backend`) or the CLI (`home`). A test that starts jobs
+(a supervisor running mpirun) takes `backend` or `local_jobs` (tests/conftest.py): the slow
+set."""
 
 import pytest
 
 from launcher.backends.local.backend import LocalBackend
+from tests.slow_set import slow_fixture
 
 
 def _delete_all(b: LocalBackend) -> None:
@@ -11,7 +14,7 @@ def _delete_all(b: LocalBackend) -> None:
         b.delete(status.name, status.namespace)
 
 
-@pytest.fixture
+@slow_fixture
 def backend(tmp_path, monkeypatch):
     monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
     b = LocalBackend(stop_grace_seconds=2.0)

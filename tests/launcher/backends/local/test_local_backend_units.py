@@ -44,6 +44,7 @@ from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import MpiDialect
 from mpijob.phases import JobPhase
 from tests.launcher.backends.contract_calls import describe_local, start_local
+from tests.slow_set import slow_helper
 
 SCRIPT = Path("/opt/bench/hvd_cnn_bench.py")
 OPEN_MPI_4 = LocalMpi("/usr/bin/mpirun", MpiDialect("OpenMPI", 4))
@@ -362,6 +363,7 @@ def test_rank_logs_are_found_under_any_job_number(tmp_path):
 
 
 # -------------------------------------------------------------------- processes
+@slow_helper
 def _child_in_own_session(uid: str | None, program: str = "sleep 120 & wait") -> subprocess.Popen:
     env = dict(os.environ)
     if uid:

@@ -61,7 +61,7 @@ def test_submit_wait_get_logs_list_delete_a_benchmark_run():
         "error: job try not found in namespace default (hvdk8s list shows the jobs)")
 
 
-def test_a_failed_job_exits_1_and_get_names_the_rank():
+def test_a_failed_job_exits_1_and_get_names_the_rank(local_jobs):
     result = invoke("submit", "mpi", *LOCAL, "--name", "bad", "--workers", "2", "--wait",
                     "python", "-c", FAIL_RANK_1)
     assert result.exit_code == 1
@@ -72,7 +72,7 @@ def test_a_failed_job_exits_1_and_get_names_the_rank():
     assert invoke("wait", "bad", *LOCAL).exit_code == 1
 
 
-def test_a_taken_name_is_one_line_and_exit_2():
+def test_a_taken_name_is_one_line_and_exit_2(local_jobs):
     assert invoke("submit", "mpi", *LOCAL, "--name", "dup", "--wait", "true").exit_code == 0
     again = invoke("submit", "mpi", *LOCAL, "--name", "dup", "true")
     assert again.exit_code == 2
@@ -80,7 +80,7 @@ def test_a_taken_name_is_one_line_and_exit_2():
         "error: job dup already exists in namespace default; delete it first: hvdk8s delete dup")
 
 
-def test_wait_timeout_exits_124_and_delete_stops_the_job():
+def test_wait_timeout_exits_124_and_delete_stops_the_job(local_jobs):
     assert invoke("submit", "mpi", *LOCAL, "--name", "nap", "--workers", "2",
                   "sleep", "300").exit_code == 0
     waited = invoke("wait", "nap", *LOCAL, "--timeout", "0.3")
@@ -89,7 +89,7 @@ def test_wait_timeout_exits_124_and_delete_stops_the_job():
     assert invoke("delete", "nap", *LOCAL).stdout.strip() == "job nap not found (nothing to delete)"
 
 
-def test_submit_wait_streams_the_log_and_keeps_the_timeout():
+def test_submit_wait_streams_the_log_and_keeps_the_timeout(local_jobs):
     import sys
 
     done = invoke("submit", "mpi", *LOCAL, "--name", "echo", "--workers", "2", "--wait",
@@ -108,7 +108,7 @@ def test_server_dry_run_is_refused_on_the_local_backend(home):
     assert invoke("list", *LOCAL, "-o", "json").stdout.strip() == "[]"
 
 
-def test_a_named_context_never_falls_back_to_local_jobs(home, monkeypatch, tmp_path):
+def test_a_named_context_never_falls_back_to_local_jobs(local_jobs, home, monkeypatch, tmp_path):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent-kubeconfig"))
     assert invoke("submit", "mpi", *LOCAL, "--name", "keep", "true").exit_code == 0
     result = invoke("delete", "keep", "--context", "typo")
@@ -131,7 +131,7 @@ def _rank_rows(table: str, job: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_get_shows_only_the_failing_rank_as_failed():
+def test_get_shows_only_the_failing_rank_as_failed(local_jobs):
     result = invoke("submit", "mpi", *LOCAL, "--name", "bad", "--workers", "2", "--wait",
                     "python", "-c", FAIL_RANK_1)
     assert result.exit_code == 1
@@ -148,7 +148,7 @@ def test_get_shows_only_the_failing_rank_as_failed():
     assert "backend local (processes on this machine)" in wide.stdout and "mode" not in wide.stdout
 
 
-def test_kubernetes_only_options_are_reported_as_ignored():
+def test_kubernetes_only_options_are_reported_as_ignored(local_jobs):
     result = invoke("submit", "mpi", *LOCAL, "--name", "k8s-only", "--image", "my/image:1",
                     "--selector", "pool=a", "--wait", "true")
     assert result.exit_code == 0, result.output

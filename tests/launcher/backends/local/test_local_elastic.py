@@ -112,7 +112,7 @@ def test_the_dry_run_shows_horovodrun_elastic_over_the_local_hosts(home):
     assert not (home / "jobs").exists()  # a dry run creates nothing
 
 
-def test_scale_changes_the_hosts_horovodrun_discovers_within_the_bounds(home):
+def test_scale_changes_the_hosts_horovodrun_discovers_within_the_bounds(local_jobs, home):
     if local_elastic.horovodrun(sys.executable) is None:
         pytest.skip("needs horovodrun")
     submitted = invoke("submit", "mpi", *LOCAL, "--name", "s", "--workers", "1",

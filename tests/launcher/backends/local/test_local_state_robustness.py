@@ -91,7 +91,7 @@ BREAKAGES = {
 
 
 @pytest.mark.parametrize("case", sorted(BREAKAGES))
-def test_a_broken_state_file_breaks_only_its_own_job(case):
+def test_a_broken_state_file_breaks_only_its_own_job(local_jobs, case):
     filename, breakage = BREAKAGES[case]
     for name in ("good", "bad"):
         submitted = invoke("submit", "mpi", "--name", name, "sleep", "60")
@@ -124,7 +124,7 @@ def test_a_broken_state_file_breaks_only_its_own_job(case):
     assert invoke("get", "good").exit_code == 0
 
 
-def test_logs_of_a_broken_job_still_print_the_combined_log():
+def test_logs_of_a_broken_job_still_print_the_combined_log(local_jobs):
     assert invoke("submit", "mpi", "--name", "bad", "sh", "-c", "echo hello; sleep 60").exit_code == 0
     bad = job_paths("bad", "default")
     _half(bad.dir / "status.json")
