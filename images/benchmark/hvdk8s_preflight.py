@@ -88,7 +88,7 @@ def _nvml_checks(expected_nvlinks):
             handle = nv.nvmlDeviceGetHandleByIndex(index)
             gpu = {"gpu": index, "problems": [], "unreadable": []}
 
-            def read(what, call, *args):
+            def read(what, call, *args, handle=handle, gpu=gpu):
                 try:
                     return call(handle, *args)
                 except Exception:  # NOT_SUPPORTED and friends: said, not fatal
@@ -99,7 +99,7 @@ def _nvml_checks(expected_nvlinks):
             gpu["uuid"] = uuid.decode() if isinstance(uuid, bytes) else uuid
             ecc = read("ecc", nv.nvmlDeviceGetTotalEccErrors, 1, 1)  # uncorrected, volatile
             if ecc:
-                gpu["problems"].append("%d uncorrected ECC errors since boot" % ecc)
+                gpu["problems"].append(f"{ecc} uncorrected ECC errors since boot")
             pending = read("retired pages", nv.nvmlDeviceGetRetiredPagesPendingStatus)
             if pending:
                 gpu["problems"].append("retired pages pending (reset the GPU)")
@@ -115,9 +115,9 @@ def _nvml_checks(expected_nvlinks):
             gen = read("pcie generation", nv.nvmlDeviceGetCurrPcieLinkGeneration)
             max_gen = read("pcie max generation", nv.nvmlDeviceGetMaxPcieLinkGeneration)
             if width and max_width:
-                gpu["pcie"] = "x%d gen%s of x%d gen%s" % (width, gen, max_width, max_gen)
+                gpu["pcie"] = f"x{width} gen{gen} of x{max_width} gen{max_gen}"
                 if width < max_width:
-                    gpu["problems"].append("PCIe link x%d of x%d" % (width, max_width))
+                    gpu["problems"].append(f"PCIe link x{width} of x{max_width}")
             # An idle GPU may train its link down to save power: only width counts then.
             up = 0
             for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
@@ -127,8 +127,8 @@ def _nvml_checks(expected_nvlinks):
                     break
             gpu["nvlinks_up"] = up
             if expected_nvlinks and up < expected_nvlinks:
-                gpu["problems"].append("%d of the %d NVLinks the plan counted are up"
-                                       % (up, expected_nvlinks))
+                gpu["problems"].append(f"{up} of the {expected_nvlinks} NVLinks the plan "
+                                       "counted are up")
             if not gpu["unreadable"]:
                 del gpu["unreadable"]
             out.append(gpu)
@@ -143,7 +143,7 @@ def _smi_checks(expected_nvlinks):
               "pcie.link.width.current,pcie.link.width.max")
     text = subprocess.run(["nvidia-smi", "--query-gpu=" + fields, "--format=csv,noheader"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20,
-                          universal_newlines=True, check=True).stdout
+                          text=True, check=True).stdout
     out = []
     for line in text.strip().splitlines():
         cells = [c.strip() for c in line.split(",")]
@@ -151,16 +151,16 @@ def _smi_checks(expected_nvlinks):
             continue
         gpu = {"gpu": int(cells[0]), "uuid": cells[1], "problems": []}
         if cells[2].isdigit() and int(cells[2]):
-            gpu["problems"].append("%s uncorrected ECC errors since boot" % cells[2])
+            gpu["problems"].append(f"{cells[2]} uncorrected ECC errors since boot")
         if cells[3] == "Yes":
             gpu["problems"].append("retired pages pending (reset the GPU)")
         for cell, why in ((cells[4], "hardware slowdown"), (cells[5], "hardware thermal slowdown")):
             if cell == "Active":
                 gpu["problems"].append("clocks throttled: " + why)
         if cells[6].isdigit() and cells[7].isdigit():
-            gpu["pcie"] = "x%s of x%s" % (cells[6], cells[7])
+            gpu["pcie"] = f"x{cells[6]} of x{cells[7]}"
             if int(cells[6]) < int(cells[7]):
-                gpu["problems"].append("PCIe link x%s of x%s" % (cells[6], cells[7]))
+                gpu["problems"].append(f"PCIe link x{cells[6]} of x{cells[7]}")
         if expected_nvlinks:
             gpu["unreadable"] = ["nvlinks"]
         out.append(gpu)
@@ -171,7 +171,7 @@ def xid_errors():
     """XID lines in the kernel log, where this container may read it (often not)."""
     try:
         text = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              timeout=5, universal_newlines=True).stdout
+                              timeout=5, text=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     if not text:
@@ -255,12 +255,12 @@ class HorovodTorchComm:
         count = max(1, nbytes // 4)
         tensor = torch.zeros(count, dtype=torch.float32, device="cuda")
         for i in range(warmup):
-            hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name="w%d" % i)
+            hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name=f"w{i}")
         torch.cuda.synchronize()
         hvd.allreduce(torch.zeros(1), op=hvd.Sum, process_set=process_set, name="barrier")
         start = time.perf_counter()
         for i in range(iters):
-            hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name="t%d" % i)
+            hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name=f"t{i}")
         torch.cuda.synchronize()
         return (time.perf_counter() - start) / iters, 4 * count
 
@@ -316,7 +316,7 @@ def measurements(plan):
     if len(pods) > 1:
         rounds.append([("nodes", 0, [g[0] for g in groups])])
         for pairs in pair_rounds(len(pods)):
-            rounds.append([("pair", "%d-%d" % (a, b), [groups[a][0], groups[b][0]])
+            rounds.append([("pair", f"{a}-{b}", [groups[a][0], groups[b][0]])
                            for a, b in pairs])
         if sum(len(g) for g in groups) > len(groups):
             rounds.append([("job", 0, [r for g in groups for r in g])])
@@ -332,42 +332,42 @@ def expected_for(plan, path, key):
 
 
 # ------------------------------------------------------------------------------ verdict
-def findings(plan, results, gpu_reports, threshold):
-    """The names of what failed: GPUs, pods/nodes, pairs; and the summary's verdict."""
+def findings(plan, results, gpu_reports, pod_hosts):
+    """What failed, named: GPUs, nodes (their pods), pairs of nodes, the paths across."""
     pods = plan["pods"]
+
+    def where(i):
+        node, host = pods[i].get("node"), pod_hosts.get(i) or "?"
+        return f"node {node} (pod {host})" if node else f"pod {host}"
+
     out = []
     for g in gpu_reports:
         if g.get("problems"):
-            out.append("GPU %s on node %s (%s): %s" % (g["gpu"], g.get("node") or "?",
-                                                       g.get("host") or "?",
-                                                       "; ".join(g["problems"])))
-    slow_pairs = [r for r in results if r["path"] == "pair" and r["verdict"] == "slow"]
+            out.append(f"GPU {g['gpu']} of {where(g['pod'])}: {'; '.join(g['problems'])}")
     pair_count = {}
     for r in results:
         if r["path"] == "pair":
             for i in r["pods"]:
-                pair_count.setdefault(i, [0, 0])
-                pair_count[i][0] += 1
-                pair_count[i][1] += r["verdict"] == "slow"
+                seen, slow = pair_count.get(i, (0, 0))
+                pair_count[i] = (seen + 1, slow + (r["verdict"] == "slow"))
+    # A pod in two pairs, both slow, is the slow one; a single slow pair names both ends.
     named = {i for i, (seen, slow) in pair_count.items() if seen >= 2 and slow == seen}
+    slow_pairs = any(r["path"] == "pair" and r["verdict"] == "slow" for r in results)
     for r in results:
         if r["verdict"] != "slow":
             continue
-        figures = "%.3g GB/s busbw, expected %.3g (%s)" % (r["busbw_gbs"], r["expected_gbs"],
-                                                          r.get("link") or "model")
+        figures = (f"{r['busbw_gbs']:.3g} GB/s busbw, expected {r['expected_gbs']:.3g} "
+                   f"({r.get('link') or 'model'})")
         if r["path"] == "node":
-            pod = pods[r["pods"][0]]
-            out.append("node %s (pod %s): all-reduce of its %d ranks %s"
-                       % (pod.get("node") or "?", r.get("host") or "?", r["ranks"], figures))
+            out.append(f"{where(r['pods'][0])}: all-reduce of its {r['ranks']} ranks {figures}")
         elif r["path"] == "pair" and not set(r["pods"]) & named:
-            a, b = (pods[i].get("node") or "?" for i in r["pods"])
-            out.append("nodes %s and %s: all-reduce between them %s" % (a, b, figures))
+            a, b = r["pods"]
+            out.append(f"{where(a)} and {where(b)}: all-reduce between them {figures}")
         elif r["path"] in ("nodes", "job") and not slow_pairs:
-            out.append("%s: %s" % ("across nodes (one rank each)" if r["path"] == "nodes"
-                                   else "whole job", figures))
+            what = "across nodes (one rank each)" if r["path"] == "nodes" else "whole job"
+            out.append(f"{what}: {figures}")
     for i in sorted(named):
-        out.append("node %s: every all-reduce with it is slow (%d pairs)"
-                   % (pods[i].get("node") or "?", pair_count[i][0]))
+        out.append(f"{where(i)}: every all-reduce with it is slow ({pair_count[i][0]} pairs)")
     return out
 
 
@@ -441,7 +441,10 @@ def summarize(plan, gathered, policy, threshold, comm, started):
         r["verdict"] = judge(measured, r["expected_gbs"], threshold)
         results.append(r)
         report("preflight", 0, check="allreduce", **r)
-    found = findings(plan, results, gpu_reports, threshold)
+    pod_hosts = {}
+    for info in sorted(gathered, key=lambda i: i["rank"]):
+        pod_hosts.setdefault(info["pod"], info["host"])
+    found = findings(plan, results, gpu_reports, pod_hosts)
     verdict = "fail" if found else "pass"
     notes = []
     if comm is None:

@@ -69,6 +69,8 @@ class JobStatus:
     gpu_allocation: list[dict] = field(default_factory=list)
     # Elastic jobs: the workers now and when they left and joined, and why.
     size: list[str] = field(default_factory=list)
+    # The preflight's verdict, what it named and its figures (launcher.formats.preflight_reports).
+    preflight: dict | None = None
 
     @property
     def done(self) -> bool:

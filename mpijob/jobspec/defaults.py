@@ -34,6 +34,9 @@ GpuRequestChoice = Literal["auto", GpuRequest]
 # --rdma: request the nodes' RDMA devices (mpijob.scheduling.rdma); auto where the job spans
 # several nodes and every planned node offers them.
 RdmaChoice = Literal["auto", "on", "off"]
+# --preflight: check the job's GPUs and links before its program (mpijob.perf.preflight):
+# off, warn (report and go on) or fail (end the job before its program starts).
+PreflightMode = Literal["off", "warn", "fail"]
 # --dry-run[=client|server]; "none" is kubectl's spelling of no dry run.
 DryRun = Literal["client", "server", "none"]
 # The same choices as tuples, for messages and loops.
@@ -52,6 +55,9 @@ GANG_SCHEDULER: GangScheduler = "none"
 GPU_REQUEST: GpuRequest = "device-plugin"
 GPU_REQUEST_CHOICE: GpuRequestChoice = "auto"
 RDMA: RdmaChoice = "auto"
+# warn: a few seconds per job buys a named slow node or bad GPU in `get`; fail only where
+# asked, since the model's expectation may be off on a cluster never calibrated.
+PREFLIGHT: PreflightMode = "warn"
 
 NAMESPACE = "default"
 WORKERS = 1

@@ -35,6 +35,7 @@ from mpijob.jobspec.defaults import (
     MPIImplementation,
     PlacementPolicy,
     Precision,
+    PreflightMode,
     PullPolicy,
     RdmaChoice,
 )
@@ -204,7 +205,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": (),
+    "rdma": defaults.RDMA, "rdma_request": None, "preflight": defaults.PREFLIGHT, "extra_resources": {}, "networks": (),
     # the workers' default CPU/memory requests
     "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
@@ -273,6 +274,7 @@ class JobSpec(BaseModel):
     # --rdma as given, and what the plan made of it (the device the workers request).
     rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
     rdma_request: Annotated[RdmaRequest | None, Flag("--rdma", declares=False)] = None
+    preflight: Annotated[PreflightMode, Flag("--preflight")] = defaults.PREFLIGHT
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
     extra_resources: Annotated[dict[str, int], Flag("--extra-resource", parse=parse_count)] = Field(
         default_factory=dict)

@@ -158,13 +158,38 @@ def gpu_plan(pods: Sequence[Pod], slots: Sequence[int], *, hosts: Sequence[str] 
     return plan
 
 
-def cpu_plan(slots: Sequence[int], *, nodes: Sequence[str] | None = None,
-             threshold: float = DEFAULT_THRESHOLD, nbytes: int = CPU_BYTES) -> dict:
-    """A CPU job's plan: the ranks of each pod, nothing expected (the model has no CPU MPI
-    all-reduce): the figures are reported, not judged."""
+def plain_plan(slots: Sequence[int], *, gpus: bool = False,
+               nodes: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """A plan without expectations: the ranks of each pod. A CPU job's (the model has no CPU
+    MPI all-reduce) or one placed by the scheduler: its figures are reported, not judged."""
     pods = [{"slots": s, **({"node": nodes[i]} if nodes else {})} for i, s in enumerate(slots)]
-    return {"gpus": False, "threshold": threshold, "bytes": nbytes, "iters": ITERS,
-            "warmup": WARMUP, "pods": pods}
+    return {"gpus": gpus, "threshold": threshold, "bytes": GPU_BYTES if gpus else CPU_BYTES,
+            "iters": ITERS, "warmup": WARMUP, "pods": pods}
+
+
+def for_template(plan: dict, slots: Sequence[int]) -> dict | None:
+    """A plan for uniform workers from one template (operator, TrainJob modes), where the
+    operator decides which worker runs on which planned node: every pod is expected what
+    the slowest planned pod is, and named by its host, not a node. None where the planned
+    pods are not these."""
+    pods = plan.get("pods") or []
+    if len(pods) != len(slots):
+        return None
+    own = [p["node_path"] for p in pods if p.get("node_path")]
+    lowest = min(own, key=lambda e: e["gbs"]) if len(own) == len(pods) else None
+    links_counted = [p.get("nvlinks", 0) for p in pods]
+    out = []
+    for count in slots:
+        pod: dict = {"slots": count}
+        if lowest is not None:
+            pod["node_path"] = lowest
+        if min(links_counted, default=0):
+            pod["nvlinks"] = min(links_counted)
+        out.append(pod)
+    pairs = plan.get("pairs") or {}
+    lowest_pair = min(pairs.values(), key=lambda e: e["gbs"]) if pairs else None
+    return {**plan, "pods": out,
+            **({"pairs": {k: lowest_pair for k in pairs}} if lowest_pair else {})}
 
 
 # ---------------------------------------------------------------------------- judgement

@@ -46,31 +46,57 @@ def render(
     prediction: dict | None = None,
     trainer_version: str | None = None,
     managed_by: str | None = None,
+    preflight_source: str | None = None,
+    preflight_plan: dict | None = None,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
-    `trainer_version`: the TrainJob API the cluster serves (None: the builder's own)."""
+    `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
+    `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
+    pod only, nothing expected)."""
     from mpijob.jobspec.defaults import MODES
     from mpijob.k8s.workload import workload
 
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     work = workload(spec, placement, mode)
+    files = preflight_files(work, preflight_source, preflight_plan)
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
 
-        return render_operator(work, benchmark_source, prediction, managed_by)
+        return render_operator(work, benchmark_source, prediction, managed_by, files)
     if mode == "trainjob":  # what a TrainJob cannot carry is refused there
         from mpijob.k8s.render_trainjob import render_trainjob
 
         version = {"version": trainer_version} if trainer_version else {}
         return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
-                               **version)
+                               preflight_files=files, **version)
     from mpijob.k8s.render_pods import render_pods
 
     if ssh is None:
         raise ValueError("pods mode needs SSH keys")
-    return render_pods(work, ssh, benchmark_source, prediction, elastic_source)
+    return render_pods(work, ssh, benchmark_source, prediction, elastic_source, files)
+
+
+def preflight_files(work, source: str | None, plan: dict | None) -> dict[str, str] | None:
+    """The preflight's ConfigMap entries: its program and its plan for these pods."""
+    import json
+
+    from mpijob.k8s.command import PREFLIGHT_IN_POD, PREFLIGHT_PLAN_IN_POD
+    from mpijob.perf import preflight
+
+    spec = work.spec
+    if spec.preflight == "off" or source is None:
+        return None
+    if work.shape is not None:  # one template: which worker lands on which node is the operator's
+        slots = [work.shape.slots] * work.shape.replicas
+        plan = preflight.for_template(plan, slots) if plan else None
+    else:
+        slots = [p.slots for p in work.workers]
+    if plan is None or [p["slots"] for p in plan["pods"]] != slots:
+        plan = preflight.plain_plan(slots, gpus=spec.gpus_per_worker > 0)
+    return {PREFLIGHT_IN_POD.rsplit("/", 1)[1]: source,
+            PREFLIGHT_PLAN_IN_POD.rsplit("/", 1)[1]: json.dumps(plan, indent=1, sort_keys=True) + "\n"}
 
 
 class KubernetesObjects(BaseBackend):
@@ -80,7 +106,11 @@ class KubernetesObjects(BaseBackend):
         """Render the job's objects, once; computed here without a call to anything."""
         # lazy: choosing a backend imports this module for every job command; SSH keys
         # (cryptography) load only to submit or dry-run
-        from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
+        from launcher.preparing.benchmark_program import (
+            benchmark_source,
+            elastic_benchmark_source,
+            preflight_source,
+        )
         from launcher.preparing.sshkeys import generate_ssh_keys
 
         spec = plan.spec
@@ -91,5 +121,7 @@ class KubernetesObjects(BaseBackend):
             elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
             else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
-            trainer_version=options.trainer_version, managed_by=options.managed_by)
+            trainer_version=options.trainer_version, managed_by=options.managed_by,
+            preflight_source=preflight_source() if spec.preflight != "off" else None,
+            preflight_plan=plan.preflight)
         return Prepared(spec, plan, tuple(objects))

@@ -23,6 +23,7 @@ from launcher.backends.base import (
 )
 from launcher.backends.kubernetes.snapshot import parse_index_list
 from launcher.formats.benchmark_result import parse_benchmark_output
+from launcher.formats.preflight_reports import preflight_status
 from mpijob.jobspec import defaults, names
 from mpijob.wellknown import COMPLETION_INDEX_LABEL
 
@@ -348,6 +349,7 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
     )
     if launcher_log:
         out.images_per_sec, out.result = parse_result(launcher_log)
+        out.preflight = preflight_status(launcher_log)
     if out.images_per_sec is None:
         out.images_per_sec = recorded_images_per_sec(root)
     if phase == FAILED and failed_logs:

@@ -60,6 +60,7 @@ from launcher.backends.local.state import (
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
+from launcher.formats.preflight_reports import preflight_from_file
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -512,6 +513,7 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         placement=[{"node": node, "gpus": list(gpus)}] if node else [],
         reason=reason, message=message, log_tail=list(log_tail),
         images_per_sec=record.images_per_sec, result=record.result,
+        preflight=preflight_from_file(paths.launcher_log),
     )
 
 

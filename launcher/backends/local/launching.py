@@ -152,10 +152,19 @@ def described(spec: JobSpec, job: JobLaunch) -> dict:
     if spec.elastic:  # horovodrun's hosts, not a hostfile: what its discovery lists
         del out["hostfile"]
         out["hosts"] = local_elastic.host_slots(spec)
-    notes = ignored_options_note(spec)
+    notes = [n for n in (ignored_options_note(spec), preflight_note(spec)) if n]
     if notes:
-        out["notes"] = [notes]
+        out["notes"] = notes
     return out
+
+
+def preflight_note(spec: JobSpec) -> str | None:
+    """Where this backend does not run the preflight the job asks for, said."""
+    if spec.preflight == "off" or not (spec.elastic or spec.user_gives_mpirun):
+        return None
+    why = "an elastic job's horovodrun" if spec.elastic else "the job's own launch line"
+    return (f"local backend: no preflight before {why} (it runs before the mpirun line "
+            "hvdk8s writes); --preflight off says nothing")
 
 
 def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir: Path | None,
@@ -194,7 +203,27 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
                              cores_per_rank=cores_per_rank(spec, cores) if not gpus else None)
     line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
                                local=local, set_env={**environ, **env})
-    return Launch(line.argv(mpi.dialect), env, mpi.dialect, rank_logs=job_dir is not None)
+    argv = line.argv(mpi.dialect)
+    if spec.preflight != "off":
+        check = command.mpirun_line(spec, str(hostfile), program=preflight_argv(spec, python, gpus),
+                                    mpirun=mpi.mpirun, local=local, set_env={**environ, **env})
+        argv = command.preflight_then(spec.preflight, check.argv(mpi.dialect), argv)
+    return Launch(argv, env, mpi.dialect, rank_logs=job_dir is not None)
+
+
+def preflight_argv(spec: JobSpec, python: str, gpus: list[int]) -> list[str]:
+    """The preflight on this machine: every rank in one host's group, its plan on the line
+    (no expectation: a CPU MPI all-reduce is not modelled; this machine's GPUs are not
+    placed by the model)."""
+    import json
+
+    from launcher.preparing.benchmark_program import preflight_path
+    from mpijob.perf.preflight import plain_plan
+
+    plan = plain_plan([spec.ranks], gpus=bool(gpus), nodes=[socket.gethostname()])
+    return command.preflight_program(spec, python=python, script=str(preflight_path()),
+                                     plan_json=json.dumps(plan, separators=(",", ":"),
+                                                          sort_keys=True))
 
 
 def _under_rank_wrapper(python: str, job_dir: Path | None, program: list[str]) -> list[str]:
