@@ -134,7 +134,8 @@ SHOWN: dict[str, Shown] = {
         "Before the program, on the job's own GPUs and line: NVML health checks and "
         "all-reduces per node, across nodes and over the job, judged against the model's "
         "expectation for this placement. warn: report in `get` and go on; fail: end the "
-        "job before its program starts, releasing its GPUs; off: skip.")),
+        "job before its program starts, releasing its GPUs; off: skip. Default: warn on "
+        "Kubernetes; on this machine warn for GPU jobs, off for CPU ones.")),
     "extra_resources": Shown("pods", "NAME=N", help=(
         "Another device resource per worker pod, NAME=N (e.g. example.com/fpga=1); "
         "repeatable.")),

@@ -23,15 +23,6 @@ def elastic_benchmark_source() -> str:
                  "it must lie beside HVDK8S_BENCHMARK")
 
 
-def preflight_source() -> str:
-    """The preflight (hvdk8s_preflight.py beside the benchmark), shipped in the ConfigMap."""
-    return _read(preflight_path(), "the preflight program", "it must lie beside HVDK8S_BENCHMARK")
-
-
-def preflight_path() -> Path:
-    return benchmark_path().with_name("hvdk8s_preflight.py")
-
-
 def _read(path: Path, what: str, remedy: str) -> str:
     try:
         return path.read_text()

@@ -57,6 +57,9 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
     namespace's enforced Pod Security level, where known. An elastic job is placed for as
     many workers as fit now, up to its maximum, and keeps --workers as its start size."""
+    from mpijob.jobspec.defaults import PREFLIGHT_KUBERNETES
+
+    spec = spec.with_preflight_default(PREFLIGHT_KUBERNETES)
     if spec.elastic:
         from launcher.preparing.elastic_plan import plan_elastic
 
@@ -162,7 +165,7 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
 def preflight_plan(spec: JobSpec, placement: Placement, cluster: Cluster,
                    assumptions: Assumptions | None, transport: str) -> dict | None:
     """The preflight's expectations on the planned pods, on the network the job gets."""
-    if spec.preflight == "off" or not spec.gpus_per_worker:
+    if not spec.runs_preflight or not spec.gpus_per_worker:
         return None
     from mpijob.perf import preflight
     from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS

@@ -215,10 +215,10 @@ def launch_argv(spec: JobSpec, hostfile: str, *, rsh_args: str | None = None) ->
         main = ["/bin/sh", "-c", spec.command[0]] if spec.shell else list(spec.command)
     else:
         main = _with_rsh(mpirun_argv(spec, hostfile), rsh_args)
-    if spec.preflight == "off":
+    if not spec.runs_preflight:
         return main
     pre = _with_rsh(mpirun_argv(spec, hostfile, program=preflight_program(spec)), rsh_args)
-    return preflight_then(spec.preflight, pre, main)
+    return preflight_then(str(spec.preflight), pre, main)
 
 
 def _with_rsh(argv: list[str], rsh_args: str | None) -> list[str]:
@@ -227,7 +227,7 @@ def _with_rsh(argv: list[str], rsh_args: str | None) -> list[str]:
 
 def preflight_config(spec: JobSpec, files: dict[str, str] | None) -> dict[str, str]:
     """The ConfigMap entries the preflight needs (its program and plan), none when off."""
-    if spec.preflight == "off":
+    if not spec.runs_preflight:
         return {}
     if files is None:
         raise ValueError("the preflight runs from the job's ConfigMap: pass its files")
@@ -239,7 +239,7 @@ def preflight_program(spec: JobSpec, *, python: str = "python", script: str = PR
                       plan_json: str | None = None) -> list[str]:
     """What each rank runs first: the preflight, with its plan from the ConfigMap's file or,
     on this machine, on its line."""
-    argv = [python, script, "--policy", spec.preflight]
+    argv = [python, script, "--policy", str(spec.preflight)]
     return argv + (["--plan-json", plan_json] if plan_json is not None else ["--plan", plan_file])
 
 

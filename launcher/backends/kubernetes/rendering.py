@@ -46,7 +46,6 @@ def render(
     prediction: dict | None = None,
     trainer_version: str | None = None,
     managed_by: str | None = None,
-    preflight_source: str | None = None,
     preflight_plan: dict | None = None,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
@@ -60,7 +59,7 @@ def render(
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     work = workload(spec, placement, mode)
-    files = preflight_files(work, preflight_source, preflight_plan)
+    files = preflight_files(work, preflight_plan)
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
 
@@ -78,16 +77,18 @@ def render(
     return render_pods(work, ssh, benchmark_source, prediction, elastic_source, files)
 
 
-def preflight_files(work, source: str | None, plan: dict | None) -> dict[str, str] | None:
+def preflight_files(work, plan: dict | None) -> dict[str, str] | None:
     """The preflight's ConfigMap entries: its program and its plan for these pods."""
     import json
 
     from mpijob.k8s.command import PREFLIGHT_IN_POD, PREFLIGHT_PLAN_IN_POD
+    from mpijob.k8s.render import pod_script
     from mpijob.perf import preflight
 
     spec = work.spec
-    if spec.preflight == "off" or source is None:
+    if not spec.runs_preflight:
         return None
+    source = pod_script(PREFLIGHT_IN_POD.rsplit("/", 1)[1])
     if work.shape is not None:  # one template: which worker lands on which node is the operator's
         slots = [work.shape.slots] * work.shape.replicas
         plan = preflight.for_template(plan, slots) if plan else None
@@ -106,11 +107,7 @@ class KubernetesObjects(BaseBackend):
         """Render the job's objects, once; computed here without a call to anything."""
         # lazy: choosing a backend imports this module for every job command; SSH keys
         # (cryptography) load only to submit or dry-run
-        from launcher.preparing.benchmark_program import (
-            benchmark_source,
-            elastic_benchmark_source,
-            preflight_source,
-        )
+        from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys
 
         spec = plan.spec
@@ -122,6 +119,5 @@ class KubernetesObjects(BaseBackend):
             else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by,
-            preflight_source=preflight_source() if spec.preflight != "off" else None,
             preflight_plan=plan.preflight)
         return Prepared(spec, plan, tuple(objects))

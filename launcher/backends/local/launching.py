@@ -102,6 +102,8 @@ class LocalLaunches(BaseBackend):
             raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
                              "device resources are Kubernetes's; the local backend runs the "
                              "ranks on this machine (use --backend kubernetes)")
+        spec = spec.with_preflight_default(defaults.PREFLIGHT_LOCAL_GPU if spec.gpus_per_worker
+                                           else defaults.PREFLIGHT_LOCAL_CPU)
         plan = Plan(spec)
         if assumptions is None or spec.gpus_per_worker:
             return plan
@@ -160,7 +162,7 @@ def described(spec: JobSpec, job: JobLaunch) -> dict:
 
 def preflight_note(spec: JobSpec) -> str | None:
     """Where this backend does not run the preflight the job asks for, said."""
-    if spec.preflight == "off" or not (spec.elastic or spec.user_gives_mpirun):
+    if not spec.runs_preflight or not (spec.elastic or spec.user_gives_mpirun):
         return None
     why = "an elastic job's horovodrun" if spec.elastic else "the job's own launch line"
     return (f"local backend: no preflight before {why} (it runs before the mpirun line "
@@ -204,10 +206,10 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
     line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
                                local=local, set_env={**environ, **env})
     argv = line.argv(mpi.dialect)
-    if spec.preflight != "off":
+    if spec.runs_preflight:
         check = command.mpirun_line(spec, str(hostfile), program=preflight_argv(spec, python, gpus),
                                     mpirun=mpi.mpirun, local=local, set_env={**environ, **env})
-        argv = command.preflight_then(spec.preflight, check.argv(mpi.dialect), argv)
+        argv = command.preflight_then(str(spec.preflight), check.argv(mpi.dialect), argv)
     return Launch(argv, env, mpi.dialect, rank_logs=job_dir is not None)
 
 
@@ -217,11 +219,13 @@ def preflight_argv(spec: JobSpec, python: str, gpus: list[int]) -> list[str]:
     placed by the model)."""
     import json
 
-    from launcher.preparing.benchmark_program import preflight_path
+    from importlib import resources
+
     from mpijob.perf.preflight import plain_plan
 
+    script = resources.files("mpijob.k8s.podscripts").joinpath("hvdk8s_preflight.py")
     plan = plain_plan([spec.ranks], gpus=bool(gpus), nodes=[socket.gethostname()])
-    return command.preflight_program(spec, python=python, script=str(preflight_path()),
+    return command.preflight_program(spec, python=python, script=str(script),
                                      plan_json=json.dumps(plan, separators=(",", ":"),
                                                           sort_keys=True))
 

@@ -26,7 +26,7 @@ def node(name, topology, model=H100, gbps=100.0, **kw) -> Node:
 
 def program():
     spec = importlib.util.spec_from_file_location(
-        "hvdk8s_preflight", ROOT / "images" / "benchmark" / "hvdk8s_preflight.py")
+        "hvdk8s_preflight", ROOT / "mpijob" / "k8s" / "podscripts" / "hvdk8s_preflight.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

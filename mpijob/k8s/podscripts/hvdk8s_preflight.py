@@ -24,6 +24,10 @@ then ends the job before the user's program starts). One file, Python 3.8, no de
     python hvdk8s_preflight.py --plan /etc/hvdk8s/preflight.json
 """
 
+# mypy: ignore-errors
+# (it runs under the image's Python, 3.8 or later, with whichever of mpi4py, Horovod, torch
+# and nvidia-ml-py the image has; hvdk8s never imports it)
+
 import argparse
 import json
 import math
@@ -36,7 +40,7 @@ from array import array
 
 REPORT_PREFIX = "HVDK8S_REPORT "
 FAILED_EXIT = 86
-# Where each MPI tells a process its rank (as hvdk8s_report.py reads it).
+# Where each MPI tells a process its rank (as images/benchmark/hvdk8s_report.py reads it).
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "HOROVOD_SIZE")
 # NVML clock throttle reasons that mean the hardware slowed itself (nvml.h
@@ -461,7 +465,7 @@ def summarize(plan, gathered, policy, threshold, comm, started):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="hvdk8s preflight")
     parser.add_argument("--plan", help="the plan file (JSON) hvdk8s wrote")
     parser.add_argument("--plan-json", help="the plan itself, as JSON")
     parser.add_argument("--policy", choices=("warn", "fail"), default="warn")
