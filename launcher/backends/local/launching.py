@@ -218,7 +218,6 @@ def preflight_argv(spec: JobSpec, python: str, gpus: list[int]) -> list[str]:
     (no expectation: a CPU MPI all-reduce is not modelled; this machine's GPUs are not
     placed by the model)."""
     import json
-
     from importlib import resources
 
     from mpijob.perf.preflight import plain_plan
