@@ -295,3 +295,23 @@ def measured_links(reports: Iterable[dict]) -> dict[str, list[float]]:
             continue
         out.setdefault(str(r["link_kind"]), []).append(float(r["busbw_gbs"]))
     return out
+
+
+def fitted_links(measured: dict[str, list[float]]):
+    """The calibration's link bandwidths from preflight figures: per kind, their mean and its
+    standard error (mpijob.perf.calibration.LinkBandwidth; busbw is the ring's slowest link,
+    which is what the model's link bandwidth means). The 64 MiB figures carry NCCL's latency,
+    a few percent below the pure bandwidth on every link but the NVL72 fabric's."""
+    import math
+
+    from mpijob.perf.calibration import LINK_KINDS, LinkBandwidth
+
+    out = []
+    for kind, values in sorted(measured.items()):
+        if kind not in LINK_KINDS or not values:
+            continue
+        mean = sum(values) / len(values)
+        err = (math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+               if len(values) > 1 else None)
+        out.append(LinkBandwidth(kind=kind, gbs=mean, gbs_stderr=err, runs=len(values)))
+    return out
