@@ -186,7 +186,11 @@ def render_operator(work: Workload, benchmark_source: str | None,
             **({"sshAuthMountPath": path} if (path := ssh_auth_mount_path(spec)) else {}),
             "runPolicy": run_policy,
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                # Never: a failed launcher pod stays, Failed, with its log (the preflight's
+                # verdict, mpirun's error) for `get`. OnFailure restarts it in place, so it is
+                # still active when the Job fails, and the Job controller deletes active pods
+                # then (job_controller.go syncJob: deleteActivePods), log and all.
+                "Launcher": {"replicas": 1, "restartPolicy": "Never",
                              "template": _template(work, names.ROLE_LAUNCHER, launcher, benchmark,
                                                    None, gang=False)},
                 "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
