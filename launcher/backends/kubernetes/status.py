@@ -379,6 +379,14 @@ def failing_pod(pods: list[dict]) -> dict | None:
     return launchers[-1] if launchers else None
 
 
+def preflight_unread(root: dict | None, status: JobStatus) -> bool:
+    """The job runs a preflight (its spec says warn or fail) whose verdict its launcher log's
+    tail did not hold."""
+    if job_spec_of(root).get("preflight") not in ("warn", "fail"):
+        return False
+    return (status.preflight or {}).get("verdict") in (None, "running", "none")
+
+
 def current_launcher(pods: list[dict]) -> dict | None:
     launchers = _launcher_pods(pods)
     return launchers[-1] if launchers else None

@@ -84,3 +84,16 @@ def test_get_shows_the_preflight_and_names_the_slow_path(k8s, mode, policy):
     assert "preflight: FAILED" in table and then in table
     assert "failed: across nodes (one rank each)" in table
     assert "GPUs: 2 of 2 healthy" in table
+
+
+def test_get_finds_the_preflight_at_the_head_of_a_long_log(k8s):
+    srv = k8s.server()
+    lines = preflight_lines("warn") + [f"step {i}" for i in range(800)]  # past the tail read
+    srv.script_pod(r"pf-worker-\d+", exit_code=None)
+    srv.script_pod(r"pf-launcher-.*", logs=lines, exit_code=0)
+    result = hvdk8s(k8s, "submit", "mpi", "--name", "pf", "--workers", "2", "--gpus", "1",
+                    "--image", IMAGE, "--mode", "pods", "--preflight", "warn", "python", "t.py")
+    assert result.exit_code == 0, result.output
+    assert hvdk8s(k8s, "wait", "pf", "--timeout", "60").exit_code == 0
+    pre = json.loads(hvdk8s(k8s, "get", "pf", "-o", "json").stdout)["preflight"]
+    assert pre["verdict"] == "fail" and len(pre["paths"]) == 1  # read once, not twice
