@@ -243,11 +243,11 @@ def preflight_program(spec: JobSpec, *, python: str = "python", script: str = PR
     return argv + (["--plan-json", plan_json] if plan_json is not None else ["--plan", plan_file])
 
 
-def preflight_then(policy: str, preflight: list[str], main: list[str]) -> list[str]:
-    """The preflight's mpirun line, then the program's (exec'd: signals and the exit status
-    are its own). Under fail, a preflight that does not pass (its verdict, exit 86, or any
-    failure to run) ends the launch before the program starts; under warn it is said and
-    the program starts."""
+def preflight_then(policy: str, preflight: list[str] | str, main: list[str]) -> list[str]:
+    """The preflight's line (argv, or shell text that computes it at start), then the
+    program's (exec'd: signals and the exit status are its own). Under fail, a preflight
+    that does not pass (its verdict, exit 86, or any failure to run) ends the launch before
+    the program starts; under warn it is said and the program starts."""
     if policy == "fail":
         after = ('  echo "hvdk8s: preflight failed (exit $status; hvdk8s get names the '
                  'hardware): the program does not start (--preflight fail)" >&2\n'
@@ -256,7 +256,7 @@ def preflight_then(policy: str, preflight: list[str], main: list[str]) -> list[s
         after = ('  echo "hvdk8s: preflight ended with exit $status (hvdk8s get says why); '
                  'the program starts (--preflight warn)" >&2\n')
     script = (f'echo "hvdk8s: preflight (--preflight {policy})"\n'
-              f"{shell_join(preflight)}\n"
+              f"{preflight if isinstance(preflight, str) else shell_join(preflight)}\n"
               "status=$?\n"
               'if [ "$status" -ne 0 ]; then\n' + after + "fi\n"
               'exec "$@"\n')

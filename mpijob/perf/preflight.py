@@ -176,6 +176,21 @@ def plain_plan(slots: Sequence[int], *, gpus: bool = False,
             "iters": ITERS, "warmup": WARMUP, "pods": pods}
 
 
+def for_elastic(plan: dict, gpus_per_worker: int) -> dict:
+    """An elastic job's plan: its workers at the start are whichever are Ready, one pod each,
+    on nodes the plan may not have picked. A pod is expected what the slowest planned pod
+    of one worker's GPUs is (where the plan has such pods); nothing is expected across pods,
+    whose nodes and pairs are known only then. The program makes one pod per worker of it
+    (--uniform-slots)."""
+    own = [p for p in plan.get("pods") or [] if p.get("slots") == gpus_per_worker]
+    pod: dict = {"slots": gpus_per_worker}
+    if own and all(p.get("node_path") for p in own):
+        pod["node_path"] = min((p["node_path"] for p in own), key=lambda e: e["gbs"])
+    if own and min(p.get("nvlinks", 0) for p in own):
+        pod["nvlinks"] = min(p["nvlinks"] for p in own)
+    return {k: v for k, v in plan.items() if k not in ("nodes", "pairs", "job")} | {"pods": [pod]}
+
+
 def for_template(plan: dict, slots: Sequence[int]) -> dict | None:
     """A plan for uniform workers from one template (operator, TrainJob modes), where the
     operator decides which worker runs on which planned node: every pod is expected what

@@ -94,7 +94,9 @@ def preflight_files(work, plan: dict | None) -> dict[str, str] | None:
         plan = preflight.for_template(plan, slots) if plan else None
     else:
         slots = [p.slots for p in work.workers]
-    if plan is None or [p["slots"] for p in plan["pods"]] != slots:
+        if spec.elastic and plan:
+            plan = preflight.for_elastic(plan, spec.gpus_per_worker)
+    if plan is None or (not spec.elastic and [p["slots"] for p in plan["pods"]] != slots):
         plan = preflight.plain_plan(slots, gpus=spec.gpus_per_worker > 0)
     return {PREFLIGHT_IN_POD.rsplit("/", 1)[1]: source,
             PREFLIGHT_PLAN_IN_POD.rsplit("/", 1)[1]: json.dumps(plan, indent=1, sort_keys=True) + "\n"}

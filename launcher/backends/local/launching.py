@@ -162,11 +162,10 @@ def described(spec: JobSpec, job: JobLaunch) -> dict:
 
 def preflight_note(spec: JobSpec) -> str | None:
     """Where this backend does not run the preflight the job asks for, said."""
-    if not spec.runs_preflight or not (spec.elastic or spec.user_gives_mpirun):
+    if not spec.runs_preflight or spec.elastic or not spec.user_gives_mpirun:
         return None
-    why = "an elastic job's horovodrun" if spec.elastic else "the job's own launch line"
-    return (f"local backend: no preflight before {why} (it runs before the mpirun line "
-            "hvdk8s writes); --preflight off says nothing")
+    return ("local backend: no preflight before the job's own launch line (it runs before "
+            "the mpirun line hvdk8s writes); --preflight off says nothing")
 
 
 def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir: Path | None,
@@ -188,9 +187,15 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
         env[local_rank.PATH_ENV] = user_path
         runner = local_elastic.check(spec, python)
         discovery = str((job_dir or Path(".")) / local_elastic.DISCOVERY)
-        return Launch(horovodrun_argv(spec, horovodrun=runner, discovery=discovery,
-                                      program=wrapped, nic=local_elastic.INTERFACE),
-                      env, None, rank_logs=job_dir is not None)
+        argv = horovodrun_argv(spec, horovodrun=runner, discovery=discovery, program=wrapped,
+                               nic=local_elastic.INTERFACE)
+        if spec.runs_preflight:  # at the start: every rank on this machine, one Gloo run
+            ranks = str(spec.ranks)
+            check = [runner, "--gloo", "-np", ranks, "-H", f"localhost:{ranks}",
+                     "--network-interface", local_elastic.INTERFACE,
+                     *preflight_argv(spec, python, gpus), "--uniform-slots", ranks]
+            argv = command.preflight_then(str(spec.preflight), check, argv)
+        return Launch(argv, env, None, rank_logs=job_dir is not None)
     if mpi is None:
         # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
         # commands first as long as that mpirun is found by name (no implied prefix).

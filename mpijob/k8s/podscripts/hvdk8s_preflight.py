@@ -232,40 +232,68 @@ class MpiComm:
         return self.world.bcast(value, root=0)
 
 
-class HorovodTorchComm:
-    """The job's own NCCL through the image's Horovod: process sets for the groups."""
+class HorovodComm:
+    """The image's Horovod (horovod.torch, else horovod.tensorflow): process sets for the
+    groups; on the GPUs its all-reduce is the job's own NCCL."""
 
-    name = "horovod-nccl"
+    def __init__(self, groups, gpu):
+        try:
+            import horovod.torch as hvd
+            import torch
 
-    def __init__(self, groups):
-        import horovod.torch as hvd
-        import torch
+            self.framework, self.lib = "torch", torch
+        except ImportError:
+            import horovod.tensorflow as hvd
+            import tensorflow as tf
 
-        self.hvd, self.torch = hvd, torch
+            self.framework, self.lib = "tensorflow", tf
+        self.hvd, self.gpu = hvd, gpu
+        self.name = "horovod-nccl" if gpu else "horovod-cpu"
         world = tuple(range(max((r for g in groups for r in g), default=0) + 1))
         # The whole job is Horovod's global set; the others are declared at init.
         self.sets = {tuple(g): hvd.ProcessSet(list(g)) for g in groups if tuple(g) != world}
         hvd.init(process_sets=list(self.sets.values()))
         self.sets[world] = hvd.global_process_set
-        torch.cuda.set_device(hvd.local_rank())
+        if gpu and self.framework == "torch":
+            self.lib.cuda.set_device(hvd.local_rank())
+        elif self.framework == "tensorflow":
+            gpus = self.lib.config.list_physical_devices("GPU")
+            if gpu and gpus:
+                self.lib.config.experimental.set_memory_growth(gpus[hvd.local_rank()], True)
+                self.lib.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
         self.rank, self.size = hvd.rank(), hvd.size()
 
     def own_group(self, groups):
         mine = next((g for g in groups if self.rank in g), None)
         return self.sets.get(tuple(mine)) if mine is not None else None
 
+    def _tensor(self, count):
+        if self.framework == "torch":
+            return self.lib.zeros(count, dtype=self.lib.float32,
+                                  device="cuda" if self.gpu else "cpu")
+        with self.lib.device("/GPU:0" if self.gpu else "/CPU:0"):
+            return self.lib.zeros([count], dtype=self.lib.float32)
+
+    def _wait(self, result):
+        if self.framework == "torch":
+            if self.gpu:
+                self.lib.cuda.synchronize()
+        else:
+            result.numpy()  # eager: the value is there once the all-reduce is done
+
     def time_allreduce(self, process_set, nbytes, iters, warmup):
-        torch, hvd = self.torch, self.hvd
+        hvd = self.hvd
         count = max(1, nbytes // 4)
-        tensor = torch.zeros(count, dtype=torch.float32, device="cuda")
+        tensor = self._tensor(count)
+        result = tensor
         for i in range(warmup):
-            hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name=f"w{i}")
-        torch.cuda.synchronize()
-        hvd.allreduce(torch.zeros(1), op=hvd.Sum, process_set=process_set, name="barrier")
+            result = hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name=f"w{i}")
+        self._wait(result)
+        hvd.allreduce(self._tensor(1), op=hvd.Sum, process_set=process_set, name="barrier")
         start = time.perf_counter()
         for i in range(iters):
-            hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name=f"t{i}")
-        torch.cuda.synchronize()
+            result = hvd.allreduce(tensor, op=hvd.Sum, process_set=process_set, name=f"t{i}")
+        self._wait(result)
         return (time.perf_counter() - start) / iters, 4 * count
 
     def gather(self, value):
@@ -276,17 +304,27 @@ class HorovodTorchComm:
         return self.hvd.broadcast_object(value, root_rank=0)
 
 
+def under_mpirun():
+    return any(name in os.environ for name in _RANK_VARIABLES[:3])
+
+
 def open_comm(gpu_job, groups):
-    """The image's own all-reduce: Horovod on the GPUs, else mpi4py; None: neither."""
-    if gpu_job:
+    """The image's own all-reduce: under mpirun, Horovod on the GPUs, else mpi4py (Horovod
+    on CPU tensors where mpi4py is absent); under horovodrun (elastic jobs), Horovod. None:
+    the image has neither."""
+    tries = []
+    if under_mpirun():
+        if gpu_job:
+            tries.append(lambda: HorovodComm(groups, True))
+        tries += [MpiComm, lambda: HorovodComm(groups, False)]
+    else:
+        tries.append(lambda: HorovodComm(groups, gpu_job))
+    for make in tries:
         try:
-            return HorovodTorchComm(groups)
+            return make()
         except Exception:
-            pass
-    try:
-        return MpiComm()
-    except Exception:
-        return None
+            continue
+    return None
 
 
 # ---------------------------------------------------------------------------------- plan
@@ -325,6 +363,20 @@ def measurements(plan):
         if sum(len(g) for g in groups) > len(groups):
             rounds.append([("job", 0, [r for g in groups for r in g])])
     return [r for r in rounds if r]
+
+
+def uniform(plan, size, slots):
+    """The plan of an elastic job at its start: as many pods of `slots` ranks as the world
+    holds, each expected what the plan's first (the slowest planned) pod is; pairs as the
+    slowest planned pair."""
+    template = {k: v for k, v in (plan.get("pods") or [{}])[0].items() if k not in ("node", "host")}
+    count = max(1, size // slots)
+    out = dict(plan, pods=[dict(template, slots=slots) for _ in range(count)])
+    pairs = list((plan.get("pairs") or {}).values())
+    if pairs:
+        lowest = min(pairs, key=lambda e: e.get("gbs") or 0)
+        out["pairs"] = {f"{a}-{b}": lowest for rnd in pair_rounds(count) for a, b in rnd}
+    return out
 
 
 def expected_for(plan, path, key):
@@ -440,7 +492,7 @@ def summarize(plan, gathered, policy, threshold, comm, started):
              "link_kind": expect.get("kind"), "host": hosts.get(ranks[0]),
              "nodes": [pods[i].get("node") for i in member_pods],
              "backend": comm.name if comm is not None else None}
-        if plan.get("gpus") and r["backend"] != HorovodTorchComm.name:
+        if plan.get("gpus") and r["backend"] != "horovod-nccl":
             r["expected_gbs"] = None  # host memory through MPI: not the GPUs' links
         r["verdict"] = judge(measured, r["expected_gbs"], threshold)
         results.append(r)
@@ -454,8 +506,8 @@ def summarize(plan, gathered, policy, threshold, comm, started):
     if comm is None:
         notes.append("no mpi4py or Horovod in the image: all-reduce not measured")
     elif plan.get("gpus") and comm.name == "mpi":
-        notes.append("Horovod (horovod.torch) not in the image: all-reduce measured by MPI on "
-                     "host memory, not judged against the GPU links")
+        notes.append("no Horovod in the image: all-reduce measured by MPI on host memory, "
+                     "not judged against the GPU links")
     sources = sorted({info.get("gpu_source") for info in gathered if info.get("gpu_source")})
     report("preflight", 0, check="summary", verdict=verdict, policy=policy,
            threshold=threshold, findings=found, notes=notes, gpu_checks=sources,
@@ -473,6 +525,8 @@ def main(argv=None):
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--bytes", type=int, default=None)
+    parser.add_argument("--uniform-slots", type=int, default=None,
+                        help="elastic: pods of this many ranks, as many as the world holds")
     args = parser.parse_args(argv)
     if args.plan_json:
         plan = json.loads(args.plan_json)
@@ -482,6 +536,8 @@ def main(argv=None):
     else:
         size = _env_int(_SIZE_VARIABLES, 1)
         plan = {"pods": [{"slots": size}]}
+    if args.uniform_slots:
+        plan = uniform(plan, _env_int(_SIZE_VARIABLES, args.uniform_slots), args.uniform_slots)
     threshold = args.threshold if args.threshold is not None else plan.get("threshold", 0.7)
     nbytes = args.bytes or plan.get("bytes") or (64 << 20 if plan.get("gpus") else 8 << 20)
     iters = args.iters or plan.get("iters", 5)

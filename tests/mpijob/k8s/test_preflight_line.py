@@ -174,3 +174,47 @@ def test_local_plan_decides_the_default_by_gpus():
     asked = LocalLaunches().plan(build_spec(name="pf", workers=2, command=TRAIN, shell=True,
                                             preflight="fail"), None, None)
     assert (cpu.spec.preflight, gpu.spec.preflight, asked.spec.preflight) == ("off", "warn", "fail")
+
+
+def test_elastic_pods_run_the_preflight_over_the_workers_ready_at_the_start():
+    spec = _spec(preflight="fail", min_workers=1, max_workers=3)
+    objects = _objects(spec, "pods")
+    command = _launcher_command(objects, "pods")
+    assert command[:2] == ["/bin/sh", "/etc/hvdk8s-elastic/elastic.sh"]
+    script, program = _split(command)
+    assert program[:2] == ["horovodrun", "--gloo"] and "--min-np" in program
+    # The hosts and ranks come from elastic.sh's start hostfile and the job's slots, at start.
+    assert '"$HVDK8S_HOSTFILE"' in script and "$HVDK8S_SLOTS" in script
+    line = next(x for x in script.splitlines() if "hvdk8s_preflight.py" in x)
+    assert line.startswith('horovodrun --gloo -np "$np" -H "$hosts" --network-interface eth0')
+    assert line.endswith("--policy fail --plan /etc/hvdk8s/preflight.json --uniform-slots 4")
+    assert 'exit "$status"' in script
+    assert "preflight.json" in _config_data(objects)
+
+
+def test_elastic_plans_expect_only_a_workers_own_pod():
+    from mpijob.perf.preflight import for_elastic
+
+    nodes = tuple(Node(name=f"n{i}", gpus=8, topology=preset("dgx-h100"),
+                       gpu_model="NVIDIA-H100-80GB-HBM3", network_gbps=100.0) for i in range(2))
+    plan = plan_job(_spec(gpus_per_worker=8, min_workers=1, max_workers=2), Cluster(nodes))
+    elastic = for_elastic(plan.preflight, 8)
+    assert elastic["pods"] == [{"slots": 8, "nvlinks": 18,
+                                "node_path": plan.preflight["pods"][0]["node_path"]}]
+    assert not {"nodes", "pairs", "job"} & set(elastic)
+    # Pods of another size than one worker's: nothing to expect of a worker's pod.
+    assert for_elastic(plan.preflight, 4)["pods"] == [{"slots": 4}]
+
+
+def test_local_elastic_runs_the_preflight_through_horovodrun(tmp_path, monkeypatch):
+    from launcher.backends.local import elastic as local_elastic
+
+    monkeypatch.setattr(local_elastic, "check", lambda spec, python: "/venv/bin/horovodrun")
+    spec = build_spec(name="pf", workers=2, min_workers=1, max_workers=2,
+                      command=("python", "train.py"), preflight="warn")
+    script, program = _split(_local(spec, tmp_path).argv)
+    pre = _preflight_line(script)
+    assert pre[:8] == ["/venv/bin/horovodrun", "--gloo", "-np", "2", "-H", "localhost:2",
+                       "--network-interface", "lo"]
+    assert pre[-2:] == ["--uniform-slots", "2"]
+    assert program[0] == "/venv/bin/horovodrun" and "--host-discovery-script" in program

@@ -52,3 +52,17 @@ def test_a_local_cpu_job_runs_no_preflight_unless_asked():
     asked = runner.invoke(app, ["submit", "mpi", *LOCAL, "--name", "pf", "--workers", "2",
                                 "--preflight", "fail", "--dry-run", "--", "python", "-c", "print(1)"])
     assert "hvdk8s_preflight.py --policy fail" in asked.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.horovod
+def test_an_elastic_local_job_runs_its_preflight_at_the_start():
+    pytest.importorskip("horovod.tensorflow")
+    result = runner.invoke(app, ["submit", "mpi", *LOCAL, "--name", "pfe", "--workers", "2",
+                                 "--min-workers", "1", "--max-workers", "2", "--preflight",
+                                 "warn", "--wait", "--", "python", "-c", "print('program ran')"])
+    assert result.exit_code == 0, result.output
+    pre = json.loads(runner.invoke(app, ["get", "pfe", *LOCAL, "-o", "json"]).stdout)["preflight"]
+    assert pre["verdict"] == "pass"
+    (path,) = pre["paths"]  # this machine: one pod of both ranks (--uniform-slots 2)
+    assert path["path"] == "node" and path["ranks"] == 2 and path["backend"] == "horovod-cpu" and path["busbw_gbs"] > 0
