@@ -30,10 +30,12 @@ Pure: the plan is a dict the program reads (JSON in the job's ConfigMap or its l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mpijob.perf import links, perfdata
+from mpijob.perf.calibration import LINK_KINDS, LinkBandwidth
 from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions, allreduce_candidates
 from mpijob.scheduling.cluster import Node
 
@@ -327,10 +329,6 @@ def fitted_links(measured: dict[str, list[float]]):
     standard error (mpijob.perf.calibration.LinkBandwidth; busbw is the ring's slowest link,
     which is what the model's link bandwidth means). The 64 MiB figures carry NCCL's latency,
     a few percent below the pure bandwidth on every link but the NVL72 fabric's."""
-    import math
-
-    from mpijob.perf.calibration import LINK_KINDS, LinkBandwidth
-
     out = []
     for kind, values in sorted(measured.items()):
         if kind not in LINK_KINDS or not values:
