@@ -28,3 +28,13 @@ def preflight_from_file(path: Path) -> dict | None:
             return preflight_status(line for line in f if is_report_line(line))
     except OSError:
         return None
+
+
+def failure_reason(preflight: dict | None) -> tuple[str, str] | None:
+    """(reason, message) of a job its preflight ended (--preflight fail), naming what failed."""
+    if not preflight or preflight.get("verdict") != "fail" or preflight.get("policy") != "fail":
+        return None
+    found = preflight.get("findings") or []
+    first = found[0] if found else "it did not pass (hvdk8s get shows its figures)"
+    more = f" (and {len(found) - 1} more: hvdk8s get)" if len(found) > 1 else ""
+    return "PreflightFailed", f"the program did not start: {first}{more}"

@@ -81,7 +81,7 @@ from launcher.backends.kubernetes.snapshot import (
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.formats.preflight_reports import preflight_status
+from launcher.formats.preflight_reports import failure_reason, preflight_status
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -663,6 +663,8 @@ class KubernetesBackend(KubernetesObjects):
             head = pod_log_lines(self.client, launcher, limit_bytes=PREFLIGHT_HEAD_BYTES)
             status.preflight = preflight_status(list(dict.fromkeys(head + launcher_log))) \
                 or status.preflight
+        if status.phase == FAILED and (ended := failure_reason(status.preflight)):
+            status.reason, status.message = ended
         if detail and status.gpus_per_worker:
             nodes = [r.node for r in status.replicas if r.node and r.role != names.ROLE_LAUNCHER]
             apply_view(status, worker_gpu_view(ns, status.replicas,

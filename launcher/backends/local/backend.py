@@ -60,7 +60,7 @@ from launcher.backends.local.state import (
 )
 from launcher.backends.local.supervisor import TAIL_LINES, read_lines, tail
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.formats.preflight_reports import preflight_from_file
+from launcher.formats.preflight_reports import failure_reason, preflight_from_file
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -496,6 +496,9 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
                    f"{record.phase.value} (machine restarted or process killed); "
                    f"hvdk8s delete {paths.name} stops what is left")
         log_tail = tail(paths.launcher_log, TAIL_LINES)
+    preflight = preflight_from_file(paths.launcher_log)
+    if phase == FAILED and (ended := failure_reason(preflight)):
+        reason, message = ended
     node, gpus = record.node, record.gpus
     replicas = []
     for r in range(record.ranks):
@@ -513,7 +516,7 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         placement=[{"node": node, "gpus": list(gpus)}] if node else [],
         reason=reason, message=message, log_tail=list(log_tail),
         images_per_sec=record.images_per_sec, result=record.result,
-        preflight=preflight_from_file(paths.launcher_log),
+        preflight=preflight,
     )
 
 

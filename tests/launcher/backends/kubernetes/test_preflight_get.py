@@ -79,6 +79,12 @@ def test_get_shows_the_preflight_and_names_the_slow_path(k8s, mode, policy):
     assert pre["findings"] == [f"across nodes (one rank each): {path['busbw_gbs']:.3g} GB/s "
                                "busbw, expected 7.4 (network: 100 Gb/s TCP NIC of node-a)"]
 
+    if policy == "fail":  # what ended the job, on get's first line and in wait's message
+        assert status["reason"] == "PreflightFailed"
+        assert status["message"] == f"the program did not start: {pre['findings'][0]}"
+    else:
+        assert status["phase"] == "Succeeded"
+
     table = hvdk8s(k8s, "get", "pf").stdout
     then = "the program did not start" if policy == "fail" else "the program went on"
     assert "preflight: FAILED" in table and then in table
