@@ -159,6 +159,10 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
         plan.network = network_plan.NetworkPlan(decision)
         plan.notes.append(f"no prediction: {exc}")
     plan.preflight = preflight_plan(spec, placement, cluster, assumptions, decision.transport)
+    if plan.preflight is not None:
+        from mpijob.perf.preflight import describe
+
+        plan.notes.append(describe(plan.preflight, str(spec.preflight)))
     return _with_shares(plan, cluster)
 
 

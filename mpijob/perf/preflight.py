@@ -338,3 +338,18 @@ def fitted_links(measured: dict[str, list[float]]):
                if len(values) > 1 else None)
         out.append(LinkBandwidth(kind=kind, gbs=mean, gbs_stderr=err, runs=len(values)))
     return out
+
+
+def describe(plan: dict, policy: str) -> str:
+    """One line for submit: what the preflight will expect, what it costs, what it does."""
+    own = [p["node_path"]["gbs"] for p in plan.get("pods") or [] if p.get("node_path")]
+    parts = []
+    if own:
+        parts.append(f"{min(own):.3g} GB/s in a node")
+    if plan.get("nodes"):
+        parts.append(f"{plan['nodes']['gbs']:.3g} GB/s across nodes")
+    expects = f"expects busbw {', '.join(parts)}" if parts else "nothing to expect"
+    then = "the program does not start" if policy == "fail" else "the program starts, get says so"
+    return (f"preflight ({policy}): about {estimated_seconds(plan):.0f} s before the program "
+            f"by the model; {expects}; below {plan.get('threshold', DEFAULT_THRESHOLD):g} of "
+            f"that it names the slow node, and {then} (--preflight off skips it)")

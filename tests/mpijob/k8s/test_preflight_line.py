@@ -218,3 +218,14 @@ def test_local_elastic_runs_the_preflight_through_horovodrun(tmp_path, monkeypat
                        "--network-interface", "lo"]
     assert pre[-2:] == ["--uniform-slots", "2"]
     assert program[0] == "/venv/bin/horovodrun" and "--host-discovery-script" in program
+
+
+def test_submit_says_what_the_preflight_will_expect_and_cost():
+    nodes = tuple(Node(name=f"n{i}", gpus=8, topology=preset("dgx-h100"),
+                       gpu_model="NVIDIA-H100-80GB-HBM3", network_gbps=100.0) for i in range(2))
+    plan = plan_job(_spec(gpus_per_worker=8, preflight="fail"), Cluster(nodes))
+    (line,) = [n for n in plan.notes if n.startswith("preflight")]
+    assert line.startswith("preflight (fail): about ") and "the program does not start" in line
+    assert f"{plan.preflight['nodes']['gbs']:.3g} GB/s across nodes" in line
+    off = plan_job(_spec(gpus_per_worker=8, preflight="off"), Cluster(nodes))
+    assert off.preflight is None and not [n for n in off.notes if n.startswith("preflight")]
