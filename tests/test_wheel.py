@@ -32,4 +32,5 @@ def test_the_wheel_has_the_cli_and_no_test_api_server(tmp_path):
     assert "launcher/cli/app.py" in names
     assert "launcher/backends/kubernetes/backend.py" in names
     assert "mpijob/k8s/podscripts/launcher.sh" in names
+    assert "mpijob/k8s/podscripts/hvdk8s_preflight.py" in names  # the preflight, run in pods
     assert "kubesim/devcluster.py" in names  # `hvdk8s dev cluster` works from the wheel
