@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # a type only: the model does not import the renderers
 # Exported to every rank: NCCL's log level and the paths the image set up.
 FORWARDED_ENV = ("NCCL_DEBUG", "LD_LIBRARY_PATH", "PATH")
 BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
-# The preflight (images/benchmark/hvdk8s_preflight.py) and its plan (mpijob.perf.preflight),
-# shipped in the job's ConfigMap beside the benchmark.
+# The preflight (mpijob/k8s/podscripts/hvdk8s_preflight.py) and its plan
+# (mpijob.perf.preflight), shipped in the job's ConfigMap beside the benchmark.
 PREFLIGHT_IN_POD = "/etc/hvdk8s/hvdk8s_preflight.py"
 PREFLIGHT_PLAN_IN_POD = "/etc/hvdk8s/preflight.json"
 
@@ -212,13 +212,18 @@ def launch_argv(spec: JobSpec, hostfile: str, *, rsh_args: str | None = None) ->
     after the preflight unless --preflight off. `rsh_args`: put on our mpirun lines
     (operator mode on the host network: the line beats the operator's environment)."""
     if spec.user_gives_mpirun:
-        main = ["/bin/sh", "-c", spec.command[0]] if spec.shell else list(spec.command)
+        main = users_line(spec)
     else:
         main = _with_rsh(mpirun_argv(spec, hostfile), rsh_args)
     if not spec.runs_preflight:
         return main
     pre = _with_rsh(mpirun_argv(spec, hostfile, program=preflight_program(spec)), rsh_args)
     return preflight_then(str(spec.preflight), pre, main)
+
+
+def users_line(spec: JobSpec) -> list[str]:
+    """The user's own mpirun/horovodrun line, untouched."""
+    return ["/bin/sh", "-c", spec.command[0]] if spec.shell else list(spec.command)
 
 
 def _with_rsh(argv: list[str], rsh_args: str | None) -> list[str]:

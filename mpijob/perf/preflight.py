@@ -1,6 +1,6 @@
 """What the preflight should measure on this placement, and how its figures are judged.
 
-The preflight (images/benchmark/hvdk8s_preflight.py) runs all-reduces over three kinds of
+The preflight (mpijob/k8s/podscripts/hvdk8s_preflight.py) runs all-reduces over kinds of
 path before the user's program: the ranks of one pod ("node": NVLink or PCIe inside it),
 one rank per pod ("nodes": the network, or the NVLink fabric of an NVL72 partition), pairs
 of pods ("pair": a slow pair names its nodes) and the whole job ("job"). Each is reported as

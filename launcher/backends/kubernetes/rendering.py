@@ -32,6 +32,7 @@ from launcher.preparing.planning import Plan
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.render import SSHKeys
+    from mpijob.k8s.workload import Workload
     from mpijob.scheduling.placement import Placement
 
 
@@ -77,8 +78,10 @@ def render(
     return render_pods(work, ssh, benchmark_source, prediction, elastic_source, files)
 
 
-def preflight_files(work, plan: dict | None) -> dict[str, str] | None:
-    """The preflight's ConfigMap entries: its program and its plan for these pods."""
+def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
+    """The preflight's ConfigMap entries: its program, and its plan for these pods (the
+    planned pods' expectations where the pods are the planned ones, made uniform where one
+    template or an elastic start decides which pod runs where, none otherwise)."""
     import json
 
     from mpijob.k8s.command import PREFLIGHT_IN_POD, PREFLIGHT_PLAN_IN_POD

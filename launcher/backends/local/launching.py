@@ -201,7 +201,7 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
         # commands first as long as that mpirun is found by name (no implied prefix).
         if job_dir is not None:
             env["PATH"] = os.pathsep.join(p for p in (str(job_dir / local_rank.SHIMS), user_path) if p)
-        return Launch(command.launch_argv(spec, str(hostfile)), env)
+        return Launch(command.users_line(spec), env)
 
     program = _under_rank_wrapper(python, job_dir, command.program_argv(spec, **kw))
     if job_dir is not None:
@@ -212,9 +212,9 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
                                local=local, set_env={**environ, **env})
     argv = line.argv(mpi.dialect)
     if spec.runs_preflight:
-        check = command.mpirun_line(spec, str(hostfile), program=preflight_argv(spec, python, gpus),
-                                    mpirun=mpi.mpirun, local=local, set_env={**environ, **env})
-        argv = command.preflight_then(str(spec.preflight), check.argv(mpi.dialect), argv)
+        pre = command.mpirun_line(spec, str(hostfile), program=preflight_argv(spec, python, gpus),
+                                  mpirun=mpi.mpirun, local=local, set_env={**environ, **env})
+        argv = command.preflight_then(str(spec.preflight), pre.argv(mpi.dialect), argv)
     return Launch(argv, env, mpi.dialect, rank_logs=job_dir is not None)
 
 

@@ -229,3 +229,14 @@ def test_submit_says_what_the_preflight_will_expect_and_cost():
     assert f"{plan.preflight['nodes']['gbs']:.3g} GB/s across nodes" in line
     off = plan_job(_spec(gpus_per_worker=8, preflight="off"), Cluster(nodes))
     assert off.preflight is None and not [n for n in off.notes if n.startswith("preflight")]
+
+
+def test_local_users_own_line_runs_alone_as_the_dry_run_says(tmp_path):
+    from launcher.backends.local.launching import build_launch as local_launch
+
+    spec = build_spec(name="pf", workers=2, command=("mpirun -np 2 python t.py",), shell=True,
+                      preflight="warn")
+    launch = local_launch(spec, mpi=None, hostfile=tmp_path / "hostfile", job_dir=None, gpus=[],
+                          python="/venv/bin/python", cores=8, is_root=False,
+                          environ={"PATH": "/usr/bin"})
+    assert launch.argv == ["/bin/sh", "-c", "mpirun -np 2 python t.py"]
