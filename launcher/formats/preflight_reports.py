@@ -1,5 +1,16 @@
 """A job's preflight as `get` keeps it: its "preflight" reports (launcher.formats.rank_reports)
-judged into one verdict (mpijob.perf.preflight.verdict_of), for JobStatus.preflight."""
+judged into one verdict (mpijob.perf.preflight.verdict_of), for JobStatus.preflight.
+
+The program (mpijob/k8s/podscripts/hvdk8s_preflight.py) reports from rank 0, with `check`:
+- "gpu": one per GPU: gpu (index), uuid, host, node, pod, pcie, nvlinks_up, problems (text
+  each), unreadable (what NVML would not say), verdict ("ok" or "unhealthy");
+- "xid": host, node, lines (the kernel's NVRM Xid lines, where readable);
+- "allreduce": one per path: path ("node", "nodes", "pair", "job"), pods, nodes, host,
+  ranks, bytes, seconds, busbw_gbs, expected_gbs, link, link_kind, backend ("mpi",
+  "horovod-nccl", "horovod-cpu"), verdict ("ok", "slow", "unjudged");
+- "summary": verdict ("pass", "fail"), policy, threshold, findings (what failed, named),
+  notes, gpu_checks (where from), backend, ranks, seconds (the program's own time).
+"""
 
 from __future__ import annotations
 

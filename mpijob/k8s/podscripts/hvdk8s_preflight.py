@@ -123,16 +123,23 @@ def _nvml_checks(expected_nvlinks):
                 if width < max_width:
                     gpu["problems"].append(f"PCIe link x{width} of x{max_width}")
             # An idle GPU may train its link down to save power: only width counts then.
-            up = 0
+            # A link NVML knows (its state reads) but inactive is down; past the last link
+            # NVML answers INVALID_ARGUMENT, and a GPU without NVLink NOT_SUPPORTED.
+            up, down = 0, []
             for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
                 try:
-                    up += 1 if nv.nvmlDeviceGetNvLinkState(handle, link) else 0
+                    state = nv.nvmlDeviceGetNvLinkState(handle, link)
                 except Exception:
                     break
+                if state:
+                    up += 1
+                else:
+                    down.append(link)
             gpu["nvlinks_up"] = up
             if expected_nvlinks and up < expected_nvlinks:
+                which = f" (down: {', '.join(map(str, down))})" if down else ""
                 gpu["problems"].append(f"{up} of the {expected_nvlinks} NVLinks the plan "
-                                       "counted are up")
+                                       f"counted are up{which}")
             if not gpu["unreadable"]:
                 del gpu["unreadable"]
             out.append(gpu)

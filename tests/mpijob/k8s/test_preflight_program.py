@@ -92,7 +92,7 @@ def test_nvml_checks_name_each_fault_and_pass_a_healthy_gpu(monkeypatch):
     assert "retired pages pending (reset the GPU)" in problems
     assert "clocks throttled: hardware thermal slowdown" in problems
     assert "PCIe link x8 of x16" in problems
-    assert "12 of the 18 NVLinks the plan counted are up" in problems
+    assert "12 of the 18 NVLinks the plan counted are up (down: 12, 13, 14, 15, 16, 17)" in problems
 
 
 def test_nvml_calls_a_gpu_does_not_support_are_said_not_fatal(monkeypatch):
