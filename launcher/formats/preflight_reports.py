@@ -32,13 +32,19 @@ def preflight_status(lines: Iterable[str]) -> dict | None:
     return verdict_of(reports).to_json()
 
 
+# The preflight prints before the program: its reports are in the log's first MiB (a line
+# per GPU and per path of a 512-GPU job is well within it).
+HEAD_BYTES = 1 << 20
+
+
 def preflight_from_file(path: Path) -> dict | None:
-    """A local job's preflight, from its launcher log (read line by line: logs grow large)."""
+    """A local job's preflight, from the head of its launcher log (logs grow large)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            return preflight_status(line for line in f if is_report_line(line))
+        with path.open("rb") as f:
+            head = f.read(HEAD_BYTES).decode("utf-8", "replace")
     except OSError:
         return None
+    return preflight_status(line for line in head.splitlines() if is_report_line(line))
 
 
 def failure_reason(preflight: dict | None) -> tuple[str, str] | None:

@@ -81,7 +81,7 @@ from launcher.backends.kubernetes.snapshot import (
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Timeout, UsageError, UserError
-from launcher.formats.preflight_reports import failure_reason, preflight_status
+from launcher.formats.preflight_reports import HEAD_BYTES, failure_reason, preflight_status
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -103,9 +103,6 @@ OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed
                     "in the API); install it or use --mode pods")
 DEFAULT_SCHEDULE_TIMEOUT = defaults.SCHEDULE_TIMEOUT_SECONDS
 LOG_TAIL_FOR_RESULT = 500
-# The head of a launcher's log that holds a preflight's reports: a line per GPU and per
-# path of a 512-GPU job is well within it.
-PREFLIGHT_HEAD_BYTES = 1 << 20
 
 
 def cluster_snapshot(context: str | None = None, namespace: str | None = None,
@@ -660,7 +657,7 @@ class KubernetesBackend(KubernetesObjects):
                                launcher_log=launcher_log)
         if detail and launcher is not None and st.preflight_unread(root, status):
             # The preflight prints first: a long log's tail has lost it, its head has it.
-            head = pod_log_lines(self.client, launcher, limit_bytes=PREFLIGHT_HEAD_BYTES)
+            head = pod_log_lines(self.client, launcher, limit_bytes=HEAD_BYTES)
             status.preflight = preflight_status(list(dict.fromkeys(head + launcher_log))) \
                 or status.preflight
         if status.phase == FAILED and (ended := failure_reason(status.preflight)):
