@@ -3,7 +3,7 @@
 preflight takes and how much its busbw spreads from run to run (the noise the threshold
 must tolerate).
 
-    python benchmarks/preflight/measure.py [--runs 8] [--out benchmarks/preflight/measured.json]
+    python benchmarks/preflight/measure.py [--runs 8] [--rehearsal] [--out FILE]
 """
 
 from __future__ import annotations
@@ -71,9 +71,40 @@ def measure(ranks: int, runs: int) -> dict:
             "busbw_max_over_mean": round(max(figures) / mean, 2)}
 
 
+def measure_rehearsal(workers: int, runs: int) -> dict:
+    """The preflight in the pod rehearsal (tests/rehearsal: real sshd, mpirun and pod network
+    namespaces, root only): `workers` pods of one CPU rank, the job's own program `true`;
+    the program's own seconds, and the launcher's from start to the program's start."""
+    from launcher.backends.kubernetes.rendering import render
+    from launcher.preparing.sshkeys import generate_ssh_keys
+    from mpijob.jobspec.spec import build_spec
+    from tests.rehearsal.cluster import Cluster, PodsJob
+
+    inside, walls = [], []
+    for _ in range(runs):
+        spec = build_spec(name="demo", workers=workers, gpus_per_worker=0, image="rehearsal",
+                          command=("true",), preflight="warn")
+        cluster = Cluster()
+        try:
+            cluster.start()
+            start = time.perf_counter()
+            out = PodsJob(cluster, render(spec, mode="pods", ssh=generate_ssh_keys())).finish(300)
+            walls.append(time.perf_counter() - start)
+        finally:
+            cluster.close()
+        status = preflight_status(out.launcher_log.splitlines())
+        inside.append(status["seconds"])
+    return {"workers": workers, "ranks": workers, "runs": runs,
+            "program_seconds_median": round(statistics.median(inside), 2),
+            "program_seconds_max": round(max(inside), 2),
+            "job_wall_seconds_median": round(statistics.median(walls), 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--rehearsal", action="store_true",
+                        help="also in the pod rehearsal, 4 pods (root, namespaces)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("measured.json")))
     args = parser.parse_args()
     result = {"machine": f"{platform.node()} ({platform.machine()}, "
@@ -81,6 +112,8 @@ def main() -> None:
               "model": model_costs(), "cpu": []}
     if shutil.which("mpirun"):
         result["cpu"] = [measure(ranks, args.runs) for ranks in (2, 4)]
+    if args.rehearsal:
+        result["rehearsal"] = [measure_rehearsal(4, min(args.runs, 3))]
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

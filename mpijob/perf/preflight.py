@@ -20,8 +20,8 @@ DEFAULT_THRESHOLD (0.7) is set by the faults it must catch and the noise it must
   model uses (NVIDIA's published DGX and HGX results; at 64 MiB NCCL is near its plateau),
   and run-to-run noise on GPUs is a few percent (NCCL on dedicated links). Not measured
   here: this session had no GPU. On CPUs the spread is far wider (this shared 2-core VM:
-  0.2 to 2x the mean, benchmarks/preflight/measured.json), which is why CPU figures are
-  reported and not judged.
+  0.73 to 1.39 of the mean under load, benchmarks/preflight/measured.json), which is why
+  CPU figures are reported and not judged.
 A GPU's health (ECC, retired pages, throttling, PCIe width, NVLinks up) is judged by the
 program itself: those are facts, not figures against a model.
 
