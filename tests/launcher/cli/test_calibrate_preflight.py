@@ -66,3 +66,19 @@ def test_a_preflight_without_judged_figures_is_refused(tmp_path):
 def test_nothing_to_calibrate_on_is_one_line():
     result = runner.invoke(app, ["calibrate"])
     assert result.exit_code == 2 and "--preflight FILE" in result.output
+
+
+def test_with_result_directories_the_preflights_links_join_the_fitted_compute(tmp_path):
+    from tests.paths import ROOT
+
+    runs = ROOT / "benchmarks" / "gpu" / "recorded" / "h100-sxm5-example"
+    figures = tmp_path / "job.json"
+    figures.write_text(json.dumps(_job(_path("nodes", 4.0, "net"))))
+    out = tmp_path / "cal.json"
+    result = runner.invoke(app, ["calibrate", str(runs), "--preflight", str(figures),
+                                 "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    cal, _ = calibration_file.load(str(out))
+    assert {c.device for c in cal.compute} == {"H100"}  # from the runs
+    assert cal.link_gbs("net") == 4.0  # from the preflight
+    assert str(figures.resolve()) in cal.sources
