@@ -84,6 +84,13 @@ def test_the_check_on_a_stubbed_8_gpu_machine_writes_what_calibrate_reads(monkey
 
     def submit(self, name, gpus, command, timeout):
         submitted.append((name, gpus, command))
+        if "--preflight" in command:  # hvdk8s's preflight: what `get -o json` keeps of it
+            return {"phase": "Succeeded", "preflight": {
+                "verdict": "pass", "seconds": 9.0, "notes": [],
+                "gpus": [{"gpu": i, "pcie": "x16 gen3 of x16 gen3", "nvlinks_up": 6,
+                          "problems": ["PCIe link x8 of x16"] if i == 5 else []}
+                         for i in range(gpus)],
+                "paths": [{"ranks": gpus, "backend": "horovod-nccl", "busbw_gbs": 120.0}]}}, ""
         if "nccl_allreduce.py" in command[1]:
             lines = [check.NCCL_PREFIX + json.dumps({"bytes": b, "ranks": gpus, "seconds": 0.01,
                                                      "busbw_gbs": b / 0.01 * 1.75 / 1e9})
@@ -95,8 +102,9 @@ def test_the_check_on_a_stubbed_8_gpu_machine_writes_what_calibrate_reads(monkey
     monkeypatch.setattr(check.Runner, "submit", submit)
     out = tmp_path / "check"
     assert check.main(["--out", str(out)]) == 0
-    assert submitted[0][2][1].endswith("torch_bench.py")  # the stand-in, by name
-    assert [s[1] for s in submitted].count(8) == 2  # NCCL and the 8-GPU job
+    assert submitted[0][2][:2] == ["--preflight", "warn"]  # the preflight on every GPU, first
+    assert submitted[1][2][1].endswith("torch_bench.py")  # the stand-in, by name
+    assert [s[1] for s in submitted].count(8) == 3  # preflight, NCCL and the 8-GPU job
     nccl = json.loads((out / "nccl.json").read_text())
     assert [r["ranks"] for r in nccl] == [8, 8] and all(r["predicted_busbw_gbs"] > 0 for r in nccl)
     records = list(ResultsStore(out).latest().values())
@@ -104,6 +112,9 @@ def test_the_check_on_a_stubbed_8_gpu_machine_writes_what_calibrate_reads(monkey
     assert all(r["prediction"]["gpu_model"] == "V100" for r in records)
     table = (out / "table.md").read_text()
     assert "pytorch stand-in (torchvision)" in table and "NCCL all-reduce bus bandwidth" in table
+    # The preflight's NVML checks and its figure beside the model's for this DGX-1's NVLink.
+    assert "| 5 | x16 gen3 of x16 gen3 | 6 | PCIe link x8 of x16 |" in table
+    assert "busbw 120 GB/s" in table and "model: 140 GB/s (NVLink inside a pod" in table
     result = runner.invoke(app, ["calibrate", str(out), "-o", str(tmp_path / "cal.json")])
     assert result.exit_code == 0, result.output
     devices = {c["device"] for c in json.loads((tmp_path / "cal.json").read_text())["compute"]}

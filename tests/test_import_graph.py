@@ -221,7 +221,8 @@ def test_mpijob_has_no_function_level_imports():
     found = {
         str(path.relative_to(ROOT)): lines
         for path in sorted((ROOT / "mpijob").rglob("*.py"))
-        if (lines := function_level_imports(path))
+        # podscripts: programs run inside the pods, importing what the image may have
+        if "podscripts" not in path.parts and (lines := function_level_imports(path))
     }
     assert found == {}
 

@@ -12,6 +12,8 @@ In about ten minutes (--budget, default 540 s of runs), on any machine with NVID
    such in every row; ResNet-50 first (fp32/TF32 at batch 64 and 128, fp16 at 64 and 256),
    then VGG16 and Inception V3 while the budget lasts;
 3. with two or more GPUs, NCCL all-reduce bus bandwidth (benchmarks/gpu/nccl_allreduce.py);
+   and hvdk8s's preflight on all the GPUs (`--preflight warn`: NVML health of each GPU, the
+   node's all-reduce as busbw) beside the model's expectation for this node (preflight.json);
 4. measured against predicted, as a table (table.md) and as experiment records
    (results.jsonl/.csv) that `hvdk8s calibrate DIR` fits, so the model's compute rate for this
    GPU comes from the machine itself.
@@ -116,6 +118,19 @@ class Runner:
                       wall_seconds=round(time.monotonic() - start, 1),
                       extra={"timed_steps": steps})
 
+    def preflight(self, node: Node, gpus: int) -> dict:
+        """hvdk8s's preflight on `gpus` GPUs, before a program that does nothing: its verdict,
+        NVML checks and figures (get -o json), and the model's expectation for this node."""
+        from mpijob.perf.preflight import expected
+
+        name = f"gc-preflight-g{gpus}-{uuid.uuid4().hex[:5]}"
+        job, _ = self.submit(name, gpus, ["--preflight", "warn", "--",
+                                          str(self.workload.python), "-c", "pass"],
+                             min(RUN_TIMEOUT_S, max(60.0, self.left())))
+        model = expected([(node, tuple(range(gpus)))]) if gpus > 1 else None
+        return {"gpus": gpus, "phase": job.get("phase"), "preflight": job.get("preflight"),
+                "expected": model.to_json() if model is not None else None}
+
     def nccl(self, node: Node, ranks: int) -> list[dict]:
         name = f"gc-nccl-g{ranks}-{uuid.uuid4().hex[:5]}"
         command = [str(self.workload.python), str(HERE / "nccl_allreduce.py"), "--port",
@@ -130,6 +145,35 @@ class Runner:
             row["predicted_busbw_gbs"] = predicted_busbw_gbs(node, ranks, row["bytes"])
             rows.append(row)
         return rows
+
+
+def preflight_markdown(out: Path) -> str:
+    """The preflight's section of the table: each GPU's NVML checks, the node's busbw
+    against the model's expectation ("" where the check ran no preflight)."""
+    try:
+        checked = json.loads((out / "preflight.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    pre = checked.get("preflight") or {}
+    lines = ["", "## Preflight (`--preflight warn`)", "",
+             f"verdict: {pre.get('verdict', 'none: ' + str(checked.get('phase')))}"
+             + (f", {pre['seconds']:.1f} s" if pre.get("seconds") is not None else ""), ""]
+    gpus = pre.get("gpus") or []
+    if gpus:
+        lines += ["| GPU | PCIe | NVLinks up | problems |", "|---|---|---|---|"]
+        lines += [f"| {g.get('gpu')} | {g.get('pcie', '-')} | {g.get('nvlinks_up', '-')} | "
+                  f"{'; '.join(g.get('problems') or []) or 'none'} |" for g in gpus]
+        lines.append("")
+    exp = checked.get("expected") or {}
+    for p in pre.get("paths") or []:
+        measured = p.get("busbw_gbs")
+        lines.append(f"all-reduce of {p.get('ranks')} ranks ({p.get('backend')}): busbw "
+                     f"{measured:.3g} GB/s" if measured is not None else "busbw -")
+        if exp:
+            ratio = f", {measured / exp['gbs']:.2f} of it" if measured else ""
+            lines.append(f"model: {exp['gbs']:.3g} GB/s ({exp['link']}){ratio}")
+    lines += [f"note: {n}" for n in pre.get("notes") or []]
+    return "\n".join(lines) + "\n"
 
 
 def _free_port() -> int:
@@ -160,6 +204,9 @@ def run_check(args) -> int:
     store = ResultsStore(out)
     if workload is not None:
         runner = Runner(hvdk8s, workload, out, deadline)
+        checked = runner.preflight(node, inventory.gpus)
+        (out / "preflight.json").write_text(json.dumps(checked, indent=1))
+        print("  " + preflight_markdown(out).strip().replace("\n", "\n  "), flush=True)
         nccl_done = inventory.gpus < 2 or workload.framework != "pytorch"
         for point in plan_points(inventory.gpus):
             if not nccl_done and point.gpus > 1:
@@ -174,7 +221,7 @@ def run_check(args) -> int:
             print(f"  {point.model} {point.precision} b{point.batch_size} x{point.gpus}: "
                   f"measured {rec['images_per_sec'] or rec['status']}, predicted "
                   f"{rec['predicted_images_per_sec']:,.0f}", flush=True)
-    table = render(out)
+    table = render(out) + preflight_markdown(out)
     (out / "table.md").write_text(table)
     print(table)
     failed = [r for r in store.latest().values() if r.get("status") != "Succeeded"]
@@ -197,8 +244,9 @@ def main(argv=None) -> int:
         if not ResultsStore(args.table).exists():
             print(f"error: --table {args.table}: no results.jsonl there", file=sys.stderr)
             return 2
-        (args.table / "table.md").write_text(render(args.table))
-        print(render(args.table))
+        table = render(args.table) + preflight_markdown(args.table)
+        (args.table / "table.md").write_text(table)
+        print(table)
         return 0
     return run_check(args)
 

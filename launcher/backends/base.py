@@ -77,6 +77,8 @@ class JobStatus:
     # The one cause that keeps the job from running or made it fail, with the fix
     # (launcher.formats.causes); None when nothing is wrong.
     why: str | None = None
+    # The preflight's verdict, what it named and its figures (launcher.formats.preflight_reports).
+    preflight: dict | None = None
 
     @property
     def done(self) -> bool:

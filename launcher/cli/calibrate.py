@@ -12,14 +12,19 @@ from launcher.timestamps import utc_now
 
 
 def calibrate(
-    dirs: list[str] = typer.Argument(..., metavar="DIR",
+    dirs: list[str] = typer.Argument(None, metavar="DIR",
                                      help="Result directories of hvdk8s experiment run."),
     out: str = typer.Option(None, "-o", "--output", metavar="FILE",
                             help="Where to write the calibration (default: "
                             "$HVDK8S_HOME/calibration.json)."),
+    preflights: list[str] = typer.Option(None, "--preflight", metavar="FILE",
+                                         help="A job's `hvdk8s get JOB -o json` (or a list "
+                                         "of them): its preflight's busbw per link kind "
+                                         "gives the link bandwidths. Repeatable."),
 ):
     """Fit per-device compute rate, per-link bandwidth and per-step overhead to measured runs,
-    print them with their uncertainty and the error before and after, write the file."""
+    print them with their uncertainty and the error before and after, write the file. With
+    --preflight, the link bandwidths come from the preflights' measured busbw instead."""
     # lazy: every CLI start imports the command modules; the results store and the fit (pydantic
     # models, ~70 ms) load only for this one
     from launcher.experiments.results import ResultsStore
@@ -31,8 +36,22 @@ def calibrate(
         thin_groups,
     )
 
+    if not dirs and not preflights:
+        raise UsageError("DIR: give experiment result directories, or --preflight FILE")
     target = Path(out) if out else calibration_file.default_path()
     calibration_file.check_writable(target, "-o/--output")  # before the work, not after
+    links = _preflight_links(preflights or [])
+    if not dirs:
+        from mpijob.perf.calibration import Calibration
+
+        cal = Calibration(created=utc_now(), links=links,
+                          sources=[str(Path(p).resolve()) for p in preflights])
+        for link in cal.links:
+            print(f"  link    {link.kind}: {link.gbs:.3g}{_pm(link.gbs_stderr, '.2g')} GB/s "
+                  f"({link.runs} preflight figures)")
+        calibration_file.save(cal, target)
+        print(f"wrote {target}")
+        return
     runs, skipped = [], 0
     frameworks: dict[str, int] = {}  # runs of programs other than the built-in benchmark
     for d in dirs:
@@ -59,6 +78,11 @@ def calibrate(
                   created=utc_now(), skip_thin=True)
     except CalibrationError as exc:
         raise UsageError(f"cannot calibrate: {exc}") from None
+    if links:  # measured on the link itself: over what the runs' step times imply
+        kinds = {link.kind for link in links}
+        cal = cal.model_copy(update={
+            "links": [*links, *(link for link in cal.links if link.kind not in kinds)],
+            "sources": [*cal.sources, *(str(Path(p).resolve()) for p in preflights)]})
     print(f"calibrated on {len(runs)} runs ({skipped} not usable: failed or without images/sec)")
     for device, model, precision, size in thin:
         print(f"  not fitted: {device} {model} {precision}{f' {size}px' if size else ''}: "
@@ -89,6 +113,38 @@ def calibrate(
                  if r.predicted_images_per_sec else ""))
     calibration_file.save(cal, target)
     print(f"wrote {target}")
+
+
+def _preflight_links(files: list[str]) -> list:
+    """The link bandwidths of the preflights in `files` (get -o json: one job, a list of
+    jobs, or JSON lines); a file without a judged figure is refused, saying why."""
+    import json
+
+    from mpijob.perf.preflight import fitted_links, measured_links
+
+    reports: list[dict] = []
+    for name in files:
+        path = Path(name)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise UsageError(f"--preflight {name}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+            jobs = data if isinstance(data, list) else [data]
+        except ValueError:
+            try:
+                jobs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except ValueError:
+                raise UsageError(f"--preflight {name}: not JSON; give the output of "
+                                 "hvdk8s get JOB -o json") from None
+        found = [p for job in jobs if isinstance(job, dict)
+                 for p in ((job.get("preflight") or {}).get("paths") or [])]
+        if not measured_links(found):
+            raise UsageError(f"--preflight {name}: no preflight figure judged against a link "
+                             "(a GPU job's, measured with its own NCCL); nothing to fit")
+        reports += found
+    return fitted_links(measured_links(reports))
 
 
 def _pm(err, fmt: str, scale: float = 1.0) -> str:

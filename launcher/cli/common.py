@@ -119,6 +119,10 @@ def print_status(status: JobStatus, fmt: str, *, brief: bool = False) -> None:
                           f"{', '.join(row['allocated_devices']) or 'nothing yet'}", markup=False)
     for text in status.size:  # elastic: the size now and its history
         console.print(text, markup=False)
+    from launcher.cli.preflight_view import preflight_lines
+
+    for text in preflight_lines(status.preflight, wide=wide):
+        console.print(text, markup=False)
     if status.log_tail:
         console.print("[bold]last log lines:[/bold]")
         for text in status.log_tail:

@@ -133,6 +133,12 @@ SHOWN: dict[str, Shown] = {
         "Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
         "(or refuse, saying why), off, or auto: when the job spans several nodes and every "
         "planned node offers them.")),
+    "preflight": Shown("job", help=(
+        "Before the program, on the job's own GPUs and line: NVML health checks and "
+        "all-reduces per node, across nodes and over the job, judged against the model's "
+        "expectation for this placement. warn: report in `get` and go on; fail: end the "
+        "job before its program starts, releasing its GPUs; off: skip. Default: warn on "
+        "Kubernetes; on this machine warn for GPU jobs, off for CPU ones.")),
     "extra_resources": Shown("pods", "NAME=N", help=(
         "Another device resource per worker pod, NAME=N (e.g. example.com/fpga=1); "
         "repeatable.")),

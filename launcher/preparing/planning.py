@@ -35,6 +35,9 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     # RDMA or TCP between nodes, and what to say (launcher.preparing.network_plan).
     network: NetworkPlan | None = None
+    # What the preflight expects of each path on this placement (mpijob.perf.preflight);
+    # None: off, or nothing placed (the ranks' figures are then reported, not judged).
+    preflight: dict | None = None
 
 
 def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
@@ -54,6 +57,9 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
     namespace's enforced Pod Security level, where known. An elastic job is placed for the
     workers it starts with (launcher.preparing.elastic_plan)."""
+    from mpijob.jobspec.defaults import PREFLIGHT_KUBERNETES
+
+    spec = spec.with_preflight_default(PREFLIGHT_KUBERNETES)
     if spec.elastic:
         from launcher.preparing.elastic_plan import plan_elastic
 
@@ -152,7 +158,32 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
     except ValueError as exc:
         plan.network = network_plan.NetworkPlan(decision)
         plan.notes.append(f"no prediction: {exc}")
+    plan.preflight = preflight_plan(spec, placement, cluster, assumptions, decision.transport)
+    if plan.preflight is not None:
+        from mpijob.perf.preflight import describe
+
+        plan.notes.append(describe(plan.preflight, str(spec.preflight)))
     return _with_shares(plan, cluster)
+
+
+def preflight_plan(spec: JobSpec, placement: Placement, cluster: Cluster,
+                   assumptions: Assumptions | None, transport: str) -> dict | None:
+    """The preflight's expectations on the planned pods, on the network the job gets."""
+    if not spec.runs_preflight or not spec.gpus_per_worker:
+        return None
+    from mpijob.perf import preflight
+    from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS
+
+    by_name = {n.name: n for n in cluster.nodes}
+    if any(a.node not in by_name for a in placement.assignments):
+        return None
+    base = dataclasses.replace(assumptions or DEFAULT_ASSUMPTIONS, transport=transport,
+                               nvlink_channel=bool(placement.compute_domain))
+    try:
+        return preflight.gpu_plan([(by_name[a.node], tuple(a.gpus)) for a in placement.assignments],
+                                  [a.slots for a in placement.assignments], assumptions=base)
+    except ValueError:  # a placement the model cannot price: figures reported, not judged
+        return None
 
 
 def _with_shares(plan: Plan, cluster: Cluster | None) -> Plan:

@@ -34,6 +34,9 @@ GpuRequestChoice = Literal["auto", GpuRequest]
 # --rdma: request the nodes' RDMA devices (mpijob.scheduling.rdma); auto where the job spans
 # several nodes and every planned node offers them.
 RdmaChoice = Literal["auto", "on", "off"]
+# --preflight: check the job's GPUs and links before its program (mpijob.perf.preflight):
+# off, warn (report and go on) or fail (end the job before its program starts).
+PreflightMode = Literal["off", "warn", "fail"]
 # --dry-run[=client|server]; "none" is kubectl's spelling of no dry run.
 DryRun = Literal["client", "server", "none"]
 # The same choices as tuples, for messages and loops.
@@ -52,6 +55,15 @@ GANG_SCHEDULER: GangScheduler = "none"
 GPU_REQUEST: GpuRequest = "device-plugin"
 GPU_REQUEST_CHOICE: GpuRequestChoice = "auto"
 RDMA: RdmaChoice = "auto"
+# Not given, each backend's plan decides (mpijob.perf.preflight's docstring says why):
+# warn on Kubernetes, where the GPUs and links are a scheduler's pick: a few seconds per job
+# buy a named slow node or bad GPU in `get`; fail only where asked, since the model's
+# expectation may be off on a cluster never calibrated. On this machine (local backend)
+# warn for GPU jobs (the NVML checks), off for CPU ones: nothing there to judge the figures
+# against, and seconds added to every short run.
+PREFLIGHT_KUBERNETES: PreflightMode = "warn"
+PREFLIGHT_LOCAL_GPU: PreflightMode = "warn"
+PREFLIGHT_LOCAL_CPU: PreflightMode = "off"
 
 NAMESPACE = "default"
 WORKERS = 1

@@ -35,6 +35,7 @@ from mpijob.jobspec.defaults import (
     MPIImplementation,
     PlacementPolicy,
     Precision,
+    PreflightMode,
     PullPolicy,
     RdmaChoice,
 )
@@ -207,7 +208,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "extra_resources": {}, "networks": (),
+    "rdma": defaults.RDMA, "rdma_request": None, "preflight": None, "extra_resources": {}, "networks": (),
     # the workers' default CPU/memory requests
     "worker_shares": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
@@ -280,6 +281,8 @@ class JobSpec(BaseModel):
     # --rdma as given, and what the plan made of it (the device the workers request).
     rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
     rdma_request: Annotated[RdmaRequest | None, Flag("--rdma", declares=False)] = None
+    # None: the backend's plan decides (defaults.PREFLIGHT_*); the renderers take None as off.
+    preflight: Annotated[PreflightMode | None, Flag("--preflight")] = None
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
     extra_resources: Annotated[dict[str, int], Flag("--extra-resource", parse=parse_count)] = Field(
         default_factory=dict)
@@ -514,6 +517,15 @@ class JobSpec(BaseModel):
     @property
     def runs_benchmark(self) -> bool:
         return not self.command
+
+    @property
+    def runs_preflight(self) -> bool:
+        """warn or fail; None (the plan did not decide: a spec rendered directly) is off."""
+        return self.preflight in ("warn", "fail")
+
+    def with_preflight_default(self, mode: PreflightMode) -> JobSpec:
+        """The spec with --preflight decided where it was not given (a backend's plan)."""
+        return self if self.preflight is not None else self.model_copy(update={"preflight": mode})
 
     @property
     def user_gives_mpirun(self) -> bool:

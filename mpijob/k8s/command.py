@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # a type only: the model does not import the renderers
 # Exported to every rank: NCCL's log level and the paths the image set up.
 FORWARDED_ENV = ("NCCL_DEBUG", "LD_LIBRARY_PATH", "PATH")
 BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
+# The preflight (mpijob/k8s/podscripts/hvdk8s_preflight.py) and its plan
+# (mpijob.perf.preflight), shipped in the job's ConfigMap beside the benchmark.
+PREFLIGHT_IN_POD = "/etc/hvdk8s/hvdk8s_preflight.py"
+PREFLIGHT_PLAN_IN_POD = "/etc/hvdk8s/preflight.json"
 
 
 def shell_join(argv: list[str] | tuple[str, ...]) -> str:
@@ -132,7 +136,11 @@ class MpirunLine:
         if self.allow_run_as_root:
             argv.append("--allow-run-as-root")
         if self.oversubscribe:
-            argv.append("--oversubscribe")
+            # More ranks than cores but as many as the hostfile's slots: Open MPI does not
+            # know, and its ranks spin while waiting (Open MPI FAQ, "oversubscribing";
+            # measured here: 4 ranks on 2 cores, an 8 MiB all-reduce 3.4 s spinning, 0.1 s
+            # yielding).
+            argv += ["--oversubscribe", "-mca", "mpi_yield_when_idle", "1"]
         for name in self.exported_env:
             argv += ["-x", name]
         for name, value in self.mca:
@@ -199,11 +207,65 @@ def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
     return mpirun_line(spec, hostfile, program=program).argv()
 
 
-def launch_argv(spec: JobSpec, hostfile: str) -> list[str]:
-    """The launcher's command: the user's own mpirun line untouched, or the one we write."""
+def launch_argv(spec: JobSpec, hostfile: str, *, rsh_args: str | None = None) -> list[str]:
+    """The launcher's command: the user's own mpirun line untouched, or the one we write;
+    after the preflight unless --preflight off. `rsh_args`: put on our mpirun lines
+    (operator mode on the host network: the line beats the operator's environment)."""
     if spec.user_gives_mpirun:
-        return ["/bin/sh", "-c", spec.command[0]] if spec.shell else list(spec.command)
-    return mpirun_argv(spec, hostfile)
+        main = users_line(spec)
+    else:
+        main = _with_rsh(mpirun_argv(spec, hostfile), rsh_args)
+    if not spec.runs_preflight:
+        return main
+    pre = _with_rsh(mpirun_argv(spec, hostfile, program=preflight_program(spec)), rsh_args)
+    return preflight_then(str(spec.preflight), pre, main)
+
+
+def users_line(spec: JobSpec) -> list[str]:
+    """The user's own mpirun/horovodrun line, untouched."""
+    return ["/bin/sh", "-c", spec.command[0]] if spec.shell else list(spec.command)
+
+
+def _with_rsh(argv: list[str], rsh_args: str | None) -> list[str]:
+    return argv if rsh_args is None else [argv[0], "-mca", "plm_rsh_args", rsh_args, *argv[1:]]
+
+
+def preflight_config(spec: JobSpec, files: dict[str, str] | None) -> dict[str, str]:
+    """The ConfigMap entries the preflight needs (its program and plan), none when off."""
+    if not spec.runs_preflight:
+        return {}
+    if files is None:
+        raise ValueError("the preflight runs from the job's ConfigMap: pass its files")
+    return dict(files)
+
+
+def preflight_program(spec: JobSpec, *, python: str = "python", script: str = PREFLIGHT_IN_POD,
+                      plan_file: str = PREFLIGHT_PLAN_IN_POD,
+                      plan_json: str | None = None) -> list[str]:
+    """What each rank runs first: the preflight, with its plan from the ConfigMap's file or,
+    on this machine, on its line."""
+    argv = [python, script, "--policy", str(spec.preflight)]
+    return argv + (["--plan-json", plan_json] if plan_json is not None else ["--plan", plan_file])
+
+
+def preflight_then(policy: str, preflight: list[str] | str, main: list[str]) -> list[str]:
+    """The preflight's line (argv, or shell text that computes it at start), then the
+    program's (exec'd: signals and the exit status are its own). Under fail, a preflight
+    that does not pass (its verdict, exit 86, or any failure to run) ends the launch before
+    the program starts; under warn it is said and the program starts."""
+    if policy == "fail":
+        after = ('  echo "hvdk8s: preflight failed (exit $status; hvdk8s get names the '
+                 'hardware): the program does not start (--preflight fail)" >&2\n'
+                 '  exit "$status"\n')
+    else:
+        after = ('  echo "hvdk8s: preflight ended with exit $status (hvdk8s get says why); '
+                 'the program starts (--preflight warn)" >&2\n')
+    script = (f'echo "hvdk8s: preflight (--preflight {policy})"\n'
+              f"{preflight if isinstance(preflight, str) else shell_join(preflight)}\n"
+              "status=$?\n"
+              'if [ "$status" -ne 0 ]; then\n' + after + "fi\n"
+              'exec "$@"\n')
+    return ["/bin/sh", "-c", script, "hvdk8s-preflight", *main]
 
 
 def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:

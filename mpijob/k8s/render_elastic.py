@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s.command import program_argv
+from mpijob.k8s.command import preflight_program, preflight_then, program_argv, shell_join
 from mpijob.k8s.render import metadata, pod_script
 
 ELASTIC_DIR = "/etc/hvdk8s-elastic"
@@ -108,8 +108,26 @@ def ready_service(spec: JobSpec) -> dict:
 
 
 def launcher_command(spec: JobSpec) -> list[str]:
-    """The launcher waits for the minimum (elastic.sh), then runs horovodrun."""
-    return ["/bin/sh", f"{ELASTIC_DIR}/elastic.sh", *horovodrun_argv(spec)]
+    """The launcher waits for the minimum (elastic.sh), then runs horovodrun; after the
+    preflight over the workers there at the start, unless --preflight off."""
+    argv = horovodrun_argv(spec)
+    if spec.runs_preflight:
+        argv = preflight_then(str(spec.preflight), start_preflight(spec), argv)
+    return ["/bin/sh", f"{ELASTIC_DIR}/elastic.sh", *argv]
+
+
+def start_preflight(spec: JobSpec) -> str:
+    """The preflight over the workers elastic.sh found Ready at the start (its hostfile, one
+    name a line: launcher.sh's HVDK8S_HOSTFILE), each with the job's slots: a horovodrun of
+    those hosts (Gloo, no mpirun in an elastic image), computed when the launcher starts."""
+    nic = spec.network_interface if spec.host_network else "eth0"
+    program = preflight_program(spec) + ["--uniform-slots", str(slots(spec))]
+    return ('hosts=""; np=0\n'
+            """for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do\n"""
+            '  hosts="${hosts:+$hosts,}$h:$HVDK8S_SLOTS"; np=$((np + HVDK8S_SLOTS))\n'
+            "done\n"
+            'horovodrun --gloo -np "$np" -H "$hosts" '
+            + shell_join(["--network-interface", nic or "eth0", *program]))
 
 
 def launcher_env(spec: JobSpec) -> list[dict]:

@@ -12,7 +12,13 @@ from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s.command import BENCHMARK_IN_POD, launch_argv, operator_sshd, wait_then_launch
+from mpijob.k8s.command import (
+    BENCHMARK_IN_POD,
+    launch_argv,
+    operator_sshd,
+    preflight_config,
+    wait_then_launch,
+)
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
@@ -97,14 +103,15 @@ def gang_scheduling_policy(replicas: int, requests: dict[str, str]) -> dict:
 
 
 def render_operator(work: Workload, benchmark_source: str | None,
-                    prediction: dict | None, managed_by: str | None = None) -> list[dict]:
+                    prediction: dict | None, managed_by: str | None = None,
+                    preflight_files: dict[str, str] | None = None) -> list[dict]:
     """`managed_by`: runPolicy.managedBy, the controller that runs the MPIJob (MultiKueue's
     kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
     spec, placement, shape = work.spec, work.placement, work.shape
     assert shape is not None  # an operator-mode workload
-    benchmark = spec.runs_benchmark
+    preflight = preflight_config(spec, preflight_files)
+    benchmark = spec.runs_benchmark or bool(preflight)  # the pods mount the ConfigMap
     worker = work.workers[0]
-    launch = launch_argv(spec, MPI_HOSTFILE)
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE,
                     # A gang scheduler may hold the workers in its queue for long: no limit.
@@ -119,10 +126,11 @@ def render_operator(work: Workload, benchmark_source: str | None,
         # operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port also goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
-        if not spec.user_gives_mpirun:
-            launch = [launch[0], "-mca", "plm_rsh_args",
-                      f"-p {spec.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
-                      "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR", *launch[1:]]
+        rsh_args = (f"-p {spec.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
+                    "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+    else:
+        rsh_args = None
+    launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args)
     launcher = _container(spec, "launcher", wait_then_launch(launch), launcher_resources(spec),
                           benchmark, launcher_env)
     worker_container = _container(spec, "worker", operator_sshd(sshd_args),
@@ -177,7 +185,11 @@ def render_operator(work: Workload, benchmark_source: str | None,
             **({"sshAuthMountPath": path} if (path := ssh_auth_mount_path(spec)) else {}),
             "runPolicy": run_policy,
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                # Never: a failed launcher pod stays, Failed, with its log (the preflight's
+                # verdict, mpirun's error) for `get`. OnFailure restarts it in place, so it is
+                # still active when the Job fails, and the Job controller deletes active pods
+                # then (job_controller.go syncJob: deleteActivePods), log and all.
+                "Launcher": {"replicas": 1, "restartPolicy": "Never",
                              "template": _template(work, names.ROLE_LAUNCHER, launcher, benchmark,
                                                    None, gang=False)},
                 "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
@@ -192,11 +204,14 @@ def render_operator(work: Workload, benchmark_source: str | None,
     if worker.gpu_claim is not None:
         objects.append(worker.gpu_claim.template_object(spec.namespace, names.job_labels(spec.name)))
     if benchmark:
-        if benchmark_source is None:
-            raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
+        data = dict(preflight)
+        if spec.runs_benchmark:
+            if benchmark_source is None:
+                raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
+            data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
         objects.append({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(spec, names.operator_benchmark(spec.name)),
-            "data": {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source},
+            "data": data,
         })
     return objects

@@ -12,7 +12,7 @@ from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s import render_elastic, start_gate
-from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv
+from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv, preflight_config
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.gang import gang_objects, gang_pod_metadata
 from mpijob.k8s.podpatch import patched_template
@@ -65,7 +65,8 @@ def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
-def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | None) -> dict:
+def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | None,
+                preflight_files: dict[str, str] | None) -> dict:
     data = {
         "hostfile": hostfile_text(spec, [(worker_host(spec, p), p.slots) for p in pods]),
         "launcher.sh": pod_script("launcher.sh"),
@@ -75,6 +76,7 @@ def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | No
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from the ConfigMap: pass its source")
         data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
+    data.update(preflight_config(spec, preflight_files))
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(spec, names.config(spec.name)), "data": data}
 
@@ -248,14 +250,15 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
 
 def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
                 prediction: dict | None, elastic_source: str | None = None,
-                gate_deadline: int | None = None) -> list[dict]:
+                gate_deadline: int | None = None,
+                preflight_files: dict[str, str] | None = None) -> list[dict]:
     spec, pods = work.spec, list(work.workers)
     gang_meta = gang_pod_metadata(work)
     objects = [_launcher_job(spec, work.placement, prediction)]
     if work.compute_domain_nodes is not None:  # owned by the root, so deleted with the job
         objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
     objects += [
-        _config_map(spec, pods, benchmark_source),
+        _config_map(spec, pods, benchmark_source, preflight_files),
         _secret(spec, ssh),
         _service(spec),
     ]

@@ -37,6 +37,7 @@ from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
     operator_sshd,
+    preflight_config,
     shell_join,
     wait_then_launch,
 )
@@ -281,7 +282,8 @@ def _affinity(spec: JobSpec, nodes: tuple[str, ...]) -> dict | None:
 
 
 def render_trainjob(work: Workload, benchmark_source: str | None, prediction: dict | None, *,
-                    version: str = VERSION, managed_by: str | None = None) -> list[dict]:
+                    version: str = VERSION, managed_by: str | None = None,
+                    preflight_files: dict[str, str] | None = None) -> list[dict]:
     """`managed_by`: spec.managedBy, the controller that runs the TrainJob (MultiKueue's
     kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
     spec, placement, shape = work.spec, work.placement, work.shape
@@ -327,6 +329,7 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
         data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
+    data.update(preflight_config(spec, preflight_files))
     return [{"apiVersion": api_version(version), "kind": "TrainJob", "metadata": meta,
              "spec": job_spec},
             {"apiVersion": "v1", "kind": "ConfigMap",

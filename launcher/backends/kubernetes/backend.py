@@ -85,6 +85,7 @@ from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.formats.causes import replica_cause, why
 from launcher.formats.job_progress import summarize
 from launcher.formats.rank_reports import iter_reports
+from launcher.formats.preflight_reports import HEAD_BYTES, failure_reason, preflight_status
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from launcher.timestamps import parse_utc
@@ -654,6 +655,13 @@ class KubernetesBackend(KubernetesObjects):
                 launcher_log = pod_log_lines(self.client, launcher, tail=LOG_TAIL_FOR_RESULT)
         status = st.job_status(name, ns, root=root, pods=pods, mode=mode, events=events,
                                launcher_log=launcher_log)
+        if detail and launcher is not None and st.preflight_unread(root, status):
+            # The preflight prints first: a long log's tail has lost it, its head has it.
+            head = pod_log_lines(self.client, launcher, limit_bytes=HEAD_BYTES)
+            status.preflight = preflight_status(list(dict.fromkeys(head + launcher_log))) \
+                or status.preflight
+        if status.phase == FAILED and (ended := failure_reason(status.preflight)):
+            status.reason, status.message = ended
         if detail and status.gpus_per_worker:
             nodes = [r.node for r in status.replicas if r.node and r.role != names.ROLE_LAUNCHER]
             apply_view(status, worker_gpu_view(ns, status.replicas,

@@ -526,9 +526,11 @@ class KubeClient:
 
     # -- logs and watches ----------------------------------------------------------------------
     def pod_log(self, pod: str, namespace: str | None = None, *, container: str | None = None,
-                tail: int | None = None, previous: bool = False) -> str:
+                tail: int | None = None, previous: bool = False,
+                limit_bytes: int | None = None) -> str:
         ns = self._ns(POD, namespace)
-        query = {"container": container, "tailLines": tail, "previous": "true" if previous else None}
+        query = {"container": container, "tailLines": tail, "previous": "true" if previous else None,
+                 "limitBytes": limit_bytes}
         what = {"verb": "get", "resource": "pods/log", "namespace": ns, "name": pod}
         resp = self._send("GET", POD.path(ns, pod, "log"), query, None, None, REQUEST_TIMEOUT, what)
         return resp.data.decode("utf-8", "replace")

@@ -40,7 +40,7 @@ def started(pod: dict) -> bool:
 
 
 def pod_log_lines(client: KubeClient, pod: dict, *, tail: int | None = None,
-                  previous: bool = False) -> list[str]:
+                  previous: bool = False, limit_bytes: int | None = None) -> list[str]:
     """The log of a pod's main container; the previous container's when the current one is
     waiting after a crash (CrashLoopBackOff shows nothing otherwise)."""
     m = meta(pod)
@@ -51,7 +51,7 @@ def pod_log_lines(client: KubeClient, pod: dict, *, tail: int | None = None,
         return []
     try:
         text = client.pod_log(m["name"], m.get("namespace"), container=main_container(pod),
-                              tail=tail, previous=use_previous)
+                              tail=tail, previous=use_previous, limit_bytes=limit_bytes)
     except ApiError as exc:
         if exc.status in (400, 404):  # not started yet, or gone meanwhile
             return []

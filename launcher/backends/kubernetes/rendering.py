@@ -32,6 +32,7 @@ from launcher.preparing.planning import Plan
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.render import SSHKeys
+    from mpijob.k8s.workload import Workload
     from mpijob.scheduling.placement import Placement
 
 
@@ -47,31 +48,62 @@ def render(
     trainer_version: str | None = None,
     managed_by: str | None = None,
     gate_deadline: int | None = None,
+    preflight_plan: dict | None = None,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
-    `trainer_version`: the TrainJob API the cluster serves (None: the builder's own)."""
+    `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
+    `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
+    pod only, nothing expected)."""
     from mpijob.jobspec.defaults import MODES
     from mpijob.k8s.workload import workload
 
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     work = workload(spec, placement, mode)
+    files = preflight_files(work, preflight_plan)
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
 
-        return render_operator(work, benchmark_source, prediction, managed_by)
+        return render_operator(work, benchmark_source, prediction, managed_by, files)
     if mode == "trainjob":  # what a TrainJob cannot carry is refused there
         from mpijob.k8s.render_trainjob import render_trainjob
 
         version = {"version": trainer_version} if trainer_version else {}
         return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
-                               **version)
+                               preflight_files=files, **version)
     from mpijob.k8s.render_pods import render_pods
 
     if ssh is None:
         raise ValueError("pods mode needs SSH keys")
-    return render_pods(work, ssh, benchmark_source, prediction, elastic_source, gate_deadline)
+    return render_pods(work, ssh, benchmark_source, prediction, elastic_source, gate_deadline, files)
+
+
+def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
+    """The preflight's ConfigMap entries: its program, and its plan for these pods (the
+    planned pods' expectations where the pods are the planned ones, made uniform where one
+    template or an elastic start decides which pod runs where, none otherwise)."""
+    import json
+
+    from mpijob.k8s.command import PREFLIGHT_IN_POD, PREFLIGHT_PLAN_IN_POD
+    from mpijob.k8s.render import pod_script
+    from mpijob.perf import preflight
+
+    spec = work.spec
+    if not spec.runs_preflight:
+        return None
+    source = pod_script(PREFLIGHT_IN_POD.rsplit("/", 1)[1])
+    if work.shape is not None:  # one template: which worker lands on which node is the operator's
+        slots = [work.shape.slots] * work.shape.replicas
+        plan = preflight.for_template(plan, slots) if plan else None
+    else:
+        slots = [p.slots for p in work.workers]
+        if spec.elastic and plan:
+            plan = preflight.for_elastic(plan, spec.gpus_per_worker)
+    if plan is None or (not spec.elastic and [p["slots"] for p in plan["pods"]] != slots):
+        plan = preflight.plain_plan(slots, gpus=spec.gpus_per_worker > 0)
+    return {PREFLIGHT_IN_POD.rsplit("/", 1)[1]: source,
+            PREFLIGHT_PLAN_IN_POD.rsplit("/", 1)[1]: json.dumps(plan, indent=1, sort_keys=True) + "\n"}
 
 
 class KubernetesObjects(BaseBackend):
@@ -98,5 +130,6 @@ class KubernetesObjects(BaseBackend):
             else None,
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by,
-            gate_deadline=initial_deadline(spec, timeout))
+            gate_deadline=initial_deadline(spec, timeout),
+            preflight_plan=plan.preflight)
         return Prepared(spec, plan, tuple(objects))

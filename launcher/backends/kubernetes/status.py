@@ -27,6 +27,7 @@ from launcher.formats.benchmark_result import parse_benchmark_output
 from launcher.formats.causes import why
 from launcher.formats.job_progress import summarize
 from launcher.formats.rank_reports import iter_reports
+from launcher.formats.preflight_reports import preflight_status
 from mpijob.jobspec import defaults, names
 from mpijob.wellknown import COMPLETION_INDEX_LABEL
 
@@ -384,6 +385,7 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
         out.progress = summarize(iter_reports(launcher_log), time.time() if now is None else now,
                                  predicted_images_per_sec=out.predicted_images_per_sec,
                                  running=phase == RUNNING)
+        out.preflight = preflight_status(launcher_log)
     if out.images_per_sec is None:
         out.images_per_sec = recorded_images_per_sec(root)
     if phase == FAILED and failed_logs:
@@ -412,6 +414,14 @@ def failing_pod(pods: list[dict]) -> dict | None:
             return w
     launchers = _launcher_pods(pods)
     return launchers[-1] if launchers else None
+
+
+def preflight_unread(root: dict | None, status: JobStatus) -> bool:
+    """The job runs a preflight (its spec says warn or fail) whose verdict its launcher log's
+    tail did not hold."""
+    if job_spec_of(root).get("preflight") not in ("warn", "fail"):
+        return False
+    return (status.preflight or {}).get("verdict") in (None, "running", "none")
 
 
 def current_launcher(pods: list[dict]) -> dict | None:

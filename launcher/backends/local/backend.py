@@ -73,6 +73,7 @@ from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.formats.causes import why
 from launcher.formats.job_progress import summarize
 from launcher.formats.rank_reports import is_report_line, iter_reports
+from launcher.formats.preflight_reports import failure_reason, preflight_from_file
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec
@@ -528,6 +529,9 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
             message = (f"the supervisor (pid {record.supervisor_pid}) is gone while the job "
                        f"was {record.phase.value} (machine restarted or process killed); "
                        f"hvdk8s delete {paths.name} stops what is left")
+    preflight = preflight_from_file(paths.launcher_log)
+    if phase == FAILED and (ended := failure_reason(preflight)):
+        reason, message = ended
     node, gpus = record.node, record.gpus
     replicas = []
     for r in range(record.ranks):
@@ -552,6 +556,7 @@ def _status_from(paths: JobPaths, record: StatusRecord, spec: dict) -> JobStatus
         reason=reason, message=message, log_tail=list(log_tail),
         images_per_sec=record.images_per_sec, result=record.result,
         predicted_images_per_sec=record.predicted_images_per_sec,
+        preflight=preflight,
     )
     if record.started is not None and phase == RUNNING:  # `list` reads no ended job's log
         status.progress = summarize(

@@ -102,6 +102,8 @@ class LocalLaunches(BaseBackend):
             raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
                              "device resources are Kubernetes's; the local backend runs the "
                              "ranks on this machine (use --backend kubernetes)")
+        spec = spec.with_preflight_default(defaults.PREFLIGHT_LOCAL_GPU if spec.gpus_per_worker
+                                           else defaults.PREFLIGHT_LOCAL_CPU)
         plan = Plan(spec)
         if assumptions is None or spec.gpus_per_worker:
             return plan
@@ -148,10 +150,18 @@ def described(spec: JobSpec, job: JobLaunch) -> dict:
     if spec.elastic:  # horovodrun's hosts, not a hostfile: what its discovery lists
         del out["hostfile"]
         out["hosts"] = local_elastic.host_slots(spec)
-    notes = ignored_options_note(spec)
+    notes = [n for n in (ignored_options_note(spec), preflight_note(spec)) if n]
     if notes:
-        out["notes"] = [notes]
+        out["notes"] = notes
     return out
+
+
+def preflight_note(spec: JobSpec) -> str | None:
+    """Where this backend does not run the preflight the job asks for, said."""
+    if not spec.runs_preflight or spec.elastic or not spec.user_gives_mpirun:
+        return None
+    return ("local backend: no preflight before the job's own launch line (it runs before "
+            "the mpirun line hvdk8s writes); --preflight off says nothing")
 
 
 def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir: Path | None,
@@ -173,15 +183,21 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
         env[local_rank.PATH_ENV] = user_path
         runner = local_elastic.check(spec, python)
         discovery = str((job_dir or Path(".")) / local_elastic.DISCOVERY)
-        return Launch(horovodrun_argv(spec, horovodrun=runner, discovery=discovery,
-                                      program=wrapped, nic=local_elastic.INTERFACE),
-                      env, None, rank_logs=job_dir is not None)
+        argv = horovodrun_argv(spec, horovodrun=runner, discovery=discovery, program=wrapped,
+                               nic=local_elastic.INTERFACE)
+        if spec.runs_preflight:  # at the start: every rank on this machine, one Gloo run
+            ranks = str(spec.ranks)
+            check = [runner, "--gloo", "-np", ranks, "-H", f"localhost:{ranks}",
+                     "--network-interface", local_elastic.INTERFACE,
+                     *preflight_argv(spec, python, gpus), "--uniform-slots", ranks]
+            argv = command.preflight_then(str(spec.preflight), check, argv)
+        return Launch(argv, env, None, rank_logs=job_dir is not None)
     if mpi is None:
         # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
         # commands first as long as that mpirun is found by name (no implied prefix).
         if job_dir is not None:
             env["PATH"] = os.pathsep.join(p for p in (str(job_dir / local_rank.SHIMS), user_path) if p)
-        return Launch(command.launch_argv(spec, str(hostfile)), env)
+        return Launch(command.users_line(spec), env)
 
     program = _under_rank_wrapper(python, job_dir, command.program_argv(spec, **kw))
     if job_dir is not None:
@@ -190,7 +206,28 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
                              cores_per_rank=cores_per_rank(spec, cores) if not gpus else None)
     line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
                                local=local, set_env={**environ, **env})
-    return Launch(line.argv(mpi.dialect), env, mpi.dialect, rank_logs=job_dir is not None)
+    argv = line.argv(mpi.dialect)
+    if spec.runs_preflight:
+        pre = command.mpirun_line(spec, str(hostfile), program=preflight_argv(spec, python, gpus),
+                                  mpirun=mpi.mpirun, local=local, set_env={**environ, **env})
+        argv = command.preflight_then(str(spec.preflight), pre.argv(mpi.dialect), argv)
+    return Launch(argv, env, mpi.dialect, rank_logs=job_dir is not None)
+
+
+def preflight_argv(spec: JobSpec, python: str, gpus: list[int]) -> list[str]:
+    """The preflight on this machine: every rank in one host's group, its plan on the line
+    (no expectation: a CPU MPI all-reduce is not modelled; this machine's GPUs are not
+    placed by the model)."""
+    import json
+    from importlib import resources
+
+    from mpijob.perf.preflight import plain_plan
+
+    script = resources.files("mpijob.k8s.podscripts").joinpath("hvdk8s_preflight.py")
+    plan = plain_plan([spec.ranks], gpus=bool(gpus), nodes=[socket.gethostname()])
+    return command.preflight_program(spec, python=python, script=str(script),
+                                     plan_json=json.dumps(plan, separators=(",", ":"),
+                                                          sort_keys=True))
 
 
 def _under_rank_wrapper(python: str, job_dir: Path | None, program: list[str]) -> list[str]:

@@ -1,4 +1,6 @@
-"""Shell scripts that run in the job's pods (launcher.sh, worker.sh), shipped in its ConfigMap."""
+"""What runs in the job's pods, shipped in its ConfigMap: shell scripts (launcher.sh,
+worker.sh) and the preflight (hvdk8s_preflight.py: Python 3.8, no dependency, never
+imported by hvdk8s itself; the local backend runs it from here too)."""
 
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ def test_failed_launcher_is_not_retried_while_workers_hold_gpus(k8s):
     launcher = srv.get("jobs", "bo-launcher")
     assert launcher["spec"]["backoffLimit"] == 0
     assert any(c["type"] == "Failed" for c in launcher["status"]["conditions"])
-    # restartPolicy OnFailure: the kubelet may restart the container once before the Job
-    # controller counts the failure; the default limit ran it up to 7 times.
-    assert launcher_script.starts <= 2, "mpirun was retried while the workers held GPUs"
+    # The launcher's restartPolicy is Never (render_operator): one start; the default limit
+    # ran it up to 7 times.
+    assert launcher_script.starts == 1, "mpirun was retried while the workers held GPUs"
 
 
 def test_backoff_limit_given_by_the_user_is_kept():
