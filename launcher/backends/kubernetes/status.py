@@ -385,7 +385,9 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
                                  predicted_images_per_sec=out.predicted_images_per_sec,
                                  running=phase == RUNNING)
     if out.images_per_sec is None:
-        out.images_per_sec = recorded_images_per_sec(root)
+        rate, result = parse_result(termination_messages(current_launcher(pods)))
+        out.images_per_sec = rate if rate is not None else recorded_images_per_sec(root)
+        out.result = out.result or result
     if phase == FAILED and failed_logs:
         pod = failing_pod(pods)
         pod_name = meta(pod).get("name") if pod else None
@@ -393,6 +395,18 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
             out.log_tail = failed_logs[pod_name][-FAILED_TAIL_LINES:]
     out.why = why(out)
     return out
+
+
+def termination_messages(pod: dict | None) -> list[str]:
+    """The lines a finished pod's containers left in their termination message: the launch
+    script writes the benchmark's result there (mpijob/k8s/podscripts/launcher.sh), so a
+    list of pods carries a finished job's rate without a log read."""
+    lines: list[str] = []
+    for c in _containers(pod or {}):
+        message = ((c.get("state") or {}).get("terminated") or {}).get("message")
+        if isinstance(message, str):
+            lines += message.splitlines()
+    return lines
 
 
 def recorded_images_per_sec(root: dict | None) -> float | None:

@@ -78,6 +78,7 @@ on_term() {
   if [ -n "$child" ]; then
     kill -TERM "$child" 2>/dev/null
     wait "$child" 2>/dev/null
+    hvdk8s_launched
   fi
   [ "$RELEASE_ON_FAILURE" = "1" ] && release_workers 143
   drop_leases
@@ -136,15 +137,48 @@ hvdk8s_openmpi5_env() {
 }
 hvdk8s_openmpi5_env "$@"
 # --- Open MPI 5 (end) ---
+# --- result (begin) ---
+# The launch line's stdout passes through a filter that keeps its last result lines (the
+# benchmark's HVDK8S_RESULT JSON and `total images/sec`) and writes them, at the end, to the
+# container's termination message: the kubelet copies that file (its last 4 KiB) into the
+# pod's status.containerStatuses[].state.terminated.message, so listing the pods gives a
+# finished job's rate without reading its log. A JSON too long to fit is left out; the rate
+# line is written last, so a cut keeps it. No awk, or no termination log: no filter.
+hvdk8s_launch() {
+  out="${HVDK8S_TERMINATION_LOG:-/dev/termination-log}"
+  if ! command -v awk >/dev/null 2>&1 || ! { [ -w "$out" ] || [ -w "$(dirname "$out")" ]; }; then
+    "$@" &
+    child=$!
+    return 0
+  fi
+  fifo="$(mktemp -d)/out" && mkfifo "$fifo" || { "$@" & child=$!; return 0; }
+  awk -v out="$out" '
+    { print; fflush() }
+    (at = index($0, "HVDK8S_RESULT ")) > 0 { json = substr($0, at) }
+    (at = index($0, "total images/sec:")) > 0 { rate = substr($0, at) }
+    END {
+      if (length(json) + length(rate) > 4000) json = ""
+      if (json != "") print json > out
+      if (rate != "") print rate > out
+    }' < "$fifo" &
+  filter=$!
+  "$@" > "$fifo" &
+  child=$!
+}
+hvdk8s_launched() {
+  [ -z "${filter:-}" ] || { wait "$filter" 2>/dev/null; rm -rf "${fifo%/out}"; }
+  filter=""
+}
+# --- result (end) ---
 take_leases
 echo "hvdk8s: starting: $*"
 # In the background so that SIGTERM runs on_term at once (sh defers traps until a
 # foreground command ends).
-"$@" &
-child=$!
+hvdk8s_launch "$@"
 wait "$child"
 status=$?
 child=""
+hvdk8s_launched
 if [ "$status" -eq 0 ] || [ "$RELEASE_ON_FAILURE" = "1" ]; then
   release_workers "$status"
 fi

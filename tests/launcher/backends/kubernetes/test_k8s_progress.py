@@ -114,3 +114,32 @@ def test_get_gives_the_one_cause_with_its_fix(k8s, cause):
         assert waited.exit_code == 1 and line in waited.output
         followed = hvdk8s(k8s, "logs", "-f", "img")
         assert followed.exit_code == 1 and line.removeprefix("why: ") in followed.output
+
+
+# --- a finished job's rate, from the pods list: the launcher's termination message ----------
+@pytest.mark.parametrize("mode", ["pods", "operator", "trainjob"])
+def test_list_shows_an_ended_jobs_rate_from_its_termination_message(k8s, mode, api_requests):
+    from kubesim.kubelet import Run
+    from mpijob.k8s import render_trainjob as trainjob
+
+    srv = k8s.server()
+    spec = build_spec(name="done", namespace=k8s.namespace, image=k8s.image, workers=1,
+                      command=("python", "train.py"))
+    if mode == "operator":
+        srv.install_mpi_operator()
+    if mode == "trainjob":
+        srv.install_trainer()
+        srv.create(trainjob.horovod_runtime(spec))
+    backend = k8s.backend()
+    srv.script_pod(r"done-(worker|node)-.*", exit_code=None)
+    srv.script_pod(r"done-launcher-.*", runs=[Run(
+        ["[1,0]<stdout>:total images/sec: 1.0"], exit_code=0,
+        # what the launch script's filter wrote: the log above is not read
+        termination_message="total images/sec: 321.5\n")])
+    create_job(backend, spec, None, mode=mode, schedule_timeout=20)
+    srv.wait_for(lambda: any(r.name == "done" and r.done for r in backend.list()), timeout=30)
+    api_requests.mark()
+    (row,) = [r for r in backend.list() if r.name == "done"]
+    requests = api_requests.since()
+    assert row.images_per_sec == 321.5
+    assert not [r for r in requests if r.path.endswith("/log") or r.method != "GET"]
