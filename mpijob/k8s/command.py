@@ -261,7 +261,7 @@ while :; do
   status=$?
   kill -0 "$child" 2>/dev/null || break
 done
-hvdk8s_launched
+hvdk8s_launched "$status"
 exit "$status"
 """
 
