@@ -32,6 +32,11 @@ class Run:
     exit_code: int | None = 0
     duration: float = 0.0
     reason: str | None = None  # terminated reason; default Completed / Error
+    # What the container left in its terminationMessagePath. The kubelet reads that file
+    # whatever the exit code, at most its last 4096 bytes (kubernetes
+    # pkg/kubelet/kuberuntime/kuberuntime_container.go getTerminationMessage:
+    # tail.ReadAtMost(path, MaxContainerTerminationMessageLength)).
+    termination_message: str | None = None
 
     def schedule(self) -> list[tuple[float, str]]:
         out, t = [], 0.0
@@ -295,8 +300,11 @@ class Kubelet(Loop):
     def _terminated(self, c: _Container) -> dict:
         reason = (c.run.reason if c.run else None) or ("Completed" if c.exit_code == 0
                                                        else "Error")
-        return {"exitCode": c.exit_code, "reason": reason, "startedAt": c.started_stamp,
-                "finishedAt": c.finished_stamp, "containerID": c.cid}
+        out = {"exitCode": c.exit_code, "reason": reason, "startedAt": c.started_stamp,
+               "finishedAt": c.finished_stamp, "containerID": c.cid}
+        if c.run is not None and c.run.termination_message:
+            out["message"] = c.run.termination_message.encode()[-4096:].decode(errors="ignore")
+        return out
 
     def _ready(self, c: _Container, spec: dict, now: float) -> bool:
         if c.exit_code is not None:

@@ -183,7 +183,8 @@ def own_rank() -> int:
 
 
 def report(kind: str, stream=None, **fields) -> None:
-    record = {"kind": kind, "rank": own_rank(), "time": time.time()}
+    record = {"kind": kind, "rank": own_rank(), "time": time.time(),
+              "host": socket.gethostname()}  # a pod's name: get names the rank's pod
     record.update({key: _json_safe(value) for key, value in fields.items()})
     line = REPORT_PREFIX + json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n"
     out = stream or sys.stdout

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -42,6 +43,9 @@ _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RAN
 REPORT_SECONDS = 5.0
 HEARTBEAT_SECONDS = 2.0
 _write_lock = threading.Lock()
+# Where the rank runs: on Kubernetes an hvdk8s worker's hostname is its pod's name, so
+# `hvdk8s get` names a straggler's or a silent rank's pod, node and GPUs.
+_HOST = socket.gethostname()
 
 
 def own_rank() -> int:
@@ -57,7 +61,7 @@ def report(kind: str, rank: int | None = None, stream=None, **fields) -> None:
     Non-finite numbers become null: the line stays valid JSON. One write under a lock: the
     heartbeat thread's line never splits another."""
     record = {"kind": kind, "rank": own_rank() if rank is None else int(rank),
-              "time": time.time()}
+              "time": time.time(), "host": _HOST}
     record.update({key: _finite(value) for key, value in fields.items()})
     out = stream or sys.stdout
     line = REPORT_PREFIX + json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n"

@@ -91,9 +91,9 @@ def wait(
     output: opt.Output = opt.TABLE,
 ):
     """Wait for a job to end. Exit codes: 0 it succeeded; 1 it failed (the cause is
-    printed); 3 it stalled: its ranks report no step for 3x the expected step time (local
-    backend; on Kubernetes `get` shows a stall, which `wait` does not read, to send no
-    request while it waits); 124 the --timeout passed first."""
+    printed); 3 it stalled: its ranks report no step for 3x the expected step time (on
+    Kubernetes `wait` reads the launcher's log tail for it as the job starts running, then
+    every 3 expected step times, at least 30 s apart); 124 the --timeout passed first."""
     def waiting(status) -> None:  # what it waits for, on stderr: stdout stays the result
         cause = status.why or ": ".join(x for x in (status.reason, status.message) if x)
         typer.echo(f"waiting: {name} {status.phase}" + (f": {cause}" if cause else ""), err=True)

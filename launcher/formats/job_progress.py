@@ -37,8 +37,8 @@ class Straggler:
     compute_time: float  # its mean over its last reports, seconds per step
     median: float  # the other ranks' median of the same
 
-    def describe(self) -> str:
-        return (f"rank {self.rank} computes {self.compute_time:.3g}s per step against the "
+    def describe(self, who: str | None = None) -> str:
+        return (f"{who or f'rank {self.rank}'} computes {self.compute_time:.3g}s per step against the "
                 f"other ranks' median {self.median:.3g}s ({self.compute_time / self.median:.2f}x)")
 
 
@@ -57,6 +57,16 @@ class JobProgress:
     stall_after: float | None = None  # the threshold, seconds
     silent_ranks: list[int] = field(default_factory=list)
     stragglers: list[Straggler] = field(default_factory=list)
+    hosts: dict[int, str] = field(default_factory=dict)  # rank -> the host it reported from
+    # rank -> where it runs, for people ("pod j-worker-1, node n3, GPUs 0,1"): the backend
+    # fills it from the hosts and its replicas
+    places: dict[int, str] = field(default_factory=dict)
+
+    def who(self, rank: int) -> str:
+        """`rank 1 (pod j-worker-1, node n3, GPUs 0,1)`, or with the reported host only."""
+        where = self.places.get(rank) or (f"host {self.hosts[rank]}" if rank in self.hosts
+                                          else None)
+        return f"rank {rank} ({where})" if where else f"rank {rank}"
 
     @property
     def ratio(self) -> float | None:
@@ -89,12 +99,12 @@ class JobProgress:
         """The stall and the stragglers, one line each."""
         found = []
         if self.stalled:
-            who = (f"; not reporting: rank{'s' if len(self.silent_ranks) > 1 else ''} "
-                   f"{', '.join(map(str, self.silent_ranks))}" if self.silent_ranks else
+            who = (f"; not reporting: {', '.join(map(self.who, self.silent_ranks))}"
+                   if self.silent_ranks else
                    "; every rank still beats (waiting in a collective?)")
             found.append(f"stalled: no step for {duration(self.last_step_age)} (threshold "
                          f"{duration(self.stall_after or 0)}){who}")
-        found += [f"straggler: {s.describe()}" for s in self.stragglers]
+        found += [f"straggler: {s.describe(self.who(s.rank))}" for s in self.stragglers]
         return found
 
 
@@ -118,6 +128,7 @@ def summarize(reports: Iterable[dict], now: float, *, ranks: int | None = None,
     latest: dict[int, dict] = {}  # each rank's latest progress report
     computes: dict[int, list[float]] = {}
     last_seen: dict[int, float] = {}
+    hosts: dict[int, str] = {}
     beat_every = HEARTBEAT_SECONDS
     step, step_seen = -1, 0.0
     for r in reports:
@@ -125,6 +136,8 @@ def summarize(reports: Iterable[dict], now: float, *, ranks: int | None = None,
         if kind not in ("progress", "heartbeat"):
             continue
         last_seen[rank] = max(last_seen.get(rank, when), when)
+        if isinstance(r.get("host"), str) and r["host"]:
+            hosts[rank] = r["host"]
         if kind == "heartbeat" and isinstance(r.get("every"), int | float):
             beat_every = float(r["every"])
         reported = r.get("step")
@@ -160,7 +173,7 @@ def summarize(reports: Iterable[dict], now: float, *, ranks: int | None = None,
         images_per_sec_avg=avg_rate, predicted_images_per_sec=predicted_images_per_sec,
         last_step_age=max(0.0, now - step_seen), expected_step_time=expected,
         eta_seconds=eta, warmup=now_rate is None,
-        stragglers=_stragglers(computes),
+        stragglers=_stragglers(computes), hosts=hosts,
     )
     if running and not (total is not None and step >= total):
         quiet_after = STALL_HEARTBEATS * beat_every

@@ -12,7 +12,9 @@ Every report is one JSON object on one line after the prefix, with at least:
     rank   the Horovod/MPI rank that wrote it (int)
     time   when, in seconds since the epoch (float)
 
-and whatever else its kind defines (images/benchmark/hvdk8s_report.py writes them). Lines
+and optionally `host` (the rank's hostname: on Kubernetes its pod's name, which `get` turns
+into the pod, node and GPUs of a straggler or a silent rank), and whatever else its kind
+defines (images/benchmark/hvdk8s_report.py writes them). Lines
 are matched anywhere, not only from their start: `mpirun --tag-output` and `[pod]` prefixes
 come before them. A line whose JSON is cut (a killed rank) or lacks the common fields is
 skipped. The lines are for hvdk8s, not for people: `logs` hides them unless asked.
@@ -29,11 +31,17 @@ REPORT_PREFIX = "HVDK8S_REPORT "
 RESULT_PREFIX = "HVDK8S_RESULT "
 # mpirun's --tag-output: Open MPI 4 `[1,0]<stdout>:`, Open MPI 5 `[1,0]<stdout>: `, and the
 # short `[0]<stdout>:` of some launch lines.
-_RANK_TAG = re.compile(r"^\[(?:\d+,)?\d+\]<std(?:out|err)>: ?")
+_RANK_TAG = re.compile(r"^\[(?:\d+,)?(\d+)\]<std(?:out|err)>: ?")
 
 
 def is_report_line(line: str) -> bool:
     return REPORT_PREFIX in line
+
+
+def tagged_rank(line: str) -> int | None:
+    """The rank mpirun's --tag-output put at the start of `line`; None when untagged."""
+    found = _RANK_TAG.match(line)
+    return int(found.group(1)) if found else None
 
 
 def for_people(line: str) -> str | None:

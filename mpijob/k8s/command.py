@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mpijob.jobspec.defaults import MPIImplementation
 from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
-from mpijob.k8s.podscripts import openmpi5_env
+from mpijob.k8s.podscripts import launch_recording_result, openmpi5_env
 
 if TYPE_CHECKING:  # a type only: the model does not import the renderers
     from mpijob.jobspec.spec import JobSpec
@@ -288,6 +288,8 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 # gets), for the wait and, through the rsh/bootstrap arguments, for mpirun itself: a port
 # left to the image's ssh_config and sshd_config disagrees whenever one of them is not the
 # image's own (`-o Port=22` against hvdk8s' image's sshd on 2222).
+# mpirun then runs as a child, not exec'd, so that its result reaches the termination
+# message (podscripts launch_recording_result); SIGTERM (deletion, deadline) is passed on.
 OPERATOR_WAIT_SCRIPT = """limit="${HVDK8S_WORKER_WAIT_SECONDS:-600}"
 sshport="${HVDK8S_SSH_PORT:+-oPort=$HVDK8S_SSH_PORT}"
 # The operator mounts the key at sshAuthMountPath, $HOME/.ssh with --run-as-user; ssh looks
@@ -314,7 +316,15 @@ nohostkey="$sshport -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null 
 export OMPI_MCA_plm_rsh_args="${OMPI_MCA_plm_rsh_args:-} $nohostkey"
 export HYDRA_LAUNCHER_EXTRA_ARGS="${HYDRA_LAUNCHER_EXTRA_ARGS:-${HYDRA_LAUNCH_EXTRA_ARGS:-}} $nohostkey"
 export I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS="${I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS:-} $nohostkey"
-""" + openmpi5_env() + """exec "$@"
+""" + openmpi5_env() + launch_recording_result() + """trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+hvdk8s_launch "$@"
+while :; do
+  wait "$child"
+  status=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+hvdk8s_launched "$status"
+exit "$status"
 """
 
 

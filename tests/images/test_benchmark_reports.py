@@ -34,6 +34,17 @@ def test_the_benchmarks_copy_writes_the_helpers_lines(frozen_time):
     assert bench.REPORT_PREFIX == hvdk8s_report.REPORT_PREFIX
 
 
+def test_each_report_says_its_host_which_is_the_pods_name_on_kubernetes(frozen_time,
+                                                                        monkeypatch):
+    monkeypatch.setattr(bench.socket, "gethostname", lambda: "job-worker-1")
+    monkeypatch.setattr(hvdk8s_report, "_HOST", "job-worker-1")
+    for emit in (bench.report, hvdk8s_report.report):
+        out = io.StringIO()
+        emit("heartbeat", stream=out, step=4)
+        (line,) = iter_reports(out.getvalue())
+        assert (line["rank"], line["host"]) == (2, "job-worker-1")
+
+
 class Clock:
     def __init__(self):
         self.now = 0.0

@@ -196,6 +196,16 @@ def test_benchmark_is_copied_where_the_code_expects_it():
     assert dests == [_constant(BENCHMARK, "IN_IMAGE_PATH")]
 
 
+def test_the_reporting_helper_is_installed_into_site_packages():
+    """`import hvdk8s_report` in any rank: moved into the image Python's purelib (not on a
+    PYTHONPATH, which ranks started over ssh would not get) and imported at build."""
+    (dest,) = [dest for sources, dest, _ in copies(TRAIN)
+               if sources == ["images/benchmark/hvdk8s_report.py"]]
+    runs = [rest for word, rest in instructions(TRAIN) if word == "RUN"]
+    assert any(f"mv {dest}" in run and 'get_paths()["purelib"]' in run
+               and "import hvdk8s_report" in run for run in runs)
+
+
 def test_benchmark_paths_agree_with_the_launcher():
     command = pytest.importorskip("mpijob.k8s.command")
     render = pytest.importorskip("mpijob.k8s.render")

@@ -506,3 +506,19 @@ def _timed(req) -> float:
     with urllib.request.urlopen(req) as r:
         assert len(json.load(r)["items"]) == 100
     return time.perf_counter() - t
+
+
+def test_a_terminated_container_carries_its_termination_message_tail(kube_server, core):
+    """The kubelet reads the last 4096 bytes of terminationMessagePath, whatever the exit
+    code (kuberuntime_container.go getTerminationMessage)."""
+    long = "x" * 5000 + "\ntotal images/sec: 5.0\n"
+    kube_server.script_pod("said", runs=[Run([], exit_code=0, termination_message=long)])
+    core.create_namespaced_pod("default", pod("said", restart_policy="Never"))
+    term = wait(lambda: (lambda cs: cs and cs[0].state.terminated)(
+        core.read_namespaced_pod("said", "default").status.container_statuses))
+    assert term.message == long[-4096:] and term.message.endswith("total images/sec: 5.0\n")
+    kube_server.script_pod("quiet", exit_code=0)
+    core.create_namespaced_pod("default", pod("quiet", restart_policy="Never"))
+    term = wait(lambda: (lambda cs: cs and cs[0].state.terminated)(
+        core.read_namespaced_pod("quiet", "default").status.container_statuses))
+    assert term.message is None

@@ -79,6 +79,7 @@ from launcher.backends.kubernetes.snapshot import (
     planned_nodes_view,
     take_snapshot,
 )
+from launcher.backends.kubernetes.stallcheck import StallCheck
 from launcher.backends.kubernetes.start_gate import GatedCreation, hand_over
 from launcher.backends.kubernetes.watching import WATCH_TIMEOUT_SECONDS, JobWatch
 from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
@@ -863,6 +864,7 @@ class KubernetesBackend(KubernetesObjects):
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
         last_shown: tuple = ()
+        stall = StallCheck()
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
@@ -886,6 +888,9 @@ class KubernetesBackend(KubernetesObjects):
                 # A succeeded launcher pod is recorded by the Job a moment later; waiting for
                 # that lets the clean pod policy remove the launcher pod too (All).
                 now = time.monotonic()
+                if status.phase == RUNNING and stall.due(now):
+                    if (stalled := self._stalled(name, ns, status, pods, stall, now)) is not None:
+                        return stalled
                 if status.done:
                     settle = settle or now + 5.0
                     if status.finished or status.phase != SUCCEEDED or now >= settle:
@@ -898,9 +903,24 @@ class KubernetesBackend(KubernetesObjects):
                 # start deadline too.
                 start = start_guard.seconds_left(root, pods)
                 wake = [t for t in (left, settle and settle - now,
-                                    None if start is None else start + 0.5)
+                                    None if start is None else start + 0.5,
+                                    stall.seconds_left(now) if status.phase == RUNNING else None)
                         if t is not None]
                 seen.wait(min(wake) if wake else None)
+
+    def _stalled(self, name: str, ns: str, status: JobStatus, pods: builtins.list[dict],
+                 stall: StallCheck, now: float) -> JobStatus | None:
+        """`get`'s status when the launcher's log tail shows a stall (read at stall's rate,
+        one request), else None."""
+        launcher = st.current_launcher(pods)
+        lines = pod_log_lines(self.client, launcher, tail=LOG_TAIL_FOR_RESULT) if launcher else []
+        progress = summarize(iter_reports(lines), time.time(),
+                             predicted_images_per_sec=status.predicted_images_per_sec)
+        stall.looked(progress, now)
+        if progress is None or not progress.stalled:
+            return None
+        got = self.get(name, ns)  # names the silent ranks' pods; still stalled when read?
+        return got if got.progress is not None and got.progress.stalled else None
 
     @_api_errors_gen
     def watch_status(self, name: str, namespace: str | None = None, *,

@@ -87,6 +87,7 @@ class _StatusMeta(_Meta, total=False):
 
 class _StatusPodSpec(TypedDict, total=False):
     nodeName: str
+    hostname: str  # a JobSet pod's: where its ranks say they run (status.name_rank_pods)
 
 
 class StatusPod(TypedDict, total=False):

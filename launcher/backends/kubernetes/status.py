@@ -25,9 +25,9 @@ from launcher.backends.base import (
 from launcher.backends.kubernetes.snapshot import parse_index_list
 from launcher.formats.benchmark_result import parse_benchmark_output
 from launcher.formats.causes import why
-from launcher.formats.job_progress import summarize
-from launcher.formats.rank_reports import iter_reports
+from launcher.formats.job_progress import JobProgress, summarize
 from launcher.formats.preflight_reports import preflight_status
+from launcher.formats.rank_reports import for_people, is_report_line, iter_reports, tagged_rank
 from mpijob.jobspec import defaults, names
 from mpijob.wellknown import COMPLETION_INDEX_LABEL
 
@@ -38,6 +38,7 @@ STUCK_REASONS = frozenset({
     "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
 })
 FAILED_TAIL_LINES = 20
+STALL_TAIL_LINES = 5  # of each silent rank
 # The measured rate, recorded on the root by `get`/`wait` once the job is done: `list` reads
 # it from the roots it lists anyway, where reading every launcher log would cost a call a job.
 ANNOTATION_IMAGES_PER_SEC = f"{names.GROUP}/images-per-sec"
@@ -386,8 +387,15 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
                                  predicted_images_per_sec=out.predicted_images_per_sec,
                                  running=phase == RUNNING)
         out.preflight = preflight_status(launcher_log)
+        if out.progress is not None:
+            name_rank_pods(out.progress, pods, replicas)
+            if out.progress.stalled:
+                out.log_tail = silent_rank_lines(out.progress, launcher_log,
+                                                 meta(current_launcher(pods)).get("name"))
     if out.images_per_sec is None:
-        out.images_per_sec = recorded_images_per_sec(root)
+        rate, result = parse_result(termination_messages(current_launcher(pods)))
+        out.images_per_sec = rate if rate is not None else recorded_images_per_sec(root)
+        out.result = out.result or result
     if phase == FAILED and failed_logs:
         pod = failing_pod(pods)
         pod_name = meta(pod).get("name") if pod else None
@@ -395,6 +403,68 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
             out.log_tail = failed_logs[pod_name][-FAILED_TAIL_LINES:]
     out.why = why(out)
     return out
+
+
+def _pod_of_host(host: str, pods: list[dict]) -> dict | None:
+    """The pod a rank reported from: an hvdk8s worker's hostname is its pod's name (pods and
+    operator modes), or its spec.hostname (a JobSet's pods); an FQDN's first label counts."""
+    short = host.split(".", 1)[0]
+    for pod in pods:
+        if short in (meta(pod).get("name"), (pod.get("spec") or {}).get("hostname")):
+            return pod
+    return None
+
+
+def name_rank_pods(progress: JobProgress, pods: list[dict],
+                   replicas: list[ReplicaStatus]) -> None:
+    """Each reporting rank's pod, node and GPUs (progress.places), and the silent ranks and
+    stragglers marked on their pods' rows, as the local backend marks its ranks'."""
+    by_name = {r.name: r for r in replicas}
+    for rank, host in progress.hosts.items():
+        pod = _pod_of_host(host, pods)
+        r = by_name.get(meta(pod).get("name", "")) if pod is not None else None
+        if r is None:
+            continue
+        gpus = f", GPUs {','.join(map(str, r.gpus))}" if r.gpus else ""
+        progress.places[rank] = f"pod {r.name}" + (f", node {r.node}" if r.node else "") + gpus
+        if progress.stalled and rank in progress.silent_ranks:
+            r.message = f"rank {rank} not reporting (stopped, or gone)"
+        for slow in progress.stragglers:
+            if slow.rank == rank:
+                r.message = (f"rank {rank} straggler: {slow.compute_time:.3g}s compute per "
+                             f"step, others {slow.median:.3g}s")
+
+
+def silent_rank_lines(progress: JobProgress, launcher_log: list[str],
+                      launcher: str | None) -> list[str]:
+    """What the silent ranks said last, from the launcher's log: only lines mpirun tagged
+    with their rank (`--tag-output`) can be told apart; without them, which pod to look at."""
+    out = []
+    for rank in progress.silent_ranks:
+        tagged = [line for line in launcher_log if tagged_rank(line) == rank
+                  and not is_report_line(line)][-STALL_TAIL_LINES:]
+        if tagged:
+            out += [f"[rank {rank}] {for_people(line) or ''}" for line in tagged]
+            continue
+        where = progress.places.get(rank)
+        pod = where.split(",", 1)[0].removeprefix("pod ") if where else None
+        out.append(f"[rank {rank}] its output is not tagged with its rank in the launcher's "
+                   "log (mpirun without --tag-output): "
+                   + (f"kubectl describe pod {pod}; " if pod else "")
+                   + (f"kubectl logs {launcher}" if launcher else "kubectl logs its launcher"))
+    return out
+
+
+def termination_messages(pod: dict | None) -> list[str]:
+    """The lines a finished pod's containers left in their termination message: the launch
+    script writes the benchmark's result there (mpijob/k8s/podscripts/launcher.sh), so a
+    list of pods carries a finished job's rate without a log read."""
+    lines: list[str] = []
+    for c in _containers(pod or {}):
+        message = ((c.get("state") or {}).get("terminated") or {}).get("message")
+        if isinstance(message, str):
+            lines += message.splitlines()
+    return lines
 
 
 def recorded_images_per_sec(root: dict | None) -> float | None:

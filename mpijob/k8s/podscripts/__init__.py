@@ -6,13 +6,24 @@ from __future__ import annotations
 
 from importlib import resources
 
-_BEGIN, _END = "# --- Open MPI 5 (begin) ---\n", "# --- Open MPI 5 (end) ---\n"
+
+def _launcher_block(title: str) -> str:
+    """launcher.sh's block between `# --- title (begin) ---` and its end marker, without its
+    comments (they stay in launcher.sh)."""
+    begin, end = f"# --- {title} (begin) ---\n", f"# --- {title} (end) ---\n"
+    text = resources.files(__name__).joinpath("launcher.sh").read_text()
+    block = text[text.index(begin):text.index(end)].splitlines(keepends=True)
+    return "".join(line for line in block if not line.lstrip().startswith("#"))
 
 
 def openmpi5_env() -> str:
-    """launcher.sh's Open MPI 5 block, between its markers, without its comments (they stay
-    in launcher.sh): the operator-mode launcher (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT)
-    runs the same lines before mpirun."""
-    text = resources.files(__name__).joinpath("launcher.sh").read_text()
-    block = text[text.index(_BEGIN):text.index(_END)].splitlines(keepends=True)
-    return "".join(line for line in block if not line.lstrip().startswith("#"))
+    """The Open MPI 5 block: the operator-mode launcher (mpijob.k8s.command.
+    OPERATOR_WAIT_SCRIPT) runs the same lines before mpirun."""
+    return _launcher_block("Open MPI 5")
+
+
+def launch_recording_result() -> str:
+    """The result block (hvdk8s_launch, hvdk8s_launched): the operator- and trainjob-mode
+    launcher runs mpirun through it too, so every mode leaves the result in the launcher's
+    termination message."""
+    return _launcher_block("result")

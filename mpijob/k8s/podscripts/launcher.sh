@@ -78,6 +78,7 @@ on_term() {
   if [ -n "$child" ]; then
     kill -TERM "$child" 2>/dev/null
     wait "$child" 2>/dev/null
+    hvdk8s_launched 143
   fi
   [ "$RELEASE_ON_FAILURE" = "1" ] && release_workers 143
   drop_leases
@@ -136,15 +137,56 @@ hvdk8s_openmpi5_env() {
 }
 hvdk8s_openmpi5_env "$@"
 # --- Open MPI 5 (end) ---
+# --- result (begin) ---
+# The launch line's stdout passes through a filter that keeps its last result lines (the
+# benchmark's HVDK8S_RESULT JSON and `total images/sec`); when the line succeeded they go to
+# the container's termination message: the kubelet copies that file (its last 4 KiB) into
+# the pod's status.containerStatuses[].state.terminated.message, so listing the pods gives a
+# finished job's rate without reading its log. Never on failure: there the message is the
+# failure's (hvdk8s reads it as the reason). A JSON too long to fit is left out; the rate
+# line is written last, so a cut keeps it. No awk, or no termination log: no filter.
+hvdk8s_launch() {
+  out="${HVDK8S_TERMINATION_LOG:-/dev/termination-log}"
+  filter="" fifo=""
+  if ! command -v awk >/dev/null 2>&1 || ! { [ -w "$out" ] || [ -w "$(dirname "$out")" ]; } \
+      || ! fifo="$(mktemp -d)/out" || ! mkfifo "$fifo"; then
+    "$@" &
+    child=$!
+    return 0
+  fi
+  awk -v kept="$fifo.result" '
+    { print; fflush() }
+    (at = index($0, "HVDK8S_RESULT ")) > 0 { json = substr($0, at) }
+    (at = index($0, "total images/sec:")) > 0 { rate = substr($0, at) }
+    END {
+      if (length(json) + length(rate) > 4000) json = ""
+      if (json != "") print json > kept
+      if (rate != "") print rate > kept
+    }' < "$fifo" &
+  filter=$!
+  "$@" > "$fifo" &
+  child=$!
+}
+# With the launch line's exit status: the kept result into the termination message on 0.
+hvdk8s_launched() {
+  [ -n "$filter" ] || return 0
+  wait "$filter" 2>/dev/null
+  if [ "$1" -eq 0 ] && [ -s "$fifo.result" ]; then
+    cat "$fifo.result" > "$out"
+  fi
+  rm -rf "${fifo%/out}"
+  filter=""
+}
+# --- result (end) ---
 take_leases
 echo "hvdk8s: starting: $*"
 # In the background so that SIGTERM runs on_term at once (sh defers traps until a
 # foreground command ends).
-"$@" &
-child=$!
+hvdk8s_launch "$@"
 wait "$child"
 status=$?
 child=""
+hvdk8s_launched "$status"
 if [ "$status" -eq 0 ] || [ "$RELEASE_ON_FAILURE" = "1" ]; then
   release_workers "$status"
 fi

@@ -114,3 +114,60 @@ def test_get_gives_the_one_cause_with_its_fix(k8s, cause):
         assert waited.exit_code == 1 and line in waited.output
         followed = hvdk8s(k8s, "logs", "-f", "img")
         assert followed.exit_code == 1 and line.removeprefix("why: ") in followed.output
+
+
+# --- a finished job's rate, from the pods list: the launcher's termination message ----------
+@pytest.mark.parametrize("mode", ["pods", "operator", "trainjob"])
+def test_list_shows_an_ended_jobs_rate_from_its_termination_message(k8s, mode, api_requests):
+    from kubesim.kubelet import Run
+    from mpijob.k8s import render_trainjob as trainjob
+
+    srv = k8s.server()
+    spec = build_spec(name="done", namespace=k8s.namespace, image=k8s.image, workers=1,
+                      command=("python", "train.py"))
+    if mode == "operator":
+        srv.install_mpi_operator()
+    if mode == "trainjob":
+        srv.install_trainer()
+        srv.create(trainjob.horovod_runtime(spec))
+    backend = k8s.backend()
+    srv.script_pod(r"done-(worker|node)-.*", exit_code=None)
+    srv.script_pod(r"done-launcher-.*", runs=[Run(
+        ["[1,0]<stdout>:total images/sec: 1.0"], exit_code=0,
+        # what the launch script's filter wrote: the log above is not read
+        termination_message="total images/sec: 321.5\n")])
+    create_job(backend, spec, None, mode=mode, schedule_timeout=20)
+    srv.wait_for(lambda: any(r.name == "done" and r.done for r in backend.list()), timeout=30)
+    api_requests.mark()
+    (row,) = [r for r in backend.list() if r.name == "done"]
+    requests = api_requests.since()
+    assert row.images_per_sec == 321.5
+    assert not [r for r in requests if r.path.endswith("/log") or r.method != "GET"]
+
+
+# --- wait: a stall ends it with exit 3, read from the launcher's log at a low rate -----------
+def test_wait_ends_with_3_on_a_stall_naming_the_silent_ranks_pod(k8s):
+    srv = k8s.server()
+    long_ago = time.time() - 120  # the last step and rank 1's last heartbeat
+    worker1 = "stuck-worker-1"
+    lines = [report("progress", r, step=20, total_steps=100, images_per_step=64,
+                    images_per_sec=640.0, images_per_sec_avg=620.0, compute_time=0.09,
+                    warmup=False, host=f"stuck-worker-{r}", time=long_ago) for r in (0, 1)]
+    lines.append(report("heartbeat", 0, step=20, every=2.0, host="stuck-worker-0"))
+    k8s.script_launcher("stuck", lines, exit_code=None)
+    srv.script_pod(r"stuck-worker-\d+", exit_code=None)
+    spec = build_spec(name="stuck", namespace=k8s.namespace, image=k8s.image, workers=2,
+                      command=("python", "train.py"))
+    create_job(k8s.backend(), spec, None, schedule_timeout=20)
+    waited = hvdk8s(k8s, "wait", "stuck", "--timeout", "30")
+    assert waited.exit_code == 3, waited.output
+    assert f"not reporting: rank 1 (pod {worker1}" in waited.output
+
+
+def test_wait_on_a_healthy_job_reads_the_log_once_as_it_starts_running(k8s, api_requests):
+    srv, backend = running_with_reports(k8s)
+    api_requests.mark()
+    with pytest.raises(Exception, match="still Running"):
+        backend.wait("vgg16", timeout=2)
+    reads = [r for r in api_requests.since() if r.path.endswith("/log")]
+    assert len(reads) == 1  # the next look is 30 s on (stallcheck.MIN_SECONDS)

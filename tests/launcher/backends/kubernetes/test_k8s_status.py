@@ -182,3 +182,49 @@ def test_group_statuses_builds_one_row_per_job_from_labels():
     other["metadata"]["labels"][names.LABEL_JOB] = "other"
     rows = st.group_statuses([root()], [launcher(), worker(0), worker(1), other])
     assert [(r.name, r.phase) for r in rows] == [("other", "Pending"), ("vgg16", "Running")]
+
+
+# --- ranks mapped to their pods: the host each report carries is its pod's name -----------------
+def reports_from(rank: int, host: str, *, at: float, step: int, compute: float) -> list[str]:
+    progress = {"kind": "progress", "rank": rank, "time": at, "host": host, "step": step,
+                "total_steps": 100, "images_per_step": 64, "images_per_sec": 64.0,
+                "images_per_sec_avg": 64.0, "compute_time": compute, "warmup": False}
+    return ["HVDK8S_REPORT " + json.dumps(progress)]
+
+
+def ranked_pods():
+    return [launcher(), worker(0, gpus="0,1", node="gpu-node-0"),
+            worker(1, gpus="2,3", node="gpu-node-7")]
+
+
+def test_a_straggler_is_named_with_its_pod_node_and_gpus():
+    log = []
+    for i, at in enumerate((100.0, 105.0, 110.0), 1):
+        log += reports_from(0, names.worker(JOB, 0), at=at, step=10 * i, compute=1.0)
+        log += reports_from(1, f"{names.worker(JOB, 1)}.{JOB}.default.svc", at=at,
+                            step=10 * i, compute=2.0)
+    s = status(ranked_pods(), launcher_log=log, now=111.0)
+    assert s.progress.problems() == [
+        f"straggler: rank 1 (pod {JOB}-worker-1, node gpu-node-7, GPUs 2,3) computes 2s per "
+        "step against the other ranks' median 1s (2.00x)"]
+    row = {r.name: r for r in s.replicas}[names.worker(JOB, 1)]
+    assert row.message == "rank 1 straggler: 2s compute per step, others 1s"
+
+
+def test_a_stall_names_the_silent_ranks_pod_and_shows_its_tagged_lines_or_where_to_look():
+    log = reports_from(0, names.worker(JOB, 0), at=100.0, step=10, compute=1.0)
+    log += reports_from(1, names.worker(JOB, 1), at=100.0, step=10, compute=1.0)
+    beat = {"kind": "heartbeat", "rank": 0, "time": 160.0, "host": names.worker(JOB, 0),
+            "step": 10, "every": 2.0}
+    log.append("HVDK8S_REPORT " + json.dumps(beat))
+    s = status(ranked_pods(), launcher_log=log, now=161.0)
+    assert s.progress.stalled and s.progress.silent_ranks == [1]
+    assert s.why.endswith(f"not reporting: rank 1 (pod {JOB}-worker-1, node gpu-node-7, "
+                          "GPUs 2,3)")
+    assert s.log_tail == [
+        "[rank 1] its output is not tagged with its rank in the launcher's log (mpirun "
+        f"without --tag-output): kubectl describe pod {JOB}-worker-1; "
+        f"kubectl logs {JOB}-launcher-abcde"]
+    tagged = [*log, "[1,1]<stdout>:loading shard 7", "[1,0]<stdout>:epoch 1"]
+    s = status(ranked_pods(), launcher_log=tagged, now=161.0)
+    assert s.log_tail == ["[rank 1] loading shard 7"]

@@ -1,0 +1,84 @@
+"""The API requests of `wait` on a running job that reports, on the test API server.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/progress/wait_requests.py [--seconds 95]
+
+A job whose launcher prints a progress report every 5 s and heartbeats every 2 s (stamped
+as it prints them) runs while `wait` waits for it for --seconds of real time (the stall
+check runs on the real clock); the requests are counted by kind, and the launcher-log
+reads per minute reported. The watches here run their production length (300-600 s), so
+none is resumed in a short window: see test_api_load.py for the watches' own rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from kubesim.server import KubeAPIServer
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.errors import Timeout
+from launcher.formats.rank_reports import REPORT_PREFIX
+from mpijob.jobspec.spec import build_spec
+from tests.kubeapi_fixtures import RequestCounter
+from tests.launcher.backends.contract_calls import create_job
+
+
+def scripted_reports(start: float, seconds: float) -> list[tuple[float, str]]:
+    """(delay from the previous line, line): progress every 5 s, heartbeats every 2 s."""
+    out, t, last = [], 0.0, 0.0
+    while t <= seconds + 10:
+        t += 1.0
+        step = int(t * 10)
+        lines = []
+        if t % 5 == 0:
+            lines.append({"kind": "progress", "step": step, "total_steps": 100000,
+                          "images_per_step": 64, "images_per_sec": 640.0,
+                          "images_per_sec_avg": 640.0, "warmup": False})
+        if t % 2 == 0:
+            lines.append({"kind": "heartbeat", "step": step, "every": 2.0})
+        for fields in lines:
+            record = {**fields, "rank": 0, "time": start + t, "host": "req-worker-0"}
+            out.append((t - last, "[1,0]<stdout>:" + REPORT_PREFIX + json.dumps(record)))
+            last = t
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=95.0)
+    args = parser.parse_args()
+    with KubeAPIServer() as srv, tempfile.TemporaryDirectory() as tmp:
+        srv.add_node("gpu-node-0", gpus=8)
+        srv.script_pod(r"req-launcher-.*", logs=scripted_reports(time.time(), args.seconds),
+                       exit_code=None)
+        srv.script_pod(r"req-worker-.*", exit_code=None)
+        backend = KubernetesBackend(context="test", namespace="default",
+                                    kubeconfig=srv.write_kubeconfig(Path(tmp) / "kubeconfig"))
+        spec = build_spec(name="req", namespace="default", image="img:1", workers=1,
+                          command=("python", "train.py"))
+        create_job(backend, spec, None, schedule_timeout=20)
+        srv.wait_for(lambda: backend.get("req").phase == "Running", timeout=30)
+        counter = RequestCounter(srv)
+        counter.mark()
+        started = time.monotonic()
+        try:
+            status = backend.wait("req", timeout=args.seconds)
+            print(f"wait ended early: {status.phase}")
+        except Timeout:
+            pass
+        elapsed = time.monotonic() - started
+        requests = counter.since()
+    logs = [r for r in requests if r.path.endswith("/log")]
+    kinds = Counter(counter.kind(r) for r in requests if r not in logs)
+    print(json.dumps({"seconds": round(elapsed, 1), "log_reads": len(logs),
+                      "log_reads_per_minute_after_the_first":
+                          round((len(logs) - 1) / (elapsed / 60), 2),
+                      "other_requests": dict(kinds)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

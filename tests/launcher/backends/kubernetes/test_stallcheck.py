@@ -1,0 +1,32 @@
+"""How often `wait` reads the launcher's log for a stall on Kubernetes (pure)."""
+
+from __future__ import annotations
+
+from launcher.backends.kubernetes.stallcheck import IDLE_MAX_SECONDS, MIN_SECONDS, StallCheck
+from launcher.formats.job_progress import JobProgress
+
+
+def progress(step_time: float | None) -> JobProgress:
+    return JobProgress(step=5, total_steps=10, images_per_sec=1.0, images_per_sec_avg=1.0,
+                       predicted_images_per_sec=None, last_step_age=0.0,
+                       expected_step_time=step_time, eta_seconds=None, warmup=False)
+
+
+def test_first_look_at_once_then_three_step_times_at_least_thirty_seconds_apart():
+    check = StallCheck()
+    assert check.due(0.0) and check.seconds_left(0.0) is None
+    check.looked(progress(0.5), 0.0)
+    assert not check.due(29.0) and check.due(MIN_SECONDS)
+    check.looked(progress(40.0), 100.0)
+    assert check.seconds_left(100.0) == 120.0
+
+
+def test_a_program_that_does_not_report_is_looked_at_ever_more_rarely():
+    check, now, pauses = StallCheck(), 0.0, []
+    for _ in range(7):
+        check.looked(None, now)
+        pauses.append(check.seconds_left(now))
+        now += pauses[-1]
+    assert pauses == [30.0, 60.0, 120.0, 240.0, 480.0, IDLE_MAX_SECONDS, IDLE_MAX_SECONDS]
+    check.looked(progress(1.0), now)  # it reports now: back to the usual pace
+    assert check.seconds_left(now) == MIN_SECONDS
