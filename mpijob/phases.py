@@ -31,3 +31,8 @@ class JobPhase(Enum):
             return cls(text)
         except ValueError:
             return cls.UNKNOWN
+
+
+# The reason of a job ended because its ranks stopped reporting steps (--stall-timeout), and
+# of `wait`'s exit 3: the supervisor writes it, the CLI reads it.
+STALLED_REASON = "stalled"

@@ -10,6 +10,8 @@
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# The taint the node lifecycle controller puts on a cordoned node (spec.unschedulable).
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # The MPI Operator labels the pods it makes with their MPIJob (pkg/controller/mpi_job_controller.go).
 OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 # Kubeflow Trainer's API group, and the replicated jobs of its MPI runtimes (pkg/constants/

@@ -107,7 +107,7 @@ class FakeBackend:
             yield "Traceback (most recent call last):"
             yield "RuntimeError: rank 1 ran out of memory"
 
-    def list(self, namespace=None, all_namespaces=False):
+    def list(self, namespace=None, all_namespaces=False, *, live=False):
         return [self.get(n) for n in self.jobs]
 
     def delete(self, name: str, namespace: str | None = None) -> bool:

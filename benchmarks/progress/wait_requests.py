@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -22,9 +25,6 @@ from kubesim.server import KubeAPIServer
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.errors import Timeout
 from launcher.formats.rank_reports import REPORT_PREFIX
-from mpijob.jobspec.spec import build_spec
-from tests.kubeapi_fixtures import RequestCounter
-from tests.launcher.backends.contract_calls import create_job
 
 
 def scripted_reports(start: float, seconds: float) -> list[tuple[float, str]]:
@@ -56,14 +56,14 @@ def main() -> None:
         srv.script_pod(r"req-launcher-.*", logs=scripted_reports(time.time(), args.seconds),
                        exit_code=None)
         srv.script_pod(r"req-worker-.*", exit_code=None)
-        backend = KubernetesBackend(context="test", namespace="default",
-                                    kubeconfig=srv.write_kubeconfig(Path(tmp) / "kubeconfig"))
-        spec = build_spec(name="req", namespace="default", image="img:1", workers=1,
-                          command=("python", "train.py"))
-        create_job(backend, spec, None, schedule_timeout=20)
+        kubeconfig = srv.write_kubeconfig(Path(tmp) / "kubeconfig")
+        # Submitted as a user would: the CLI, in its own process.
+        subprocess.run([sys.executable, "-m", "launcher.cli.app", "submit", "mpi", "--name", "req",
+                        "--workers", "1", "--image", "img:1", "python", "train.py"],
+                       env={**os.environ, "KUBECONFIG": str(kubeconfig)}, check=True)
+        backend = KubernetesBackend(context="test", namespace="default", kubeconfig=kubeconfig)
         srv.wait_for(lambda: backend.get("req").phase == "Running", timeout=30)
-        counter = RequestCounter(srv)
-        counter.mark()
+        srv.clear_requests()
         started = time.monotonic()
         try:
             status = backend.wait("req", timeout=args.seconds)
@@ -71,9 +71,10 @@ def main() -> None:
         except Timeout:
             pass
         elapsed = time.monotonic() - started
-        requests = counter.since()
+        requests = list(srv.request_log)
     logs = [r for r in requests if r.path.endswith("/log")]
-    kinds = Counter(counter.kind(r) for r in requests if r not in logs)
+    kinds = Counter(f"{r.method} {r.path.split('?')[0].rstrip('/').rsplit('/', 1)[-1]}"
+                    for r in requests if r not in logs)
     print(json.dumps({"seconds": round(elapsed, 1), "log_reads": len(logs),
                       "log_reads_per_minute_after_the_first":
                           round((len(logs) - 1) / (elapsed / 60), 2),

@@ -256,7 +256,9 @@ class Backend(Protocol):
 
     def get(self, name: str, namespace: str | None = None) -> JobStatus: ...
 
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[JobStatus]: ...
+    # live: each running job's progress too (`list -o wide`), where reading it costs requests
+    def list(self, namespace: str | None = None, all_namespaces: bool = False, *,
+             live: bool = False) -> list[JobStatus]: ...
 
     def logs(
         self,

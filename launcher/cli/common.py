@@ -8,7 +8,7 @@ from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
 from launcher.errors import UserError
 from launcher.output import MACHINE_FORMATS, emit_data
 from launcher.timestamps import age
-from mpijob.phases import JobPhase
+from mpijob.phases import STALLED_REASON, JobPhase
 
 # What a command can do without a cluster, said when Kubernetes is asked for and nothing is
 # configured: each command offers only what it has (`list` has no --cluster).
@@ -43,7 +43,7 @@ def open_backend(backend: str | None, context: str | None, namespace: str | None
 EXIT_FAILED = 1
 EXIT_STALLED = 3
 # The reason of a job ended for its stall (--stall-timeout; the local supervisor's).
-STALLED = "stalled"
+STALLED = STALLED_REASON
 
 
 def exit_for_status(status: JobStatus) -> None:

@@ -41,7 +41,7 @@ def list_jobs(
 ):
     """List jobs."""
     b = open_backend(backend, context, namespace)
-    statuses = b.list(namespace, all_namespaces)
+    statuses = b.list(namespace, all_namespaces, live=output == "wide")
     print_status_list(statuses, output,
                       namespace=None if all_namespaces else (namespace or b.namespace))
 

@@ -238,7 +238,7 @@ def top_job(
     sizes = elastic.current_sizes(backend.client, ns)
     # Progress of the running jobs: `list`'s statuses (one read of each launcher's log tail).
     try:
-        statuses = {(s.namespace, s.name): s for s in backend.list(ns, all_namespaces)}
+        statuses = {(s.namespace, s.name): s for s in backend.list(ns, all_namespaces, live=True)}
     except UserError as exc:  # the jobs' objects not readable to this user: GPUs only
         note(f"note: no progress shown: {exc}")
         statuses = {}

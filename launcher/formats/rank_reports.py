@@ -27,8 +27,9 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 
+from launcher.formats.benchmark_result import RESULT_PREFIX
+
 REPORT_PREFIX = "HVDK8S_REPORT "
-RESULT_PREFIX = "HVDK8S_RESULT "
 # mpirun's --tag-output: Open MPI 4 `[1,0]<stdout>:`, Open MPI 5 `[1,0]<stdout>: `, and the
 # short `[0]<stdout>:` of some launch lines.
 _RANK_TAG = re.compile(r"^\[(?:\d+,)?(\d+)\]<std(?:out|err)>: ?")

@@ -46,6 +46,7 @@ from mpijob.scheduling.placement_network import min_nodes, narrow
 from mpijob.scheduling.placement_nvlink import narrow_partitions
 from mpijob.scheduling.placement_sets import SetIndex, indices_of, mask_of, set_index
 from mpijob.scheduling.presets import preset_for
+from mpijob.wellknown import UNSCHEDULABLE_TAINT
 
 POLICIES = PLACEMENT_POLICIES
 POLICY_ALIASES = {"gputopology": "topology"}
@@ -604,7 +605,7 @@ def _with_devices(placement: Placement, cluster: Cluster) -> Placement:
 
 # Taints the node lifecycle controller puts on a node for its condition, and the one `kubectl
 # cordon` stands for (pkg/apis/core/well_known_taints.go): a job should not tolerate them.
-CORDONED = "node.kubernetes.io/unschedulable"
+CORDONED = UNSCHEDULABLE_TAINT
 CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
                     "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure",
                     "node.kubernetes.io/pid-pressure", "node.kubernetes.io/network-unavailable")

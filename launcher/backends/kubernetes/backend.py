@@ -829,11 +829,14 @@ class KubernetesBackend(KubernetesObjects):
                              poll=self.poll)
 
     @_api_errors
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
-        """Every hvdk8s job: one paged list per kind (listing.py), none per job; then a
-        running job's progress from its launcher's log tail, one read each."""
+    def list(self, namespace: str | None = None, all_namespaces: bool = False, *,
+             live: bool = False) -> builtins.list[JobStatus]:
+        """Every hvdk8s job: one paged list per kind (listing.py), none per job, as kubectl
+        pays; a finished job's rate comes from its launcher's termination message. `live`
+        (`list -o wide`) adds a running job's progress from its launcher's log tail, one read
+        each: the cost grows with the running jobs, so only when asked."""
         statuses = list_jobs(self.client, self._ns(namespace), all_namespaces)
-        for status in statuses:
+        for status in statuses if live else ():
             if status.phase == RUNNING:
                 self._running_progress(status)
         return statuses

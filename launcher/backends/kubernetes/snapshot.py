@@ -41,12 +41,17 @@ from mpijob.scheduling.network import DEFAULT_LABEL_KEYS, parse_label_keys, posi
 from mpijob.scheduling.nvlink import CLIQUE_ATTRIBUTE, clique_from_labels, parse_clique
 from mpijob.scheduling.presets import preset_for
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, Topology, parse_annotation
-from mpijob.wellknown import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE, OPERATOR_JOB_LABEL
+from mpijob.wellknown import (
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    OPERATOR_JOB_LABEL,
+    UNSCHEDULABLE_TAINT,
+)
 
 LABEL_NETWORK_GBPS = "hvdk8s.io/network-gbps"
 # Fraction of line rate NCCL's sockets reach on this node, where an admin measured it.
 LABEL_TCP_EFFICIENCY = "hvdk8s.io/tcp-efficiency"
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # Pods in these phases hold nothing: the scheduler frees their requests.
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 

@@ -240,8 +240,10 @@ class LocalBackend(LocalLaunches):
             raise _not_found(name, paths.namespace)
         return status
 
-    def list(self, namespace: str | None = None, all_namespaces: bool = False) -> builtins.list[JobStatus]:
-        """Every job; one whose state cannot be read is listed as Unknown with the reason."""
+    def list(self, namespace: str | None = None, all_namespaces: bool = False, *,
+             live: bool = False) -> builtins.list[JobStatus]:
+        """Every job; one whose state cannot be read is listed as Unknown with the reason.
+        Progress is always read: it is in the job's own files here (`live` costs nothing)."""
         found = []
         try:
             every = all_job_paths(None if all_namespaces else (namespace or self.namespace))

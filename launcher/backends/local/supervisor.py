@@ -36,13 +36,13 @@ from launcher.backends.local.state import JobPaths, now, read_json, update_statu
 from launcher.formats.benchmark_result import parse_benchmark_output
 from launcher.formats.job_progress import summarize
 from launcher.formats.rank_reports import iter_reports
-from mpijob.phases import JobPhase
+from mpijob.phases import STALLED_REASON, JobPhase
 
 FAILED = JobPhase.FAILED.value
 RESERVE = ".reserve"
 RESERVE_BYTES = 64 * 1024  # status.json with its log tail is a few KiB
 STATE_DISK_FULL = "state directory full"
-STALLED = "stalled"  # the reason of a job ended by --stall-timeout
+STALLED = STALLED_REASON  # the reason of a job ended by --stall-timeout
 TAIL_LINES = 20
 # How often a job with --stall-timeout has its ranks' reports read.
 STALL_CHECK_SECONDS = 5.0

@@ -55,7 +55,7 @@ class Backend:
     def get(self, name, namespace=None):
         return self.status
 
-    def list(self, namespace=None, all_namespaces=False):
+    def list(self, namespace=None, all_namespaces=False, *, live=False):
         return [self.status]
 
     def wait(self, name, namespace=None, *, timeout=None, on_change=None):

@@ -222,7 +222,7 @@ def test_parallel_runs_in_flight_together(tmp_path):
 
 def test_no_access_to_the_backend_stops_before_any_run(tmp_path):
     class Unreachable(FakeBackend):
-        def list(self, namespace=None, all_namespaces=False):
+        def list(self, namespace=None, all_namespaces=False, *, live=False):
             raise UserError("no Kubernetes context: pass --context or set KUBECONFIG")
 
     backend = Unreachable()

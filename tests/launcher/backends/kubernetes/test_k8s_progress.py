@@ -65,6 +65,19 @@ def test_list_shows_the_rate_of_a_running_job_and_logs_hides_the_reports(k8s):
     assert "step 20/100  images/sec 640.0" in got
 
 
+def test_plain_list_reads_no_running_log_and_wide_reads_one_each(k8s):
+    """`list` pays one paged list per kind, as kubectl does; the live progress of running
+    jobs (a log tail each) only when `-o wide` asks for it."""
+    running_with_reports(k8s)
+    srv = k8s.server()
+    srv.clear_requests()
+    assert hvdk8s(k8s, "list").exit_code == 0
+    assert srv.count_requests("GET", r"/log$") == 0
+    srv.clear_requests()
+    assert hvdk8s(k8s, "list", "-o", "wide").exit_code == 0
+    assert srv.count_requests("GET", r"/log$") == 1
+
+
 # --- why, in one place: the single line get prints, and logs -f / wait end with it ---------
 CAUSES = {
     "image": ({"phase": "Pending", "containerStatuses": [{"name": "worker", "restartCount": 0,
