@@ -225,6 +225,7 @@ BACK_OFF_SECONDS = 10.0
 
 @dataclass
 class DevCluster:
+    shape: str
     server: KubeAPIServer
     kubeconfig: Path
     workers: dict[str, KubeAPIServer] = field(default_factory=dict)
@@ -254,7 +255,7 @@ def start(shape: str, kubeconfig: Path, *, context: str = "hvdk8s-dev",
     srv = _server(tls, speed)
     built.build(srv)
     srv.start(port=port)
-    dev = DevCluster(srv, kubeconfig)
+    dev = DevCluster(shape, srv, kubeconfig)
     try:
         for name, build in built.workers:
             worker = dev.workers[name] = _server(tls, speed)
