@@ -260,7 +260,8 @@ class Kubelet(Loop):
         for c in pod["spec"].get("containers") or []:
             image, name = c.get("image", ""), c["name"]
             before = state.waiting.get(name, {})
-            invalid = images.invalid_name(image)
+            # (no image at all: the API server refuses such a pod; tests' pods may lack one)
+            invalid = images.invalid_name(image) if image else None
             if invalid is not None:
                 if before.get("reason") != "InvalidImageName":
                     events.record(self.store, pod, "Warning", "InspectFailed", invalid,
@@ -324,8 +325,8 @@ class Kubelet(Loop):
         if c.script and c.script.runs:
             c.run = c.script.next_run()
         elif self.lives is not None:
-            spec = next((s for s in pod["spec"].get("containers") or [] if s["name"] == c.name),
-                        {})
+            spec: dict = next((s for s in pod["spec"].get("containers") or []
+                               if s["name"] == c.name), {})
             c.run = self.lives.run_for(pod, spec)
         else:
             c.run = None

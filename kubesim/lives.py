@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from mpijob.jobspec import names
 
 from .kubelet import Run, Waited
+from .resources import Registry
+from .store import Store
 
 # Where hvdk8s writes its launch line (mpijob.k8s.render, mpijob.k8s.command).
 BENCHMARK = "hvd_cnn_bench.py"
@@ -92,8 +94,8 @@ HYDRA_FAILURE = """\
 class Player:
     """Plays hvdk8s' containers on the model kubelet (kubelet.Lives)."""
 
-    store: object
-    registry: object
+    store: Store
+    registry: Registry
     speed: float = 1.0
 
     def __post_init__(self):
