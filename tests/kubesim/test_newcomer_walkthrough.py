@@ -108,7 +108,8 @@ def test_the_design_card_job_lives_from_submit_to_end_on_every_shape(dev):
     assert float(row["IMAGES/SEC"]) == pytest.approx(total, abs=0.1)
 
 
-@pytest.mark.parametrize("dev", [("two-nodes", 10.0)], indirect=True)
+@pytest.mark.parametrize("dev", [pytest.param(("two-nodes", 10.0), id="two-nodes-10x")],
+                         indirect=True)
 def test_logs_follow_streams_a_running_job_to_its_end(dev):
     """Slower (a job of about 3 s): `logs -f` starts while the launcher waits or runs."""
     submitted = hvdk8s(*DESIGN_CARD, "--name", "live")
