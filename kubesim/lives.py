@@ -10,8 +10,9 @@ hvdk8s' own (mpijob/k8s/podscripts, mpijob.k8s.command, mpijob.k8s.render_trainj
   so as the script does, then plays its launch line's program and ends with its status;
 - the built-in benchmark (images/benchmark/hvd_cnn_bench.py) as that program: its header,
   warm-up, `<step>\\timages/sec: X +/- Y (jitter = Z)\\t<loss>` lines, `total images/sec`
-  and `HVDK8S_RESULT {json}`, every rank's `HVDK8S_REPORT` progress line every few seconds
-  (images/benchmark/hvdk8s_report.py), at the step time hvdk8s predicted for the job (the
+  and `HVDK8S_RESULT {json}`, every rank's `HVDK8S_REPORT` progress line every 5 seconds
+  and heartbeat every 2, with the benchmark's fields (hvd_cnn_bench.py Progress,
+  start_heartbeat; images/benchmark/hvdk8s_report.py), at the step time hvdk8s predicted for the job (the
   prediction annotation `submit` puts on the job's root object; STEP_SECONDS without one);
 - any other program: HVDK8S_DEV_SECONDS (10) seconds, then its status;
 - a built-in worker (`worker.sh`): serves until its launcher ends and releases it (exit 0),
@@ -54,7 +55,8 @@ DEFAULT_HOSTFILE = "/etc/hvdk8s/hostfile"
 # Simulated seconds of a benchmark's life, besides its steps.
 START_SECONDS = 5.0  # Python, TensorFlow and Horovod start; hvd.init
 TRACE_SECONDS = 8.0  # the first warm-up step: tracing, graph optimisation, autotuning
-REPORT_SECONDS = 5.0  # between two progress reports of a rank
+REPORT_SECONDS = 5.0  # between two progress reports of a rank (hvdk8s_report.py)
+HEARTBEAT_SECONDS = 2.0  # between two heartbeats of a rank
 STEP_SECONDS = 0.5  # a step where the job carries no prediction
 STEP_JITTER = 0.01  # relative spread of step times
 COMMAND_SECONDS = 10.0  # a program that is not the benchmark (HVDK8S_DEV_SECONDS)
@@ -177,9 +179,9 @@ class Player:
         ranks = _ranks(line)
         bench = next((i for i, w in enumerate(line) if w.endswith(BENCHMARK)), None)
         if bench is not None:
-            played, end = _Benchmark(
-                _flags(line[bench + 1:]), ranks, self._step_seconds(c.pod), c.pod,
-                failing=code != 0, code=code).play()
+            step, share = self._step_seconds(c.pod)
+            played, end = _Benchmark(_flags(line[bench + 1:]), ranks, step, c.pod,
+                                     failing=code != 0, code=code, compute_share=share).play()
         else:
             seconds = _seconds(c.env.get("HVDK8S_DEV_SECONDS"), COMMAND_SECONDS)
             what = " ".join(line)
@@ -196,13 +198,19 @@ class Player:
             played += [(end, text) for text in report.splitlines()]
         return code, played
 
-    def _step_seconds(self, pod: dict) -> float:
+    def _step_seconds(self, pod: dict) -> tuple[float, float]:
+        """The predicted step time and the share of it that is the rank's own compute."""
         text = _root_annotation(self, pod, names.ANNOTATION_PREDICTION)
         try:
-            step = float(json.loads(text)["step_seconds"]) if text else STEP_SECONDS
-        except (ValueError, KeyError, TypeError):
-            step = STEP_SECONDS
-        return step if step > 0 and math.isfinite(step) else STEP_SECONDS
+            prediction = json.loads(text) if text else {}
+            step = float(prediction.get("step_seconds", STEP_SECONDS))
+            compute = float(prediction.get("compute_seconds", step))
+        except (ValueError, TypeError, AttributeError):
+            step = compute = STEP_SECONDS
+        if not (step > 0 and math.isfinite(step)):
+            return STEP_SECONDS, 1.0
+        share = compute / step if 0 < compute <= step else 1.0
+        return step, share
 
     def _delays(self, timed: list[tuple[float, object]]) -> list[tuple[float, object]]:
         """[(simulated second, line)] -> [(kubelet seconds since the previous line, line)]."""
@@ -375,6 +383,7 @@ class _Benchmark:
     step_seconds: float
     pod: dict
     failing: bool = False
+    compute_share: float = 1.0  # of a step, the rank's own compute (the rest: all-reduce)
     code: int = 0
     timed: list = field(default_factory=list)
 
@@ -390,7 +399,14 @@ class _Benchmark:
         for line in self._header(model, batch, steps):
             self.timed.append((t, line))
         self.timed.append((t, "Running warm up"))
+        beats_from = t
         t += TRACE_SECONDS + warmup * self.step_seconds
+        per_step = batch * self.ranks
+        if warmup:  # what a stall is measured against until the first timed report
+            for rank in range(self.ranks):
+                self.timed.append((t, _report_line(
+                    "progress", rank, step=0, total_steps=steps, warmup=True,
+                    images_per_step=per_step, step_time=self.step_seconds)))
         self.timed.append((t, "Done warm up"))
         if self.failing:
             self.timed.append((t, f"hvdk8s dev cluster: rank 0 exits with status {self.code} "
@@ -399,20 +415,29 @@ class _Benchmark:
         self.timed.append((t, "Step\tImg/sec\ttotal_loss"))
         timing = _Timing(batch)
         loss = 7.9 + rng.uniform(-0.05, 0.05)
-        next_report = t + REPORT_SECONDS
-        start = t
+        last_report = start = t
+        interval = [0, 0.0]  # steps, seconds since the last report
+        step_at: list[tuple[float, int]] = []
         for step in range(steps):
             dt = self.step_seconds * max(0.5, 1 + rng.gauss(0, STEP_JITTER))
             timing.add(dt)
             t += dt
+            step_at.append((t, step + 1))
+            interval = [interval[0] + 1, interval[1] + dt]
             loss = max(0.0, loss - rng.uniform(0.0, 0.004))
             if step == 0 or (step + 1) % every == 0:
                 self.timed.append((t, timing.line(step + 1, loss)))
-            if t >= next_report or step == steps - 1:
-                rate = timing.figures()[0]
+            if t - last_report >= REPORT_SECONDS or step == steps - 1:
+                mean = interval[1] / interval[0]
                 for rank in range(self.ranks):
-                    self.timed.append((t, _report_line(rank, step + 1, steps, rate, dt)))
-                next_report = t + REPORT_SECONDS
+                    self.timed.append((t, _report_line(
+                        "progress", rank, step=step + 1, total_steps=steps, warmup=False,
+                        images_per_step=per_step, step_time=mean,
+                        compute_time=mean * self.compute_share,
+                        images_per_sec=per_step / mean,
+                        images_per_sec_avg=per_step * (step + 1) / (t - start))))
+                interval, last_report = [0, 0.0], t
+        self._heartbeats(beats_from, t, step_at)
         times = timing.times
         loop = t - start
         rate = steps * batch / loop
@@ -423,6 +448,18 @@ class _Benchmark:
         self.timed.append((t, _result_line(self._result(model, batch, steps, warmup, times,
                                                          loop, loss))))
         return self.timed, t
+
+    def _heartbeats(self, start: float, end: float, step_at: list[tuple[float, int]]) -> None:
+        """Every rank's `heartbeat` (its step) every HEARTBEAT_SECONDS while it trains."""
+        beat, i, step = start + HEARTBEAT_SECONDS, 0, 0
+        while beat < end:
+            while i < len(step_at) and step_at[i][0] <= beat:
+                step = step_at[i][1]
+                i += 1
+            for rank in range(self.ranks):
+                self.timed.append((beat, _report_line("heartbeat", rank, step=step,
+                                                      every=HEARTBEAT_SECONDS)))
+            beat += HEARTBEAT_SECONDS
 
     def _header(self, model: str, batch: int, steps: int) -> list[str]:
         """hvd_cnn_bench.py header_lines, for TensorFlow 2.15."""
@@ -525,12 +562,11 @@ def _median(values: list[float]) -> float:
     return o[mid] if len(o) % 2 else (o[mid - 1] + o[mid]) / 2
 
 
-def _report_line(rank: int, step: int, steps: int, rate: float, step_seconds: float
-                 ) -> Callable[[], str]:
-    """hvdk8s_report.report("progress", ...): stamped when it is written."""
+def _report_line(kind: str, rank: int, **fields) -> Callable[[], str]:
+    """hvdk8s_report.report(kind, ...), the fields the benchmark's Progress and heartbeat
+    write: stamped when it is written."""
     def line() -> str:
-        record = {"kind": "progress", "rank": rank, "time": time.time(), "step": step,
-                  "total_steps": steps, "images_per_sec": rate, "step_seconds": step_seconds}
+        record = {"kind": kind, "rank": rank, "time": time.time(), **fields}
         return "HVDK8S_REPORT " + json.dumps(record, separators=(",", ":"), sort_keys=True)
     return line
 

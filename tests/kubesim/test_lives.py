@@ -15,7 +15,7 @@ import pytest
 from kubesim import devcluster, images
 from kubesim.lives import _Benchmark, _exit_code, _Timing
 from kubesim.server import KubeAPIServer
-from launcher.formats.rank_reports import iter_reports
+from launcher.formats.rank_reports import is_report_line, iter_reports
 from tests.paths import ROOT
 
 PROGRAM = ROOT / "images" / "benchmark" / "hvd_cnn_bench.py"
@@ -47,7 +47,7 @@ def _played(ranks: int = 4, step: float = 0.162, **kw) -> list[str]:
 
 
 def test_the_played_header_is_the_benchmarks_own():
-    lines = _played()
+    lines = [n for n in _played() if not is_report_line(n)]
     header = bench.header_lines(bench.parse_args(ARGS), 4, 0, 0, "2.15.1")
     assert lines[:len(header)] == header
     assert lines[len(header):len(header) + 3] == ["Running warm up", "Done warm up",
@@ -81,17 +81,25 @@ def test_the_total_and_result_lines_say_what_the_benchmark_says():
     assert set(result) == keys  # the benchmark's synthetic-data result, key for key
 
 
-def test_every_rank_reports_its_progress_in_the_shared_format():
-    reports = list(iter_reports(_played(ranks=2, step=1.0), kind="progress"))
+def test_every_rank_reports_its_progress_and_heartbeat_in_the_shared_format():
+    lines = _played(ranks=2, step=1.0)
+    reports = list(iter_reports(lines, kind="progress"))
     assert {r["rank"] for r in reports} == {0, 1}
-    steps = [r["step"] for r in reports if r["rank"] == 0]
+    mine = [r for r in reports if r["rank"] == 0]
+    assert mine[0] == {**mine[0], "step": 0, "warmup": True, "images_per_step": 128}
+    steps = [r["step"] for r in mine[1:]]
     assert steps == sorted(steps) and steps[-1] == 30 and len(steps) >= 5  # every 5 s
-    assert all(r["total_steps"] == 30 and r["images_per_sec"] > 0 and r["step_seconds"] > 0
-               for r in reports)
+    timed = mine[1:]
+    assert all(not r["warmup"] and r["total_steps"] == 30 and r["images_per_step"] == 128
+               for r in timed)
+    assert all(r["images_per_sec"] == pytest.approx(128 / r["step_time"]) for r in timed)
+    assert timed[-1]["images_per_sec_avg"] == pytest.approx(128, rel=0.02)
+    beats = [r for r in iter_reports(lines, kind="heartbeat") if r["rank"] == 1]
+    assert len(beats) >= 20 and beats[-1]["step"] > beats[0]["step"] and beats[0]["every"] == 2
 
 
 def test_a_benchmark_told_to_fail_stops_after_its_warm_up():
-    lines = _played(failing=True, code=3)
+    lines = [n for n in _played(failing=True, code=3) if not is_report_line(n)]
     assert lines[-2:] == ["Done warm up", "hvdk8s dev cluster: rank 0 exits with status 3 "
                           "(HVDK8S_DEV_EXIT=3)"]
     assert not any(n.startswith("total images/sec") for n in lines)
