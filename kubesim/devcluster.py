@@ -10,14 +10,17 @@ namespace. The cluster is one of a few shipped shapes, each a function below.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import ipaddress
+import os
 import ssl
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import multikueue
 from .server import KubeAPIServer
 
 # Two DGX-1-like V100 nodes, as the tests' kube_server fixture has (tests/kubeapi_fixtures.py).
@@ -60,6 +63,33 @@ def _kai(srv: KubeAPIServer) -> None:
     srv.kai_queue("default-queue")
 
 
+def _trainer_kueue(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_trainer()
+    srv.install_kueue()  # its default frameworks take TrainJobs (kueue.py)
+    srv.kueue_queue("team", {"nvidia.com/gpu": "16", "cpu": "128", "memory": "1Ti"})
+
+
+MULTIKUEUE_WORKER = "worker1"
+
+
+def _multikueue_manager(srv: KubeAPIServer) -> None:
+    """A manager cluster without GPUs: Kueue dispatches the queue team's jobs to worker1
+    (multikueue.py), where they run; the manager's operator and Trainer leave them alone."""
+    srv.add_node("manager-0", gpus=0)
+    srv.install_mpi_operator()
+    srv.install_trainer()
+    srv.install_kueue()
+    multikueue.setup(srv, "multikueue", [MULTIKUEUE_WORKER], "team",
+                     {"nvidia.com/gpu": "16", "cpu": "128", "memory": "1Ti"})
+
+
+def _multikueue_worker(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_mpi_operator()
+    srv.install_trainer()
+
+
 def _racks(srv: KubeAPIServer) -> None:
     """Eight 8-GPU nodes in two racks (topology.kubernetes.io labels placement reads)."""
     for i in range(8):
@@ -75,6 +105,8 @@ class Shape:
     name: str
     description: str
     build: Callable[[KubeAPIServer], None]
+    # MultiKueue's worker clusters: (name, which is also its kubeconfig context; build)
+    workers: tuple[tuple[str, Callable[[KubeAPIServer], None]], ...] = ()
 
 
 SHAPES = {s.name: s for s in (
@@ -85,6 +117,12 @@ SHAPES = {s.name: s for s in (
     Shape("volcano", "two-nodes plus Volcano and the MPI Operator (--gang-scheduling=volcano)",
           _volcano),
     Shape("kueue", "two-nodes plus Kueue (LocalQueue team) and the MPI Operator", _kueue),
+    Shape("trainer-kueue", "trainer plus Kueue (LocalQueue team: --gang --queue team)",
+          _trainer_kueue),
+    Shape("multikueue", "a manager cluster without GPUs whose Kueue queue team (--gang "
+          f"--queue team) dispatches to the worker cluster {MULTIKUEUE_WORKER} (context "
+          f"{MULTIKUEUE_WORKER}: two-nodes, the MPI Operator, Trainer)", _multikueue_manager,
+          workers=((MULTIKUEUE_WORKER, _multikueue_worker),)),
     Shape("kai", "two-nodes plus the KAI Scheduler (Queue default-queue)", _kai),
     Shape("racks", "eight 8-GPU nodes in two racks; claim data-rwx", _racks),
 )}
@@ -102,8 +140,8 @@ class Pki:
     def server_context(self, folder: Path) -> ssl.SSLContext:
         cert, key = folder / "server.crt", folder / "server.key"
         cert.write_bytes(self.cert_pem)
-        key.write_bytes(self.key_pem)
-        key.chmod(0o600)
+        with os.fdopen(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            out.write(self.key_pem)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert, key)
         return ctx
@@ -155,29 +193,30 @@ def make_pki() -> Pki:
 
 
 def write_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path, context: str,
+                     workers: dict[str, KubeAPIServer] | None = None, *,
                      token: str | None = None, user: str = "admin") -> Path:
-    """A kubeconfig kubectl and hvdk8s both read: the CA inline, a token user (the admin's,
-    unless `token` is another's). Created 0600: the token is never readable by others, not
-    even between the write and a chmod."""
-    import os
-
+    """A kubeconfig kubectl and hvdk8s both read: the CA inline, a token user per cluster
+    (the admin's, unless `token` is another's for the first); MultiKueue's worker clusters as
+    contexts of their own names. Private from its creation: it holds tokens."""
     import yaml
 
-    doc = {
-        "apiVersion": "v1", "kind": "Config", "preferences": {},
-        "clusters": [{"name": context, "cluster": {
-            "server": srv.url,
-            "certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}}],
-        "users": [{"name": f"{context}-{user}", "user": {"token": token or srv.token}}],
-        "contexts": [{"name": context, "context": {
-            "cluster": context, "user": f"{context}-{user}", "namespace": "default"}}],
-        "current-context": context,
-    }
+    clusters, users, contexts = [], [], []
+    for name, server in [(context, srv), *(workers or {}).items()]:
+        who = user if server is srv else "admin"
+        clusters.append({"name": name, "cluster": {
+            "server": server.url,
+            "certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}})
+        users.append({"name": f"{name}-{who}", "user": {
+            "token": (token or server.token) if server is srv else server.token}})
+        contexts.append({"name": name, "context": {
+            "cluster": name, "user": f"{name}-{who}", "namespace": "default"}})
+    doc = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "clusters": clusters,
+           "users": users, "contexts": contexts, "current-context": context}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
-    with os.fdopen(fd, "w") as f:
-        f.write(yaml.safe_dump(doc, sort_keys=False))
+    path.unlink(missing_ok=True)  # a new file gets the mode below; an old one keeps its own
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(yaml.safe_dump(doc, sort_keys=False))
     return path
 
 
@@ -213,22 +252,61 @@ def write_restricted_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path,
     return write_kubeconfig(srv, pki, path, context, token=token, user=RESTRICTED_USER)
 
 
+# What a container's life takes on a node (simulated seconds; lives.py plays the rest):
+# pulling a cached image and creating the container, and CrashLoopBackOff's and the image
+# pull's first back-off (kubelet: 10s doubling to 5 minutes).
+START_SECONDS = 1.0
+BACK_OFF_SECONDS = 10.0
+
+
 @dataclass
 class DevCluster:
+    shape: str
     server: KubeAPIServer
     kubeconfig: Path
+    workers: dict[str, KubeAPIServer] = field(default_factory=dict)
+    loops: list = field(default_factory=list)
     restricted_kubeconfig: Path | None = None  # write_restricted_kubeconfig's
+
+    def stop(self) -> None:
+        for loop in self.loops:
+            loop.stop()
+        for worker in self.workers.values():
+            worker.stop()
+        self.server.stop()
+
+
+def _server(tls: ssl.SSLContext, speed: float) -> KubeAPIServer:
+    return KubeAPIServer(tls=tls, rbac=True, lives=speed, start_delay=START_SECONDS / speed,
+                         restart_delay=BACK_OFF_SECONDS / speed)
 
 
 def start(shape: str, kubeconfig: Path, *, context: str = "hvdk8s-dev",
-          port: int = 0) -> DevCluster:
-    """Start a TLS test API server of this shape and write its kubeconfig."""
+          port: int = 0, speed: float = 1.0) -> DevCluster:
+    """Start a TLS test API server of this shape (and its worker clusters) and write its
+    kubeconfig. Containers play their lives `speed` times faster than real time."""
     pki = make_pki()
     with tempfile.TemporaryDirectory() as tmp:  # loaded into the context, then gone
         tls = pki.server_context(Path(tmp))
-    srv = KubeAPIServer(tls=tls, rbac=True)
-    SHAPES[shape].build(srv)
+    built = SHAPES[shape]
+    srv = _server(tls, speed)
+    built.build(srv)
     srv.start(port=port)
-    restricted = kubeconfig.with_name(f"{kubeconfig.stem}-restricted{kubeconfig.suffix}")
-    return DevCluster(srv, write_kubeconfig(srv, pki, kubeconfig, context),
-                      write_restricted_kubeconfig(srv, pki, restricted, context))
+    dev = DevCluster(shape, srv, kubeconfig)
+    try:
+        for name, build in built.workers:
+            worker = dev.workers[name] = _server(tls, speed)
+            build(worker)
+            worker.start()
+        if dev.workers:
+            dispatcher = multikueue.MultiKueue(srv, dev.workers)
+            dispatcher.start()
+            dev.loops.append(dispatcher)
+        write_kubeconfig(srv, pki, kubeconfig, context, dev.workers)
+        restricted = write_restricted_kubeconfig(
+            srv, pki, kubeconfig.with_name(f"{kubeconfig.stem}-restricted{kubeconfig.suffix}"),
+            context)
+    except BaseException:
+        dev.stop()
+        raise
+    return dataclasses.replace(dev, restricted_kubeconfig=restricted)

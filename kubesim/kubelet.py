@@ -4,7 +4,9 @@ Scripts say what a container prints and how it ends.  Each script hands out its
 `runs` in order, one per container start across every pod it matches (the last
 run repeats), so "first attempt crashes, retry succeeds" works both for in-place
 restarts (restartPolicy OnFailure/Always) and for Job pod replacements.
-Containers without a script run forever, like an sshd worker waiting for mpirun.
+Containers without a script play the life a `lives` player gives them (lives.py: what
+hvdk8s' containers do, for `hvdk8s dev cluster`); without a player, or for a program it
+does not know, they run forever, like an sshd worker waiting for mpirun.
 """
 
 from __future__ import annotations
@@ -13,20 +15,43 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from . import attachdetach, events
+from . import attachdetach, events, images
 from .controller import Loop
 from .podutil import get_condition, set_condition
 from .selectors import LabelSelector
 from .util import dig, now_rfc3339
 
 
+@dataclass(frozen=True)
+class Waited:
+    """What a wait printed since it was last asked; done: it is over (the logs follow);
+    exit_code: the program ends here with this status instead."""
+
+    lines: tuple[str, ...] = ()
+    done: bool = False
+    exit_code: int | None = None
+
+
+class Wait(Protocol):
+    """What a program waits for before its logs (workers answering, a release): asked
+    every tick with the kubelet's clock."""
+
+    def poll(self, now: float) -> Waited: ...
+
+
+Line = str | Callable[[], str]  # a callable line is written when it is due (its time)
+
+
 @dataclass
 class Run:
     """One container run. logs: strings or (delay_seconds, line) pairs, each delay counted
-    from the previous line (the first from container start).  exit_code None: keep running
-    after the logs.  duration: extra seconds to run after the last line before exiting."""
+    from the previous line (the first from container start, or from the end of `wait`).
+    exit_code None: keep running after the logs.  duration: extra seconds to run after the
+    last line before exiting."""
 
     logs: list = field(default_factory=list)
     exit_code: int | None = 0
@@ -37,14 +62,22 @@ class Run:
     # pkg/kubelet/kuberuntime/kuberuntime_container.go getTerminationMessage:
     # tail.ReadAtMost(path, MaxContainerTerminationMessageLength)).
     termination_message: str | None = None
+    wait: Wait | None = None
 
-    def schedule(self) -> list[tuple[float, str]]:
-        out, t = [], 0.0
+    def schedule(self) -> list[tuple[float, Line]]:
+        out: list[tuple[float, Line]] = []
+        t = 0.0
         for item in self.logs:
-            delay, line = (0.0, item) if isinstance(item, str) else item
+            delay, line = (0.0, item) if isinstance(item, str) or callable(item) else item
             t += float(delay)
-            out.append((t, str(line)))
+            out.append((t, line if callable(line) else str(line)))
         return out
+
+
+class Lives(Protocol):
+    """Gives an unscripted container the run its program would have (None: run forever)."""
+
+    def run_for(self, pod: dict, container: dict) -> Run | None: ...
 
 
 @dataclass
@@ -84,6 +117,7 @@ class _Container:
     schedule: list = field(default_factory=list)
     started_at: float = 0.0
     started_stamp: str = ""
+    logs_from: float | None = None  # when the schedule's clock starts (after any wait)
     emitted: int = 0
     exit_code: int | None = None
     finished_stamp: str = ""
@@ -113,13 +147,15 @@ class Kubelet(Loop):
     name = "kubelet"
 
     def __init__(self, store, logbook, tick: float = 0.02, start_delay: float = 0.05,
-                 readiness_delay: float = 0.0, restart_delay: float = 0.05, clock=time.monotonic):
+                 readiness_delay: float = 0.0, restart_delay: float = 0.05, clock=time.monotonic,
+                 lives: Lives | None = None):
         super().__init__(tick)
         self.store, self.logbook = store, logbook
         self.start_delay = start_delay  # Pending(ContainerCreating) -> Running
         self.readiness_delay = readiness_delay  # readinessProbe counts as passed after this
         self.restart_delay = restart_delay  # stands in for CrashLoopBackOff's 10s+ back-off
         self.clock = clock
+        self.lives = lives
         self.scripts: list[PodScript] = []
         # Image references no registry serves: reference -> the runtime's error text.
         self.unpullable: dict[str, str] = {}
@@ -215,33 +251,58 @@ class Kubelet(Loop):
     def _blocked(self, pod: dict, node: dict, state: _Pod, now: float) -> bool:
         """Why the pod's containers cannot be created yet; sets their waiting states.
 
-        kubelet/images/image_manager.go EnsureImageExists: a failed pull is ErrImagePull,
-        then ImagePullBackOff until the back-off (10s doubling to 5m; restart_delay here)
-        lets it retry, which fails again as ErrImagePull; the pod stays Pending, a
-        `Failed` Warning event per attempt. kubelet_pods.go makeEnvironmentVariables: a
-        non-optional env from a missing Secret/ConfigMap or key is CreateContainerConfigError.
+        kubelet/images/image_manager.go EnsureImageExists: a reference that does not parse
+        is InvalidImageName (event InspectFailed); a failed pull is ErrImagePull (events
+        Pulling, then Failed `Failed to pull image`), then ImagePullBackOff (event BackOff
+        `Back-off pulling image`) until the back-off (10s doubling to 5m: restart_delay
+        doubling to 30x here) lets it retry; kuberuntime_container.go startContainer adds a
+        Failed `Error: <reason>` event each time. The pod stays Pending. kubelet_pods.go
+        makeEnvironmentVariables: a non-optional env from a missing Secret/ConfigMap or key
+        is CreateContainerConfigError. Which references fail: images.py, and `unpullable`.
         """
         waiting = {}
+        host = node["metadata"]["name"]
         for c in pod["spec"].get("containers") or []:
-            image = c.get("image", "")
-            if image in self.unpullable:
-                retry_at = state.waiting.get(c["name"], {}).get("_retry_at")
+            image, name = c.get("image", ""), c["name"]
+            before = state.waiting.get(name, {})
+            # (no image at all: the API server refuses such a pod; tests' pods may lack one)
+            invalid = images.invalid_name(image) if image else None
+            if invalid is not None:
+                if before.get("reason") != "InvalidImageName":
+                    events.record(self.store, pod, "Warning", "InspectFailed", invalid,
+                                  "kubelet", host)
+                    events.record(self.store, pod, "Warning", "Failed",
+                                  "Error: InvalidImageName", "kubelet", host)
+                waiting[name] = {"reason": "InvalidImageName", "message": invalid}
+                continue
+            err = self.unpullable.get(image) or images.unresolvable(image)
+            if err is not None:
+                retry_at = before.get("_retry_at")
                 if retry_at is not None and now < retry_at:
-                    waiting[c["name"]] = {"reason": "ImagePullBackOff",
-                                          "message": f'Back-off pulling image "{image}"',
-                                          "_retry_at": retry_at}
+                    message = f'Back-off pulling image "{image}"'
+                    if before.get("reason") != "ImagePullBackOff":
+                        events.record(self.store, pod, "Normal", "BackOff", message,
+                                      "kubelet", host)
+                        events.record(self.store, pod, "Warning", "Failed",
+                                      "Error: ImagePullBackOff", "kubelet", host)
+                    waiting[name] = {"reason": "ImagePullBackOff", "message": message,
+                                     "_retry_at": retry_at}
                     continue
-                err = self.unpullable[image]
                 state.pull_failures += 1
+                events.record(self.store, pod, "Normal", "Pulling", f'Pulling image "{image}"',
+                              "kubelet", host)
                 events.record(self.store, pod, "Warning", "Failed",
-                              f'Failed to pull image "{image}": {err}', "kubelet",
-                              node["metadata"]["name"])
-                waiting[c["name"]] = {"reason": "ErrImagePull", "message": err,
-                                      "_retry_at": now + self.restart_delay}
+                              f'Failed to pull image "{image}": {err}', "kubelet", host)
+                events.record(self.store, pod, "Warning", "Failed", "Error: ErrImagePull",
+                              "kubelet", host)
+                back_off = min(self.restart_delay * 2 ** (state.pull_failures - 1),
+                               self.restart_delay * 30)
+                waiting[name] = {"reason": "ErrImagePull", "message": err,
+                                 "_retry_at": now + back_off}
                 continue
             why = self._config_error(pod, c)
             if why:
-                waiting[c["name"]] = {"reason": "CreateContainerConfigError", "message": why}
+                waiting[name] = {"reason": "CreateContainerConfigError", "message": why}
         state.waiting = waiting
         return bool(waiting)
 
@@ -266,9 +327,17 @@ class Kubelet(Loop):
         uid = pod["metadata"]["uid"]
         if c.script is None:
             c.script = self._script_for(pod, c.name)
-        c.run = c.script.next_run() if c.script and c.script.runs else None
+        if c.script and c.script.runs:
+            c.run = c.script.next_run()
+        elif self.lives is not None:
+            spec: dict = next((s for s in pod["spec"].get("containers") or []
+                               if s["name"] == c.name), {})
+            c.run = self.lives.run_for(pod, spec)
+        else:
+            c.run = None
         c.schedule = c.run.schedule() if c.run else []
         c.started_at, c.started_stamp = now, now_rfc3339()
+        c.logs_from = None if c.run is not None and c.run.wait is not None else now
         c.emitted, c.exit_code, c.restart_at = 0, None, None
         c.cid = _cid(uid, c.name, c.restarts)
         self.logbook.start_attempt(uid, c.name)
@@ -281,20 +350,34 @@ class Kubelet(Loop):
                 c.restarts += 1
                 self._start(pod, c, now)
             return
-        elapsed = now - c.started_at
-        while c.emitted < len(c.schedule) and c.schedule[c.emitted][0] <= elapsed:
-            self.logbook.append(uid, c.name, c.schedule[c.emitted][1])
-            c.emitted += 1
         run = c.run
+        if run is not None and run.wait is not None and c.logs_from is None:
+            waited = run.wait.poll(now)
+            for line in waited.lines:
+                self.logbook.append(uid, c.name, line)
+            if waited.exit_code is not None:
+                self._exit(pod, c, waited.exit_code, now)
+                return
+            if not waited.done:
+                return
+            c.logs_from = now
+        elapsed = now - (c.logs_from if c.logs_from is not None else c.started_at)
+        while c.emitted < len(c.schedule) and c.schedule[c.emitted][0] <= elapsed:
+            line = c.schedule[c.emitted][1]
+            self.logbook.append(uid, c.name, line() if callable(line) else line)
+            c.emitted += 1
         if run is None or run.exit_code is None or c.emitted < len(c.schedule):
             return
         last = c.schedule[-1][0] if c.schedule else 0.0
         if elapsed < last + run.duration:
             return
-        c.exit_code, c.finished_stamp = run.exit_code, now_rfc3339()
-        self.logbook.finish(uid, c.name)
+        self._exit(pod, c, run.exit_code, now)
+
+    def _exit(self, pod: dict, c: _Container, code: int, now: float) -> None:
+        c.exit_code, c.finished_stamp = code, now_rfc3339()
+        self.logbook.finish(pod["metadata"]["uid"], c.name)
         policy = pod["spec"].get("restartPolicy", "Always")
-        if policy == "Always" or (policy == "OnFailure" and run.exit_code != 0):
+        if policy == "Always" or (policy == "OnFailure" and code != 0):
             c.restart_at = now + self.restart_delay
 
     def _terminated(self, c: _Container) -> dict:

@@ -21,6 +21,7 @@ from .kai import KaiPodGrouper
 from .kubelet import Kubelet, PodScript, Run
 from .kueue import DEFAULT_FRAMEWORKS_V0_14, Kueue, cluster_queue, local_queue, manager_config
 from .lifecycle import Objects
+from .lives import Player
 from .logs import LogBook
 from .mpi_operator import MPIOperator
 from .podutil import set_condition
@@ -61,7 +62,8 @@ class KubeAPIServer:
                  controllers: bool = True, tick: float = 0.02, start_delay: float = 0.05,
                  readiness_delay: float = 0.0, restart_delay: float = 0.05,
                  version: str = "v1.31.0", pod_security: dict | None = None,
-                 tls: ssl.SSLContext | None = None, rbac: bool = False):
+                 tls: ssl.SSLContext | None = None, rbac: bool = False,
+                 lives: float | None = None):
         self.version = version
         # Serve HTTPS with this server context (its certificate; a client CA to verify
         # client certificates against, which then authenticate as their Common Name).
@@ -88,8 +90,12 @@ class KubeAPIServer:
         # What the controllers read as now; a test advances it instead of sleeping.
         self.clock = Clock()
         self.scheduler = Scheduler(self.store, tick, clock=self.clock.monotonic)
+        # lives: unscripted containers of hvdk8s play their programs (lives.py), that many
+        # times faster than real time; None: they run until deleted.
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
-                               restart_delay, clock=self.clock.monotonic)
+                               restart_delay, clock=self.clock.monotonic,
+                               lives=None if lives is None else
+                               Player(self.store, self.registry, lives))
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick, self.clock)
         self.quotas = QuotaController(self.store, tick)
         self.tick = tick

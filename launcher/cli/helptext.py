@@ -198,9 +198,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "dev cluster": [
         ("The shapes it serves", "hvdk8s dev cluster --list-shapes"),
-        ("With the MPI Operator, on a fixed port, until Ctrl-C; then, in another shell: "
-         "export KUBECONFIG=~/.hvdk8s/dev/kubeconfig",
+        ("With the MPI Operator, on a fixed port, until Ctrl-C; then, in another shell, the "
+         "`export KUBECONFIG=...` line it prints",
          "hvdk8s dev cluster --shape operator --port 6443"),
+        ("Jobs that end ten times sooner than the throughput model predicts",
+         "hvdk8s dev cluster --shape operator --speed 10"),
     ],
     "experiment report": [
         ("Tables and plots of the runs so far", "hvdk8s experiment report results/local-cpu"),

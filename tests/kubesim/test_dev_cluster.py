@@ -70,7 +70,7 @@ def test_every_shape_starts(shape, tmp_path):
     try:
         assert dev.server.objects("nodes")
     finally:
-        dev.server.stop()
+        dev.stop()
 
 
 def test_an_unknown_shape_is_one_line():
@@ -78,3 +78,29 @@ def test_an_unknown_shape_is_one_line():
                             env=_env(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith("error: --shape: unknown shape 'huge'; choose one of ")
+
+
+def test_the_printed_export_names_the_kubeconfig_under_hvdk8s_home(tmp_path):
+    home = tmp_path / "my home"
+    proc = subprocess.Popen([*HVDK8S, "dev", "cluster"], cwd=ROOT,
+                            env={**_env(), "HVDK8S_HOME": str(home)}, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    written = home / "dev" / "kubeconfig"
+    assert lines[1].strip() == f"export KUBECONFIG='{written}'"
+    assert oct(written.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_help_says_what_the_cluster_plays_and_names_no_fixed_kubeconfig():
+    result = subprocess.run([*HVDK8S, "dev", "cluster", "--help"], cwd=ROOT, env=_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "~/.hvdk8s/dev/kubeconfig" not in text  # wrong wherever HVDK8S_HOME is set
+    for convention in ("registry.invalid/nosuch:0", "HVDK8S_DEV_EXIT=N", "ImagePullBackOff",
+                       "total images/sec"):
+        assert convention in text

@@ -132,6 +132,9 @@ def _pull_error(client, pod: dict) -> str | None:
             f"involvedObject.kind=Pod,involvedObject.name={m.get('name')},reason=Failed"))
     except ApiError:
         return None
+    # Each attempt also leaves `Error: ErrImagePull` / `Error: ImagePullBackOff` (Failed too:
+    # kuberuntime_container.go startContainer), which say nothing more than the state.
+    events = [e for e in events if not (e.get("message") or "").startswith("Error: ")]
     if not events:
         return None
     last = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")

@@ -1,0 +1,194 @@
+"""A newcomer's first hour against `hvdk8s dev cluster`, scripted: on every shape, the design
+card's command, `logs -f` to the end, `wait` exit 0, `list` with images/sec; then an image
+that does not pull and a command that fails, each with its reason and exit code; and an
+elastic job scaled up across nodes while another job holds the first node.
+
+The clusters are the dev cluster's own (kubesim.devcluster.start, over TLS, with the
+kubeconfig it writes); the CLI runs in this process. Containers play their lives
+SPEED times faster than real time, so a job of 30 simulated seconds takes a fraction of one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from kubesim import devcluster
+from launcher.cli.app import app
+
+SPEED = 200.0
+IMAGE = "horovod/horovod:0.28.1"  # submit's default image, for which Trainer needs a runtime
+DESIGN_CARD = ("submit", "mpi", "--workers", "4", "--gpus", "1")
+# What a shape asks of the command beyond the design card (its --list-shapes line says so).
+SHAPE_OPTIONS = {"trainer-kueue": ("--gang", "--queue", "team"),
+                 "multikueue": ("--gang", "--queue", "team")}
+VOLCANO_DEADLOCK = (
+    "on the volcano shape (MPI Operator --gang-scheduling=volcano) the design card's MPIJob "
+    "gets no schedulingPolicy: the operator's PodGroup counts the launcher (minAvailable "
+    "workers + 1), which WaitForWorkersReady creates only after the workers run, so the gang "
+    "never completes (not this branch's area: mpijob/k8s/render_operator.py)")
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def dev(request, tmp_path, monkeypatch) -> Iterator[devcluster.DevCluster]:
+    """A dev cluster of the shape the test is parametrized with (two-nodes by default), or
+    of (shape, speed)."""
+    param = getattr(request, "param", devcluster.DEFAULT_SHAPE)
+    shape, speed = param if isinstance(param, tuple) else (param, SPEED)
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+    cluster = devcluster.start(shape, tmp_path / "kubeconfig", speed=speed)
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def hvdk8s(*args: str):
+    result = runner.invoke(app, list(args))
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def predicted(output: str) -> float:
+    found = re.search(r"^predicted: ([\d,]+) images/sec", output, re.MULTILINE)
+    assert found, output
+    return float(found.group(1).replace(",", ""))
+
+
+def list_row(name: str) -> dict[str, str]:
+    listed = hvdk8s("list")
+    assert listed.exit_code == 0, listed.output
+    header, *rows = listed.output.splitlines()
+    row = next(r.split() for r in rows if r.split()[:1] == [name])
+    return dict(zip(header.split(), row, strict=True))
+
+
+def _shapes():
+    for name in devcluster.SHAPES:
+        marks = [pytest.mark.xfail(reason=VOLCANO_DEADLOCK, strict=True)] \
+            if name == "volcano" else []
+        yield pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("dev", list(_shapes()), indirect=True)
+def test_the_design_card_job_lives_from_submit_to_end_on_every_shape(dev):
+    shape = dev.shape
+    if shape.startswith("trainer"):  # the README's Trainer step: hvdk8s's runtime first
+        installed = hvdk8s("install", "runtime", "--image", IMAGE)
+        assert installed.exit_code == 0, installed.output
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "demo", *SHAPE_OPTIONS.get(shape, ()))
+    assert submitted.exit_code == 0, submitted.output
+    expected = predicted(submitted.output)
+
+    # `wait` first: a job that never ends fails here, where `logs -f` would follow it for
+    # ever (at SPEED the job ends within the second either way).
+    waited = hvdk8s("wait", "demo", "--timeout", "10")
+    assert waited.exit_code == 0, waited.output
+    assert re.search(r"^demo +Succeeded$", waited.output, re.MULTILINE), waited.output
+    followed = hvdk8s("logs", "-f", "demo")
+    assert followed.exit_code == 0, followed.output
+    log = followed.output
+    assert "Running warm up" in log and "Done warm up" in log
+    assert re.search(r"^10\timages/sec: [\d.]+ \+/- [\d.]+ \(jitter = [\d.]+\)\t[\d.]+$", log,
+                     re.MULTILINE), log
+    total = float(re.search(r"^total images/sec: ([\d.]+)$", log, re.MULTILINE).group(1))
+    assert total == pytest.approx(expected, rel=0.03)  # at the speed submit predicted
+
+    if shape == "multikueue":
+        return  # list reads the manager cluster: test_list_shows_a_multikueue_jobs_figure
+    row = list_row("demo")
+    assert row["PHASE"] == "Succeeded"
+    assert float(row["IMAGES/SEC"]) == pytest.approx(total, abs=0.1)
+
+
+@pytest.mark.parametrize("dev", [pytest.param(("two-nodes", 10.0), id="two-nodes-10x")],
+                         indirect=True)
+def test_logs_follow_streams_a_running_job_to_its_end(dev):
+    """Slower (a job of about 3 s): `logs -f` starts while the launcher waits or runs."""
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "live")
+    assert submitted.exit_code == 0, submitted.output
+    assert json.loads(hvdk8s("get", "live", "-o", "json").stdout)["phase"] in (
+        "Pending", "Running")
+    followed = hvdk8s("logs", "-f", "live")
+    assert followed.exit_code == 0, followed.output
+    assert followed.output.splitlines()[-4:-1] == [
+        "-" * 64, followed.output.splitlines()[-3], "-" * 64]
+    assert followed.output.splitlines()[-3].startswith("total images/sec: ")
+    assert json.loads(hvdk8s("get", "live", "-o", "json").stdout)["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
+@pytest.mark.xfail(reason="`list` reads the manager cluster, where the MPIJob carries no "
+                   "figure: the result is on worker1's copy (launcher/backends/kubernetes, "
+                   "not this branch's area)", strict=True)
+def test_list_shows_a_multikueue_jobs_figure(dev):
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "far", *SHAPE_OPTIONS["multikueue"])
+    assert submitted.exit_code == 0, submitted.output
+    assert hvdk8s("wait", "far", "--timeout", "60").exit_code == 0
+    assert list_row("far")["IMAGES/SEC"] != "-"
+
+
+def test_an_image_that_does_not_pull_fails_the_job_with_the_pull_error(dev):
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "nopull", "--image", "registry.invalid/nosuch:0",
+                       "--start-timeout", "2")
+    assert submitted.exit_code == 0, submitted.output
+    followed = hvdk8s("logs", "-f", "nopull")
+    assert followed.exit_code == 1, followed.output
+    waited = hvdk8s("wait", "nopull", "--timeout", "60")
+    assert waited.exit_code == 1, waited.output  # `wait --help`: 1 when the job failed
+    assert "StartTimeout" in waited.output
+    said = waited.output.replace("\n", "")
+    # the pod alternates between the two states: either, with the registry's answer
+    assert re.search(r"nopull-\S+: (ErrImagePull|ImagePullBackOff): ", said), said
+    assert "lookup registry.invalid on 127.0.0.53:53: no such host" in said
+    reasons = {e["reason"]: e["message"] for e in dev.server.objects("events", "default")
+               if e["involvedObject"]["name"].startswith("nopull-")}
+    assert reasons["BackOff"] == 'Back-off pulling image "registry.invalid/nosuch:0"'
+    assert reasons["Pulling"] == 'Pulling image "registry.invalid/nosuch:0"'
+
+
+@pytest.mark.parametrize("how, status", [
+    (("--env", "HVDK8S_DEV_EXIT=3"), 3),  # the benchmark, told to fail
+    (("--", "/bin/sh", "-c", "python train.py; exit 4"), 4),  # a user's command
+])
+def test_a_failing_command_fails_the_launcher_with_its_status_and_mpiruns_report(dev, how,
+                                                                               status):
+    submitted = hvdk8s("submit", "mpi", "--name", "boom", "--workers", "2", "--gpus", "1", *how)
+    assert submitted.exit_code == 0, submitted.output
+    followed = hvdk8s("logs", "-f", "boom")
+    assert followed.exit_code == 1, followed.output
+    waited = hvdk8s("wait", "boom", "--timeout", "60")
+    assert waited.exit_code == 1, waited.output
+    got = json.loads(hvdk8s("get", "boom", "-o", "json").stdout)
+    assert got["phase"] == "Failed"
+    launcher = next(r for r in got["replicas"] if r["role"] == "launcher")
+    assert launcher["exit_code"] == status
+    tail = hvdk8s("get", "boom").output
+    assert "mpirun detected that one or more processes exited with non-zero status" in tail
+    assert f"Exit code:    {status}" in tail
+    assert tail.rstrip().endswith("-" * 74)
+
+
+def test_an_elastic_job_grows_onto_the_second_node_while_another_job_holds_the_first(dev):
+    elastic = hvdk8s("submit", "mpi", "--name", "el", "--workers", "2", "--min-workers", "2",
+                     "--max-workers", "4", "--gpus", "1", "--num-batches", "100000")
+    assert elastic.exit_code == 0, elastic.output
+    other = hvdk8s("submit", "mpi", "--name", "big", "--workers", "6", "--gpus", "1",
+                   "--num-batches", "100000")
+    assert other.exit_code == 0, other.output
+    scaled = hvdk8s("scale", "el", "--workers", "4")
+    assert scaled.exit_code == 0, scaled.output
+
+    def running_workers() -> list[dict]:
+        got = json.loads(hvdk8s("get", "el", "-o", "json").stdout)
+        return [r for r in got["replicas"] if r["role"] == "worker" and r["phase"] == "Running"]
+    dev.server.wait_for(lambda: len(running_workers()) == 4, timeout=10)
+    assert {r["node"] for r in running_workers()} == {"gpu-node-0", "gpu-node-1"}
+    assert list_row("el")["WORKERS"] == "4"
