@@ -26,12 +26,6 @@ DESIGN_CARD = ("submit", "mpi", "--workers", "4", "--gpus", "1")
 # What a shape asks of the command beyond the design card (its --list-shapes line says so).
 SHAPE_OPTIONS = {"trainer-kueue": ("--gang", "--queue", "team"),
                  "multikueue": ("--gang", "--queue", "team")}
-VOLCANO_DEADLOCK = (
-    "on the volcano shape (MPI Operator --gang-scheduling=volcano) the design card's MPIJob "
-    "gets no schedulingPolicy: the operator's PodGroup counts the launcher (minAvailable "
-    "workers + 1), which WaitForWorkersReady creates only after the workers run, so the gang "
-    "never completes (not this branch's area: mpijob/k8s/render_operator.py)")
-
 runner = CliRunner()
 
 
@@ -70,14 +64,7 @@ def list_row(name: str) -> dict[str, str]:
     return dict(zip(header.split(), row, strict=True))
 
 
-def _shapes():
-    for name in devcluster.SHAPES:
-        marks = [pytest.mark.xfail(reason=VOLCANO_DEADLOCK, strict=True)] \
-            if name == "volcano" else []
-        yield pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("dev", list(_shapes()), indirect=True)
+@pytest.mark.parametrize("dev", list(devcluster.SHAPES), indirect=True)
 def test_the_design_card_job_lives_from_submit_to_end_on_every_shape(dev):
     shape = dev.shape
     if shape.startswith("trainer"):  # the README's Trainer step: hvdk8s's runtime first
