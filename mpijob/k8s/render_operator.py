@@ -149,15 +149,20 @@ def render_operator(work: Workload, benchmark_source: str | None,
     if managed_by:  # kueue.x-k8s.io/multikueue: Kueue dispatches it to a worker cluster
         run_policy["managedBy"] = managed_by
     scheduler = gangs.get(spec.gang)
-    if scheduler is not None and scheduler.operator_podgroup:
+    own = None if scheduler is None else scheduler.operator_scheduling_policy(shape.replicas)
+    if own is not None:  # a scheduler that reads it without the operator's PodGroup
+        run_policy["schedulingPolicy"] = own
+    else:
+        # Set whatever --gang asks: an operator run with --gang-scheduling makes a PodGroup
+        # for every MPIJob, and without this one it counts the launcher (see
+        # gang_scheduling_policy). Only the PodGroup code reads it: harmless where none.
         scheduling = gang_scheduling_policy(shape.replicas, worker.resources.requests)
-        if spec.queue:
-            scheduling["queue"] = spec.queue
-        if spec.priority_class:
-            scheduling["priorityClass"] = spec.priority_class
+        if scheduler is not None and scheduler.operator_podgroup:
+            if spec.queue:
+                scheduling["queue"] = spec.queue
+            if spec.priority_class:
+                scheduling["priorityClass"] = spec.priority_class
         run_policy["schedulingPolicy"] = scheduling
-    elif scheduler is not None and (policy := scheduler.operator_scheduling_policy(shape.replicas)):
-        run_policy["schedulingPolicy"] = policy
     affinity = node_affinity(list(shape.nodes), required=spec.gang == "none") if shape.nodes else None
     if affinity and len(set(shape.nodes)) == len(shape.nodes) and shape.replicas > 1:
         # One worker pod per chosen node, as the placement decided.

@@ -26,12 +26,6 @@ DESIGN_CARD = ("submit", "mpi", "--workers", "4", "--gpus", "1")
 # What a shape asks of the command beyond the design card (its --list-shapes line says so).
 SHAPE_OPTIONS = {"trainer-kueue": ("--gang", "--queue", "team"),
                  "multikueue": ("--gang", "--queue", "team")}
-VOLCANO_DEADLOCK = (
-    "on the volcano shape (MPI Operator --gang-scheduling=volcano) the design card's MPIJob "
-    "gets no schedulingPolicy: the operator's PodGroup counts the launcher (minAvailable "
-    "workers + 1), which WaitForWorkersReady creates only after the workers run, so the gang "
-    "never completes (not this branch's area: mpijob/k8s/render_operator.py)")
-
 runner = CliRunner()
 
 
@@ -70,14 +64,7 @@ def list_row(name: str) -> dict[str, str]:
     return dict(zip(header.split(), row, strict=True))
 
 
-def _shapes():
-    for name in devcluster.SHAPES:
-        marks = [pytest.mark.xfail(reason=VOLCANO_DEADLOCK, strict=True)] \
-            if name == "volcano" else []
-        yield pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("dev", list(_shapes()), indirect=True)
+@pytest.mark.parametrize("dev", list(devcluster.SHAPES), indirect=True)
 def test_the_design_card_job_lives_from_submit_to_end_on_every_shape(dev):
     shape = dev.shape
     if shape.startswith("trainer"):  # the README's Trainer step: hvdk8s's runtime first
@@ -101,8 +88,6 @@ def test_the_design_card_job_lives_from_submit_to_end_on_every_shape(dev):
     total = float(re.search(r"^total images/sec: ([\d.]+)$", log, re.MULTILINE).group(1))
     assert total == pytest.approx(expected, rel=0.03)  # at the speed submit predicted
 
-    if shape == "multikueue":
-        return  # list reads the manager cluster: test_list_shows_a_multikueue_jobs_figure
     row = list_row("demo")
     assert row["PHASE"] == "Succeeded"
     assert float(row["IMAGES/SEC"]) == pytest.approx(total, abs=0.1)
@@ -125,10 +110,9 @@ def test_logs_follow_streams_a_running_job_to_its_end(dev):
 
 
 @pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
-@pytest.mark.xfail(reason="`list` reads the manager cluster, where the MPIJob carries no "
-                   "figure: the result is on worker1's copy (launcher/backends/kubernetes, "
-                   "not this branch's area)", strict=True)
 def test_list_shows_a_multikueue_jobs_figure(dev):
+    """The result is on worker1's copy; `wait`, which follows the job there, records the
+    rate on the manager's, where `list` reads with no request per job."""
     submitted = hvdk8s(*DESIGN_CARD, "--name", "far", *SHAPE_OPTIONS["multikueue"])
     assert submitted.exit_code == 0, submitted.output
     assert hvdk8s("wait", "far", "--timeout", "60").exit_code == 0

@@ -798,12 +798,20 @@ class KubernetesBackend(KubernetesObjects):
         note(f"note: job {name} runs on MultiKueue worker cluster {cluster} (context {cluster})")
         return KubernetesBackend(cluster, ns, kubeconfig=self._kubeconfig, poll=self.poll)
 
+    def _followed(self, root: dict | None, mode: str, status: JobStatus) -> JobStatus:
+        """A dispatched job's status, read on its worker cluster, with its measured rate
+        recorded on the manager's copy too, where `list` reads: MultiKueue copies back only
+        the job's status (kueue mpijob_multikueue_adapter.go SyncJob), and the launcher's
+        termination message stays on the worker's pod."""
+        self.tidy(root, mode, [], status)
+        return status
+
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
         ns = self._job_ns(name, namespace)
         root, mode = self._root(name, ns)
         if (worker := self._dispatched(root, name, ns)) is not None:
-            return worker.get(name, ns)
+            return self._followed(root, mode, worker.get(name, ns))
         pods = self._pods(name, ns)
         if self.fail_overdue(root, mode, pods):  # read again what failing it changed
             root, mode = self._root(name, ns)
@@ -873,7 +881,8 @@ class KubernetesBackend(KubernetesObjects):
                 root, mode = _root_of(name, seen)
                 if (worker := self._dispatched(root, name, ns)) is not None:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    return worker.wait(name, ns, timeout=left, on_change=on_change)
+                    return self._followed(root, mode, worker.wait(
+                        name, ns, timeout=left, on_change=on_change))
                 pods = seen.of(POD).items()
                 if self.fail_overdue(root, mode, pods):
                     return self.get(name, ns)  # failed just now: read it fresh, then tidy

@@ -49,8 +49,13 @@ class GangControl:
         if s.operator_podgroup:
             seen = operator_gang.confirm(client, s, spec.name, spec.namespace,
                                          min(timeout, 30.0), poll)
-            outcome += (f" in {s.title}'s PodGroup {spec.name}" if seen else
-                        " (no PodGroup or worker seen yet: is the operator running?)")
+            if seen is None:
+                outcome += " (no PodGroup or worker seen yet: is the operator running?)"
+            elif seen.finished:
+                outcome = (f"MPIJob {spec.name} created; the MPI operator ran it and it has "
+                           f"already {seen.finished.lower()}")
+            else:
+                outcome += f" in {s.title}'s PodGroup {spec.name}"
         return outcome
 
     def waiting_reason(self, client, root: dict, status) -> str | None:

@@ -8,8 +8,10 @@ PodGroup and are scheduled one by one: no gang at all.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from launcher.backends.kubernetes.client import POD, ApiError, Kind, api_kind
+from launcher.backends.kubernetes.client import MPIJOB, POD, ApiError, Kind, api_kind
+from launcher.backends.kubernetes.status import condition
 from launcher.errors import UsageError, UserError
 from mpijob.gang import GangScheduler
 from mpijob.jobspec import names
@@ -42,22 +44,43 @@ def precheck(client, gang: GangScheduler) -> None:
             raise UsageError(not_gang_scheduling(gang, where, why))
 
 
-def confirm(client, gang: GangScheduler, name: str, ns: str, timeout: float, poll: float = 0.5) -> bool:
-    """After creating the MPIJob: True once its PodGroup appears; UserError when the
-    operator makes worker pods without one; False when neither happens in `timeout`."""
+@dataclass(frozen=True)
+class Seen:
+    """What the cluster showed after the MPIJob was created."""
+    pod_group: bool = False
+    # The MPIJob's Succeeded or Failed condition: it ended before its PodGroup was seen (the
+    # operator deletes the PodGroup of a finished job: mpi_job_controller.go syncHandler,
+    # modelled in kubesim.mpi_operator).
+    finished: str | None = None
+
+
+def _finished(client, name: str, ns: str) -> str | None:
+    job = client.get(MPIJOB, name, ns)
+    return next((c for c in ("Succeeded", "Failed") if condition(job, c)), None)
+
+
+def confirm(client, gang: GangScheduler, name: str, ns: str, timeout: float,
+            poll: float = 0.5) -> Seen | None:
+    """After creating the MPIJob: what shows that the operator took it (its PodGroup, or
+    the job already finished); UserError when it makes worker pods without a PodGroup;
+    None when nothing shows in `timeout`."""
     selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_WORKER}"
     deadline = time.monotonic() + timeout
     while True:
         if client.get(api_kind(gang.podgroup), names.pod_group(name), ns) is not None:
-            return True
+            return Seen(pod_group=True)
+        if (finished := _finished(client, name, ns)) is not None:
+            return Seen(finished=finished)
         if client.items(POD, ns, label_selector=selector):
             # The operator creates the PodGroup before the workers in the same sync, so
-            # workers without one mean it never will.
-            if client.get(api_kind(gang.podgroup), names.pod_group(name), ns) is None:
-                raise UserError(not_gang_scheduling(
-                    gang, "its Deployment was not readable",
-                    f"created worker pods of job {name} but no {gang.short_title} PodGroup"))
-            return True
+            # workers without one mean it never will (unless the job just ended).
+            if client.get(api_kind(gang.podgroup), names.pod_group(name), ns) is not None:
+                return Seen(pod_group=True)
+            if (finished := _finished(client, name, ns)) is not None:
+                return Seen(finished=finished)
+            raise UserError(not_gang_scheduling(
+                gang, "its Deployment was not readable",
+                f"created worker pods of job {name} but no {gang.short_title} PodGroup"))
         if time.monotonic() >= deadline:
-            return False
+            return None
         time.sleep(poll)

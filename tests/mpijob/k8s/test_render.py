@@ -133,6 +133,22 @@ def test_operator_defaults_avoid_the_traps():
     assert cm["kind"] == "ConfigMap" and cm["data"]["hvd_cnn_bench.py"] == STUB_BENCHMARK
 
 
+def test_operator_gang_counts_only_the_workers_whatever_gang_the_job_asks():
+    """An operator run with --gang-scheduling makes a PodGroup for every MPIJob; unset, its
+    minMember counts the launcher, which WaitForWorkersReady creates only once the workers
+    run: a gang that never completes. Fails on the renderer that set it only under --gang."""
+    from kubesim.mpi_operator import operator_objects
+
+    mpijob, _ = render_case("operator-benchmark-intel")  # no --gang
+    assert "gang" not in str(mpijob["metadata"].get("labels"))
+    workers = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]
+    group = operator_objects(mpijob, gang_scheduling="volcano").pod_group
+    assert group["spec"]["minMember"] == workers["replicas"] == 3
+    requests = workers["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert group["spec"]["minResources"]["nvidia.com/gpu"] == str(
+        3 * int(requests["nvidia.com/gpu"]))
+
+
 def test_benchmark_source_is_required_only_for_the_benchmark():
     spec = build_spec(name="x", command=("python", "t.py"))
     assert render(spec, mode="pods", ssh=FIXED_KEYS)  # no benchmark needed

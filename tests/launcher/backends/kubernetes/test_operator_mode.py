@@ -3,9 +3,11 @@ through the CLI: what the MPIJob asks of the operator's launcher Job and PodGrou
 
 from __future__ import annotations
 
-from launcher.backends.kubernetes.rendering import render
 from kubesim import mpi_operator
 from kubesim.kubelet import Run
+from launcher.backends.kubernetes.client import MPIJOB
+from launcher.backends.kubernetes.gang import control as gang_control
+from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
 from tests.k8s_env import hvdk8s
 
@@ -70,3 +72,34 @@ def test_no_hvdk8s_object_takes_a_name_the_operator_creates():
     ours = {(o["kind"], o["metadata"]["name"]) for o in objects if o["kind"] != "MPIJob"}
     assert ("ConfigMap", "j-benchmark") in ours
     assert not ours & operator_names
+
+
+class _EndedJobCluster:
+    """MPIJob `e` has already ended (`ended` its condition): the operator deleted its
+    PodGroup and its running workers, as it does for a finished job."""
+
+    def __init__(self, ended: str):
+        self.ended = ended
+
+    def get(self, kind, name, namespace):
+        if kind == MPIJOB and name == "e":
+            return {"metadata": {"name": "e"},
+                    "status": {"conditions": [{"type": self.ended, "status": "True"}]}}
+        return None
+
+    def items(self, kind, namespace, label_selector=None):
+        return []
+
+
+def test_submit_says_a_job_that_ended_before_its_pod_group_was_seen_ended():
+    """A short job can end, and its PodGroup go with it, before submit looks: submit then
+    reports the end the MPIJob records, at once, not 'is the operator running?'."""
+    spec = build_spec(name="e", workers=2, gpus_per_worker=1, gang="volcano",
+                      command=("python", "t.py"))
+    control = gang_control("volcano")
+    assert control is not None
+    for ended in ("Succeeded", "Failed"):
+        said = control.operator_created(_EndedJobCluster(ended), {}, spec, timeout=0.5,
+                                        poll=0.01)
+        assert said == f"MPIJob e created; the MPI operator ran it and it has already " \
+                       f"{ended.lower()}"
