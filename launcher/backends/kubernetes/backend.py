@@ -38,7 +38,6 @@ from launcher.backends.kubernetes.submit import (
 from launcher.backends.kubernetes.waiting import Waiting
 from launcher.errors import UsageError
 from launcher.output import note
-from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
@@ -87,13 +86,9 @@ class KubernetesBackend(Submitting, Waiting, JobLogs):
         """The installed gang scheduler `--gang` uses, from API discovery (one call)."""
         return gang_control.detect(self.client)
 
-    def plan(self, spec: JobSpec, cluster, assumptions, *, rdma_fix: str | None = None) -> Plan:
-        from launcher.preparing.planning import plan_job
-
+    def pod_security_for(self, spec: JobSpec, cluster) -> str | None:
         wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
-        return plan_job(spec, cluster, assumptions,
-                        pod_security=self.pod_security(spec.namespace) if wants_rdma else None,
-                        rdma_fix=rdma_fix)
+        return self.pod_security(spec.namespace) if wants_rdma else None
 
     def pod_security(self, namespace: str) -> str | None:
         """The Pod Security level the namespace enforces (its label, which the built-in
