@@ -118,6 +118,7 @@ class ModeDecision:
 
     mode: defaults.Mode
     installed: Installed
+    gang_unserved: bool = False  # --gang asked where no gang scheduler is installed
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class BaseBackend:
             raise Refused(choice.line)
         if asked == "auto" and (installed.operator or installed.trainer):  # a choice was made
             note(choice.line)
-        return ModeDecision(choice.mode, installed)  # type: ignore[arg-type]
+        return ModeDecision(choice.mode, installed, gang_unserved)  # type: ignore[arg-type]
 
     def dry_run_notes(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
         """What a client dry run's objects do not show by themselves; nothing here."""
@@ -209,14 +210,14 @@ class BaseBackend:
         return None
 
     def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-             *, rdma_fix: str | None = None) -> Plan:
-        """`rdma_fix`: what to advise where the nodes offer RDMA the job will not use (the
-        mode cannot carry it), instead of an --rdma setting."""
+             *, mode: ModeDecision | None = None) -> Plan:
+        """The job placed and predicted; what the plan decides goes with it (`plan.spec`).
+        `mode`: `mode_for`'s decision, for a backend whose modes shape the plan."""
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render
         from launcher.preparing.planning import plan_job
 
-        return plan_job(spec, cluster, assumptions, rdma_fix=rdma_fix)
+        return plan_job(spec, cluster, assumptions)
 
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is

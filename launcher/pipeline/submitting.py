@@ -21,7 +21,6 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import build_spec, fields_from_options
 from mpijob.k8s.gang import refusal
-from mpijob.k8s.modes import other_modes
 from mpijob.plural import plural
 
 if TYPE_CHECKING:
@@ -269,19 +268,11 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    if mode == "trainjob":  # auto takes only what a TrainJob can carry
-        from mpijob.k8s.render_trainjob import within_trainjob
-
-        spec = within_trainjob(spec)
-
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
-    rdma_fix = (f"a TrainJob cannot carry RDMA devices; "
-                f"{other_modes(spec, 'trainjob', decision.installed, gang_unserved)}"
-                if mode == "trainjob" else None)
-    # what the plan decided goes with it (the RDMA device the workers request, the sshd
-    # port on the host network)
-    plan = backend.plan(spec, cluster, assumptions, rdma_fix=rdma_fix)
+    # what the plan decided goes with it (what a TrainJob carries, the RDMA device the
+    # workers request, the sshd port on the host network)
+    plan = backend.plan(spec, cluster, assumptions, mode=decision)
     spec = plan.spec
     describe_plan(plan)
     if start := backend.start_note(spec, plan, quick=quick):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import BaseBackend, Prepared, SubmitOptions
+from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
 from launcher.output import note
 from launcher.preparing.planning import Plan
 from mpijob.jobspec.ssh_port import free_ssh_port
@@ -82,11 +82,21 @@ class KubernetesObjects(BaseBackend):
     name = "offline"
 
     def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-             *, rdma_fix: str | None = None) -> Plan:
-        """The base plan, with what only Kubernetes decides: the Pod Security level RDMA
-        devices must pass (pod_security_for), and on the host network an sshd port free on
-        the job's nodes."""
+             *, mode: ModeDecision | None = None) -> Plan:
+        """The base plan, with what only Kubernetes decides: a TrainJob takes only what it
+        can carry (and RDMA the nodes offer is advised with the modes that carry it), the
+        Pod Security level RDMA devices must pass (pod_security_for), and on the host
+        network an sshd port free on the job's nodes."""
         from launcher.preparing.planning import plan_job
+
+        rdma_fix = None
+        if mode is not None and mode.mode == "trainjob":  # auto takes what a TrainJob carries
+            from mpijob.k8s.modes import other_modes
+            from mpijob.k8s.render_trainjob import within_trainjob
+
+            spec = within_trainjob(spec)
+            rdma_fix = ("a TrainJob cannot carry RDMA devices; "
+                        f"{other_modes(spec, 'trainjob', mode.installed, mode.gang_unserved)}")
 
         plan = plan_job(spec, cluster, assumptions,
                         pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix)

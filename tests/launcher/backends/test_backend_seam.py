@@ -36,7 +36,7 @@ class QueueBackend(BaseBackend):
             raise UsageError("--dry-run=server: the queue backend has no server")
         return QueueOptions(mode=mode, priority=7)
 
-    def plan(self, spec, cluster, assumptions, *, rdma_fix=None):
+    def plan(self, spec, cluster, assumptions, *, mode=None):
         self.calls.append(("plan", spec.name, cluster))
         return Plan(spec, notes=["queued by the queue backend"])
 
