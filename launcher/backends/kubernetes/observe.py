@@ -76,6 +76,10 @@ class Observing(Tidying):
 
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        """`hvdk8s get` (and the end of `wait`): the job's status in detail. Writes, each an
+        explicit step: a job past --start-timeout is failed (fail_overdue), a started job's
+        workers are handed to the launcher Job (start_gate.hand_over), and a finished job
+        is tidied (tidy: its rate on the root, its idle pods removed)."""
         ns = self._job_ns(name, namespace)
         root, mode = self._root(name, ns)
         if (worker := self._dispatched(root, name, ns)) is not None:
