@@ -79,7 +79,7 @@ def test_the_readme_rdma_example_prints_what_the_readme_shows():
 
 def test_the_figure_the_cli_prints_has_a_source_too():
     """submit on this machine says how long the quick benchmark takes when nothing
-    predicts it (launcher.pipeline.submitting.describe_start)."""
-    from launcher.pipeline.submitting import QUICK_BENCHMARK_SECONDS
+    predicts it (launcher.backends.local.quick_benchmark.describe_start)."""
+    from launcher.backends.local.quick_benchmark import QUICK_BENCHMARK_SECONDS
 
     assert f"~{QUICK_BENCHMARK_SECONDS:.0f} s" in {e["text"] for e in registry()}

@@ -7,9 +7,9 @@ interface, so a job behaves the same on this machine and on a cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic models
     from launcher.formats.job_progress import JobProgress
@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # types only: `list` and `get` stay fast without pydantic mod
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
 
-from launcher.errors import UsageError
+from launcher.errors import Refused, UsageError
+from launcher.output import note
 from mpijob.jobspec import defaults, refs
 from mpijob.phases import JobPhase
 
@@ -114,6 +115,15 @@ class SubmitOptions:
 
 
 @dataclass(frozen=True)
+class ModeDecision:
+    """The mode a job runs in, and what the cluster was found to serve when it was chosen."""
+
+    mode: defaults.Mode
+    installed: Installed
+    gang_unserved: bool = False  # --gang asked where no gang scheduler is installed
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A job ready to send. `objects` is exactly what `submit` sends and what a client dry
     run prints (TorchX's `submit = schedule(submit_dryrun(...))`): rendered once, so the two
@@ -136,9 +146,6 @@ class BaseBackend:
     (a client dry run) or `submit` with what `prepare` returned."""
 
     name = "offline"
-    # Jobs run as processes of this machine: a bare benchmark gets the quick size, and the
-    # submit says how long it should take.
-    runs_here = False
     # Why --gang asks nothing of a scheduler here (None: the cluster's scheduler decides).
     gang_note: str | None = None
     # What `logs`, `get`, `wait` and `delete` need to find this backend's jobs, which they
@@ -154,6 +161,36 @@ class BaseBackend:
                        schedule_timeout: float | None) -> SubmitOptions:
         # Offline nothing says what the cluster has: auto shows built-in mode.
         return SubmitOptions(mode="pods" if mode == "auto" else mode)
+
+    def sized(self, values: Mapping[str, Any], command: tuple[str, ...]) -> Mapping[str, Any]:
+        """The job's options (by spec field path) with what this backend sets where the user
+        set nothing; the same mapping where it sets nothing (here)."""
+        return values
+
+    def start_note(self, spec: JobSpec, plan: Plan, *, quick: bool) -> str | None:
+        """What to say, once planned, about how the job will run here (`quick`: `sized`
+        chose its size); nothing here."""
+        return None
+
+    def mode_for(self, asked: defaults.Mode, spec: JobSpec, *,
+                 gang_unserved: bool) -> ModeDecision:
+        """The mode the job runs in: as asked, or --mode auto's table (mpijob.k8s.modes) on
+        what `installed_modes` finds; refused (Refused, UsageError) before anything is
+        advised or created where the job cannot run in it. Says the choice auto made; the
+        decision keeps what it was made on (what another mode would need, said later)."""
+        from mpijob.k8s.modes import choose_mode
+
+        installed = self.installed_modes(spec)
+        choice = choose_mode(asked, spec, installed, gang_unserved=gang_unserved)
+        if choice.mode is None:
+            raise Refused(choice.line)
+        if asked == "auto" and (installed.operator or installed.trainer):  # a choice was made
+            note(choice.line)
+        return ModeDecision(choice.mode, installed, gang_unserved)  # type: ignore[arg-type]
+
+    def dry_run_notes(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
+        """What a client dry run's objects do not show by themselves; nothing here."""
+        return []
 
     def installed_modes(self, spec: JobSpec) -> Installed:
         """What the cluster has for each mode (mpijob.k8s.modes); here nothing is read."""
@@ -175,14 +212,14 @@ class BaseBackend:
         return None
 
     def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-             *, rdma_fix: str | None = None) -> Plan:
-        """`rdma_fix`: what to advise where the nodes offer RDMA the job will not use (the
-        mode cannot carry it), instead of an --rdma setting."""
+             *, mode: ModeDecision | None = None) -> Plan:
+        """The job placed and predicted; what the plan decides goes with it (`plan.spec`).
+        `mode`: `mode_for`'s decision, for a backend whose modes shape the plan."""
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render
         from launcher.preparing.planning import plan_job
 
-        return plan_job(spec, cluster, assumptions, rdma_fix=rdma_fix)
+        return plan_job(spec, cluster, assumptions)
 
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is

@@ -5,9 +5,9 @@ Kept apart from the typer command so the experiment runner submits jobs the same
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.backends import select
 from launcher.backends.base import BaseBackend
@@ -18,12 +18,13 @@ from launcher.pipeline.jobnames import generated_name
 from launcher.preparing.planning import Plan
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
-from mpijob.jobspec import defaults, names
+from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import build_spec, fields_from_options
-from mpijob.jobspec.ssh_port import free_ssh_port
 from mpijob.k8s.gang import refusal
-from mpijob.k8s.modes import choose_mode, other_modes
 from mpijob.plural import plural
+
+if TYPE_CHECKING:
+    from mpijob.jobspec.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class JobOptions:
         return replace(self, values={**self.values, **values})
 
 
+# Any valid job name: the options are checked under it before the generated one is chosen.
+DRAFT_NAME = "job"
+
+
 def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
     """One word with spaces is a shell string (arena's "python train.py"); else argv."""
     if len(words) == 1 and any(c.isspace() for c in words[0]):
@@ -50,8 +55,11 @@ def _command(words: Sequence[str]) -> tuple[tuple[str, ...], bool]:
     return tuple(words), False
 
 
-def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER):
-    """The JobSpec of these options; every problem becomes a UsageError naming the option."""
+def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaults.GANG_SCHEDULER,
+                            *, name_for: Callable[[JobSpec], str] | None = None) -> JobSpec:
+    """The JobSpec of these options; every problem becomes a UsageError naming the option.
+    Without --name, `name_for` names the job from its validated fields (model, command,
+    workers, namespace): the spec is then built once, with that name."""
     values = dict(o.values)
     if "pod_patches" in values:  # files: read here, the pure core takes their contents
         from launcher.pipeline.podpatch_files import read_pod_patch
@@ -60,8 +68,13 @@ def build_spec_from_options(o: JobOptions, gang: defaults.GangScheduler = defaul
                                       for p in values["pod_patches"])
     try:
         command, shell = _command(o.command)
-        return build_spec(**fields_from_options(values), command=command, shell=shell,
-                          gang=gang)
+        fields = fields_from_options(values)
+        if name_for is not None and fields.get("name") is None:
+            # validated under a stand-in name first: a bad option is refused before a
+            # name is looked for (which lists the namespace's jobs)
+            fields["name"] = name_for(build_spec(**{**fields, "name": DRAFT_NAME},
+                                                 command=command, shell=shell, gang=gang))
+        return build_spec(**fields, command=command, shell=shell, gang=gang)
     except SpecError as err:
         raise UsageError.naming_option(err) from None
 
@@ -145,20 +158,6 @@ def _resolve_gang(request: SubmitRequest, backend: BaseBackend, *,
     return "none", True
 
 
-def _free_host_ssh_port(spec, cluster, placement):
-    """On the host network the job's sshd port is a port of its nodes: move it past ports
-    the snapshot shows in use there (mpijob.jobspec.ssh_port)."""
-    used_on = {a.node for a in placement.assignments} if placement is not None else None
-    taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
-             for port in n.host_ports}
-    if spec.ssh_port not in taken:
-        return spec
-    port = free_ssh_port(spec.namespace, spec.name, taken)
-    note(f"note: --host-network: sshd port {spec.ssh_port} is in use on the job's nodes; "
-         f"using {port}")
-    return spec.model_copy(update={"ssh_port": port})
-
-
 # The ways on when a job with GPUs has neither a cluster nor GPUs here: the command a user
 # copies from the README onto a laptop must say what to do, not run something else.
 NO_CLUSTER_NO_GPU = (
@@ -166,12 +165,6 @@ NO_CLUSTER_NO_GPU = (
     "account) and this machine has {have} for --workers {workers} --gpus {gpus}: configure a "
     "kubectl context (or pass --kubeconfig FILE), see the plan with --dry-run or --cluster "
     "FILE, or run on this machine's CPU with --gpus 0")
-# The quick benchmark on an idle 2-core VM (benchmarks/calibration/measured/*/results.jsonl,
-# wall_seconds): 17.1-17.3 s with 1 rank, 18.4-19.8 s with 2, of which the 12 steps took
-# about 3 s: the rest, about 14 s, is starting Python, TensorFlow, Horovod and MPI. Said
-# where no calibration predicts this machine's steps (a busy machine takes longer).
-LOCAL_START_SECONDS = 14.0
-QUICK_BENCHMARK_SECONDS = 20.0
 # Submit's way on when Kubernetes was asked for but nothing is configured.
 SUBMIT_HINT = "see the plan with --dry-run --cluster FILE"
 
@@ -217,39 +210,6 @@ def _choose_backend(request: SubmitRequest, client_dry_run: bool):
                                namespace=request.options.get("namespace")), said
 
 
-def quick_benchmark(options: JobOptions) -> JobOptions:
-    """The quick benchmark for a built-in benchmark run on this machine's CPU whose size was
-    left to the defaults; other jobs as they are."""
-    quick = {"benchmark.image_size": defaults.QUICK_IMAGE_SIZE,
-             "benchmark.batch_size": defaults.QUICK_BATCH_SIZE,
-             "benchmark.num_batches": defaults.QUICK_NUM_BATCHES,
-             "benchmark.num_warmup_batches": defaults.QUICK_NUM_WARMUP_BATCHES}
-    if options.command or options.get("gpus_per_worker") or any(
-            options.get(path) is not None for path in quick):
-        return options
-    return options.setting(quick)
-
-
-def describe_start(spec, plan: Plan, quick: bool) -> str | None:
-    """What a built-in benchmark run on this machine is, and how long it should take."""
-    if not spec.runs_benchmark:
-        return None
-    b = spec.benchmark
-    steps = b.num_warmup_batches + b.num_batches
-    what = (f"{'quick benchmark' if quick else 'benchmark'}: {b.model} at {b.image_size or 224} "
-            f"px, batch {b.batch_size}, {b.num_warmup_batches} warm-up + {b.num_batches} "
-            f"timed steps on {plural(spec.ranks, 'rank')}")
-    if quick:
-        what += " (--image-size/--batch-size/--num-batches set another size)"
-    if plan.prediction is not None:
-        seconds = LOCAL_START_SECONDS + steps * plan.prediction.step_seconds
-        what += f"; predicted {seconds:.0f} s"
-    elif quick:
-        what += (f"; about {QUICK_BENCHMARK_SECONDS:.0f} s on an idle 2-core machine "
-                 "(hvdk8s calibrate predicts this one)")
-    return what
-
-
 def _rendering(step, plan, options):
     """Rendering, before anything is created: a --pod-patch that breaks what hvdk8s relies
     on is a usage error (mpijob.k8s.podpatch)."""
@@ -271,39 +231,28 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     server_dry_run = request.dry_run == "server"
     backend, why_this_backend = _choose_backend(request, client_dry_run)
     offline = backend.name == BaseBackend.name  # a client dry run that reads no cluster
-    auto_mode = request.mode == "auto"
     gang, gang_unserved = _resolve_gang(request, backend, detect=not offline)
     if request.gang and backend.gang_note:
         note(backend.gang_note)
     options = request.options
-    quick = False
-    if backend.runs_here:
-        options = quick_benchmark(options)
-        quick = options is not request.options
+    sized = backend.sized(options.values, options.command)
+    quick = sized is not options.values  # the backend chose the benchmark's size
     if options.get("namespace") is None and backend.namespace:
-        options = options.setting({"namespace": backend.namespace})
+        sized = {**sized, "namespace": backend.namespace}
+    options = replace(options, values=sized)
     generated = options.get("name") is None
-    if generated:
-        command, shell = _command(options.command)
-        options = options.setting({"name": generated_name(
-            model=options.get("benchmark.model", defaults.MODEL), command=command, shell=shell,
-            workers=options.get("workers", defaults.WORKERS),
-            backend=None if offline else backend,
-            namespace=options.get("namespace"))})
-    spec = build_spec_from_options(options, gang=gang)
-    # The mode: asked, or --mode auto's table (mpijob.k8s.modes) on what the cluster has;
-    # refused before anything is advised or created where the job cannot run in it.
-    installed = backend.installed_modes(spec)
-    choice = choose_mode(request.mode, spec, installed, gang_unserved=gang_unserved)
-    if choice.mode is None:
-        raise Refused(choice.line)
-    if auto_mode and (installed.operator or installed.trainer):  # a choice was made
-        note(choice.line)
-    request = replace(request, mode=choice.mode)  # type: ignore[arg-type]
-    submit_options = backend.submit_options(mode=request.mode,
-                                            server_dry_run=server_dry_run,
+
+    def name_for(draft: JobSpec) -> str:
+        return generated_name(model=draft.benchmark.model, command=draft.command,
+                              shell=draft.shell, workers=draft.workers,
+                              backend=None if offline else backend, namespace=draft.namespace)
+
+    spec = build_spec_from_options(options, gang=gang, name_for=name_for)
+    decision = backend.mode_for(request.mode, spec, gang_unserved=gang_unserved)
+    mode = decision.mode
+    submit_options = backend.submit_options(mode=mode, server_dry_run=server_dry_run,
                                             schedule_timeout=request.schedule_timeout)
-    if (refused := refusal(gang, request.mode)) is not None:
+    if (refused := refusal(gang, mode)) is not None:
         raise UsageError(refused)
     for line in backend.check_spec(spec):
         note(f"note: {line}")
@@ -319,22 +268,14 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
         cluster = load_cluster(request.cluster)
     else:
         cluster = backend.cluster_for(spec, context=request.context)
-    if request.mode == "trainjob":  # auto takes only what a TrainJob can carry
-        from mpijob.k8s.render_trainjob import within_trainjob
-
-        spec = within_trainjob(spec)
-
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
-    rdma_fix = (f"a TrainJob cannot carry RDMA devices; "
-                f"{other_modes(spec, 'trainjob', installed, gang_unserved)}"
-                if request.mode == "trainjob" else None)
-    plan = backend.plan(spec, cluster, assumptions, rdma_fix=rdma_fix)
-    spec = plan.spec  # with what the plan decided (the RDMA device the workers request)
-    if spec.host_network and cluster is not None:
-        spec = plan.spec = _free_host_ssh_port(spec, cluster, plan.placement)
+    # what the plan decided goes with it (what a TrainJob carries, the RDMA device the
+    # workers request, the sshd port on the host network)
+    plan = backend.plan(spec, cluster, assumptions, mode=decision)
+    spec = plan.spec
     describe_plan(plan)
-    if backend.runs_here and (start := describe_start(spec, plan, quick)):
+    if start := backend.start_note(spec, plan, quick=quick):
         note(start)
 
     submit_options = backend.job_options(spec, submit_options)
@@ -350,13 +291,8 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     prepared = replace(prepared, admitted=True)
     if client_dry_run:
         objects = list(prepared.objects)
-        if request.mode == "pods" and objects and objects[0].get("kind") == "Job":
-            gated = any(o.get("kind") == "Job" and names.LABEL_START_GATE in
-                        (o["metadata"].get("labels") or {}) for o in objects)
-            note(f"note: at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
-                 "(its uid is assigned by the API server)"
-                 + (", but the workers, which get one to the start gate's pod "
-                    "(docs/cleanup.md)" if gated else ""))
+        for line in backend.dry_run_notes(prepared, submit_options):
+            note(f"note: {line}")
         import json
 
         from launcher.preparing.sshkeys import PLACEHOLDER  # loaded by prepare already

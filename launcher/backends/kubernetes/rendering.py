@@ -26,13 +26,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import BaseBackend, Prepared, SubmitOptions
+from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
+from launcher.output import note
 from launcher.preparing.planning import Plan
+from mpijob.jobspec.ssh_port import free_ssh_port
 
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.render import SSHKeys
     from mpijob.k8s.workload import Workload
+    from mpijob.perf.perfmodel import Assumptions
+    from mpijob.scheduling.cluster import Cluster
     from mpijob.scheduling.placement import Placement
 
 
@@ -109,6 +113,49 @@ def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
 class KubernetesObjects(BaseBackend):
     name = "offline"
 
+    def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
+             *, mode: ModeDecision | None = None) -> Plan:
+        """The base plan, with what only Kubernetes decides: a TrainJob takes only what it
+        can carry (and RDMA the nodes offer is advised with the modes that carry it), the
+        Pod Security level RDMA devices must pass (pod_security_for), and on the host
+        network an sshd port free on the job's nodes."""
+        from launcher.preparing.planning import plan_job
+
+        rdma_fix = None
+        if mode is not None and mode.mode == "trainjob":  # auto takes what a TrainJob carries
+            from mpijob.k8s.modes import other_modes
+            from mpijob.k8s.render_trainjob import within_trainjob
+
+            spec = within_trainjob(spec)
+            rdma_fix = ("a TrainJob cannot carry RDMA devices; "
+                        f"{other_modes(spec, 'trainjob', mode.installed, mode.gang_unserved)}")
+
+        plan = plan_job(spec, cluster, assumptions,
+                        pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix)
+        if plan.spec.host_network and cluster is not None:
+            plan.spec = _free_host_ssh_port(plan.spec, cluster, plan.placement)
+        return plan
+
+    def dry_run_notes(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
+        """Built-in mode: the ownerReferences a dry run cannot show (the root's uid does not
+        exist yet)."""
+        objects = prepared.objects
+        if options.mode != "pods" or not objects or objects[0].get("kind") != "Job":
+            return []
+        from mpijob.jobspec import names
+
+        gated = any(o.get("kind") == "Job" and names.LABEL_START_GATE in
+                    (o["metadata"].get("labels") or {}) for o in objects)
+        return [f"at creation every object gets an ownerReference to Job/{objects[0]['metadata']['name']} "
+                "(its uid is assigned by the API server)"
+                + (", but the workers, which get one to the start gate's pod "
+                   "(docs/cleanup.md)" if gated else "")]
+
+    def pod_security_for(self, spec: JobSpec, cluster: Cluster | None) -> str | None:
+        """The Pod Security level of the job's namespace, where planning needs it; offline
+        nothing is read."""
+        return None
+
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""
         # lazy: choosing a backend imports this module for every job command; SSH keys
@@ -133,3 +180,17 @@ class KubernetesObjects(BaseBackend):
             gate_deadline=initial_deadline(spec, timeout),
             preflight_plan=plan.preflight)
         return Prepared(spec, plan, tuple(objects))
+
+
+def _free_host_ssh_port(spec: JobSpec, cluster: Cluster, placement) -> JobSpec:
+    """On the host network the job's sshd port is a port of its nodes: move it past ports
+    the snapshot shows in use there (mpijob.jobspec.ssh_port)."""
+    used_on = {a.node for a in placement.assignments} if placement is not None else None
+    taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
+             for port in n.host_ports}
+    if spec.ssh_port not in taken:
+        return spec
+    port = free_ssh_port(spec.namespace, spec.name, taken)
+    note(f"note: --host-network: sshd port {spec.ssh_port} is in use on the job's nodes; "
+         f"using {port}")
+    return spec.model_copy(update={"ssh_port": port})

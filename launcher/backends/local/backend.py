@@ -47,6 +47,7 @@ from launcher.backends.local.launching import (
     ignored_options_note,
 )
 from launcher.backends.local.mpi import shim_scripts
+from launcher.backends.local.quick_benchmark import describe_start, quick_sized
 from launcher.backends.local.state import (
     DEFAULT_NAMESPACE,
     JobPaths,
@@ -116,7 +117,14 @@ class LocalBackend(LocalLaunches):
     def namespace(self) -> str:
         return self._namespace
 
-    runs_here = True
+    def sized(self, values, command):
+        """A bare built-in benchmark gets the quick size here (quick_benchmark.py)."""
+        return quick_sized(values, command)
+
+    def start_note(self, spec, plan, *, quick: bool) -> str | None:
+        """Jobs run as processes of this machine: say what the benchmark is and how long it
+        should take."""
+        return describe_start(spec, plan, quick)
 
     # ------------------------------------------------------------------ submit
     def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,

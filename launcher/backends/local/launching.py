@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.backends.base import BaseBackend, Prepared, SubmitOptions
+from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
 from launcher.backends.local import elastic as local_elastic
 from launcher.backends.local import rank as local_rank
 from launcher.backends.local.gpus import choose_gpus
@@ -95,7 +95,7 @@ class LocalLaunches(BaseBackend):
         return []
 
     def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-             *, rdma_fix: str | None = None) -> Plan:
+             *, mode: ModeDecision | None = None) -> Plan:
         """The ranks share this machine: nothing to place; a CPU job is predicted only from
         a calibration."""
         if spec.rdma == "on" or spec.extra_resources:

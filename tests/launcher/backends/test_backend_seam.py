@@ -36,7 +36,7 @@ class QueueBackend(BaseBackend):
             raise UsageError("--dry-run=server: the queue backend has no server")
         return QueueOptions(mode=mode, priority=7)
 
-    def plan(self, spec, cluster, assumptions, *, rdma_fix=None):
+    def plan(self, spec, cluster, assumptions, *, mode=None):
         self.calls.append(("plan", spec.name, cluster))
         return Plan(spec, notes=["queued by the queue backend"])
 
@@ -137,3 +137,63 @@ def test_submit_hints_how_to_reach_the_job_on_its_backend(queue_backend):
                                       "true"])
     assert result.exit_code == 0, result.stderr
     assert "follow it with: hvdk8s logs -f j -n team-a --backend queue" in result.stderr
+
+
+class SizingQueueBackend(QueueBackend):
+    """A third backend that decides what the pipeline used to decide by asking which
+    backend it held: the job's size, the mode, what to say about the start."""
+
+    def __init__(self):
+        super().__init__()
+        self.listed: list[str | None] = []
+
+    def sized(self, values, command):
+        return values if "workers" in values else {**values, "workers": 5}
+
+    def start_note(self, spec, plan, *, quick):
+        return f"queue start: {spec.workers} workers (sized here: {quick})"
+
+    def mode_for(self, asked, spec, *, gang_unserved):
+        from launcher.backends.base import ModeDecision
+        from mpijob.k8s.modes import Installed
+
+        return ModeDecision("operator" if asked == "auto" else asked, Installed(known=False))
+
+    def list(self, namespace=None, all_namespaces=False):
+        self.listed.append(namespace)
+        return []
+
+
+@pytest.fixture
+def sizing_backend(monkeypatch):
+    backend = SizingQueueBackend()
+    monkeypatch.setattr(select, "resolve_backend_name", lambda name, context, **_: (name, "asked"))
+    monkeypatch.setattr(select, "make_backend", lambda name, **kw: backend)
+    return backend
+
+
+def test_the_backend_sizes_the_job_chooses_its_mode_and_says_how_it_starts(sizing_backend, capsys):
+    options = submitting.JobOptions({"name": "j", "gpus_per_worker": 0}, command=("true",))
+    submitting.run_submit(submitting.SubmitRequest(options=options, backend="queue",
+                                                   mode="auto"))
+    (prepare_call,) = [c for c in sizing_backend.calls if c[0] == "prepare"]
+    (submit_call,) = [c for c in sizing_backend.calls if c[0] == "submit"]
+    assert prepare_call[2] == QueueOptions(mode="operator", priority=7)
+    assert submit_call[2] == 5
+    assert "queue start: 5 workers (sized here: True)" in capsys.readouterr().err
+
+
+def test_a_generated_name_is_chosen_once_from_the_validated_job(sizing_backend):
+    options = submitting.JobOptions({"gpus_per_worker": 0}, command=("train.py",))
+    outcome = submitting.run_submit(submitting.SubmitRequest(options=options, backend="queue"))
+    assert sizing_backend.listed == ["team-a"]  # looked for once, in the job's namespace
+    assert outcome.name.startswith("train-")  # the program the validated command runs
+    assert [c[1] for c in sizing_backend.calls] == [outcome.name] * 4
+
+
+def test_bad_options_are_refused_before_a_name_is_looked_for(sizing_backend):
+    options = submitting.JobOptions({"workers": "many", "gpus_per_worker": 0},
+                                    command=("true",))
+    with pytest.raises(UsageError, match="--workers"):
+        submitting.run_submit(submitting.SubmitRequest(options=options, backend="queue"))
+    assert sizing_backend.listed == [] and sizing_backend.calls == []

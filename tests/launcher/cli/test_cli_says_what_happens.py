@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from launcher.backends.kubernetes import backend as k8s_backend
+from launcher.backends.kubernetes import job_logs as k8s_job_logs
 from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes.client import ApiError
 from launcher.cli.app import app
@@ -106,7 +106,7 @@ def test_logs_follow_says_it_waits_for_an_image_and_ends_with_the_reason(k8s, mo
                        "--image", missing, "--start-timeout", "30", "python", "t.py")
     assert submitted.exit_code == 0, submitted.output
     said: list[str] = []
-    real_note, real_now = k8s_backend.note, start_guard.utc_now
+    real_note, real_now = k8s_job_logs.note, start_guard.utc_now
 
     def record(message):
         said.append(message)
@@ -116,7 +116,7 @@ def test_logs_follow_says_it_waits_for_an_image_and_ends_with_the_reason(k8s, mo
         late = any("ErrImagePull" in m or "ImagePullBackOff" in m for m in said)
         return real_now() + (timedelta(seconds=31) if late else timedelta())
 
-    monkeypatch.setattr(k8s_backend, "note", record)
+    monkeypatch.setattr(k8s_job_logs, "note", record)
     monkeypatch.setattr(start_guard, "utc_now", pulled_for_a_while)
     done: dict = {}  # in a thread: a stream that never ends fails the test, not hangs it
     follow = threading.Thread(target=lambda: done.update(r=hvdk8s(k8s, "logs", "-f", "unp")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubesim.kubelet import Run
-from launcher.backends.kubernetes import backend as backend_module
+from launcher.backends.kubernetes import submit as submit_module
 from launcher.backends.kubernetes.backend import OPERATOR_MISSING, KubernetesOptions
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.status import ANNOTATION_IMAGES_PER_SEC
@@ -63,13 +63,13 @@ def test_submit_sends_exactly_what_prepare_returned(k8s, monkeypatch, mode):
     if mode == "operator":
         srv.install_mpi_operator()
     sent: list[dict] = []
-    real_create = backend_module.create
+    real_create = submit_module.create
 
     def recording_create(client, obj, submission, **kw):
         sent.append(obj)
         return real_create(client, obj, submission, **kw)
 
-    monkeypatch.setattr(backend_module, "create", recording_create)
+    monkeypatch.setattr(submit_module, "create", recording_create)
     options = KubernetesOptions(mode=mode, schedule_timeout=20)
     planned, _ = backend.preflight(Plan(spec, placement), options)
     prepared = backend.prepare(planned, options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from launcher.backends.kubernetes.backend import _plan_conflicts
+from launcher.backends.kubernetes.submit import _plan_conflicts
 from mpijob.jobspec.spec import JobSpec
 from mpijob.scheduling.cluster import Cluster, Node, Taint
 from mpijob.scheduling.placement import PlacementRequest, place
