@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from kubesim import devcluster
+from launcher.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SKIP = (" C ", "--backend local", "dev cluster", "export ", "simulate", "experiment",

@@ -9,8 +9,8 @@ import typer
 
 from launcher.cli import options as opt
 from launcher.errors import UserError
-from mpijob.plural import plural
 from mpijob.findings import OK, WARN, Finding
+from mpijob.plural import plural
 
 STATUS_MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
 

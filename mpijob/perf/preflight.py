@@ -35,9 +35,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mpijob.perf import perfdata
-from mpijob.scheduling import links
 from mpijob.perf.calibration import LINK_KINDS, LinkBandwidth
 from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, Assumptions, allreduce_candidates
+from mpijob.scheduling import links
 from mpijob.scheduling.cluster import Node
 
 DEFAULT_THRESHOLD = 0.7

@@ -3,15 +3,15 @@ refused with Kueue, and what its MPIJob integration makes of operator mode."""
 
 from __future__ import annotations
 
-from launcher.backends.kubernetes.rendering import render
-from launcher.formats.clusterfile import cluster_from_data
-from launcher.preparing.sshkeys import generate_ssh_keys
 from kubesim.kueue import (
     DEFAULT_FRAMEWORKS_V0_14,
     MAX_POD_SETS,
     pod_sets,
     workload_name,
 )
+from launcher.backends.kubernetes.rendering import render
+from launcher.formats.clusterfile import cluster_from_data
+from launcher.preparing.sshkeys import generate_ssh_keys
 from mpijob.jobspec.spec import build_spec
 from mpijob.scheduling.placement import PlacementRequest, place
 

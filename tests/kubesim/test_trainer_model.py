@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.kubernetes.rendering import render
 from kubesim.errors import ApiError
+from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
 

@@ -88,14 +88,11 @@ def read_progress(k8s, copy: LogCopy) -> tuple[dict, tuple[int, float | None]]:
 MODES = ["pods", "operator", "trainjob"]
 
 
+# In the built image only: each run takes minutes, and the image is what users' pods run
+# (the host's sshd, Open MPI and Horovod rehearse the same line in test_openmpi.py).
 @pytest.mark.parametrize("mode", MODES)
-def test_get_shows_the_ranks_progress_of_a_real_run_through_the_api(cluster, k8s, mode):
-    """The pods run this machine's sshd, Open MPI and the venv's Horovod."""
-    rehearse_progress(cluster, k8s, mode)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_the_same_in_the_built_training_image(cluster, k8s, train_image, mode):
+def test_get_shows_the_ranks_progress_of_a_real_run_in_the_image(cluster, k8s, train_image,
+                                                                 mode):
     """The pods run in the CPU training image (images/build.sh): its sshd, its mpirun."""
     cluster.image = train_image
     rehearse_progress(cluster, k8s, mode)

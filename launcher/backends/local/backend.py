@@ -73,8 +73,8 @@ from launcher.backends.local.supervisor import (
 from launcher.errors import NotFound, Refused, Timeout, UsageError, UserError
 from launcher.formats.causes import why
 from launcher.formats.job_progress import summarize
-from launcher.formats.rank_reports import is_report_line, iter_reports
 from launcher.formats.preflight_reports import failure_reason, preflight_from_file
+from launcher.formats.rank_reports import is_report_line, iter_reports
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults
 from mpijob.jobspec.spec import JobSpec

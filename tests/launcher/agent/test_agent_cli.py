@@ -9,8 +9,8 @@ from concurrent import futures
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from kubesim.server import KubeAPIServer
+from launcher.cli.app import app
 from mpijob.scheduling.topology import ANNOTATION_TOPOLOGY, parse_annotation
 from tests import fake_pynvml
 from tests.launcher.agent.test_podresources import ListPodResourcesResponse

@@ -87,8 +87,8 @@ def test_doctor_names_a_rejected_token(kube_server, tmp_path):
 
 def test_a_cpu_only_machine_is_not_told_to_install_the_agents_extras(monkeypatch,
                                                                      nothing_configured):
-    from launcher.hardware import nvml_topology
     from launcher.backends.local import gpus
+    from launcher.hardware import nvml_topology
 
     def no_binding():
         raise nvml_topology.NvmlUnavailable("NVML is unavailable: cannot import pynvml "

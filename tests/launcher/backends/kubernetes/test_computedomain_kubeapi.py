@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from kubesim.compute_domain import CHANNEL_CLASS, install_compute_domains
 from kubesim.dra import install_dra
 from kubesim.server import KubeAPIServer
+from launcher.cli.app import app
 
 CLIQUE = "3f9d2c1e-7b4a-4e8f-9c6d-2a1b0e5f4d3c"
 TRAYS = {"a-1": "0", "a-2": "0", "b-1": "1", "b-2": "1", "b-3": "1"}

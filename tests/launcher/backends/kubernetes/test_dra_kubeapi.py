@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends.kubernetes.snapshot import take_snapshot
-from launcher.cli.app import app
 from kubesim.dra import CelError, cel_matches, gpu_slice, install_dra
 from kubesim.server import KubeAPIServer
+from launcher.backends.kubernetes.snapshot import take_snapshot
+from launcher.cli.app import app
 from tests.kubeapi_fixtures import GPU_NODE_LABELS
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubesim.server import KubeAPIServer
 from launcher.backends.kubernetes import kubeconfig as kubeconfig_module
 from launcher.backends.kubernetes.client import NODE, POD, ApiError, RetryPolicy, connect
 from launcher.backends.kubernetes.exec_credential import ExecPlugin
 from launcher.backends.kubernetes.httpproxy import proxy_for
 from launcher.errors import UserError
-from kubesim.server import KubeAPIServer
 from tests.paths import ROOT
 from tests.tls_certs import Pki, make_pki
 

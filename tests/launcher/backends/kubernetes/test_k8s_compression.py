@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubesim.server import KubeAPIServer
 from launcher.backends.kubernetes.client import POD, connect
 from launcher.backends.kubernetes.projections import PlacementPod
-from kubesim.server import KubeAPIServer
 
 
 @pytest.fixture

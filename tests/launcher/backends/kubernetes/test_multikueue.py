@@ -14,9 +14,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from kubesim import multikueue
 from kubesim.server import KubeAPIServer
+from launcher.cli.app import app
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
 from tests.kubeapi_fixtures import GPU_NODE_LABELS

@@ -9,10 +9,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends.kubernetes.rendering import render
-from launcher.cli.app import app
 from kubesim.multus import install_multus, nad
 from kubesim.server import KubeAPIServer
+from launcher.backends.kubernetes.rendering import render
+from launcher.cli.app import app
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import Network, build_spec

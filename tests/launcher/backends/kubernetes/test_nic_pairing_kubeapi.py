@@ -12,10 +12,10 @@ import json
 
 from typer.testing import CliRunner
 
-from launcher.backends.kubernetes.snapshot import take_snapshot
-from launcher.cli.app import app
 from kubesim.dra import PCIE_ROOT, install_dra
 from kubesim.server import KubeAPIServer
+from launcher.backends.kubernetes.snapshot import take_snapshot
+from launcher.cli.app import app
 from mpijob.jobspec import names
 from tests.kubeapi_fixtures import GPU_NODE_LABELS
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from kubesim import mpijob_crd
 from launcher.backends.kubernetes import operator_schema
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from kubesim import mpijob_crd
 from mpijob.jobspec.spec import build_spec
 from tests.kubeapi_fixtures import configmaps_made
 

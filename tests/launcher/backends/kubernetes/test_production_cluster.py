@@ -12,12 +12,12 @@ from datetime import timedelta
 import pytest
 from typer.testing import CliRunner
 
+from kubesim import errors as kerrors
+from kubesim.podsecurity import baseline_violations, restricted_violations
 from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes.client import ApiError
 from launcher.backends.kubernetes.rendering import render
 from launcher.cli.app import app
-from kubesim import errors as kerrors
-from kubesim.podsecurity import baseline_violations, restricted_violations
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s.command import mpirun_argv

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from launcher.backends.kubernetes.snapshot import take_snapshot
-from launcher.cli.app import app
 from kubesim.errors import ApiError
 from kubesim.server import KubeAPIServer
+from launcher.backends.kubernetes.snapshot import take_snapshot
+from launcher.cli.app import app
 from mpijob.jobspec import names
 from tests.kubeapi_fixtures import GPU_NODE_LABELS
 
