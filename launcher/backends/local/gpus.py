@@ -88,8 +88,9 @@ def _local_topology(spec: JobSpec | None):
         return nvml_topology.collect(nvml_topology.load_nvml()).topology()
     except Exception as exc:  # noqa: BLE001 - NvmlUnavailable, or an NVMLError mid-way
         detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-        if "cannot import pynvml" in detail and not has_nvidia_driver():
-            # A CPU-only machine: NVML's Python binding would find no GPU either.
+        if not has_nvidia_driver():
+            # A CPU-only machine: with or without NVML's Python binding (which then finds no
+            # libnvidia-ml), the cause is the missing driver, not a package to install.
             detail = f"no NVIDIA driver: {NVIDIA_DRIVER} is absent"
         asked = f"--gpus {spec.gpus_per_worker}: " if spec is not None else ""
         raise Refused(

@@ -85,16 +85,25 @@ def test_doctor_names_a_rejected_token(kube_server, tmp_path):
     assert "does not answer" not in api["finding"]
 
 
+# What NVML says on a machine without the NVIDIA driver: without its Python binding, and
+# with it (hvdk8s[agent] installed), when the binding finds no libnvidia-ml.
+NO_DRIVER_NVML_ERRORS = [
+    "NVML is unavailable: cannot import pynvml (No module named 'pynvml'); install hvdk8s[agent]",
+    "NVML is unavailable: NVML Shared Library Not Found",
+]
+
+
+@pytest.mark.parametrize("nvml_error", NO_DRIVER_NVML_ERRORS)
 def test_a_cpu_only_machine_is_not_told_to_install_the_agents_extras(monkeypatch,
-                                                                     nothing_configured):
+                                                                     nothing_configured,
+                                                                     nvml_error):
     from launcher.backends.local import gpus
     from launcher.hardware import nvml_topology
 
     def no_binding():
-        raise nvml_topology.NvmlUnavailable("NVML is unavailable: cannot import pynvml "
-                                            "(No module named 'pynvml'); install hvdk8s[agent]")
+        raise nvml_topology.NvmlUnavailable(nvml_error)
 
-    monkeypatch.setattr(nvml_topology, "collect_topology", no_binding, raising=False)
+    monkeypatch.setattr(nvml_topology, "load_nvml", no_binding)
     monkeypatch.setattr(gpus, "has_nvidia_driver", lambda: False)
     result = invoke("submit", "mpi", "--backend", "local", "--gpus", "1", "python", "t.py")
     assert result.exit_code == 2
