@@ -54,7 +54,7 @@ class Waiting(Observing):
                         raise
                     raise NotFound(f"job {name} was deleted while waiting") from None
                 if on_change is not None and not status.done:
-                    shown = (status.phase, status.why or status.reason)
+                    shown = what_it_waits_for(status)
                     if shown != last_shown:
                         last_shown = shown
                         on_change(status)
@@ -142,3 +142,11 @@ def _root_of(name: str, seen: JobWatch) -> tuple[dict | None, str]:
             found.setdefault("kind", "TrainJob")
             return found, "trainjob"
     return None, "pods"
+
+
+def what_it_waits_for(status: JobStatus) -> tuple:
+    """The phase and the cause without its detail: the kubelet alternates ErrImagePull and
+    ImagePullBackOff for one image that does not pull (kuberuntime image back-off), which is
+    one cause to a person waiting, not a change to report each time."""
+    cause = status.why or status.reason or ""
+    return status.phase, cause.split(" (", 1)[0]

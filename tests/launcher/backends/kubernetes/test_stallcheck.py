@@ -30,3 +30,19 @@ def test_a_program_that_does_not_report_is_looked_at_ever_more_rarely():
     assert pauses == [30.0, 60.0, 120.0, 240.0, 480.0, IDLE_MAX_SECONDS, IDLE_MAX_SECONDS]
     check.looked(progress(1.0), now)  # it reports now: back to the usual pace
     assert check.seconds_left(now) == MIN_SECONDS
+
+
+def test_wait_reports_one_image_pull_failure_once_not_at_each_back_off():
+    from launcher.backends.base import JobStatus
+    from launcher.backends.kubernetes.waiting import what_it_waits_for
+
+    def pending(why: str) -> JobStatus:
+        return JobStatus(name="bad", namespace="default", backend="kubernetes",
+                         phase="Pending", why=why)
+
+    cause = "bad-launcher-x: image r.invalid/n:0 cannot be pulled on node gpu-node-0"
+    pulling = pending(f"{cause} (ErrImagePull: no such host) (fix: check the image)")
+    backing_off = pending(f"{cause} (ImagePullBackOff: Back-off pulling image) (fix: check)")
+    assert what_it_waits_for(pulling) == what_it_waits_for(backing_off)
+    assert what_it_waits_for(pulling) != what_it_waits_for(
+        pending("bad-worker-0 cannot be scheduled: 0/2 nodes are available"))
