@@ -362,7 +362,8 @@ class Submitting(Observing):
             if gate is not None:
                 gate.arm()
             client.patch(JOB, names.launcher(name), {"spec": {"suspend": False}}, ns)
-            return "all workers scheduled; launcher started" + self._where(name, ns)
+            # The launcher Job is unsuspended: its pod still has to pull and start.
+            return "all workers scheduled; launcher released" + self._where(name, ns)
         why = self._unscheduled_reasons(ns, unscheduled)
         summary = f"workers not scheduled within {timeout:g}s: {why}"
         delete = delete_on_timeout if delete_on_timeout is not None else not gang

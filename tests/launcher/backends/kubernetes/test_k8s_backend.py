@@ -88,7 +88,7 @@ def test_submit_get_wait_logs_delete(k8s):
     srv, backend, spec, placement = placed_job(k8s, workers=4, gpus_per_worker=1)
     k8s.script_launcher("vgg16", [(0.3, "hvdk8s: starting"), (0.2, "total images/sec: 321.5")])
     result = create_job(backend, spec, placement, mode="pods", schedule_timeout=20)
-    assert "all workers scheduled; launcher started" in result.message
+    assert "all workers scheduled; launcher released" in result.message
     assert [o["kind"] for o in result.objects] == ["Job", "ConfigMap", "Secret", "Service",
                                                    "Job", "Pod"]
     root_uid = result.objects[0]["metadata"]["uid"]
@@ -191,7 +191,7 @@ def test_volcano_gang_is_created_and_scheduled_together(k8s):
     spec = make_spec(k8s, workers=2, gpus_per_worker=4, gang="volcano")
     result = create_job(backend, spec, plan(backend, spec), schedule_timeout=20)
     assert "PodGroup" in [o["kind"] for o in result.objects]
-    assert "launcher started" in result.message
+    assert "launcher released" in result.message
     assert srv.objects("podgroups.scheduling.volcano.sh", "default")
     assert backend.delete("vgg16")
     assert leftovers(srv, "vgg16", ("podgroups.scheduling.volcano.sh",)) == []
@@ -230,7 +230,7 @@ def test_stale_plan_does_not_starve_a_gang_job(k8s):
                     "name": "c", "image": "x",
                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
     result = create_job(backend, spec, placement, schedule_timeout=10)
-    assert "launcher started" in result.message
+    assert "launcher released" in result.message
     workers = [p for p in srv.objects("pods", "default") if "worker" in p["metadata"]["name"]]
     assert {p["spec"]["nodeName"] for p in workers} == {"gpu-node-1"} != {planned}
     affinity = workers[0]["spec"]["affinity"]["nodeAffinity"]
@@ -318,7 +318,7 @@ def test_flaky_server_is_retried(k8s):
     srv.fail_next(2, 503, method="POST")
     srv.fail_next(1, 429, method="GET", path_regex=r"/pods$")
     result = create_job(backend, make_spec(k8s, workers=2), None, schedule_timeout=20)
-    assert "launcher started" in result.message
+    assert "launcher released" in result.message
     assert srv.faults.pending == 0
     assert len(srv.objects("pods", "default")) >= 2
 
@@ -337,7 +337,7 @@ def test_create_retried_after_it_landed_counts_as_created(k8s):
 
     backend.client.create = lost_answer
     result = create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
-    assert "launcher started" in result.message
+    assert "launcher released" in result.message
     assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
 
 
@@ -351,7 +351,7 @@ def test_a_create_whose_answer_was_lost_is_retried_and_counts_as_created(k8s):
     srv.fail_next(1, method="POST", path_regex=r"/configmaps$", lose_answer=True)
     srv.clear_requests()
     result = create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
-    assert "launcher started" in result.message
+    assert "launcher released" in result.message
     assert srv.count_requests("POST", r"/configmaps$") == 2
     assert len(srv.objects("configmaps", "default")) == 2  # ours + kube-root-ca.crt
 
