@@ -144,3 +144,14 @@ def test_another_path_is_not_found(kube_server, path):
     token = server.projected_token(_pods(kube_server, "m", "node")[0])
     code, answer = _post(server.base_url + path, token, {}, server.ca_pem)
     assert (code, answer["reason"]) == (404, "NotFound")
+
+
+def test_a_token_of_the_right_audience_from_another_namespace_is_forbidden(kube_server):
+    _start(kube_server)
+    server = kube_server.trainer.status_server
+    token = server.tokens.issue("intruders", "p", trainer_status.audience("default", "m"), 3600)
+    code, _ = _post(server.base_url + trainer_status.status_path("default", "m"), token,
+                    {"trainerStatus": {"progressPercentage": 5,
+                                       "lastUpdatedTime": "2026-11-28T00:00:00Z"}},
+                    server.ca_pem)
+    assert code == 403
