@@ -25,6 +25,9 @@ BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
 # (mpijob.perf.preflight), shipped in the job's ConfigMap beside the benchmark.
 PREFLIGHT_IN_POD = "/etc/hvdk8s/hvdk8s_preflight.py"
 PREFLIGHT_PLAN_IN_POD = "/etc/hvdk8s/preflight.json"
+# The poster of progress to Kubeflow Trainer's status endpoint
+# (mpijob/k8s/podscripts/hvdk8s_trainer_status.py), shipped with a TrainJob's files.
+TRAINER_STATUS_IN_POD = "/etc/hvdk8s/hvdk8s_trainer_status.py"
 
 
 def shell_join(argv: list[str] | tuple[str, ...]) -> str:

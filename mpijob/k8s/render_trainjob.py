@@ -35,6 +35,7 @@ from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec, option_of
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
+    TRAINER_STATUS_IN_POD,
     launch_argv,
     operator_sshd,
     preflight_config,
@@ -49,6 +50,7 @@ from mpijob.k8s.render import (
     launcher_resources,
     metadata,
     node_affinity,
+    pod_script,
     root_annotations,
     shm_volume,
 )
@@ -324,7 +326,10 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         job_spec["managedBy"] = managed_by
     if spec.run_policy.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = spec.run_policy.active_deadline_seconds
-    data = {LAUNCH_SCRIPT: launch_script(spec, launcher_env)}
+    status_poster = TRAINER_STATUS_IN_POD.rsplit("/", 1)[1]
+    # Trainer's status endpoint is there to post to where its TrainJobStatus gate is on
+    data = {LAUNCH_SCRIPT: launch_script(spec, launcher_env),
+            status_poster: pod_script(status_poster)}
     if spec.runs_benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")

@@ -35,6 +35,10 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 # kueue-) and config/components/manager/kustomization.yaml (manager-config, key below).
 KUEUE_NAMESPACE, KUEUE_CONFIG, KUEUE_CONFIG_KEY = ("kueue-system", "kueue-manager-config",
                                                    "controller_manager_config.yaml")
+# Kubeflow Trainer's configuration (v2.3.0 manifests/base/manager/kustomization.yaml, the
+# same key as Kueue's), whose featureGates turn TrainJobStatus on (alpha: off by default).
+TRAINER_NAMESPACE, TRAINER_CONFIG = "kubeflow-system", "kubeflow-trainer-config"
+TRAINER_STATUS_GATE = "TrainJobStatus"
 # The MPI Operator's Deployment: manifests/base/deployment.yaml (label app=mpi-operator).
 
 
@@ -105,6 +109,7 @@ def gather(client: KubeClient, namespace: str) -> Facts:
             facts.trainer_versions = (kind.api_version.rsplit("/", 1)[1],)
             rkind = _optional(lambda: runtime_kind(client))
             facts.trainer_runtimes = _optional(lambda: client.items(rkind)) if rkind else None
+            facts.trainer_status_gate = trainer_status_gate(client)
     # Gang schedulers whose group alone does not tell (the Workload API): is the kind served?
     facts.served = {f"{k.api_version}/{k.plural}" for s in gangs.SCHEDULERS.values()
                     if (k := s.detect_kind) is not None and k.group in facts.groups
@@ -145,6 +150,19 @@ def _nic_drivers(slices: list[dict], classes: list[dict]):
                 if f'device.driver=="{driver}"' in expr:
                     by_class[c["metadata"]["name"]] = driver
     return {d: (n, len(nodes[d])) for d, n in devices.items()}, by_class
+
+
+def trainer_status_gate(client: KubeClient) -> bool | None:
+    """Whether Trainer's config turns TrainJobStatus on; None where it cannot be read (a
+    tenant's rights, or another install's names)."""
+    cm = _optional(lambda: client.get(CONFIGMAP, TRAINER_CONFIG, TRAINER_NAMESPACE))
+    try:
+        config = yaml.safe_load(((cm or {}).get("data") or {}).get(KUEUE_CONFIG_KEY) or "")
+    except yaml.YAMLError:
+        return None
+    if not isinstance(config, dict):
+        return None
+    return bool((config.get("featureGates") or {}).get(TRAINER_STATUS_GATE))
 
 
 def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:
