@@ -118,8 +118,9 @@ SHAPES = {s.name: s for s in (
           "(ReadWriteOnce)", _two_nodes),
     Shape("operator", "two-nodes plus the Kubeflow MPI Operator", _operator),
     Shape("trainer", "two-nodes plus Kubeflow Trainer and JobSet (no MPI Operator)", _trainer),
-    Shape("trainer-status", "trainer with its TrainJobStatus feature gate on (the trainer "
-          "pods' status endpoint, on 127.0.0.1, writes status.trainerStatus)", _trainer_status),
+    Shape("trainer-status", "trainer with its TrainJobStatus feature gate on (its status "
+          "endpoint, served on 127.0.0.1, writes status.trainerStatus; hvdk8s's launcher "
+          "posts its progress there)", _trainer_status),
     Shape("volcano", "two-nodes plus Volcano and the MPI Operator (--gang-scheduling=volcano)",
           _volcano),
     Shape("kueue", "two-nodes plus Kueue (LocalQueue team) and the MPI Operator", _kueue),

@@ -167,6 +167,7 @@ class Kubelet(Loop):
         # (attachdetach.py), and the pods already told they wait for one.
         self._attached: dict[str, str] = {}
         self._multi_attach_told: set[str] = set()
+        self._mount_told: set[str] = set()  # pod uid/volume told of a missing ConfigMap
 
     def add_script(self, script: PodScript) -> PodScript:
         with self._lock:
@@ -203,7 +204,7 @@ class Kubelet(Loop):
             if state is None:
                 state = self._pods[uid] = self._admit(pod, node, now)
             if not state.started and now - state.created >= self.start_delay:
-                if self._waits_for_attach(pod):
+                if self._waits_for_attach(pod) or self._waits_for_mount(pod, node):
                     self._publish(pod, node, state, now)
                     continue
                 if not self._blocked(pod, node, state, now):
@@ -219,6 +220,30 @@ class Kubelet(Loop):
             self.logbook.forget(uid)
         if self._attached:
             attachdetach.detach_unused(self.store, self._attached)
+
+    def _waits_for_mount(self, pod: dict, node: dict) -> bool:
+        """A ConfigMap a projected volume needs is missing: the pod stays in
+        ContainerCreating, and tries again (pkg/volume/projected/projected.go collectData:
+        an `optional` one is left out instead; the event is operation_generator.go's
+        `MountVolume.SetUp failed for volume ...`). Plain configMap volumes (configmap.go
+        SetUpAt, alike) are not checked: this model's MultiKueue copies no ConfigMap."""
+        ns = pod["metadata"]["namespace"]
+        for v in pod["spec"].get("volumes") or []:
+            refs = [s["configMap"] for s in (v.get("projected") or {}).get("sources") or []
+                    if "configMap" in s]
+            for ref in refs:
+                name = ref.get("name", "")
+                if ref.get("optional") or self.store.get("/configmaps", ns, name) is not None:
+                    continue
+                key = f"{pod['metadata']['uid']}/{v['name']}"
+                if key not in self._mount_told:
+                    self._mount_told.add(key)
+                    events.record(self.store, pod, "Warning", "FailedMount",
+                                  f'MountVolume.SetUp failed for volume "{v["name"]}" : '
+                                  f'configmap "{name}" not found', "kubelet",
+                                  node["metadata"]["name"])
+                return True
+        return False
 
     def _waits_for_attach(self, pod: dict) -> bool:
         """A volume attached to another node holds the pod in ContainerCreating."""

@@ -92,10 +92,9 @@ class KubeAPIServer:
         self.scheduler = Scheduler(self.store, tick, clock=self.clock.monotonic)
         # lives: unscripted containers of hvdk8s play their programs (lives.py), that many
         # times faster than real time; None: they run until deleted.
+        self.player = None if lives is None else Player(self.store, self.registry, lives)
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
-                               restart_delay, clock=self.clock.monotonic,
-                               lives=None if lives is None else
-                               Player(self.store, self.registry, lives))
+                               restart_delay, clock=self.clock.monotonic, lives=self.player)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick, self.clock)
         self.quotas = QuotaController(self.store, tick)
         self.tick = tick
@@ -502,6 +501,8 @@ class KubeAPIServer:
                 "name": trainer_status.WEBHOOK_SECRET, "namespace": "kubeflow-system"},
                 "stringData": {"ca.crt": server.ca_pem}})
             server.start()
+            if self.player is not None:  # played launchers post there
+                self.player.trainer_status = server
         if self.jobsets is None:
             self.jobsets = JobSetController(self.store, self.registry, self.objects_api,
                                             self.tick)

@@ -379,7 +379,7 @@ class Trainer(Loop):
             suspend = bool((tj.get("spec") or {}).get("suspend"))
             if js is None:
                 js = self._create(JOBSET_KEY, jobset(
-                    tj, runtime, info, server.base_url if server is not None else None))
+                    tj, runtime, info, trainer_status.SERVICE_URL if server is not None else None))
             elif suspend or (js.get("spec") or {}).get("suspend"):
                 # js Build: rebuilt only while the TrainJob or the JobSet is suspended
                 self.store.mutate(JOBSET_KEY, ns, name,

@@ -15,11 +15,14 @@ Abbreviations below:
   cfg   = pkg/apis/config/v1alpha1/defaults.go (status server port 10443, the webhook's
                                                 Service and Secret names)
 
-Where it differs: the endpoint's address is this machine's loopback (Trainer's is its
-webhook Service, `https://kubeflow-trainer-controller-manager.kubeflow-system.svc:10443`),
-and a projected token is an opaque string this module issued (the kubelet's TokenRequest
-for the pod's projected volume; Trainer verifies a signed JWT through the cluster's OIDC
-issuer: signature, expiry, audience, then the namespace claim, and so does `authorize`).
+The pods get Trainer's address, its webhook Service
+(`https://kubeflow-trainer-controller-manager.kubeflow-system.svc:10443`, SERVICE_URL),
+which the server answers on this machine's loopback (`resolve`: the cluster's DNS and the
+Service's port, for code run on what a pod holds: podview.py). Where it differs: a
+projected token is an opaque string this module issued (`issue`: the kubelet's
+TokenRequest for a pod's projected volume; Trainer verifies a signed JWT through the
+cluster's OIDC issuer: signature, expiry, audience, then the namespace claim, and so does
+`authorize`); the server's certificate names the loopback, not the Service.
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ TOKEN_EXPIRY_SECONDS = 3600
 TLS_SUFFIX = "-tls-config"
 # cfg
 OPERATOR_NAMESPACE = "kubeflow-system"
+WEBHOOK_SERVICE = "kubeflow-trainer-controller-manager"
 WEBHOOK_SECRET = "kubeflow-trainer-webhook-cert"
 PORT = 10443
+# tjs createEnvVars: https://<webhook service>.<operator namespace>.svc:<port>
+SERVICE_URL = f"https://{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}.svc:{PORT}"
 MAX_BODY = 1 << 16  # srv maxBodySize
 TRAINJOB_KEY = "trainer.kubeflow.org/trainjobs"
 _PATH = re.compile(r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs/"
@@ -224,16 +230,29 @@ class StatusServer:
             self._thread = None
         self._httpd.server_close()
 
+    def resolve(self, url: str) -> str:
+        """A URL of Trainer's Service as a pod reaches it: on this server's address."""
+        return self.base_url + url[len(SERVICE_URL):] if url.startswith(SERVICE_URL) else url
+
+    def issue(self, namespace: str, pod: str, aud: str, expiration_seconds: int) -> str | None:
+        """The kubelet's TokenRequest for a projected volume (podview.Issuer), for the
+        audiences of Trainer's status server only: the model has no other verifier."""
+        if not aud.startswith("trainer.kubeflow.org/"):
+            return None
+        return self.tokens.issue(namespace, pod, aud, expiration_seconds)
+
     def projected_token(self, pod: dict) -> str | None:
         """What the kubelet writes to the pod's token volume: a token for the audience its
-        projected volume names, None when the pod has no such volume."""
+        projected volume names, None when the pod has no such volume (any pod: Trainer's
+        node pods, hvdk8s's launcher)."""
+        m = pod["metadata"]
         for volume in (pod.get("spec") or {}).get("volumes") or []:
             for source in (volume.get("projected") or {}).get("sources") or []:
                 sat = source.get("serviceAccountToken")
-                if sat and sat.get("audience", "").startswith("trainer.kubeflow.org/"):
-                    m = pod["metadata"]
-                    return self.tokens.issue(m["namespace"], m["name"], sat["audience"],
-                                             int(sat.get("expirationSeconds") or 3600))
+                if sat and (token := self.issue(m["namespace"], m["name"],
+                                                sat.get("audience") or "",
+                                                int(sat.get("expirationSeconds") or 3600))):
+                    return token
         return None
 
     def answer(self, method: str, path: str, header: str | None,
@@ -310,7 +329,7 @@ def controller_config(gate_on: bool) -> str:
     ConfigMap carries it (featureGates only where set: the Helm chart's
     manager.config.featureGates)."""
     text = (f"certManagement:\n  enable: true\n  webhookServiceName: "
-            f"kubeflow-trainer-controller-manager\n  webhookSecretName: {WEBHOOK_SECRET}\n"
+            f"{WEBHOOK_SERVICE}\n  webhookSecretName: {WEBHOOK_SECRET}\n"
             f"statusServer:\n  port: {PORT}\n  qps: 5\n  burst: 10\n")
     return text + (f"featureGates:\n  {GATE}: true\n" if gate_on else "")
 

@@ -33,6 +33,7 @@ from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec, option_of
+from mpijob.k8s import trainer_progress
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     TRAINER_STATUS_IN_POD,
@@ -60,6 +61,7 @@ from mpijob.k8s.security import (
     container_security_context,
     pod_security_context,
 )
+from mpijob.k8s.trainer_progress import StatusEndpoint
 from mpijob.k8s.workload import Workload
 from mpijob.wellknown import MPI_HOSTFILE, TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
@@ -224,8 +226,10 @@ def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pod_patch(work: Workload, role: str, affinity: dict | None) -> dict:
-    """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go)."""
+def _pod_patch(work: Workload, role: str, affinity: dict | None,
+               trainer_status: StatusEndpoint | None = None) -> dict:
+    """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go).
+    `trainer_status` (the launcher's): the token and CA of Trainer's status endpoint."""
     spec = work.spec
     meta = metadata(spec, None, role=role)
     scheduler = gangs.get(spec.gang)
@@ -242,6 +246,9 @@ def _pod_patch(work: Workload, role: str, affinity: dict | None) -> dict:
         data, data_mounts = data_volumes(spec)
         volumes += data
         mounts += data_mounts
+    if trainer_status is not None and role == names.ROLE_LAUNCHER:
+        volumes.append(trainer_progress.launcher_volume(spec.namespace, spec.name))
+        mounts.append(trainer_progress.launcher_mount())
     pod: dict = {}
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
@@ -285,9 +292,12 @@ def _affinity(spec: JobSpec, nodes: tuple[str, ...]) -> dict | None:
 
 def render_trainjob(work: Workload, benchmark_source: str | None, prediction: dict | None, *,
                     version: str = VERSION, managed_by: str | None = None,
-                    preflight_files: dict[str, str] | None = None) -> list[dict]:
+                    preflight_files: dict[str, str] | None = None,
+                    trainer_status: StatusEndpoint | None = None) -> list[dict]:
     """`managed_by`: spec.managedBy, the controller that runs the TrainJob (MultiKueue's
-    kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
+    kueue.x-k8s.io/multikueue dispatches it to a worker cluster). `trainer_status`: where
+    the cluster's Trainer serves its status endpoint, its TrainJobStatus gate on: the
+    launcher gets what posting there takes (mpijob.k8s.trainer_progress); None: nothing."""
     spec, placement, shape = work.spec, work.placement, work.shape
     assert shape is not None  # a Trainer-mode workload
     if (refused := refusal(spec)) is not None:  # submit refuses it first (mpijob.k8s.modes)
@@ -303,6 +313,8 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
                     "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
     if spec.run_as_user is not None:
         launcher_env["HOME"] = RUN_AS_HOME
+    if trainer_status is not None:  # exported: a patch may not set the `node` container's env
+        launcher_env.update(trainer_progress.launcher_env(trainer_status, spec.namespace, spec.name))
     node_env = {"HOME": RUN_AS_HOME} if spec.run_as_user is not None else {}
     trainer: dict = {"image": spec.image, "env": env_list(spec, node_env),
                      "numNodes": shape.replicas, "numProcPerNode": shape.slots}
@@ -311,7 +323,7 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     affinity = _affinity(spec, shape.nodes)
     patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
         "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity),
-                           _pod_patch(work, names.ROLE_LAUNCHER, None)]}}}}
+                           _pod_patch(work, names.ROLE_LAUNCHER, None, trainer_status)]}}}}
     meta = metadata(spec, spec.name,
                     extra_annotations=root_annotations(spec, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "trainjob"

@@ -376,7 +376,8 @@ def _trainer(f: Facts) -> list[Finding]:
         out.append(Finding(
             "trainer status", INFO, "Kubeflow Trainer's TrainJobStatus feature gate is "
             + ("on in its config" if f.trainer_status_gate else "off (its config)"),
-            "a TrainJob's status.trainerStatus can carry its progress" if f.trainer_status_gate
+            "hvdk8s's TrainJob launchers post their progress to status.trainerStatus"
+            if f.trainer_status_gate
             else "TrainJobs show progress from the launcher's log only"))
     # What --mode auto takes depends on the job (mpijob.k8s.modes): `doctor` asks it for
     # the design-card command (launcher.cli.doctor).

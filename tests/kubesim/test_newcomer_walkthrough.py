@@ -119,6 +119,30 @@ def test_list_shows_a_multikueue_jobs_figure(dev):
     assert list_row("far")["IMAGES/SEC"] != "-"
 
 
+@pytest.mark.parametrize("dev", ["trainer-status"], indirect=True)
+def test_the_launcher_posts_trainers_progress_where_its_gate_is_on(dev):
+    """The shape with Trainer's TrainJobStatus on: submit gives the launcher the endpoint,
+    the played launcher posts rank 0's progress through the job's poster, and the TrainJob
+    carries it (list -o wide shows it with no log read)."""
+    assert hvdk8s("install", "runtime", "--image", IMAGE).exit_code == 0
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "tracked")
+    assert submitted.exit_code == 0, submitted.output
+    assert "Trainer progress is off" not in submitted.output
+    assert hvdk8s("wait", "tracked", "--timeout", "10").exit_code == 0
+    status = dev.server.get("trainjobs.trainer.kubeflow.org", "tracked")["status"]
+    metrics = {m["name"]: m["value"] for m in status["trainerStatus"]["metrics"]}
+    assert status["trainerStatus"]["progressPercentage"] == 100
+    assert metrics["step"] == metrics["total_steps"] and float(metrics["images_per_sec"]) > 0
+    dev.server.clear_requests()
+    listed = hvdk8s("list", "-o", "wide")
+    header, *rows = listed.output.splitlines()
+    row = dict(zip(re.split(r"\s{2,}", header.strip()),
+                   re.split(r"\s{2,}", next(r for r in rows if r.startswith("tracked")).strip()),
+                   strict=True))
+    assert row["STEP"] == f"{metrics['step']}/{metrics['total_steps']}", listed.output
+    assert dev.server.count_requests("GET", r"/log$") == 0
+
+
 def test_an_image_that_does_not_pull_fails_the_job_with_the_pull_error(dev):
     submitted = hvdk8s(*DESIGN_CARD, "--name", "nopull", "--image", "registry.invalid/nosuch:0",
                        "--start-timeout", "2")

@@ -11,10 +11,12 @@ import urllib.request
 
 import pytest
 
-from kubesim import trainer_status
+from kubesim import podview, trainer_status
+from kubesim.lives import script_exports
 from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import render_trainjob as tj
+from mpijob.k8s.trainer_progress import StatusEndpoint
 from tests.mpijob.k8s.test_trainer_status_poster import poster_module
 
 TRAINJOBS = "trainjobs.trainer.kubeflow.org"
@@ -41,23 +43,26 @@ def _env(container: dict) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env") or []}
 
 
-def _as_in_the_pod(srv, pod: dict, tmp_path) -> dict[str, str]:
-    """The pod's Trainer variables, its token volume's files written here as the kubelet
-    writes them there."""
-    env = _env(pod["spec"]["containers"][0])
-    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "kubeflow-trainer-token")
-    cm = srv.get("configmaps", volume["projected"]["sources"][1]["configMap"]["name"])
-    (tmp_path / "ca.crt").write_text(cm["data"]["ca.crt"])
-    (tmp_path / "token").write_text(srv.trainer.status_server.projected_token(pod) or "")
-    return {**env, "KUBEFLOW_TRAINER_SERVER_CA_CERT": str(tmp_path / "ca.crt"),
-            "KUBEFLOW_TRAINER_SERVER_TOKEN": str(tmp_path / "token")}
+def _as_in_the_pod(srv, pod: dict, tmp_path, exported: dict[str, str] | None = None
+                   ) -> dict[str, str]:
+    """The container's variables (with what its script `exported`) as its program sees
+    them: its projected volumes' files written here as the kubelet writes them there, and
+    Trainer's Service reached where the model serves it (kubesim/podview.py)."""
+    container = pod["spec"]["containers"][0]
+    server = srv.trainer.status_server
+    # without the gate the kubelet still gets a token: nothing here would take it
+    issue = server.issue if server else trainer_status.Tokens().issue
+    return podview.container_view(srv.store, pod, container,
+                                  {**_env(container), **(exported or {})}, tmp_path, issue,
+                                  server.resolve if server else lambda url: url)
 
 
 def test_only_the_trainer_pods_get_the_endpoint_and_its_token(kube_server):
     _start(kube_server)
     node, launcher = _pods(kube_server, "m", "node")[0], _pods(kube_server, "m", "launcher")[0]
     env = _env(node["spec"]["containers"][0])
-    assert env["KUBEFLOW_TRAINER_SERVER_URL"].endswith(
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
+        "https://kubeflow-trainer-controller-manager.kubeflow-system.svc:10443"
         "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/m/status")
     assert env["KUBEFLOW_TRAINER_SERVER_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
     assert env["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
@@ -155,3 +160,78 @@ def test_a_token_of_the_right_audience_from_another_namespace_is_forbidden(kube_
                                        "lastUpdatedTime": "2026-11-28T00:00:00Z"}},
                     server.ca_pem)
     assert code == 403
+
+
+def _start_with_launcher_endpoint(srv, name: str = "m", *, gate: bool = True,
+                                  ca_optional: bool = True) -> None:
+    """As hvdk8s submits where it read the gate on in Trainer's config: the launcher
+    carries the endpoint (mpijob.k8s.trainer_progress)."""
+    srv.install_trainer(trainjob_status=gate)
+    spec = build_spec(name=name, workers=2, gpus_per_worker=1, image="img:1",
+                      command=("python", "t.py"))
+    if srv.get("clustertrainingruntimes", tj.runtime_name(spec), "") is None:
+        srv.create(tj.horovod_runtime(spec))
+    trainjob, config = render(spec, mode="trainjob", trainer_status=StatusEndpoint())
+    if not ca_optional:
+        rjobs = trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"][
+            "spec"]["replicatedJobs"]
+        launcher = next(r for r in rjobs if r["name"] == "launcher")
+        volume = launcher["template"]["spec"]["template"]["spec"]["volumes"][-1]
+        del volume["projected"]["sources"][1]["configMap"]["optional"]
+    srv.script_pod(rf"{name}-.*", exit_code=None)
+    srv.create(config)
+    srv.create(trainjob)
+
+
+def _launcher_view(srv, name: str, tmp_path) -> dict[str, str]:
+    """The launcher's variables as its program sees them, with what its launch script
+    exports (the ConfigMap's launch.sh)."""
+    launcher = _pods(srv, name, "launcher")[0]
+    script = srv.get("configmaps", f"{name}-config")["data"][tj.LAUNCH_SCRIPT]
+    return _as_in_the_pod(srv, launcher, tmp_path, script_exports(script))
+
+
+def test_the_launcher_posts_with_its_own_token_and_the_trainjob_carries_it(kube_server,
+                                                                        tmp_path):
+    """Trainer's server takes the launcher's token, projected by another pod than the
+    trainer's, as its Authorize does (the TrainJob's audience and namespace, no pod)."""
+    _start_with_launcher_endpoint(kube_server)
+    environ = _launcher_view(kube_server, "m", tmp_path)
+    assert environ["KUBEFLOW_TRAINER_SERVER_URL"].startswith(
+        kube_server.trainer.status_server.base_url)
+    poster = poster_module.from_environ(environ)
+    poster.post(60, 120, 800.0, 40.0)
+    assert poster.sent == 1
+    status = kube_server.get(TRAINJOBS, "m")["status"]["trainerStatus"]
+    assert status["progressPercentage"] == 50 and status["estimatedRemainingSeconds"] == 40
+
+
+def test_where_the_gate_is_off_the_launcher_starts_without_the_ca(kube_server, tmp_path):
+    """The CA's ConfigMap is optional: Trainer makes none without the gate, and the
+    launcher starts all the same; its poster then fails once, quietly, and never raises."""
+    _start_with_launcher_endpoint(kube_server, gate=False)
+    launcher = kube_server.wait_for(lambda: next(
+        (p for p in _pods(kube_server, "m", "launcher")
+         if (p.get("status") or {}).get("phase") == "Running"), None))
+    assert kube_server.get("configmaps", "m-tls-config") is None
+    said: list[str] = []
+    environ = _as_in_the_pod(kube_server, launcher, tmp_path, script_exports(
+        kube_server.get("configmaps", "m-config")["data"][tj.LAUNCH_SCRIPT]))
+    poster = poster_module.from_environ(environ, log=said.append)
+    poster.post(1, 10, 1.0, 9.0)
+    assert poster.sent == 0 and len(said) == 1 and "ca.crt" in said[0]
+
+
+def test_a_required_ca_would_hold_the_launcher_where_the_gate_is_off(kube_server):
+    """Why the CA's source is optional: the kubelet does not mount a projected volume whose
+    ConfigMap is missing, and the pod never starts."""
+    _start_with_launcher_endpoint(kube_server, gate=False, ca_optional=False)
+    launcher = _pods(kube_server, "m", "launcher")[0]
+    said = kube_server.wait_for(lambda: [
+        e for e in kube_server.objects("events") if e["reason"] == "FailedMount"])
+    assert said[0]["message"] == ('MountVolume.SetUp failed for volume "hvdk8s-trainer-status" '
+                                  ': configmap "m-tls-config" not found')
+    assert said[0]["involvedObject"]["name"] == launcher["metadata"]["name"]
+    kube_server.step(3)
+    launcher = kube_server.get("pods", launcher["metadata"]["name"])
+    assert launcher["status"]["phase"] == "Pending"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import yaml
 
+from launcher.backends.kubernetes import trainer_config
 from launcher.backends.kubernetes.client import (
     NAMESPACE,
     NODE,
@@ -35,10 +36,6 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 # kueue-) and config/components/manager/kustomization.yaml (manager-config, key below).
 KUEUE_NAMESPACE, KUEUE_CONFIG, KUEUE_CONFIG_KEY = ("kueue-system", "kueue-manager-config",
                                                    "controller_manager_config.yaml")
-# Kubeflow Trainer's configuration (v2.3.0 manifests/base/manager/kustomization.yaml, the
-# same key as Kueue's), whose featureGates turn TrainJobStatus on (alpha: off by default).
-TRAINER_NAMESPACE, TRAINER_CONFIG = "kubeflow-system", "kubeflow-trainer-config"
-TRAINER_STATUS_GATE = "TrainJobStatus"
 # The MPI Operator's Deployment: manifests/base/deployment.yaml (label app=mpi-operator).
 
 
@@ -155,14 +152,8 @@ def _nic_drivers(slices: list[dict], classes: list[dict]):
 def trainer_status_gate(client: KubeClient) -> bool | None:
     """Whether Trainer's config turns TrainJobStatus on; None where it cannot be read (a
     tenant's rights, or another install's names)."""
-    cm = _optional(lambda: client.get(CONFIGMAP, TRAINER_CONFIG, TRAINER_NAMESPACE))
-    try:
-        config = yaml.safe_load(((cm or {}).get("data") or {}).get(KUEUE_CONFIG_KEY) or "")
-    except yaml.YAMLError:
-        return None
-    if not isinstance(config, dict):
-        return None
-    return bool((config.get("featureGates") or {}).get(TRAINER_STATUS_GATE))
+    config, _ = trainer_config.read_config(client)
+    return None if config is None else trainer_config.gate_on(config)
 
 
 def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:

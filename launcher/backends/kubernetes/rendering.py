@@ -34,6 +34,7 @@ from mpijob.jobspec.ssh_port import free_ssh_port
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.render import SSHKeys
+    from mpijob.k8s.trainer_progress import StatusEndpoint
     from mpijob.k8s.workload import Workload
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
@@ -53,12 +54,14 @@ def render(
     managed_by: str | None = None,
     gate_deadline: int | None = None,
     preflight_plan: dict | None = None,
+    trainer_status: StatusEndpoint | None = None,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
     `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
     `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
-    pod only, nothing expected)."""
+    pod only, nothing expected). `trainer_status`: a TrainJob's launcher posts its progress
+    to Trainer's status endpoint there (None: the gate is off or unknown)."""
     from mpijob.jobspec.defaults import MODES
     from mpijob.k8s.workload import workload
 
@@ -75,7 +78,8 @@ def render(
 
         version = {"version": trainer_version} if trainer_version else {}
         return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
-                               preflight_files=files, **version)
+                               preflight_files=files, trainer_status=trainer_status,
+                               **version)
     from mpijob.k8s.render_pods import render_pods
 
     if ssh is None:
@@ -178,7 +182,9 @@ class KubernetesObjects(BaseBackend):
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by,
             gate_deadline=initial_deadline(spec, timeout),
-            preflight_plan=plan.preflight)
+            preflight_plan=plan.preflight,
+            # read at submit (the live backend's job_options); offline nothing is read
+            trainer_status=getattr(options, "trainer_status", None))
         return Prepared(spec, plan, tuple(objects))
 
 

@@ -61,6 +61,7 @@ from mpijob.jobspec import defaults, names
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.modes import Installed
+    from mpijob.k8s.trainer_progress import StatusEndpoint
 from launcher.backends.kubernetes.observe import Observing
 
 OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
@@ -93,6 +94,10 @@ class KubernetesOptions(SubmitOptions):
     schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
     # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
     delete_on_timeout: bool | None = None
+    # Trainer mode: where its status server answers, its TrainJobStatus gate on (the
+    # launcher posts there); else None and why, said once at submit.
+    trainer_status: StatusEndpoint | None = None
+    trainer_status_off: str | None = None
 
 
 class Submitting(Observing):
@@ -120,14 +125,25 @@ class Submitting(Observing):
     @_api_errors
     def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
         """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
-        created for Kueue to copy to a worker cluster (managedBy), not run here."""
+        created for Kueue to copy to a worker cluster (managedBy), not run here. A TrainJob
+        run here: whether its launcher posts progress to Trainer's status endpoint."""
         from launcher.backends.kubernetes import multikueue
 
-        if (not spec.queue or options.mode == "pods"
-                or not getattr(gangs.get(spec.gang), "multicluster", False)):
+        if (spec.queue and options.mode != "pods"
+                and getattr(gangs.get(spec.gang), "multicluster", False)):
+            manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
+            if manager:
+                options = dataclasses.replace(options, managed_by=manager)
+        if options.mode != "trainjob":
             return options
-        manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
-        return dataclasses.replace(options, managed_by=manager) if manager else options
+        if options.managed_by:
+            return dataclasses.replace(options, trainer_status_off=(
+                "the worker cluster MultiKueue picks runs it, whose Trainer config hvdk8s "
+                "does not read"))
+        from launcher.backends.kubernetes.trainer_config import status_endpoint
+
+        endpoint, why = status_endpoint(self.client)
+        return dataclasses.replace(options, trainer_status=endpoint, trainer_status_off=why)
 
     @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
@@ -136,6 +152,9 @@ class Submitting(Observing):
         fresh snapshot: keep the plan if it still fits, else place again."""
         spec, client = plan.spec, self.client
         self._require_namespace(spec.namespace)
+        said = ([f"Kubeflow Trainer progress is off for this job: {options.trainer_status_off}; "
+                 "hvdk8s get reads progress from the launcher's log"]
+                if options.mode == "trainjob" and options.trainer_status_off else [])
         if options.mode == "operator" and not client.serves(MPIJOB):
             raise UsageError(OPERATOR_MISSING)
         if options.mode == "trainjob":  # the runtime the TrainJob names exists and fits
@@ -158,12 +177,12 @@ class Submitting(Observing):
         plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
-            return plan, []
+            return plan, said
         placement, notes = self._recheck_capacity(spec, plan.placement)
         # --data: each claim must exist and its access modes allow the final placement, or
         # the pods would wait on a volume that never attaches
         check_claims(client, spec, placement, options.mode)
-        return dataclasses.replace(plan, placement=placement), notes
+        return dataclasses.replace(plan, placement=placement), [*said, *notes]
 
     @_api_errors
     def admit(self, prepared: Prepared, options: KubernetesOptions, *,

@@ -2,8 +2,9 @@
 
 Trainer (v2.3.0, the `TrainJobStatus` feature gate on) injects into the containers of a
 TrainJob's trainer pods (the replicated job labelled
-`trainer.kubeflow.org/trainjob-ancestor-step: trainer`: hvdk8s's `node` pods, not its
-launcher) three variables:
+`trainer.kubeflow.org/trainjob-ancestor-step: trainer`: hvdk8s's `node` pods) three
+variables; hvdk8s's launcher, where this runs, gets the same from submit
+(mpijob/k8s/trainer_progress.py):
 
     KUBEFLOW_TRAINER_SERVER_URL      https://<service>.<namespace>.svc:<port>
                                      /apis/trainer.kubeflow.org/v1alpha1/namespaces/NS/
