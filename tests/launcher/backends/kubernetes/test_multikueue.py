@@ -77,6 +77,9 @@ def test_a_multikueue_dry_run_carries_managed_by(kube_server, kubeconfig, monkey
         value = value[key]
     assert value == MANAGED
     assert "no placement is planned" in result.output
+    if mode == "trainjob":  # the worker cluster's Trainer is not read: nothing to post to
+        assert ("Kubeflow Trainer progress is off for this job: the worker cluster MultiKueue "
+                "picks runs it") in result.output
 
 
 def test_without_multikueue_the_queue_sets_no_managed_by(kube_server, kubeconfig, monkeypatch):
