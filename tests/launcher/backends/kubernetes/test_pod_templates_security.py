@@ -34,7 +34,7 @@ MODES = ("pods", "operator", "trainjob")
 
 def _objects(mode: str, fields: dict) -> list[dict] | None:
     spec = build_spec(**{**BASE, **fields})
-    if mode == "trainjob" and tj.refusal(tj.within_trainjob(spec)) is not None:
+    if mode == "trainjob" and tj.refusal(spec) is not None:
         return None  # refused in one line before anything renders
     try:
         objects = render(spec, mode=mode, ssh=FIXED_KEYS if mode == "pods" else None,
