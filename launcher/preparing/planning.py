@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 from launcher.errors import Refused, UsageError
 from launcher.output import note
-from mpijob.jobspec.decisions import Choices
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
     from launcher.preparing.network_plan import NetworkPlan
-    from mpijob.jobspec.decisions import Decisions
+    from mpijob.jobspec.decisions import Choices, Decisions
     from mpijob.jobspec.defaults import GpuRequest, GpuRequestChoice, PreflightMode
     from mpijob.jobspec.spec import JobSpec, Network, RdmaRequest
     from mpijob.jobspec.worker_share import ResourceShare
@@ -76,6 +75,7 @@ def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | 
     --gpu-request to plan from (None: the spec's); `networks`: the Multus networks with
     their device resources, where read (None: as the spec names them); `host_ssh_port`: on
     the host network, an sshd port free on the job's nodes (the Kubernetes backend's)."""
+    from mpijob.jobspec.decisions import Choices
     from mpijob.jobspec.defaults import PREFLIGHT_KUBERNETES
 
     asked = _Asked(choices or Choices.of(spec),
@@ -152,6 +152,8 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
     its GPUs are requested (DRA where the nodes publish it), its network (--rdma: the
     device the workers request, or TCP), its throughput on that network, and the workers'
     default CPU/memory requests (a share of each planned node)."""
+    from mpijob.jobspec.decisions import Choices
+
     return _placed(spec, cluster, placement, assumptions, pod_security, rdma_fix,
                    _Asked(Choices.of(spec), spec.preflight, spec.networks), ())
 

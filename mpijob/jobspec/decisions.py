@@ -6,7 +6,7 @@ device and the workers' default requests, and the device resource of each Multus
 The renderers read these here, never from a spec rewritten after it was built.
 
 The root's spec annotation records both, in the one JSON object `get`, `scale` and the
-experiment runner read back (`record`, `spec_of_record`).
+experiment runner read back (`record`, `asked_of_record`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from mpijob.jobspec.defaults import GpuRequest, GpuRequestChoice, PreflightMode, RdmaChoice
 from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
-from mpijob.jobspec.spec import JobSpec, Network, RdmaRequest
 
-if TYPE_CHECKING:  # a type only
+if TYPE_CHECKING:  # types only: `list` and `get` load this without the spec's models
+    from mpijob.jobspec.spec import JobSpec, Network, RdmaRequest
     from mpijob.jobspec.worker_share import ResourceShare
 
 
@@ -75,8 +75,8 @@ def job_env(spec: JobSpec, rdma: RdmaRequest | None = None) -> dict[str, str]:
 _OMIT_AT: dict[str, tuple[object, ...]] = {
     "gpu_request": ("auto", "device-plugin"), "preflight": (None,), "rdma_request": (None,),
     "worker_shares": ((), []), "networks": ((), [])}
-# Decided keys the spec itself does not hold.
-_DECIDED_ONLY = ("rdma_request", "worker_shares")
+# Decided keys of the record the spec itself does not hold.
+DECIDED_ONLY = ("rdma_request", "worker_shares")
 
 
 def record(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
@@ -96,6 +96,6 @@ def record(spec: JobSpec, decisions: Decisions) -> dict[str, Any]:
     return out
 
 
-def spec_of_record(data: Mapping[str, Any]) -> JobSpec:
-    """The spec a record holds (its decided values in place of what was asked)."""
-    return JobSpec.model_validate({k: v for k, v in data.items() if k not in _DECIDED_ONLY})
+def asked_of_record(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's fields of a record (its decided values in place of what was asked)."""
+    return {k: v for k, v in data.items() if k not in DECIDED_ONLY}
