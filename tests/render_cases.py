@@ -1,6 +1,9 @@
 """Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
 
+import dataclasses
+
 from launcher.backends.kubernetes.rendering import render
+from mpijob.jobspec.decisions import Decisions
 from mpijob.jobspec.spec import build_spec
 from mpijob.jobspec.worker_share import plan_shares
 from mpijob.k8s.render import SSHKeys, with_owner
@@ -72,11 +75,12 @@ CASES = {
 def render_case(case: str, placement=None, root_uid=None) -> list[dict]:
     c = CASES[case]
     spec = build_spec(**c["spec"])
-    if spec.cpu is None or spec.memory is None:
-        # As the plan gives them without a cluster (launcher.preparing.planning.plan_job).
-        spec = spec.model_copy(update={"worker_shares": plan_shares(None, None,
-                                                                     spec.gpus_per_worker)})
-    objects = render(spec, mode=c["mode"], placement=placement,
+    # As the plan decides them without a cluster (launcher.preparing.planning.plan_job),
+    # less the preflight: the golden files show the job without it.
+    decisions = dataclasses.replace(Decisions.undecided(spec), worker_shares=(
+        plan_shares(None, None, spec.gpus_per_worker)
+        if spec.cpu is None or spec.memory is None else ()))
+    objects = render(spec, decisions=decisions, mode=c["mode"], placement=placement,
                      ssh=FIXED_KEYS if c["mode"] == "pods" else None,
                      benchmark_source=STUB_BENCHMARK, trainer_status=c.get("trainer_status"))
     return with_owner(objects, root_uid) if root_uid else objects

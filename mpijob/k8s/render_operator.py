@@ -11,7 +11,6 @@ from __future__ import annotations
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
-from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
@@ -41,13 +40,14 @@ from mpijob.wellknown import MPI_HOSTFILE, MULTUS_NETWORKS_ANNOTATION
 API_VERSION = "kubeflow.org/v2beta1"
 
 
-def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
+def _container(work: Workload, name: str, command: list[str], resources: dict,
                benchmark: bool, extra_env: dict | None = None) -> dict:
+    spec = work.spec
     mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if benchmark:
         mounts.append({"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True})
     c: dict = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
-         "command": command, "env": env_list(spec, extra_env), "volumeMounts": mounts}
+         "command": command, "env": env_list(spec, work.decisions, extra_env), "volumeMounts": mounts}
     if resources:
         c["resources"] = resources
     return c
@@ -107,9 +107,9 @@ def render_operator(work: Workload, benchmark_source: str | None,
                     preflight_files: dict[str, str] | None = None) -> list[dict]:
     """`managed_by`: runPolicy.managedBy, the controller that runs the MPIJob (MultiKueue's
     kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
-    spec, placement, shape = work.spec, work.placement, work.shape
+    spec, placement, shape, decided = work.spec, work.placement, work.shape, work.decisions
     assert shape is not None  # an operator-mode workload
-    preflight = preflight_config(spec, preflight_files)
+    preflight = preflight_config(spec, preflight_files, decided=decided)
     benchmark = spec.runs_benchmark or bool(preflight)  # the pods mount the ConfigMap
     worker = work.workers[0]
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -119,24 +119,24 @@ def render_operator(work: Workload, benchmark_source: str | None,
     # One port, the job's, on both ends: the worker's sshd gets it on its command line (it
     # beats the image's sshd_config Port) and the launcher's wait and mpirun get it from
     # HVDK8S_SSH_PORT (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT), whatever the image says.
-    sshd_args: list[str] = ["-p", str(spec.ssh_port)]
-    launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
+    sshd_args: list[str] = ["-p", str(decided.ssh_port)]
+    launcher_env["HVDK8S_SSH_PORT"] = str(decided.ssh_port)
     if spec.host_network:
         # Port 22 is the node's own sshd: the job's port is mpijob.jobspec.ssh_port's. The
         # operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port also goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
-        rsh_args = (f"-p {spec.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
+        rsh_args = (f"-p {decided.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
                     "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
     else:
         rsh_args = None
-    launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args)
-    launcher = _container(spec, "launcher", wait_then_launch(launch), launcher_resources(spec),
+    launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args, decided=decided)
+    launcher = _container(work, "launcher", wait_then_launch(launch), launcher_resources(spec),
                           benchmark, launcher_env)
-    worker_container = _container(spec, "worker", operator_sshd(sshd_args),
+    worker_container = _container(work, "worker", operator_sshd(sshd_args),
                                   worker.resources.to_k8s(), benchmark)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
-        worker_container["ports"] = [{"name": "ssh", "containerPort": spec.ssh_port}]
+        worker_container["ports"] = [{"name": "ssh", "containerPort": decided.ssh_port}]
     # backoffLimit always set: unset, the launcher Job's default of 6 retries mpirun six
     # times while the workers hold their GPUs; 0 as in built-in mode.
     backoff = spec.run_policy.backoff_limit if spec.run_policy.backoff_limit is not None else 0
@@ -172,7 +172,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
             "topologyKey": "kubernetes.io/hostname"}]}
     if affinity and work.compute_domain_nodes is not None:
         affinity["podAffinity"] = clique_affinity(spec.name)
-    annotations = root_annotations(spec, placement, prediction)
+    annotations = root_annotations(spec, decided, placement, prediction)
     if work.network_domain is not None and scheduler is not None:
         annotations.update(scheduler.root_topology_annotations(work.network_domain))
     meta = metadata(spec, spec.name, extra_annotations=annotations)

@@ -32,6 +32,7 @@ import shlex
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
+from mpijob.jobspec.decisions import Choices, Decisions
 from mpijob.jobspec.spec import JobSpec, option_of
 from mpijob.k8s import trainer_progress
 from mpijob.k8s.command import (
@@ -98,17 +99,20 @@ def ssh_mount(spec: JobSpec) -> str:
     return f"{RUN_AS_HOME}/.ssh" if spec.run_as_user is not None else ROOT_SSH
 
 
-def refusal(spec: JobSpec) -> SpecError | None:
+def refusal(spec: JobSpec, decided: Decisions | None = None) -> SpecError | None:
     """What a TrainJob cannot carry: a runtime patch holds only some pod fields
-    (trainjob_types.go PodSpecPatch), and the MPI plugin speaks OpenMPI only (mpi.go)."""
+    (trainjob_types.go PodSpecPatch), and the MPI plugin speaks OpenMPI only (mpi.go).
+    `decided`: the plan's decisions, where there is a plan."""
+    dra = spec.gpu_request == "dra" or (decided is not None and decided.gpu_request == "dra")
+    rdma = decided is not None and decided.rdma_request is not None
     checks = (
         (spec.mpi_implementation != "OpenMPI", "mpi_implementation",
          "Kubeflow Trainer's MPI plugin runs OpenMPI only"),
         (spec.host_network, "host_network", "a TrainJob cannot put its pods on the host network"),
-        (spec.gpu_request == "dra", "gpu_request",
+        (dra, "gpu_request",
          "a TrainJob's runtime patch cannot carry DRA resource claims"),
         (bool(spec.networks), "networks", "a TrainJob's runtime patch cannot carry Multus networks"),
-        (spec.rdma == "on" or spec.rdma_request is not None or bool(spec.extra_resources),
+        (spec.rdma == "on" or rdma or bool(spec.extra_resources),
          "rdma",
          "a TrainJob's runtime patch cannot carry RDMA devices"),
         (bool(spec.pod_patches), "pod_patches", "a TrainJob carries no pod patches"),
@@ -121,15 +125,11 @@ def refusal(spec: JobSpec) -> SpecError | None:
     return None
 
 
-def within_trainjob(spec: JobSpec) -> JobSpec:
+def within_trainjob(spec: JobSpec) -> Choices:
     """--rdma auto and --gpu-request auto as a TrainJob can carry them (`refusal`): no RDMA
     devices, GPUs by the device plugin's count. What the user named stays, to be refused."""
-    update: dict[str, str] = {}
-    if spec.rdma == "auto":
-        update["rdma"] = "off"
-    if spec.gpu_request == "auto":
-        update["gpu_request"] = "device-plugin"
-    return spec.model_copy(update=update) if update else spec
+    return Choices(rdma="off" if spec.rdma == "auto" else spec.rdma,
+                   gpu_request="device-plugin" if spec.gpu_request == "auto" else spec.gpu_request)
 
 
 def _runtime_spec(spec: JobSpec) -> dict:
@@ -208,11 +208,12 @@ def install_command(spec: JobSpec) -> str:
     return shell_join(words)
 
 
-def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
+def launch_script(spec: JobSpec, decided: Decisions, env: dict[str, str]) -> str:
     """The launcher's program: the job's environment, then the wait for every node's sshd
     and the mpirun line (the wait script: mpijob.k8s.command)."""
     lines = ["# hvdk8s: the launcher of this TrainJob (Kubeflow Trainer mode)"]
-    lines += [f"export {e['name']}={shlex.quote(e['value'])}" for e in env_list(spec, env)]
+    lines += [f"export {e['name']}={shlex.quote(e['value'])}"
+              for e in env_list(spec, decided, env)]
     # Trainer mounts the private key with mode 0640 (pkg/constants/constants.go
     # MPISSHPrivateKeyFileMode), and ssh refuses a key of its own user that others may read
     # ("UNPROTECTED PRIVATE KEY FILE", OpenSSH authfile.c sshkey_perm_ok): ssh and mpirun
@@ -222,7 +223,8 @@ def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
               '  home=$(mktemp -d) && mkdir -m 700 "$home/.ssh" && cp "$key" "$home/.ssh/id_rsa" '
               '&& chmod 600 "$home/.ssh/id_rsa" && export HOME="$home"',
               "fi"]
-    lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, MPI_HOSTFILE))))
+    lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, MPI_HOSTFILE,
+                                                                   decided=decided))))
     return "\n".join(lines) + "\n"
 
 
@@ -298,9 +300,9 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     kueue.x-k8s.io/multikueue dispatches it to a worker cluster). `trainer_status`: where
     the cluster's Trainer serves its status endpoint, its TrainJobStatus gate on: the
     launcher gets what posting there takes (mpijob.k8s.trainer_progress); None: nothing."""
-    spec, placement, shape = work.spec, work.placement, work.shape
+    spec, placement, shape, decided = work.spec, work.placement, work.shape, work.decisions
     assert shape is not None  # a Trainer-mode workload
-    if (refused := refusal(spec)) is not None:  # submit refuses it first (mpijob.k8s.modes)
+    if (refused := refusal(spec, decided)) is not None:  # submit refuses it first (mpijob.k8s.modes)
         raise SpecError(refused.field, f"{refused.message}; use --mode pods", refused.option)
     if work.compute_domain_nodes is not None:
         raise SpecError("workers", "the placement spans nodes of one NVLink partition, whose "
@@ -316,7 +318,7 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     if trainer_status is not None:  # exported: a patch may not set the `node` container's env
         launcher_env.update(trainer_progress.launcher_env(trainer_status, spec.namespace, spec.name))
     node_env = {"HOME": RUN_AS_HOME} if spec.run_as_user is not None else {}
-    trainer: dict = {"image": spec.image, "env": env_list(spec, node_env),
+    trainer: dict = {"image": spec.image, "env": env_list(spec, decided, node_env),
                      "numNodes": shape.replicas, "numProcPerNode": shape.slots}
     if resources := worker.resources.to_k8s():
         trainer["resourcesPerNode"] = resources
@@ -325,7 +327,7 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity),
                            _pod_patch(work, names.ROLE_LAUNCHER, None, trainer_status)]}}}}
     meta = metadata(spec, spec.name,
-                    extra_annotations=root_annotations(spec, placement, prediction))
+                    extra_annotations=root_annotations(spec, decided, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "trainjob"
     if (scheduler := gangs.get(spec.gang)) is not None and spec.queue:
         meta["labels"].update(scheduler.trainjob_labels(spec.queue))  # Kueue's TrainJob integration
@@ -340,13 +342,13 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         job_spec["activeDeadlineSeconds"] = spec.run_policy.active_deadline_seconds
     status_poster = TRAINER_STATUS_IN_POD.rsplit("/", 1)[1]
     # Trainer's status endpoint is there to post to where its TrainJobStatus gate is on
-    data = {LAUNCH_SCRIPT: launch_script(spec, launcher_env),
+    data = {LAUNCH_SCRIPT: launch_script(spec, decided, launcher_env),
             status_poster: pod_script(status_poster)}
     if spec.runs_benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
         data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
-    data.update(preflight_config(spec, preflight_files))
+    data.update(preflight_config(spec, preflight_files, decided=decided))
     return [{"apiVersion": api_version(version), "kind": "TrainJob", "metadata": meta,
              "spec": job_spec},
             {"apiVersion": "v1", "kind": "ConfigMap",

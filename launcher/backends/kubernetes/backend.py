@@ -41,7 +41,7 @@ from launcher.output import note
 from mpijob import gang as gangs
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
-    from mpijob.jobspec.spec import JobSpec
+    from mpijob.jobspec.spec import JobSpec, Network
 
 # The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
 # api/constants.go: EnforceLevelLabel).
@@ -89,6 +89,14 @@ class KubernetesBackend(Submitting, Waiting, JobLogs):
     def pod_security_for(self, spec: JobSpec, cluster) -> str | None:
         wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
         return self.pod_security(spec.namespace) if wants_rdma else None
+
+    @_api_errors
+    def networks_for(self, spec: JobSpec) -> tuple[Network, ...]:
+        """--network: each NetworkAttachmentDefinition must exist, and the device resource
+        it names goes on the worker pods (a pod that does not request it gets no interface)."""
+        from launcher.backends.kubernetes.networks import resolve_networks
+
+        return resolve_networks(self.client, spec)
 
     def pod_security(self, namespace: str) -> str | None:
         """The Pod Security level the namespace enforces (its label, which the built-in

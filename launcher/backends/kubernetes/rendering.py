@@ -27,12 +27,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
-from launcher.output import note
 from launcher.preparing.planning import Plan
-from mpijob.jobspec.ssh_port import free_ssh_port
 
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
-    from mpijob.jobspec.spec import JobSpec
+    from mpijob.jobspec.decisions import Decisions
+    from mpijob.jobspec.spec import JobSpec, Network
     from mpijob.k8s.render import SSHKeys
     from mpijob.k8s.trainer_progress import StatusEndpoint
     from mpijob.k8s.workload import Workload
@@ -44,6 +43,7 @@ if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy im
 def render(
     spec: JobSpec,
     *,
+    decisions: Decisions | None = None,
     mode: str = "pods",
     placement: Placement | None = None,
     ssh: SSHKeys | None = None,
@@ -58,6 +58,7 @@ def render(
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
+    `decisions`: the plan's (None: a spec rendered without a plan, what it names).
     `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
     `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
     pod only, nothing expected). `trainer_status`: a TrainJob's launcher posts its progress
@@ -67,7 +68,7 @@ def render(
 
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-    work = workload(spec, placement, mode)
+    work = workload(spec, placement, mode, decisions)
     files = preflight_files(work, preflight_plan)
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
@@ -98,7 +99,7 @@ def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
     from mpijob.perf import preflight
 
     spec = work.spec
-    if not spec.runs_preflight:
+    if not work.decisions.runs_preflight:
         return None
     source = pod_script(PREFLIGHT_IN_POD.rsplit("/", 1)[1])
     if work.shape is not None:  # one template: which worker lands on which node is the operator's
@@ -121,24 +122,27 @@ class KubernetesObjects(BaseBackend):
              *, mode: ModeDecision | None = None) -> Plan:
         """The base plan, with what only Kubernetes decides: a TrainJob takes only what it
         can carry (and RDMA the nodes offer is advised with the modes that carry it), the
-        Pod Security level RDMA devices must pass (pod_security_for), and on the host
-        network an sshd port free on the job's nodes."""
+        Pod Security level RDMA devices must pass (pod_security_for), each Multus network's
+        device resource (networks_for) and on the host network an sshd port free on the
+        job's nodes."""
         from launcher.preparing.planning import plan_job
 
-        rdma_fix = None
+        rdma_fix = choices = None
         if mode is not None and mode.mode == "trainjob":  # auto takes what a TrainJob carries
             from mpijob.k8s.modes import other_modes
             from mpijob.k8s.render_trainjob import within_trainjob
 
-            spec = within_trainjob(spec)
+            choices = within_trainjob(spec)
             rdma_fix = ("a TrainJob cannot carry RDMA devices; "
                         f"{other_modes(spec, 'trainjob', mode.installed, mode.gang_unserved)}")
+        return plan_job(spec, cluster, assumptions,
+                        pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix,
+                        choices=choices, networks=self.networks_for(spec), host_ssh_port=True)
 
-        plan = plan_job(spec, cluster, assumptions,
-                        pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix)
-        if plan.spec.host_network and cluster is not None:
-            plan.spec = _free_host_ssh_port(plan.spec, cluster, plan.placement)
-        return plan
+    def networks_for(self, spec: JobSpec) -> tuple[Network, ...]:
+        """--network: each NetworkAttachmentDefinition with the device resource it names;
+        offline nothing is read, so none is known."""
+        return spec.networks
 
     def dry_run_notes(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
         """Built-in mode: the ownerReferences a dry run cannot show (the root's uid does not
@@ -174,7 +178,7 @@ class KubernetesObjects(BaseBackend):
         # The offline dry run's options carry no timeout: it shows submit's default.
         timeout = getattr(options, "schedule_timeout", defaults.SCHEDULE_TIMEOUT_SECONDS)
         objects = render(
-            spec, mode=options.mode, placement=plan.placement,
+            spec, decisions=plan.decisions, mode=options.mode, placement=plan.placement,
             ssh=keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
             elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
@@ -186,17 +190,3 @@ class KubernetesObjects(BaseBackend):
             # read at submit (the live backend's job_options); offline nothing is read
             trainer_status=getattr(options, "trainer_status", None))
         return Prepared(spec, plan, tuple(objects))
-
-
-def _free_host_ssh_port(spec: JobSpec, cluster: Cluster, placement) -> JobSpec:
-    """On the host network the job's sshd port is a port of its nodes: move it past ports
-    the snapshot shows in use there (mpijob.jobspec.ssh_port)."""
-    used_on = {a.node for a in placement.assignments} if placement is not None else None
-    taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
-             for port in n.host_ports}
-    if spec.ssh_port not in taken:
-        return spec
-    port = free_ssh_port(spec.namespace, spec.name, taken)
-    note(f"note: --host-network: sshd port {spec.ssh_port} is in use on the job's nodes; "
-         f"using {port}")
-    return spec.model_copy(update={"ssh_port": port})

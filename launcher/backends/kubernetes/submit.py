@@ -40,7 +40,6 @@ from launcher.backends.kubernetes.client import (
     ApiError,
 )
 from launcher.backends.kubernetes.connection import _api_errors
-from launcher.backends.kubernetes.networks import resolve_networks
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     SnapshotUnreadable,
@@ -172,9 +171,6 @@ class Submitting(Observing):
         # lazy: its volume models load pydantic (~85 ms), which list/get/wait/logs never need
         from launcher.backends.kubernetes.volumes import check_claims
 
-        # --network: each NAD must exist, and the device resource it names goes on the
-        # worker pods (a pod that does not request it gets no interface)
-        plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
             return plan, said

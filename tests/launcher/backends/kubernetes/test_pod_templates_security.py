@@ -38,7 +38,7 @@ TRAINER_STATUS = "Trainer's `TrainJobStatus` on"
 def _objects(mode: str, fields: dict, trainer_status: StatusEndpoint | None = None
              ) -> list[dict] | None:
     spec = build_spec(**{**BASE, **fields})
-    if mode == "trainjob" and tj.refusal(tj.within_trainjob(spec)) is not None:
+    if mode == "trainjob" and tj.refusal(spec) is not None:
         return None  # refused in one line before anything renders
     try:
         objects = render(spec, mode=mode, ssh=FIXED_KEYS if mode == "pods" else None,
