@@ -72,19 +72,38 @@ def render(
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
 
-        return render_operator(work, benchmark_source, prediction, managed_by, files)
+        return _only_the_root(spec, managed_by, render_operator(
+            work, benchmark_source, prediction, managed_by, files))
     if mode == "trainjob":  # what a TrainJob cannot carry is refused there
         from mpijob.k8s.render_trainjob import render_trainjob
 
         version = {"version": trainer_version} if trainer_version else {}
-        return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
-                               preflight_files=files, trainer_status=trainer_status,
-                               **version)
+        return _only_the_root(spec, managed_by, render_trainjob(
+            work, benchmark_source, prediction, managed_by=managed_by, preflight_files=files,
+            trainer_status=trainer_status, **version))
     from mpijob.k8s.render_pods import render_pods
 
     if ssh is None:
         raise ValueError("pods mode needs SSH keys")
     return render_pods(work, ssh, benchmark_source, prediction, elastic_source, gate_deadline, files)
+
+
+def _only_the_root(spec: JobSpec, managed_by: str | None, objects: list[dict]) -> list[dict]:
+    """A job sent to another cluster (MultiKueue: Kueue copies only the job object there)
+    must need nothing else hvdk8s would create here; its files travel in its pods
+    (mpijob.k8s.pod_files), and what cannot is refused before anything is created."""
+    from mpijob.errors import SpecError
+    from mpijob.jobspec.spec import option_of
+
+    if not managed_by or len(objects) == 1:
+        return objects
+    kinds = sorted({o["kind"] for o in objects[1:]})
+    dra = ", or --gpu-request device-plugin" if "ResourceClaimTemplate" in kinds else ""
+    raise SpecError("queue", (
+        f"{spec.queue} dispatches through Kueue's MultiKueue, which copies only the "
+        f"{objects[0]['kind']} to the worker cluster, but this job also needs "
+        f"{' and '.join(kinds)}, which hvdk8s would create here; use a queue that runs its "
+        f"jobs in this cluster{dra}"), option_of("queue"))
 
 
 def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
