@@ -22,8 +22,8 @@ pkg/controller/jobs/mpijob/mpijob_multikueue_adapter.go), so such a job needs no
 would create beside it: its pods carry their files (launch script, benchmark, preflight) in
 their own annotations, read back by a downwardAPI volume, whichever worker cluster Kueue
 picks (mpijob/k8s/pod_files.py says why not a ConfigMap made on the worker); what cannot
-travel so (DRA claim templates, a ComputeDomain) is refused at submit
-(launcher.backends.kubernetes.rendering), and a TrainJob is refused where the only worker
+travel so (DRA claim templates, a ComputeDomain) is refused at submit, --gpu-request auto
+taking the device plugin's GPUs instead (launcher.backends.kubernetes.rendering), and a TrainJob is refused where the only worker
 cluster, seen through its context, lacks hvdk8s's Trainer runtime (submit.py).
 """
 

@@ -153,6 +153,13 @@ class KubernetesObjects(BaseBackend):
             rdma_fix = ("a TrainJob cannot carry RDMA devices; "
                         f"{other_modes(spec, 'trainjob', mode.installed, mode.gang_unserved)}")
 
+        if (spec.gpu_request == "auto" and cluster is not None
+                and (mode is None or mode.mode != "pods")  # pods: MultiKueue takes no pods
+                and any(n.dra_devices for n in cluster.nodes) and self.sent_away(spec)):
+            # a DRA claim template would stay here: only the job travels (_only_the_root)
+            spec = spec.model_copy(update={"gpu_request": "device-plugin"})
+            note("note: --gpu-request auto: the device plugin's GPUs, not DRA: Kueue's "
+                 "MultiKueue copies only the job to the worker cluster, no claim template")
         plan = plan_job(spec, cluster, assumptions,
                         pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix)
         if plan.spec.host_network and cluster is not None:
@@ -178,6 +185,11 @@ class KubernetesObjects(BaseBackend):
         """The Pod Security level of the job's namespace, where planning needs it; offline
         nothing is read."""
         return None
+
+    def sent_away(self, spec: JobSpec) -> bool:
+        """Whether the job's queue sends it to another cluster (MultiKueue); offline
+        nothing is read."""
+        return False
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""

@@ -146,6 +146,13 @@ class Submitting(Observing):
         return dataclasses.replace(options, trainer_status=endpoint, trainer_status_off=why)
 
     @_api_errors
+    def sent_away(self, spec: JobSpec) -> bool:
+        from launcher.backends.kubernetes import multikueue
+
+        return bool(spec.queue and getattr(gangs.get(spec.gang), "multicluster", False)
+                    and multikueue.manager_for(self.client, spec.queue, spec.namespace))
+
+    @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
         """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a

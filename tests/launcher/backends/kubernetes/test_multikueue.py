@@ -251,3 +251,27 @@ def test_a_multikueue_job_that_needs_a_claim_template_is_refused():
     assert refused.value.message.endswith(
         "but this job also needs ResourceClaimTemplate, which hvdk8s would create here; use "
         "a queue that runs its jobs in this cluster, or --gpu-request device-plugin")
+
+
+def test_gpu_request_auto_takes_the_device_plugin_where_dra_could_not_travel(
+        kube_server, kubeconfig, monkeypatch, tmp_path):
+    """The worker cluster publishes DRA GPUs, which auto would take here; sent through
+    MultiKueue, the job takes the device plugin's, and says so, instead of being refused."""
+    from kubesim.dra import install_dra
+
+    kube_server.install_mpi_operator()
+    _manager(kube_server)
+    with KubeAPIServer() as worker:
+        worker.add_node("w-node-0", gpus=8, labels=dict(GPU_NODE_LABELS))
+        install_dra(worker, {"w-node-0": [f"GPU-{i}" for i in range(8)]})
+        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
+        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
+        result = _cli(*SUBMIT, "--name", "auto", "--mode", "operator", "--dry-run=server",
+                      "python", "t.py")
+        assert result.exit_code == 0, result.output
+        assert "--gpu-request auto: the device plugin's GPUs, not DRA" in result.output
+        objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+        assert [o["kind"] for o in objects] == ["MPIJob"]
+        worker_pod = objects[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        assert "nvidia.com/gpu" in worker_pod["containers"][0]["resources"]["limits"]
+        assert "resourceClaims" not in worker_pod
