@@ -2,7 +2,7 @@
 
 `hvdk8s dev cluster` runs no container; this is what lets a user watch a job there from
 submit to end. Each container's program is read from its pod as a kubelet would start it
-(command, args, env, the files of its ConfigMap volumes) and recognised as one of
+(command, args, env, the files of its ConfigMap and downwardAPI volumes) and recognised as one of
 hvdk8s' own (mpijob/k8s/podscripts, mpijob.k8s.command, mpijob.k8s.render_trainjob):
 
 - a launcher (built-in `launcher.sh`, the operator and Trainer wait script, `elastic.sh`):
@@ -262,14 +262,21 @@ class _Program:
 
     def read(self, path: str) -> str | None:
         """A file of one of the container's ConfigMap volumes (the kubelet's volume
-        manager: a key per file, or `items` naming their paths)."""
+        manager: a key per file, or `items` naming their paths) or downwardAPI volumes
+        (pkg/volume/downwardapi/downwardapi.go CollectData: an item's annotation or label,
+        as is, `metadata.annotations['<key>']`; empty where the pod has none)."""
         volumes = {v["name"]: v for v in self.pod["spec"].get("volumes") or []}
         for mount in self.container.get("volumeMounts") or []:
             root = mount["mountPath"].rstrip("/") + "/"
-            source = (volumes.get(mount["name"]) or {}).get("configMap")
-            if not path.startswith(root) or source is None:
+            volume = volumes.get(mount["name"]) or {}
+            if not path.startswith(root):
                 continue
             relative = path[len(root):]
+            if "downwardAPI" in volume:
+                return _downward_file(self.pod, volume["downwardAPI"], relative)
+            source = volume.get("configMap")
+            if source is None:
+                continue
             cm = self.player.store.get("/configmaps", self.namespace, source.get("name", ""))
             data = (cm or {}).get("data") or {}
             items = source.get("items")
@@ -283,6 +290,18 @@ class _Program:
         text = self.read(hostfile) or ""
         return [re.split(r"[: ]", line, maxsplit=1)[0] for line in text.splitlines()
                 if line.strip()]
+
+
+_FIELD_PATH = re.compile(r"metadata\.(annotations|labels)\['([^']+)'\]")
+
+
+def _downward_file(pod: dict, source: dict, relative: str) -> str | None:
+    """The file of a downwardAPI volume at `relative`, for the items this model reads."""
+    item = next((i for i in source.get("items") or [] if i.get("path") == relative), None)
+    found = _FIELD_PATH.fullmatch(((item or {}).get("fieldRef") or {}).get("fieldPath", ""))
+    if found is None:
+        return None
+    return (pod["metadata"].get(found.group(1)) or {}).get(found.group(2), "")
 
 
 def _root_annotation(player: Player, obj: dict, key: str, depth: int = 6) -> str | None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
 
 CONFIG_DIR = "/etc/hvdk8s"
+CONFIG_VOLUME = "hvdk8s-config"  # the volume of the files under CONFIG_DIR
 SSH_DIR = "/etc/hvdk8s-ssh"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
+from mpijob.k8s import pod_files
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
@@ -19,9 +20,11 @@ from mpijob.k8s.command import (
     wait_then_launch,
 )
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
+from mpijob.k8s.pod_files import PodFiles
 from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
     CONFIG_DIR,
+    CONFIG_VOLUME,
     env_list,
     finish_container,
     finish_pod,
@@ -41,11 +44,11 @@ API_VERSION = "kubeflow.org/v2beta1"
 
 
 def _container(work: Workload, name: str, command: list[str], resources: dict,
-               benchmark: bool, extra_env: dict | None = None) -> dict:
+               files: PodFiles | None, extra_env: dict | None = None) -> dict:
     spec = work.spec
     mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    if benchmark:
-        mounts.append({"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True})
+    if files is not None:
+        mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True})
     c: dict = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
          "command": command, "env": env_list(spec, work.decisions, extra_env), "volumeMounts": mounts}
     if resources:
@@ -53,7 +56,7 @@ def _container(work: Workload, name: str, command: list[str], resources: dict,
     return c
 
 
-def _template(work: Workload, role: str, container: dict, benchmark: bool,
+def _template(work: Workload, role: str, container: dict, files: PodFiles | None,
               affinity: dict | None, gang: bool) -> dict:
     """The launcher's (gang False) or the workers' pod template, whole."""
     spec = work.spec
@@ -72,8 +75,10 @@ def _template(work: Workload, role: str, container: dict, benchmark: bool,
         if annotations:
             meta["annotations"] = annotations
     volumes = [shm_volume(spec)]
-    if benchmark:
-        volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.operator_benchmark(spec.name)}})
+    if files is not None:
+        volumes.append(files.volume())
+        if files.annotations:
+            meta.setdefault("annotations", {}).update(files.annotations)
     container = finish_container(spec, container, data=data, ipc_lock=worker and work.ipc_lock)
     body = {**pod_common(spec, gang=gang), "containers": [container], "volumes": volumes}
     if affinity:
@@ -106,11 +111,19 @@ def render_operator(work: Workload, benchmark_source: str | None,
                     prediction: dict | None, managed_by: str | None = None,
                     preflight_files: dict[str, str] | None = None) -> list[dict]:
     """`managed_by`: runPolicy.managedBy, the controller that runs the MPIJob (MultiKueue's
-    kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
+    kueue.x-k8s.io/multikueue dispatches it to a worker cluster, so the pods carry their
+    files instead of a ConfigMap: mpijob.k8s.pod_files)."""
     spec, placement, shape, decided = work.spec, work.placement, work.shape, work.decisions
     assert shape is not None  # an operator-mode workload
-    preflight = preflight_config(spec, preflight_files, decided=decided)
-    benchmark = spec.runs_benchmark or bool(preflight)  # the pods mount the ConfigMap
+    data = dict(preflight_config(spec, preflight_files, decided=decided))
+    if spec.runs_benchmark:
+        if benchmark_source is None:
+            raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
+        data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
+    files = None  # the pods mount the job's files only where it has some
+    if data:
+        files = (pod_files.carried(spec, CONFIG_VOLUME, data) if managed_by else
+                 pod_files.from_config_map(CONFIG_VOLUME, names.operator_benchmark(spec.name)))
     worker = work.workers[0]
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE,
@@ -132,9 +145,9 @@ def render_operator(work: Workload, benchmark_source: str | None,
         rsh_args = None
     launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args, decided=decided)
     launcher = _container(work, "launcher", wait_then_launch(launch), launcher_resources(spec),
-                          benchmark, launcher_env)
+                          files, launcher_env)
     worker_container = _container(work, "worker", operator_sshd(sshd_args),
-                                  worker.resources.to_k8s(), benchmark)
+                                  worker.resources.to_k8s(), files)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
         worker_container["ports"] = [{"name": "ssh", "containerPort": decided.ssh_port}]
     # backoffLimit always set: unset, the launcher Job's default of 6 retries mpirun six
@@ -195,11 +208,11 @@ def render_operator(work: Workload, benchmark_source: str | None,
                 # still active when the Job fails, and the Job controller deletes active pods
                 # then (job_controller.go syncJob: deleteActivePods), log and all.
                 "Launcher": {"replicas": 1, "restartPolicy": "Never",
-                             "template": _template(work, names.ROLE_LAUNCHER, launcher, benchmark,
+                             "template": _template(work, names.ROLE_LAUNCHER, launcher, files,
                                                    None, gang=False)},
                 "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
                            "template": _template(work, names.ROLE_WORKER, worker_container,
-                                                 benchmark, affinity, gang=True)},
+                                                 files, affinity, gang=True)},
             },
         },
     }
@@ -208,12 +221,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
         objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
     if worker.gpu_claim is not None:
         objects.append(worker.gpu_claim.template_object(spec.namespace, names.job_labels(spec.name)))
-    if benchmark:
-        data = dict(preflight)
-        if spec.runs_benchmark:
-            if benchmark_source is None:
-                raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
-            data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
+    if files is not None and not files.annotations:
         objects.append({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(spec, names.operator_benchmark(spec.name)),

@@ -34,7 +34,7 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.decisions import Choices, Decisions
 from mpijob.jobspec.spec import JobSpec, option_of
-from mpijob.k8s import trainer_progress
+from mpijob.k8s import pod_files, trainer_progress
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     TRAINER_STATUS_IN_POD,
@@ -44,8 +44,10 @@ from mpijob.k8s.command import (
     shell_join,
     wait_then_launch,
 )
+from mpijob.k8s.pod_files import PodFiles
 from mpijob.k8s.render import (
     CONFIG_DIR,
+    CONFIG_VOLUME,
     data_volumes,
     env_list,
     launcher_mounts_data,
@@ -80,7 +82,6 @@ FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # A runtime patch's manager must be a domain-prefixed path (plugins/jobset Validate).
 PATCH_MANAGER = f"{names.GROUP}/placement"
 ANNOTATION_RUNTIME_IMAGE = f"{names.GROUP}/image"
-CONFIG_VOLUME = "hvdk8s-config"
 LAUNCH_SCRIPT = "launch.sh"
 
 
@@ -192,9 +193,11 @@ def runtime_fits(runtime: dict, spec: JobSpec) -> str | None:
     return None
 
 
-def install_command(spec: JobSpec) -> str:
-    """`hvdk8s install runtime` with what makes this job's runtime."""
+def install_command(spec: JobSpec, context: str | None = None) -> str:
+    """`hvdk8s install runtime` with what makes this job's runtime (in `context`)."""
     words = ["hvdk8s", "install", "runtime", "--image", spec.image]
+    if context is not None:
+        words += ["--context", context]
     defaults = JobSpec.model_fields
     for option, field in (("--image-pull-policy", "image_pull_policy"),
                           ("--launcher-cpu", "launcher_cpu"),
@@ -228,9 +231,11 @@ def launch_script(spec: JobSpec, decided: Decisions, env: dict[str, str]) -> str
     return "\n".join(lines) + "\n"
 
 
-def _pod_patch(work: Workload, role: str, affinity: dict | None,
+def _pod_patch(work: Workload, role: str, affinity: dict | None, files: PodFiles,
                trainer_status: StatusEndpoint | None = None) -> dict:
-    """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go).
+    """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go), and
+    the pod's labels and annotations (PodTemplatePatch metadata). `files`: the volume of
+    the job's files (its ConfigMap, or carried in annotations: mpijob.k8s.pod_files).
     `trainer_status` (the launcher's): the token and CA of Trainer's status endpoint."""
     spec = work.spec
     meta = metadata(spec, None, role=role)
@@ -239,7 +244,9 @@ def _pod_patch(work: Workload, role: str, affinity: dict | None,
         # Kueue's pod set topology on the node pods, as on operator mode's worker template
         meta.setdefault("annotations", {}).update(
             scheduler.topology_annotations(work.network_domain))
-    volumes = [{"name": CONFIG_VOLUME, "configMap": {"name": names.config(spec.name)}}]
+    if files.annotations:
+        meta.setdefault("annotations", {}).update(files.annotations)
+    volumes = [files.volume()]
     mounts: list[dict] = [{"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     if role == names.ROLE_WORKER:  # NCCL's ranks of one pod share /dev/shm
         volumes.insert(0, shm_volume(spec))
@@ -323,9 +330,14 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     if resources := worker.resources.to_k8s():
         trainer["resourcesPerNode"] = resources
     affinity = _affinity(spec, shape.nodes)
+    data = _files(spec, decided, launcher_env, benchmark_source, preflight_files)
+    # MultiKueue copies only the TrainJob to the worker cluster: the pods carry their files
+    files = (pod_files.carried(spec, CONFIG_VOLUME, data) if managed_by else
+             pod_files.from_config_map(CONFIG_VOLUME, names.config(spec.name)))
     patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
-        "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity),
-                           _pod_patch(work, names.ROLE_LAUNCHER, None, trainer_status)]}}}}
+        "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity, files),
+                           _pod_patch(work, names.ROLE_LAUNCHER, None, files,
+                                      trainer_status)]}}}}
     meta = metadata(spec, spec.name,
                     extra_annotations=root_annotations(spec, decided, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "trainjob"
@@ -340,6 +352,19 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         job_spec["managedBy"] = managed_by
     if spec.run_policy.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = spec.run_policy.active_deadline_seconds
+    root = {"apiVersion": api_version(version), "kind": "TrainJob", "metadata": meta,
+            "spec": job_spec}
+    if files.annotations:
+        return [root]
+    return [root, {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": metadata(spec, names.config(spec.name)), "data": data}]
+
+
+def _files(spec: JobSpec, decided: Decisions, launcher_env: dict[str, str],
+           benchmark_source: str | None,
+           preflight_files: dict[str, str] | None) -> dict[str, str]:
+    """The files under CONFIG_DIR: the launch script, the status poster, the benchmark
+    and the preflight."""
     status_poster = TRAINER_STATUS_IN_POD.rsplit("/", 1)[1]
     # Trainer's status endpoint is there to post to where its TrainJobStatus gate is on
     data = {LAUNCH_SCRIPT: launch_script(spec, decided, launcher_env),
@@ -349,7 +374,4 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
         data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
     data.update(preflight_config(spec, preflight_files, decided=decided))
-    return [{"apiVersion": api_version(version), "kind": "TrainJob", "metadata": meta,
-             "spec": job_spec},
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": metadata(spec, names.config(spec.name)), "data": data}]
+    return data

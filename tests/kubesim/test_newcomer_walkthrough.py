@@ -119,6 +119,42 @@ def test_list_shows_a_multikueue_jobs_figure(dev):
     assert list_row("far")["IMAGES/SEC"] != "-"
 
 
+@pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
+@pytest.mark.parametrize("mode", ["operator", "trainjob"])
+def test_a_multikueue_job_runs_the_benchmark_on_the_worker_cluster_in_each_mode(dev, mode):
+    """Kueue copies only the job to worker1, whose kubelet holds a pod whose ConfigMap is
+    missing: the pods carry their files themselves, and the benchmark runs to its end."""
+    if mode == "trainjob":  # the runtime where the TrainJob is made and where it runs
+        for where in ((), ("--context", devcluster.MULTIKUEUE_WORKER)):
+            installed = hvdk8s("install", "runtime", "--image", IMAGE, *where)
+            assert installed.exit_code == 0, installed.output
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "mk", "--mode", mode,
+                       *SHAPE_OPTIONS["multikueue"])
+    assert submitted.exit_code == 0, submitted.output
+    waited = hvdk8s("wait", "mk", "--timeout", "10")
+    assert waited.exit_code == 0, waited.output
+    assert re.search(r"^mk +Succeeded$", waited.output, re.MULTILINE), waited.output
+    assert "total images/sec: " in hvdk8s("logs", "mk").output
+    worker = dev.workers[devcluster.MULTIKUEUE_WORKER]
+    mounts = [e for e in worker.objects("events", "default") if e["reason"] == "FailedMount"]
+    assert mounts == []
+    made = [c["metadata"]["name"] for c in dev.server.objects("configmaps", "default")]
+    assert not [n for n in made if n.startswith("mk-")], made  # nothing made for no one
+
+
+@pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
+def test_a_multikueue_trainjob_whose_worker_lacks_the_runtime_is_refused(dev):
+    assert hvdk8s("install", "runtime", "--image", IMAGE).exit_code == 0  # the manager only
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "mk", "--mode", "trainjob",
+                       *SHAPE_OPTIONS["multikueue"])
+    assert submitted.exit_code == 2, submitted.output
+    said = submitted.output.strip().splitlines()[-1]
+    assert said.startswith("error: MultiKueue worker cluster worker1 (context worker1), where "
+                           "this TrainJob runs: no ClusterTrainingRuntime"), said
+    assert f"hvdk8s install runtime --image {IMAGE} --context worker1" in said
+    assert dev.server.objects("trainjobs.trainer.kubeflow.org", "default") == []
+
+
 @pytest.mark.parametrize("dev", ["trainer-status"], indirect=True)
 def test_the_launcher_posts_trainers_progress_where_its_gate_is_on(dev):
     """The shape with Trainer's TrainJobStatus on: submit gives the launcher the endpoint,

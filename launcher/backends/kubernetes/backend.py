@@ -123,29 +123,6 @@ class KubernetesBackend(Submitting, Waiting, JobLogs):
                                 gpu_nodes_only=True)
 
     @_api_errors
-    def multikueue_target(self, queue: str, namespace: str) -> tuple[str | None, str | None]:
-        """(the context to plan on, what to say) for a Kueue queue that dispatches through
-        MultiKueue: its only worker cluster where the kubeconfig has that context, else
-        none (the job runs where Kueue admits it, unknown until then); (None, None) for a
-        queue that runs jobs here."""
-        from launcher.backends.kubernetes import multikueue
-        from launcher.backends.kubernetes.kubeconfig import context_names
-
-        clusters = multikueue.worker_clusters(self.client, queue, namespace)
-        if clusters is None:
-            return None, None
-        if len(clusters) == 1 and clusters[0] in context_names(self._kubeconfig):
-            return clusters[0], (f"--queue {queue} dispatches through Kueue's MultiKueue to "
-                                 f"its only worker cluster {clusters[0]}: planned there "
-                                 f"(context {clusters[0]})")
-        seen = ("" if len(clusters) != 1 else
-                f"; no kubeconfig context {clusters[0]} shows its nodes")
-        return None, (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
-                      "the worker cluster Kueue admits it on"
-                      + (f" ({', '.join(clusters)})" if clusters else "") + seen
-                      + ", so no placement is planned (that cluster's scheduler places it)")
-
-    @_api_errors
     def scale(self, name: str, namespace: str | None = None, *, workers: int,
               timeout: float = 60.0) -> str:
         """`hvdk8s scale`: an elastic job's workers, within its bounds, confirmed by the

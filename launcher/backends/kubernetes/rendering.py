@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
+from launcher.output import note
 from launcher.preparing.planning import Plan
 
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
@@ -73,19 +74,38 @@ def render(
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
 
-        return render_operator(work, benchmark_source, prediction, managed_by, files)
+        return _only_the_root(spec, managed_by, render_operator(
+            work, benchmark_source, prediction, managed_by, files))
     if mode == "trainjob":  # what a TrainJob cannot carry is refused there
         from mpijob.k8s.render_trainjob import render_trainjob
 
         version = {"version": trainer_version} if trainer_version else {}
-        return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
-                               preflight_files=files, trainer_status=trainer_status,
-                               **version)
+        return _only_the_root(spec, managed_by, render_trainjob(
+            work, benchmark_source, prediction, managed_by=managed_by, preflight_files=files,
+            trainer_status=trainer_status, **version))
     from mpijob.k8s.render_pods import render_pods
 
     if ssh is None:
         raise ValueError("pods mode needs SSH keys")
     return render_pods(work, ssh, benchmark_source, prediction, elastic_source, gate_deadline, files)
+
+
+def _only_the_root(spec: JobSpec, managed_by: str | None, objects: list[dict]) -> list[dict]:
+    """A job sent to another cluster (MultiKueue: Kueue copies only the job object there)
+    must need nothing else hvdk8s would create here; its files travel in its pods
+    (mpijob.k8s.pod_files), and what cannot is refused before anything is created."""
+    from mpijob.errors import SpecError
+    from mpijob.jobspec.spec import option_of
+
+    if not managed_by or len(objects) == 1:
+        return objects
+    kinds = sorted({o["kind"] for o in objects[1:]})
+    dra = ", or --gpu-request device-plugin" if "ResourceClaimTemplate" in kinds else ""
+    raise SpecError("queue", (
+        f"{spec.queue} dispatches through Kueue's MultiKueue, which copies only the "
+        f"{objects[0]['kind']} to the worker cluster, but this job also needs "
+        f"{' and '.join(kinds)}, which hvdk8s would create here; use a queue that runs its "
+        f"jobs in this cluster{dra}"), option_of("queue"))
 
 
 def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
@@ -126,6 +146,7 @@ class KubernetesObjects(BaseBackend):
         device resource (networks_for) and on the host network an sshd port free on the
         job's nodes."""
         from launcher.preparing.planning import plan_job
+        from mpijob.jobspec.decisions import Choices
 
         rdma_fix = choices = None
         if mode is not None and mode.mode == "trainjob":  # auto takes what a TrainJob carries
@@ -135,6 +156,13 @@ class KubernetesObjects(BaseBackend):
             choices = within_trainjob(spec)
             rdma_fix = ("a TrainJob cannot carry RDMA devices; "
                         f"{other_modes(spec, 'trainjob', mode.installed, mode.gang_unserved)}")
+        if (spec.gpu_request == "auto" and cluster is not None
+                and (mode is None or mode.mode != "pods")  # pods: MultiKueue takes no pods
+                and any(n.dra_devices for n in cluster.nodes) and self.sent_away(spec)):
+            # a DRA claim template would stay here: only the job travels (_only_the_root)
+            choices = Choices((choices or Choices.of(spec)).rdma, "device-plugin")
+            note("note: --gpu-request auto: the device plugin's GPUs, not DRA: Kueue's "
+                 "MultiKueue copies only the job to the worker cluster, no claim template")
         return plan_job(spec, cluster, assumptions,
                         pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix,
                         choices=choices, networks=self.networks_for(spec), host_ssh_port=True)
@@ -163,6 +191,11 @@ class KubernetesObjects(BaseBackend):
         """The Pod Security level of the job's namespace, where planning needs it; offline
         nothing is read."""
         return None
+
+    def sent_away(self, spec: JobSpec) -> bool:
+        """Whether the job's queue sends it to another cluster (MultiKueue); offline
+        nothing is read."""
+        return False
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""

@@ -145,6 +145,13 @@ class Submitting(Observing):
         return dataclasses.replace(options, trainer_status=endpoint, trainer_status_off=why)
 
     @_api_errors
+    def sent_away(self, spec: JobSpec) -> bool:
+        from launcher.backends.kubernetes import multikueue
+
+        return bool(spec.queue and getattr(gangs.get(spec.gang), "multicluster", False)
+                    and multikueue.manager_for(self.client, spec.queue, spec.namespace))
+
+    @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
         """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
@@ -154,10 +161,17 @@ class Submitting(Observing):
         said = ([f"Kubeflow Trainer progress is off for this job: {options.trainer_status_off}; "
                  "hvdk8s get reads progress from the launcher's log"]
                 if options.mode == "trainjob" and options.trainer_status_off else [])
+        if options.managed_by and (options.mode == "trainjob" or spec.runs_benchmark
+                                   or plan.decisions.runs_preflight):
+            said.append("Kueue's MultiKueue copies only the job to the worker cluster: its pods "
+                        "carry their files (under /etc/hvdk8s) in their annotations, not in a "
+                        "ConfigMap (mpijob/k8s/pod_files.py)")
         if options.mode == "operator" and not client.serves(MPIJOB):
             raise UsageError(OPERATOR_MISSING)
         if options.mode == "trainjob":  # the runtime the TrainJob names exists and fits
             trainer.require_runtime(client, spec)
+            if options.managed_by:  # and where MultiKueue runs it
+                said += self._worker_runtime(spec)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
@@ -179,6 +193,47 @@ class Submitting(Observing):
         # the pods would wait on a volume that never attaches
         check_claims(client, spec, placement, options.mode)
         return dataclasses.replace(plan, placement=placement), [*said, *notes]
+
+    @_api_errors
+    def multikueue_target(self, queue: str, namespace: str) -> tuple[str | None, str | None]:
+        """(the context to plan on, what to say) for a Kueue queue that dispatches through
+        MultiKueue: its only worker cluster where the kubeconfig has that context, else
+        none (the job runs where Kueue admits it, unknown until then); (None, None) for a
+        queue that runs jobs here."""
+        from launcher.backends.kubernetes import multikueue
+        from launcher.backends.kubernetes.kubeconfig import context_names
+
+        clusters = multikueue.worker_clusters(self.client, queue, namespace)
+        if clusters is None:
+            return None, None
+        if len(clusters) == 1 and clusters[0] in context_names(self._kubeconfig):
+            return clusters[0], (f"--queue {queue} dispatches through Kueue's MultiKueue to "
+                                 f"its only worker cluster {clusters[0]}: planned there "
+                                 f"(context {clusters[0]})")
+        seen = ("" if len(clusters) != 1 else
+                f"; no kubeconfig context {clusters[0]} shows its nodes")
+        return None, (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
+                      "the worker cluster Kueue admits it on"
+                      + (f" ({', '.join(clusters)})" if clusters else "") + seen
+                      + ", so no placement is planned (that cluster's scheduler places it)")
+
+    def _worker_runtime(self, spec: JobSpec) -> builtins.list[str]:
+        """A TrainJob MultiKueue dispatches runs on the worker cluster's Trainer, which
+        needs the runtime there too (Kueue copies only the TrainJob): refused where the
+        only worker cluster, seen through its kubeconfig context, lacks it; else said."""
+        worker, _ = self.multikueue_target(spec.queue, spec.namespace)
+        if worker is None:
+            from mpijob.k8s.render_trainjob import runtime_name
+
+            return [f"the worker cluster Kueue's MultiKueue picks needs ClusterTrainingRuntime "
+                    f"{runtime_name(spec)} (hvdk8s install runtime --context <cluster>); not "
+                    "checked: hvdk8s sees no single worker cluster"]
+        remote = type(self)(worker, spec.namespace, kubeconfig=self._kubeconfig, poll=self.poll)
+        why = trainer.runtime_problem(remote.client, spec, context=worker)
+        if why is not None:
+            raise Refused(f"MultiKueue worker cluster {worker} (context {worker}), where this "
+                          f"TrainJob runs: {why}")
+        return []
 
     @_api_errors
     def admit(self, prepared: Prepared, options: KubernetesOptions, *,
