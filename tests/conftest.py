@@ -10,6 +10,7 @@ import pytest
 from tests import slow_set, xdist_groups
 from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
+from tests.real_runs import real_runs  # noqa: F401
 
 slow_set.install_guard()
 
