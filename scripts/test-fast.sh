@@ -13,4 +13,11 @@ if [ ! -x "$PY" ]; then
        "hvdk8s installed (pip install -e '.[agent,bench,dev]')" >&2
   exit 2
 fi
-exec "$PY" -m pytest -q -m "not slow" "$@"
+# Two workers (pytest-xdist, of the dev extra): most of the fast set waits on sockets and on
+# the model cluster's loops, so two share two cores well (benchmarks/suite/). `-n N` overrides.
+if ! "$PY" -c 'import xdist' 2>/dev/null; then
+  echo "test-fast.sh: $PY has no pytest-xdist (the fast set runs on two workers):" \
+       "pip install -e '.[agent,bench,dev]'" >&2
+  exit 2
+fi
+exec "$PY" -m pytest -q -m "not slow" -n 2 "$@"

@@ -20,4 +20,4 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 "$PY" -m pip list 2>/dev/null | grep -iE "^($(cut -d= -f1 "$constraints" | paste -sd'|')) " >&2
-exec "$PY" -m pytest -q -m "not slow and not horovod" "$@"
+exec "$PY" -m pytest -q -m "not slow and not horovod" -n 2 "$@"  # as scripts/test-fast.sh

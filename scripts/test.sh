@@ -11,4 +11,6 @@ bash scripts/impi.sh || echo "test.sh: Intel MPI could not be installed; its tes
 # The seams are typed (the backends, the submit pipeline, the pure core): checked first, in
 # seconds, with the files and settings of pyproject.toml's [tool.mypy].
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist): the slow set runs on one of them, one test at a time as before,
+# (tests/slow_set.py: one xdist group), while the other runs the fast set beside it.
+exec .venv/bin/python -m pytest -q -n 2 --dist loadgroup "$@"

@@ -7,17 +7,34 @@ import tempfile
 
 import pytest
 
-from tests import slow_set
+from tests import slow_set, xdist_groups
 from tests.k8s_env import k8s  # noqa: F401
 from tests.kubeapi_fixtures import api_requests, kube_server, kubeconfig  # noqa: F401
+from tests.real_runs import real_runs  # noqa: F401
 
 slow_set.install_guard()
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Before `-m "not slow"` deselects: a test using a slow fixture or helper is slow."""
     slow_set.put_in_the_slow_set(items)
+    slow_set.one_worker_for_the_slow_set(items)
+    xdist_groups.record(config, items)
+
+
+def pytest_configure(config):
+    xdist_groups.configure(config)
+
+
+def pytest_unconfigure(config):
+    xdist_groups.unconfigure(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (scripts/test.sh) on this pytest: tests/xdist_groups.py."""
+    return xdist_groups.make_scheduler(config, log)
 
 
 def pytest_runtest_setup(item):

@@ -40,7 +40,9 @@ class ConnectProxy:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next wake-up (0.5 s by default)
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
+                         daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:

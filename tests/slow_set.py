@@ -84,6 +84,19 @@ def put_in_the_slow_set(items: Iterable[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# pytest-xdist's group of the slow set: scripts/test.sh runs it on one worker, in order, with
+# `--dist loadgroup`, while the other worker runs the fast set. Two slow tests never share the
+# cores (their real-time windows and CPU hogs stay as measured), and each session fixture
+# of the slow set (a real run, TensorFlow, an image) is made once.
+SLOW_GROUP = "slow-set"
+
+
+def one_worker_for_the_slow_set(items: Iterable[pytest.Item]) -> None:
+    for item in items:
+        if is_slow(item):
+            item.add_marker(pytest.mark.xdist_group(SLOW_GROUP))
+
+
 # ------------------------------------------------------------------------------ the guard
 def what_makes_it_slow(argv: Sequence[str]) -> str | None:
     """The slow thing a command starts, or None."""

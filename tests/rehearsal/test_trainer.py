@@ -13,19 +13,6 @@ from tests.rehearsal.jobs import render_job
 pytestmark = [pytest.mark.rehearsal, pytest.mark.slow]
 
 
-@pytest.mark.horovod
-def test_trainjob_nodes_accept_trainers_key_and_run_the_benchmark(cluster):
-    """The launcher reaches each node's sshd by its JobSet hostname with the key Trainer's
-    MPI plugin mounts (private key mode 0640), and mpirun runs the benchmark on both."""
-    objects = render_job(mode="trainjob", workers=2)
-    runtime = horovod_runtime(build_spec(name="demo", image="rehearsal"))
-    job = TrainerJob(cluster, objects, runtime)
-    out = job.finish(timeout=420)  # minutes only on a loaded machine
-    assert out.launcher_exit == 0, out.launcher_log + "\n".join(out.worker_logs.values())
-    assert "total images/sec" in out.launcher_log
-    assert out.still_running == []
-
-
 def test_trainjob_launcher_reaches_every_node_by_its_jobset_hostname(cluster):
     """Ranks run `hostname` (no Horovod): the launcher's wait and mpirun reach each node's
     sshd as `<job>-node-0-<i>.<job>`, the hostfile Trainer writes, with Trainer's key."""
@@ -42,8 +29,10 @@ def test_submit_in_auto_mode_makes_a_trainjob_whose_pods_run_the_benchmark(clust
     """`hvdk8s submit mpi ... --gang` against a cluster with Kubeflow Trainer and no MPI
     Operator (the test API server's models): --mode auto makes a TrainJob; its JobSet's pods,
     as Trainer makes them of exactly what submit sends (a server dry run shows it), run the
-    benchmark here with real sshd and mpirun; the job submitted for real, its launcher
-    printing what the rehearsed one printed, ends `wait` with 0. On CPU: --gpus 0."""
+    benchmark here with real sshd and mpirun: the launcher reaches each node's sshd by its
+    JobSet hostname with the key Trainer's MPI plugin mounts (private key mode 0640), and
+    nothing is left running. The job submitted for real, its launcher printing what the
+    rehearsed one printed, ends `wait` with 0. On CPU: --gpus 0."""
     from tests.k8s_env import hvdk8s
 
     srv = k8s.server()
@@ -62,6 +51,7 @@ def test_submit_in_auto_mode_makes_a_trainjob_whose_pods_run_the_benchmark(clust
     out = TrainerJob(cluster, objects, runtime=horovod_runtime(spec)).finish(timeout=420)
     assert out.launcher_exit == 0, out.launcher_log + "\n".join(out.worker_logs.values())
     assert "total images/sec" in out.launcher_log
+    assert out.still_running == []
     srv.script_pod(r"demo-node-0-\d+-\w{5}", exit_code=None)
     srv.script_pod(r"demo-launcher-0-0-\w{5}", logs=out.launcher_log.splitlines(),
                    exit_code=out.launcher_exit)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import stat
 import subprocess
@@ -26,15 +25,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from launcher.cli.app import app
 from launcher.cli.helptext import EXAMPLES
 from tests.paths import ROOT
-from tests.slow_set import slow_fixture, slow_helper
+from tests.real_runs import LOCAL_CPU, REPO_DIRS, RealRuns, run_in_process
+from tests.slow_set import slow_helper
 
-# The repository folders examples name by relative path; results/ is written by them.
-REPO_DIRS = ("tests", "benchmarks")
 # Examples that cannot run here, and the machine they describe.
 ELSEWHERE = {
     "nvidia-smi": ("needs an NVIDIA GPU and nvidia-smi", lambda: shutil.which("nvidia-smi")),
@@ -49,7 +45,6 @@ ELSEWHERE = {
 # A real Horovod run on this CPU (seconds to minutes): the slow tests.
 REAL_RUNS = ("--backend local --workers 2 --gpus 0 --wait", "local-cpu")
 # The results folders examples name, and the example that writes each.
-LOCAL_CPU = "hvdk8s experiment run benchmarks/experiments/local-cpu.yaml"
 RESULTS = {"results/local-cpu": LOCAL_CPU,
            # all of it: calibrate needs two one-rank runs of a model (--limit 2 makes one)
            "results/scaling": "hvdk8s experiment run benchmarks/experiments/scaling.yaml "
@@ -135,24 +130,6 @@ def run_in_shell(machine, line: str, timeout: float = 600) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def run_in_process(machine, line: str) -> tuple[int, str]:
-    """One `hvdk8s` command, in this process, with the example's environment and folder."""
-    work, env = machine
-    # Only what differs from this process: the example's variables, the others unset.
-    changes: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
-    changes.update({k: None for k in os.environ if k not in env})
-    before = os.getcwd()
-    os.chdir(work)
-    try:
-        done = CliRunner().invoke(app, shlex.split(line)[1:], prog_name="hvdk8s", env=changes)
-    finally:
-        os.chdir(before)
-    output = done.output
-    if done.exception is not None and not isinstance(done.exception, SystemExit):
-        output += f"\n{done.exception!r}"
-    return done.exit_code, output
-
-
 def run(machine, line: str) -> tuple[int, str]:
     return run_in_shell(machine, line) if needs_a_shell(line) else run_in_process(machine, line)
 
@@ -204,35 +181,6 @@ def once_per_session(line: str) -> bool:
     reads_results = any(results in line for results in RESULTS)
     return (any(r in line for r in REAL_RUNS) and not reads_results and not needs_a_shell(line)
             and "NAME" not in _words(line) and LOCAL_JOB not in _words(line))
-
-
-class RealRuns:
-    """Examples that train for real (minutes each), run once per session in this process,
-    each in a folder of its own: their exit status, output and folder, by line."""
-
-    def __init__(self, top: Path):
-        self.top = top
-        self.done: dict[str, tuple[int, str, Path]] = {}
-
-    def run(self, line: str) -> tuple[int, str, Path]:
-        if line not in self.done:
-            top = self.top / f"run-{len(self.done)}"
-            work = top / "work"
-            work.mkdir(parents=True)
-            for d in REPO_DIRS:
-                (work / d).symlink_to(ROOT / d)
-            (top / "config.yaml").write_text("")
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("HVDK8S_", "KUBE"))}
-            env.update(HVDK8S_HOME=str(top / "home"), HVDK8S_CONFIG=str(top / "config.yaml"),
-                       COLUMNS="80")
-            code, output = run_in_process((work, env), line)
-            self.done[line] = (code, output, work)
-        return self.done[line]
-
-
-@slow_fixture(scope="session")
-def real_runs(tmp_path_factory) -> RealRuns:
-    return RealRuns(tmp_path_factory.mktemp("real-runs"))
 
 
 @pytest.mark.parametrize("path,i", _cases())

@@ -1,5 +1,9 @@
-"""The local-cpu experiment, reduced, run for real: 1 and 2 Horovod ranks on this CPU, then
-the report read back from the files it wrote."""
+"""The local-cpu experiment run for real (1 and 2 Horovod ranks on this CPU, twice), then
+the report read back from the files it wrote.
+
+The run is the session's (tests/real_runs.py): the one `hvdk8s experiment run
+benchmarks/experiments/local-cpu.yaml` its help example and the README print, made once for
+every test that reads its results."""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import csv
 import importlib.util
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,51 +18,48 @@ from typer.testing import CliRunner
 
 from launcher.cli.app import app
 from tests.paths import ROOT
-from tests.slow_set import slow_fixture
+from tests.real_runs import LOCAL_CPU
 
 EXAMPLE = ROOT / "benchmarks" / "experiments" / "local-cpu.yaml"
 
 
-
-@slow_fixture
-def reduced_local_cpu(tmp_path, monkeypatch) -> Path:
+@pytest.mark.slow
+@pytest.mark.horovod
+def test_local_cpu_experiment_end_to_end(real_runs, tmp_path, monkeypatch):
     if importlib.util.find_spec("horovod") is None:  # found, not imported: TensorFlow is slow
         pytest.skip("needs Horovod")
     if shutil.which("mpirun") is None:
         pytest.skip("needs mpirun (OpenMPI)")
-    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["matrix"].update(workers=[1, 2], num_batches=5, num_warmup_batches=1, image_size=32)
-    data["repetitions"] = 1
-    path = tmp_path / "local-cpu.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-@pytest.mark.slow
-@pytest.mark.horovod
-def test_local_cpu_experiment_end_to_end(reduced_local_cpu, tmp_path):
+    code, output, work = real_runs.run(LOCAL_CPU)
+    assert code == 0, f"$ {LOCAL_CPU}\nexit {code}\n{output}"
+    # A copy: the run again below reads and writes the folder; others read the session's.
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["experiment", "run", str(reduced_local_cpu), "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    shutil.copytree(work / "results" / "local-cpu", out)
+    matrix = yaml.safe_load(EXAMPLE.read_text())
+    expected = sorted(workers for workers in matrix["matrix"]["workers"]
+                      for _ in range(matrix["repetitions"]))
 
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["workers"], r["gpus"], r["status"]) for r in rows] == [
-        ("1", "0", "Succeeded"), ("2", "0", "Succeeded")]
+    assert sorted((int(r["workers"]), r["gpus"], r["status"]) for r in rows) == [
+        (w, "0", "Succeeded") for w in expected]
     assert all(float(r["images_per_sec"]) > 0 for r in rows)
     assert all(r["predicted_images_per_sec"] == "" for r in rows)  # no prediction on the CPU
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert [r["result"]["world_size"] for r in records] == [1, 2]
+    assert sorted(r["result"]["world_size"] for r in records) == expected
+    assert all(r["result"]["world_size"] == r["workers"] for r in records)
     for r in records:
         assert "total images/sec" in (out / r["log"]).read_text()
     # Each job was deleted once recorded.
-    assert not list((tmp_path / "home" / "jobs" / "default").glob("local-cpu-*"))
+    assert not list((work.parent / "home" / "jobs" / "default").glob("local-cpu-*"))
 
-    # Run again: both are done, nothing is submitted.
-    again = CliRunner().invoke(app, ["experiment", "run", str(reduced_local_cpu), "--out", str(out)])
-    assert again.exit_code == 0 and "2 of 2 runs already succeeded" in again.output
-    assert len(list(csv.DictReader(open(out / "results.csv")))) == 2
+    # Run again: every run is done, nothing is submitted.
+    monkeypatch.setenv("HVDK8S_HOME", str(tmp_path / "home"))
+    again = CliRunner().invoke(app, ["experiment", "run", str(EXAMPLE), "--out", str(out)])
+    total = len(expected)
+    assert again.exit_code == 0 and f"{total} of {total} runs already succeeded" in again.output
+    assert len(list(csv.DictReader(open(out / "results.csv")))) == total
+    assert not (tmp_path / "home" / "jobs").exists()
 
     report = CliRunner().invoke(app, ["experiment", "report", str(out), "-o", "json"])
     assert report.exit_code == 0, report.output

@@ -384,7 +384,9 @@ def issuer(pki):
     srv.refreshes = []  # type: ignore[attr-defined]
     srv.fresh = _jwt("carol", time.time() + 3600)  # type: ignore[attr-defined]
     srv.next_token = lambda: srv.fresh  # type: ignore[attr-defined]
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    # shutdown() below waits for the loop's next wake-up (0.5 s by default)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01},
+                     daemon=True).start()
     yield srv
     srv.shutdown()
 
