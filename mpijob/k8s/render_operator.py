@@ -12,6 +12,7 @@ from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
 from mpijob.jobspec.spec import JobSpec
+from mpijob.k8s import monitor
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
@@ -115,7 +116,8 @@ def render_operator(work: Workload, benchmark_source: str | None,
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE,
                     # A gang scheduler may hold the workers in its queue for long: no limit.
-                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
+                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
+                    **monitor.env(spec, prediction)}
     # One port, the job's, on both ends: the worker's sshd gets it on its command line (it
     # beats the image's sshd_config Port) and the launcher's wait and mpirun get it from
     # HVDK8S_SSH_PORT (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT), whatever the image says.
@@ -131,8 +133,9 @@ def render_operator(work: Workload, benchmark_source: str | None,
     else:
         rsh_args = None
     launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args)
-    launcher = _container(spec, "launcher", wait_then_launch(launch), launcher_resources(spec),
-                          benchmark, launcher_env)
+    # The launcher always mounts the ConfigMap: the monitor runs from it.
+    launcher = monitor.with_monitor(spec, _container(
+        spec, "launcher", wait_then_launch(launch), launcher_resources(spec), True, launcher_env))
     worker_container = _container(spec, "worker", operator_sshd(sshd_args),
                                   worker.resources.to_k8s(), benchmark)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
@@ -195,7 +198,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
                 # still active when the Job fails, and the Job controller deletes active pods
                 # then (job_controller.go syncJob: deleteActivePods), log and all.
                 "Launcher": {"replicas": 1, "restartPolicy": "Never",
-                             "template": _template(work, names.ROLE_LAUNCHER, launcher, benchmark,
+                             "template": _template(work, names.ROLE_LAUNCHER, launcher, True,
                                                    None, gang=False)},
                 "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
                            "template": _template(work, names.ROLE_WORKER, worker_container,
@@ -208,15 +211,14 @@ def render_operator(work: Workload, benchmark_source: str | None,
         objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
     if worker.gpu_claim is not None:
         objects.append(worker.gpu_claim.template_object(spec.namespace, names.job_labels(spec.name)))
-    if benchmark:
-        data = dict(preflight)
-        if spec.runs_benchmark:
-            if benchmark_source is None:
-                raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
-            data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
-        objects.append({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(spec, names.operator_benchmark(spec.name)),
-            "data": data,
-        })
+    data = {**preflight, **monitor.config()}
+    if spec.runs_benchmark:
+        if benchmark_source is None:
+            raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
+        data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
+    objects.append({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": metadata(spec, names.operator_benchmark(spec.name)),
+        "data": data,
+    })
     return objects

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s import render_elastic, start_gate
+from mpijob.k8s import monitor, render_elastic, start_gate
 from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv, preflight_config
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.gang import gang_objects, gang_pod_metadata
@@ -71,6 +71,7 @@ def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | No
         "hostfile": hostfile_text(spec, [(worker_host(spec, p), p.slots) for p in pods]),
         "launcher.sh": pod_script("launcher.sh"),
         "worker.sh": pod_script("worker.sh"),
+        **monitor.config(),
     }
     if spec.runs_benchmark:
         if benchmark_source is None:
@@ -207,10 +208,11 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
         # the launcher needs none (the MPI Operator clears it the same way).
         "NVIDIA_VISIBLE_DEVICES": "",
         **(_OPENMPI_ENV if spec.mpi_implementation == "OpenMPI" else {}),
+        **monitor.env(spec, prediction),
     })
     if spec.elastic:
         env = [*env, *render_elastic.launcher_env(spec)]
-    container = {
+    container = monitor.with_monitor(spec, {
         "name": "launcher",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
@@ -219,7 +221,7 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
         "env": env,
         "resources": launcher_resources(spec),
         "volumeMounts": mounts,
-    }
+    })
     pod_meta = metadata(spec, None, role=names.ROLE_LAUNCHER)
     launcher_pod = pod_common(spec, gang=False)
     job_spec: dict = {

@@ -33,6 +33,7 @@ from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec, option_of
+from mpijob.k8s import monitor
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
@@ -142,7 +143,9 @@ def _runtime_spec(spec: JobSpec) -> dict:
             "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2}}
     launcher = {"name": NODE, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
                 "command": ["/bin/sh", f"{CONFIG_DIR}/{LAUNCH_SCRIPT}"],
-                "resources": launcher_resources(spec)}
+                "resources": launcher_resources(spec),
+                # the launch script's monitor marks a stall for it (mpijob.k8s.monitor)
+                "readinessProbe": monitor.readiness_probe()}
     return {
         "mlPolicy": {"numNodes": 1, "mpi": {
             "numProcPerNode": 1, "mpiImplementation": "OpenMPI",
@@ -298,7 +301,8 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE, "HVDK8S_SSH_PORT": str(spec.ssh_port),
                     # Kueue may hold the nodes in its queue for long: no limit then.
-                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
+                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
+                    **monitor.env(spec, prediction)}
     if spec.run_as_user is not None:
         launcher_env["HOME"] = RUN_AS_HOME
     node_env = {"HOME": RUN_AS_HOME} if spec.run_as_user is not None else {}
@@ -324,7 +328,7 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         job_spec["managedBy"] = managed_by
     if spec.run_policy.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = spec.run_policy.active_deadline_seconds
-    data = {LAUNCH_SCRIPT: launch_script(spec, launcher_env)}
+    data = {LAUNCH_SCRIPT: launch_script(spec, launcher_env), **monitor.config()}
     if spec.runs_benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")

@@ -1,0 +1,68 @@
+"""The launcher pod's progress monitor (podscripts/hvdk8s_monitor.py), as every mode renders
+it: its file in the job's ConfigMap, its environment, the readiness probe that reads what it
+marks, and the metrics port.
+
+The probe is how a stall reaches `hvdk8s wait` without a log read: the kubelet runs it every
+PROBE_PERIOD_SECONDS and turns it into the pod's Ready condition, which `wait`'s pod watch
+delivers, and a failure into an `Unhealthy` event carrying its output (the stall, the silent
+ranks). Ready means: the monitor watches the launch line and it is not stalled. Before the
+launch line starts, and in an image without python3 (no monitor), the launcher is not Ready,
+and `wait` reads the log as it would without a probe.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mpijob.k8s.render import CONFIG_DIR, pod_script
+from mpijob.progress import MONITOR_DIR, rules_env
+
+if TYPE_CHECKING:
+    from mpijob.jobspec.spec import JobSpec
+
+MONITOR_FILE = "hvdk8s_monitor.py"
+MONITOR_IN_POD = f"{CONFIG_DIR}/{MONITOR_FILE}"
+METRICS_PORT_NAME = "metrics"
+PROBE_PERIOD_SECONDS = 10
+# The probe's words when the monitor does not watch (yet): the launcher waits for its
+# workers, or the image has no python3.
+NOT_WATCHING = "hvdk8s: the progress monitor is not watching a launch line (not started yet, or no python3)"
+
+
+def config() -> dict[str, str]:
+    """The ConfigMap entry: the monitor's source."""
+    return {MONITOR_FILE: pod_script(MONITOR_FILE)}
+
+
+def env(spec: JobSpec, prediction: dict | None) -> dict[str, str]:
+    """The launcher's environment for the monitor."""
+    out = {"HVDK8S_MONITOR": MONITOR_IN_POD, "HVDK8S_MONITOR_DIR": MONITOR_DIR, **rules_env()}
+    rate = (prediction or {}).get("images_per_sec")
+    if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0:
+        out["HVDK8S_PREDICTED_IMAGES_PER_SEC"] = f"{float(rate):.6g}"
+    if spec.stall_timeout is not None:
+        out["HVDK8S_STALL_TIMEOUT"] = str(spec.stall_timeout)
+    if spec.metrics_port is not None:
+        out["HVDK8S_METRICS_PORT"] = str(spec.metrics_port)
+    return out
+
+
+def probe_script() -> str:
+    """Fails, saying why, while the job is stalled or nothing watches it."""
+    return (f'd={MONITOR_DIR}; if [ -e "$d/stalled" ]; then cat "$d/stalled"; exit 1; fi; '
+            f'[ -e "$d/watching" ] || {{ echo "{NOT_WATCHING}"; exit 1; }}')
+
+
+def readiness_probe() -> dict:
+    return {"exec": {"command": ["/bin/sh", "-c", probe_script()]},
+            "periodSeconds": PROBE_PERIOD_SECONDS, "timeoutSeconds": 5,
+            "successThreshold": 1, "failureThreshold": 1}
+
+
+def with_monitor(spec: JobSpec, container: dict) -> dict:
+    """The launcher container with the probe and, when asked, the metrics port."""
+    out = {**container, "readinessProbe": readiness_probe()}
+    if spec.metrics_port is not None:
+        out["ports"] = [*(out.get("ports") or []),
+                        {"name": METRICS_PORT_NAME, "containerPort": spec.metrics_port}]
+    return out
