@@ -112,6 +112,8 @@ class SubmitOptions:
     managed_by: str | None = None
     # A client dry run: what is printed, never sent (secrets it would make are placeholders).
     shown_only: bool = False
+    # --metrics-port: a PodMonitor for the launcher, unless the cluster has no PodMonitor CRD.
+    pod_monitor: bool = True
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mpijob.k8s.render import CONFIG_DIR, pod_script
+from mpijob.jobspec import names
+from mpijob.k8s.render import CONFIG_DIR, metadata, pod_script
 from mpijob.progress import MONITOR_DIR, rules_env
+from mpijob.wellknown import POD_MONITOR_API_VERSION, POD_MONITOR_KIND
 
 if TYPE_CHECKING:
     from mpijob.jobspec.spec import JobSpec
@@ -24,6 +26,7 @@ MONITOR_FILE = "hvdk8s_monitor.py"
 MONITOR_IN_POD = f"{CONFIG_DIR}/{MONITOR_FILE}"
 METRICS_PORT_NAME = "metrics"
 PROBE_PERIOD_SECONDS = 10
+
 # The probe's words when the monitor does not watch (yet): the launcher waits for its
 # workers, or the image has no python3.
 NOT_WATCHING = "hvdk8s: the progress monitor is not watching a launch line (not started yet, or no python3)"
@@ -66,3 +69,20 @@ def with_monitor(spec: JobSpec, container: dict) -> dict:
         out["ports"] = [*(out.get("ports") or []),
                         {"name": METRICS_PORT_NAME, "containerPort": spec.metrics_port}]
     return out
+
+
+def pod_monitor(spec: JobSpec, mode: str) -> dict:
+    """The PodMonitor (where the cluster serves its CRD, submit creates it) that has Prometheus scrape the launcher pod's /metrics. A TrainJob's
+    launcher container comes from the runtime, which declares no job's port: its endpoint
+    is the port's number (podMetricsEndpoints[].portNumber), the others' the named port."""
+    assert spec.metrics_port is not None
+    endpoint: dict = {"path": "/metrics", "interval": "30s"}
+    if mode == "trainjob":
+        endpoint["portNumber"] = spec.metrics_port
+    else:
+        endpoint["port"] = METRICS_PORT_NAME
+    return {"apiVersion": POD_MONITOR_API_VERSION, "kind": POD_MONITOR_KIND,
+            "metadata": metadata(spec, names.metrics(spec.name)),
+            "spec": {"selector": {"matchLabels": {names.LABEL_JOB: spec.name,
+                                                  names.LABEL_ROLE: names.ROLE_LAUNCHER}},
+                     "podMetricsEndpoints": [endpoint]}}

@@ -1,6 +1,8 @@
 """Progress rehearsed end to end: the built-in benchmark runs for real across 2 pods (real
 sshd, mpirun, Horovod) in pods, operator and trainjob modes, and while it runs `hvdk8s get`
-shows, through the Kubernetes API, the step and images/sec its ranks report.
+shows, through the Kubernetes API, the step and images/sec its ranks report. The launcher
+pod's monitor runs too: its readiness probe (run in the container) passes while the ranks
+progress, and its metrics endpoint (--metrics-port) serves the same step.
 
 The rehearsal cluster has no API server of its own, so the job is also submitted, with the
 same arguments, to the test API server (kubesim), whose launcher pod stays running, and
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
@@ -31,7 +35,8 @@ STEPS = 40
 SUBMIT = ("submit", "mpi", "--name", "demo", "--workers", "2", "--gpus", "0",
           "--image", "rehearsal", "--batch-size", "2", "--num-batches", str(STEPS),
           "--num-warmup-batches", "1", "--image-size", "32",
-          "-e", "HVDK8S_REPORT_SECONDS=1")
+          "-e", "HVDK8S_REPORT_SECONDS=1", "--metrics-port", "9400")
+METRICS_PORT = 9400
 
 
 class LogCopy:
@@ -85,6 +90,18 @@ def read_progress(k8s, copy: LogCopy) -> tuple[dict, tuple[int, float | None]]:
     return status["progress"], expected
 
 
+def scrape(cluster, pod) -> dict[str, float]:
+    """The launcher's /metrics as Prometheus would scrape it: from the node (the hub)."""
+    fetch = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+             "sys.argv[1], timeout=5).read().decode())")
+    done = subprocess.run(["ip", "netns", "exec", cluster.network.hub, sys.executable, "-c",
+                           fetch, f"http://{pod.ip}:{METRICS_PORT}/metrics"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return {name: float(value) for name, value in
+            (row.split(" ") for row in done.stdout.splitlines() if row and row[0] != "#")}
+
+
 MODES = ["pods", "operator", "trainjob"]
 
 
@@ -130,6 +147,7 @@ def rehearse_progress(cluster, k8s, mode: str) -> None:
     copy = LogCopy(srv, api_launcher, job.launcher)
 
     reads = []  # (what get showed, what the ranks had reported in the log it read)
+    scraped: dict[str, float] = {}
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and job.launcher.exit_code() is None and len(reads) < 2:
         shown_progress, expected = read_progress(k8s, copy)
@@ -137,7 +155,10 @@ def rehearse_progress(cluster, k8s, mode: str) -> None:
         timed = shown_progress is not None and shown_progress["images_per_sec"] is not None
         if timed and step < STEPS and (not reads or step > reads[-1][0]["step"]):
             reads.append((shown_progress, expected))
+            if not scraped:
+                scraped = scrape(cluster, job.launcher)
         time.sleep(0.5)
+    ready_while_running = job.launcher.ready
     out = job.finish(timeout=600)
     copy.stop()
     assert out.launcher_exit == 0, out.launcher_log + "\n".join(out.worker_logs.values())
@@ -155,3 +176,11 @@ def rehearse_progress(cluster, k8s, mode: str) -> None:
     assert final["images_per_sec"] == pytest.approx(rate)
     # Two ranks, each in its own pod, reported.
     assert {r["rank"] for r in iter_reports(copy.lines, kind="progress")} == {0, 1}
+    # The monitor watched: the probe failed before the launch line started (saying so),
+    # then passed while the ranks progressed; never a stall.
+    probes = job.launcher.probes
+    assert ready_while_running and (True, "") in probes, probes
+    assert not any("stalled" in said for _, said in probes), probes
+    # Its metrics: the step the ranks reported and the run's length, served for real.
+    assert 0 < scraped["hvdk8s_step"] <= STEPS and scraped["hvdk8s_total_steps"] == STEPS
+    assert scraped["hvdk8s_stalled"] == 0 and scraped["hvdk8s_images_per_second"] > 0

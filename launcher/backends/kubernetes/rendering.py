@@ -53,12 +53,27 @@ def render(
     managed_by: str | None = None,
     gate_deadline: int | None = None,
     preflight_plan: dict | None = None,
+    pod_monitor: bool = True,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
     `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
     `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
-    pod only, nothing expected)."""
+    pod only, nothing expected). `pod_monitor`: with --metrics-port, a PodMonitor for the
+    launcher (False: the cluster has no PodMonitor CRD)."""
+    objects = _render(spec, mode, placement, ssh, benchmark_source, elastic_source, prediction,
+                      trainer_version, managed_by, gate_deadline, preflight_plan)
+    if spec.metrics_port is not None and pod_monitor:
+        from mpijob.k8s.monitor import pod_monitor as monitor_object
+
+        objects.append(monitor_object(spec, mode))
+    return objects
+
+
+def _render(spec: JobSpec, mode: str, placement: Placement | None, ssh: SSHKeys | None,
+            benchmark_source: str | None, elastic_source: str | None, prediction: dict | None,
+            trainer_version: str | None, managed_by: str | None, gate_deadline: int | None,
+            preflight_plan: dict | None) -> list[dict]:
     from mpijob.jobspec.defaults import MODES
     from mpijob.k8s.workload import workload
 
@@ -178,7 +193,7 @@ class KubernetesObjects(BaseBackend):
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by,
             gate_deadline=initial_deadline(spec, timeout),
-            preflight_plan=plan.preflight)
+            preflight_plan=plan.preflight, pod_monitor=options.pod_monitor)
         return Prepared(spec, plan, tuple(objects))
 
 

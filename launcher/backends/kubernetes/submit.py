@@ -36,6 +36,7 @@ from launcher.backends.kubernetes.client import (
     MPIJOB,
     NAMESPACE,
     POD,
+    POD_MONITOR,
     RESOURCE_SLICE,
     ApiError,
 )
@@ -120,9 +121,12 @@ class Submitting(Observing):
     @_api_errors
     def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
         """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
-        created for Kueue to copy to a worker cluster (managedBy), not run here."""
+        created for Kueue to copy to a worker cluster (managedBy), not run here. With
+        --metrics-port, whether the cluster serves the PodMonitor CRD."""
         from launcher.backends.kubernetes import multikueue
 
+        if spec.metrics_port is not None and not self.client.serves(POD_MONITOR):
+            options = dataclasses.replace(options, pod_monitor=False)
         if (not spec.queue or options.mode == "pods"
                 or not getattr(gangs.get(spec.gang), "multicluster", False)):
             return options
@@ -131,6 +135,15 @@ class Submitting(Observing):
 
     @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
+        """`_preflight`, and a note where --metrics-port gets no PodMonitor."""
+        plan, notes = self._preflight(plan, options)
+        port = plan.spec.metrics_port
+        if port is not None and not options.pod_monitor:
+            notes = [*notes, f"no PodMonitor CRD ({POD_MONITOR.api_version}) in the cluster: "
+                     f"the launcher serves /metrics on port {port}, and no PodMonitor is created"]
+        return plan, notes
+
+    def _preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
         """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
         fresh snapshot: keep the plan if it still fits, else place again."""

@@ -1,6 +1,7 @@
 """What runs in the job's pods, shipped in its ConfigMap: shell scripts (launcher.sh,
-worker.sh) and the preflight (hvdk8s_preflight.py: Python 3.8, no dependency, never
-imported by hvdk8s itself; the local backend runs it from here too)."""
+worker.sh), the preflight (hvdk8s_preflight.py) and the launcher's progress monitor
+(hvdk8s_monitor.py): Python 3.8, no dependency, never imported by hvdk8s itself (the local
+backend runs the preflight from here too)."""
 
 from __future__ import annotations
 

@@ -171,7 +171,11 @@ def test_stall_timeout_and_metrics_reach_the_launcher_pods_monitor():
     result = invoke("submit", "mpi", "--stall-timeout", "10", "--metrics-port", "9400",
                     "--workers", "1", "--gpus", "1", "--dry-run", "--cluster", str(cluster))
     assert result.exit_code == 0, result.output
-    job = next(o for o in yaml.safe_load_all(result.stdout) if o and o["kind"] == "Job")
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    job = next(o for o in objects if o["kind"] == "Job")
+    (monitor,) = [o for o in objects if o["kind"] == "PodMonitor"]  # shown; created where served
+    assert monitor["spec"]["podMetricsEndpoints"] == [
+        {"path": "/metrics", "interval": "30s", "port": "metrics"}]
     launcher = job["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in launcher["env"]}
     assert (env["HVDK8S_STALL_TIMEOUT"], env["HVDK8S_METRICS_PORT"]) == ("10", "9400")
