@@ -95,7 +95,9 @@ class KubeAPIServer:
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
                                restart_delay, clock=self.clock.monotonic,
                                lives=None if lives is None else
-                               Player(self.store, self.registry, lives))
+                               Player(self.store, self.registry, lives),
+                               # probes keep the lives' pace
+                               probe_scale=1.0 if lives is None else 1.0 / lives)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick, self.clock)
         self.quotas = QuotaController(self.store, tick)
         self.tick = tick

@@ -316,9 +316,12 @@ class Monitor:
         if self.state_dir is None:
             return
         path = os.path.join(self.state_dir, name)
-        with open(path + ".new", "w") as f:
-            f.write(text)
-        os.replace(path + ".new", path)  # the probe never reads half a file
+        try:
+            with open(path + ".new", "w") as f:
+                f.write(text)
+            os.replace(path + ".new", path)  # the probe never reads half a file
+        except OSError as exc:  # never the job's end: the probe then fails, said why here
+            sys.stderr.write(f"hvdk8s: monitor: cannot write {path}: {exc}\n")
 
     def _remove(self, name: str) -> None:
         if self.state_dir is not None:
@@ -400,13 +403,20 @@ def main(argv: list, environ=os.environ) -> int:
     port = environ.get("HVDK8S_METRICS_PORT", "")
     state_dir = environ.get("HVDK8S_MONITOR_DIR") or None
     if state_dir:
-        os.makedirs(state_dir, exist_ok=True)
+        try:
+            os.makedirs(state_dir, exist_ok=True)
+        except OSError as exc:  # the job runs on; its probe says nothing watches it
+            sys.stderr.write(f"hvdk8s: monitor: cannot mark progress in {state_dir}: {exc}\n")
+            state_dir = None
     prefix = rules["stall_message_prefix"]
     monitor = Monitor(Progress(rules, int(ranks) if ranks else None, predicted), prefix,
                       tags_output(command), state_dir, trainer_hook(environ))
     if port:
-        serve_metrics(monitor, int(port))
-        sys.stderr.write(f"hvdk8s: metrics on port {port} (/metrics)\n")
+        try:
+            serve_metrics(monitor, int(port))
+            sys.stderr.write(f"hvdk8s: metrics on port {port} (/metrics)\n")
+        except OSError as exc:  # a port taken (host network): the job runs on, said
+            sys.stderr.write(f"hvdk8s: monitor: no metrics, port {port}: {exc}\n")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: proc.send_signal(s))

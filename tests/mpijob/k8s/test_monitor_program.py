@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import socket
 import subprocess
 import sys
 import textwrap
@@ -280,3 +281,17 @@ def test_a_stall_past_the_timeout_ends_the_launch_line_with_the_reason(tmp_path)
     assert "not reporting: rank 0 (host j-worker-0) (--stall-timeout 1s); the launch line " \
            "was ended" in message
     assert message.strip() in done.stderr
+
+
+def test_a_state_dir_it_cannot_make_or_a_port_taken_never_ends_the_job(tmp_path):
+    (tmp_path / "file").write_text("")
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        done, result = run_monitor(tmp_path, "print('total images/sec: 9.5')",
+                                   HVDK8S_MONITOR_DIR=str(tmp_path / "file" / "state"),
+                                   HVDK8S_METRICS_PORT=str(taken.getsockname()[1]))
+    assert (done.returncode, done.stdout) == (0, "total images/sec: 9.5\n")
+    assert "hvdk8s: monitor: cannot mark progress in" in done.stderr
+    assert "hvdk8s: monitor: no metrics, port" in done.stderr
+    assert result.read_text() == "total images/sec: 9.5\n"
