@@ -14,11 +14,14 @@ the log it reads is exactly the lines copied so far."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -184,3 +187,68 @@ def rehearse_progress(cluster, k8s, mode: str) -> None:
     # Its metrics: the step the ranks reported and the run's length, served for real.
     assert 0 < scraped["hvdk8s_step"] <= STEPS and scraped["hvdk8s_total_steps"] == STEPS
     assert scraped["hvdk8s_stalled"] == 0 and scraped["hvdk8s_images_per_second"] > 0
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out += [int(c) for c in children]
+        todo += [int(c) for c in children]
+    return out
+
+
+def _rank_process(pod) -> tuple[int, int] | None:
+    """(pid, rank) of the benchmark rank running in `pod`, once it runs."""
+    for pid in _descendants(pod.init_pid() or 0):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"hvd_cnn_bench.py" in cmdline:
+            rank = next((int(e.split(b"=", 1)[1]) for e in environ
+                         if e.startswith(b"OMPI_COMM_WORLD_RANK=")), None)
+            if rank is not None:
+                return pid, rank
+    return None
+
+
+def test_a_stopped_rank_fails_the_probe_and_the_stall_timeout_ends_the_job(cluster, k8s,
+                                                                           train_image):
+    """A rank stopped (SIGSTOP) in its pod: the launcher's monitor marks the stall, its probe
+    fails naming that rank, and --stall-timeout ends the launch line with the reason."""
+    cluster.image = train_image
+    args = ("submit", "mpi", "--name", "demo", "--workers", "2", "--gpus", "0", "--image",
+            "rehearsal", "--batch-size", "2", "--num-batches", "100000",
+            "--num-warmup-batches", "1", "--image-size", "32", "-e", "HVDK8S_REPORT_SECONDS=1",
+            "--stall-timeout", "20", "--mode", "pods")
+    shown = hvdk8s(k8s, *args, "--dry-run=server")
+    assert shown.exit_code == 0, shown.output
+    job = PodsJob(cluster, [o for o in yaml.safe_load_all(shown.stdout) if o])
+    job.wait_log(job.launcher, "HVDK8S_REPORT", timeout=300)
+    worker = job.workers[-1]
+    deadline = time.monotonic() + 120
+    while (found := _rank_process(worker)) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert found is not None, worker.log()
+    pid, rank = found
+    deadline = time.monotonic() + 120  # past the warm-up: a step timed, then stopped
+    while '"warmup":false' not in job.launcher.log() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        out = job.finish(timeout=300)
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    stalled = [said for ok, said in job.launcher.probes if not ok and "stalled" in said]
+    assert stalled and f"not reporting: rank {rank}" in stalled[-1], job.launcher.probes
+    assert out.launcher_exit == 3, out.launcher_log
+    assert "(--stall-timeout 20s); the launch line was ended" in out.launcher_log
