@@ -45,6 +45,9 @@ PROBE_OUTPUT_LIMIT = 1000  # the probe's output becomes an event's message: keep
 LAST_LINES = 3  # of each silent rank, when the launch line tags its output
 TICK_SECONDS = 1.0
 KILL_AFTER_SECONDS = 15.0  # after SIGTERM, before SIGKILL
+# After the launch line ended, how long its output may still come: a child it left behind
+# (an ssh session) may hold the pipe open for ever.
+DRAIN_SECONDS = 10.0
 STALL_EXIT = 3  # `hvdk8s wait`'s exit status for a stalled job
 # Open MPI's --tag-output ([1,0]<stdout>:) and Hydra's -prepend-rank ([0]).
 _RANK_TAG = re.compile(r"^\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>:)? ?")
@@ -268,7 +271,7 @@ class Monitor:
                               images_per_sec=judged["images_per_sec"],
                               eta_seconds=judged["eta_seconds"])
         except Exception as exc:  # noqa: BLE001
-            sys.stderr.write(f"hvdk8s: monitor: the Trainer status post failed: {exc}\n")
+            say(f"hvdk8s: monitor: the Trainer status post failed: {exc}\n")
             self.trainer = None
 
     def result(self) -> str:
@@ -321,7 +324,7 @@ class Monitor:
                 f.write(text)
             os.replace(path + ".new", path)  # the probe never reads half a file
         except OSError as exc:  # never the job's end: the probe then fails, said why here
-            sys.stderr.write(f"hvdk8s: monitor: cannot write {path}: {exc}\n")
+            say(f"hvdk8s: monitor: cannot write {path}: {exc}\n")
 
     def _remove(self, name: str) -> None:
         if self.state_dir is not None:
@@ -372,7 +375,7 @@ def trainer_hook(environ) -> object | None:
     try:
         return hvdk8s_trainer_status.from_environ(environ)
     except Exception as exc:  # noqa: BLE001
-        sys.stderr.write(f"hvdk8s: monitor: no Trainer status: {exc}\n")
+        say(f"hvdk8s: monitor: no Trainer status: {exc}\n")
         return None
 
 
@@ -381,6 +384,12 @@ def _pump(src, dst, monitor: Monitor) -> None:
         dst.write(raw)
         dst.flush()
         monitor.line(raw.decode("utf-8", "replace"), time.time())
+
+
+def say(text: str) -> None:
+    """A line of the monitor's own on the log, at once (Python 3.8 buffers a piped stderr)."""
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 def _optional_number(environ, name: str) -> float | None:
@@ -406,7 +415,7 @@ def main(argv: list, environ=os.environ) -> int:
         try:
             os.makedirs(state_dir, exist_ok=True)
         except OSError as exc:  # the job runs on; its probe says nothing watches it
-            sys.stderr.write(f"hvdk8s: monitor: cannot mark progress in {state_dir}: {exc}\n")
+            say(f"hvdk8s: monitor: cannot mark progress in {state_dir}: {exc}\n")
             state_dir = None
     prefix = rules["stall_message_prefix"]
     monitor = Monitor(Progress(rules, int(ranks) if ranks else None, predicted), prefix,
@@ -414,9 +423,9 @@ def main(argv: list, environ=os.environ) -> int:
     if port:
         try:
             serve_metrics(monitor, int(port))
-            sys.stderr.write(f"hvdk8s: metrics on port {port} (/metrics)\n")
+            say(f"hvdk8s: metrics on port {port} (/metrics)\n")
         except OSError as exc:  # a port taken (host network): the job runs on, said
-            sys.stderr.write(f"hvdk8s: monitor: no metrics, port {port}: {exc}\n")
+            say(f"hvdk8s: monitor: no metrics, port {port}: {exc}\n")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: proc.send_signal(s))
@@ -433,19 +442,19 @@ def main(argv: list, environ=os.environ) -> int:
             judged = monitor.judge(now)
             said = monitor.mark(judged, now)
             if said:
-                sys.stderr.write(said)
+                say(said)
             if stall_timeout and judged is not None and judged["stalled"] and ended_for is None \
                     and judged["last_step_age"] >= stall_timeout:
                 ended_for = (f"{stall_line(judged)} (--stall-timeout {stall_timeout:.0f}s); "
                              "the launch line was ended")
-                sys.stderr.write(prefix + ended_for + "\n")
+                say(prefix + ended_for + "\n")
                 proc.terminate()
                 try:
                     proc.wait(KILL_AFTER_SECONDS)
                 except subprocess.TimeoutExpired:
                     proc.kill()
         for p in pumps:
-            p.join()
+            p.join(DRAIN_SECONDS)
     finally:
         monitor._remove("stalled")
         monitor._remove("watching")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -295,3 +297,16 @@ def test_a_state_dir_it_cannot_make_or_a_port_taken_never_ends_the_job(tmp_path)
     assert "hvdk8s: monitor: cannot mark progress in" in done.stderr
     assert "hvdk8s: monitor: no metrics, port" in done.stderr
     assert result.read_text() == "total images/sec: 9.5\n"
+
+
+def test_a_child_left_holding_the_output_does_not_keep_it_running(tmp_path):
+    """An ssh session the launch line leaves behind keeps its stdout open: the monitor ends
+    with the launch line, after a bounded drain, not when that child does."""
+    program = ("import subprocess, sys; c = subprocess.Popen([sys.executable, '-c', "
+               "'import time; time.sleep(600)']); print(c.pid, flush=True)")
+    done, result = run_monitor(tmp_path, program)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert result.read_text() == ""
+    finally:
+        os.kill(int(done.stdout.split()[0]), signal.SIGKILL)
