@@ -5,9 +5,11 @@ marks, and the metrics port.
 The probe is how a stall reaches `hvdk8s wait` without a log read: the kubelet runs it every
 PROBE_PERIOD_SECONDS and turns it into the pod's Ready condition, which `wait`'s pod watch
 delivers, and a failure into an `Unhealthy` event carrying its output (the stall, the silent
-ranks). Ready means: the monitor watches the launch line and it is not stalled. Before the
-launch line starts, and in an image without python3 (no monitor), the launcher is not Ready,
-and `wait` reads the log as it would without a probe.
+ranks). It fails only while the monitor marks a stall, or where launcher.sh found no python3
+to run the monitor (then `wait` reads the log as it would without a probe). It passes from
+the container's start: a launcher not Ready drops out of a Service that does not publish
+not-ready addresses (the MPI Operator's), and Hydra's proxies call the launcher back by
+its name as the launch line starts.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ MONITOR_IN_POD = f"{CONFIG_DIR}/{MONITOR_FILE}"
 METRICS_PORT_NAME = "metrics"
 PROBE_PERIOD_SECONDS = 10
 
-# The probe's words when the monitor does not watch (yet): the launcher waits for its
-# workers, or the image has no python3.
-NOT_WATCHING = "hvdk8s: the progress monitor is not watching a launch line (not started yet, or no python3)"
+# What the probe reads in MONITOR_DIR: the monitor's stall, launcher.sh's word that no
+# monitor runs.
+PROBE_FILES = ("stalled", "unwatched")
 
 
 def config() -> dict[str, str]:
@@ -51,9 +53,9 @@ def env(spec: JobSpec, prediction: dict | None) -> dict[str, str]:
 
 
 def probe_script() -> str:
-    """Fails, saying why, while the job is stalled or nothing watches it."""
-    return (f'd={MONITOR_DIR}; if [ -e "$d/stalled" ]; then cat "$d/stalled"; exit 1; fi; '
-            f'[ -e "$d/watching" ] || {{ echo "{NOT_WATCHING}"; exit 1; }}')
+    """Fails, saying why, while the job is stalled or no monitor watches it."""
+    return (f'for f in {" ".join(PROBE_FILES)}; do if [ -e "{MONITOR_DIR}/$f" ]; then '
+            f'cat "{MONITOR_DIR}/$f"; exit 1; fi; done')
 
 
 def readiness_probe() -> dict:

@@ -179,8 +179,8 @@ def rehearse_progress(cluster, k8s, mode: str) -> None:
     assert final["images_per_sec"] == pytest.approx(rate)
     # Two ranks, each in its own pod, reported.
     assert {r["rank"] for r in iter_reports(copy.lines, kind="progress")} == {0, 1}
-    # The monitor watched: the probe failed before the launch line started (saying so),
-    # then passed while the ranks progressed; never a stall.
+    # The monitor watched: the probe, run in the container, passed while the ranks
+    # progressed; never a stall.
     probes = job.launcher.probes
     assert ready_while_running and (True, "") in probes, probes
     assert not any("stalled" in said for _, said in probes), probes

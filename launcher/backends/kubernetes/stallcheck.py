@@ -5,7 +5,7 @@ Not at all while the launcher's readiness probe says all is well (`probe_says_pr
 the monitor in the launcher pod judges the reports there (mpijob.k8s.monitor), and the
 kubelet's probe turns a stall into the pod's Ready condition, which `wait`'s pod watch
 delivers. So `wait` reads the log only when the probe fails: a stall (to show the ranks'
-last lines), a launch line not started yet, or an image without python3 (no monitor).
+last lines), or an image without python3 (no monitor: launcher.sh says so through it).
 
 The first look is as the job is first seen running; then every STEPS_BETWEEN times the
 expected step time the reports give (the same measure a stall is judged by), at least

@@ -10,9 +10,8 @@ python3, an awk filter otherwise). What it does beside passing the lines on:
   line) in --result FILE, for launcher.sh to put in the termination message on success;
 - judges progress with the CLI's rules (launcher/formats/job_progress.py), whose thresholds
   come in HVDK8S_PROGRESS_RULES (rendered from mpijob/progress.py: defined once), and marks
-  it in HVDK8S_MONITOR_DIR: `watching` while it runs, `stalled` (the stall in words, the
-  silent ranks named, their last lines when the launch line tags its output) while the job
-  is stalled. The launcher's readiness probe reads them, so the kubelet, not a log read,
+  it in HVDK8S_MONITOR_DIR: `stalled` (the stall in words, the silent ranks named, their
+  last lines when the launch line tags its output) while the job is stalled. The launcher's readiness probe reads them, so the kubelet, not a log read,
   tells `hvdk8s wait` about a stall;
 - HVDK8S_STALL_TIMEOUT=SECONDS: ends the launch line once a stall lasted that long, with the
   reason in the termination message, and exits STALL_EXIT;
@@ -433,7 +432,6 @@ def main(argv: list, environ=os.environ) -> int:
              for src, dst in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))]
     for p in pumps:
         p.start()
-    monitor._write("watching", "")
     ended_for = None
     try:
         while proc.poll() is None:
@@ -457,7 +455,6 @@ def main(argv: list, environ=os.environ) -> int:
             p.join(DRAIN_SECONDS)
     finally:
         monitor._remove("stalled")
-        monitor._remove("watching")
     status = proc.wait()
     if ended_for is not None:
         message = environ.get("HVDK8S_TERMINATION_LOG") or "/dev/termination-log"

@@ -152,13 +152,18 @@ hvdk8s_launch() {
   out="${HVDK8S_TERMINATION_LOG:-/dev/termination-log}"
   filter="" fifo=""
   if [ -n "${HVDK8S_MONITOR:-}" ]; then
-    if command -v python3 >/dev/null 2>&1 && fifo="$(mktemp -d)/out"; then
+    if python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))' >/dev/null 2>&1 \
+        && fifo="$(mktemp -d)/out"; then
       python3 "$HVDK8S_MONITOR" --result "$fifo.result" -- "$@" &
       child=$! filter=monitor
       return 0
     fi
-    echo "hvdk8s: no python3 in the image: the launch line runs without its monitor" \
-      "(no stall probe, --stall-timeout or metrics; hvdk8s wait reads the log)" >&2
+    # Said once in the log, and by the readiness probe, which then fails: hvdk8s wait reads
+    # the log instead.
+    said="hvdk8s: no python3 (3.8 or later) in the image: the launch line runs without its monitor (no stall probe, --stall-timeout or metrics)"
+    echo "$said" >&2
+    dir="${HVDK8S_MONITOR_DIR:-}"
+    [ -n "$dir" ] && mkdir -p "$dir" 2>/dev/null && echo "$said" > "$dir/unwatched"
   fi
   if ! command -v awk >/dev/null 2>&1 || ! { [ -w "$out" ] || [ -w "$(dirname "$out")" ]; } \
       || ! fifo="$(mktemp -d)/out" || ! mkfifo "$fifo"; then

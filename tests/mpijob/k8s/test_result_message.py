@@ -102,7 +102,7 @@ def test_sigterm_reaches_the_launch_line(tmp_path, filter_env):
 def test_without_python3_the_awk_filter_runs_and_says_so_once(tmp_path):
     bin_dir = tmp_path / "bin"  # a PATH with every tool the script uses but python3
     bin_dir.mkdir()
-    for tool in ("sh", "awk", "mktemp", "mkfifo", "sed", "dirname", "rm", "cat", "date",
+    for tool in ("sh", "awk", "mktemp", "mkfifo", "mkdir", "sed", "dirname", "rm", "cat", "date",
                  "printenv", "mpirun", "ssh", "sleep"):
         if found := shutil.which(tool):
             (bin_dir / tool).symlink_to(found)
@@ -116,4 +116,7 @@ def test_without_python3_the_awk_filter_runs_and_says_so_once(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert message.read_text() == "total images/sec: 9.5\n"
-    assert done.stderr.count("no python3 in the image") == 1
+    said = "hvdk8s: no python3 (3.8 or later) in the image"
+    assert done.stderr.count(said) == 1
+    # the readiness probe says it too (mpijob.k8s.monitor.PROBE_FILES)
+    assert (tmp_path / "monitor" / "unwatched").read_text().startswith(said)

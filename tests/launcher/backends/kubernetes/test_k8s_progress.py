@@ -17,7 +17,6 @@ from launcher.backends.kubernetes.stallcheck import probe_says_progressing
 from launcher.formats.rank_reports import REPORT_PREFIX
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
-from mpijob.k8s.monitor import NOT_WATCHING
 from mpijob.phases import STALLED_REASON
 from mpijob.progress import STALL_MESSAGE_PREFIX
 from tests.k8s_env import hvdk8s
@@ -38,9 +37,14 @@ def progress(rank: int, step: int) -> str:
                   warmup=False)
 
 
+# What the launcher's probe says in an image without python3 (launcher.sh).
+NO_MONITOR = ("hvdk8s: no python3 (3.8 or later) in the image: the launch line runs without "
+              "its monitor (no stall probe, --stall-timeout or metrics)")
+
+
 def watching(logs_for: float | None) -> tuple[bool, str]:
     """The launcher's probe while its monitor watches a job that progresses."""
-    return (True, "") if logs_for is not None else (False, NOT_WATCHING)
+    return True, ""
 
 
 def running_with_reports(k8s):
@@ -190,7 +194,7 @@ def test_wait_ends_with_3_on_a_stall_naming_the_silent_ranks_pod(k8s):
     srv = k8s.server()
     worker1 = "stuck-worker-1"
     k8s.script_launcher("stuck", stuck_lines("stuck"), exit_code=None,
-                        probe=lambda _: (False, NOT_WATCHING))
+                        probe=lambda _: (False, NO_MONITOR))
     srv.script_pod(r"stuck-worker-\d+", exit_code=None)
     spec = build_spec(name="stuck", namespace=k8s.namespace, image=k8s.image, workers=2,
                       command=("python", "train.py"))
