@@ -74,9 +74,10 @@ def with_monitor(spec: JobSpec, container: dict) -> dict:
 
 
 def pod_monitor(spec: JobSpec, mode: str) -> dict:
-    """The PodMonitor (where the cluster serves its CRD, submit creates it) that has Prometheus scrape the launcher pod's /metrics. A TrainJob's
-    launcher container comes from the runtime, which declares no job's port: its endpoint
-    is the port's number (podMetricsEndpoints[].portNumber), the others' the named port."""
+    """The PodMonitor that has Prometheus scrape the launcher pod's /metrics (submit creates
+    it where the cluster serves its CRD). A TrainJob's launcher container comes from the
+    runtime, which declares no job's port: its endpoint is the port's number
+    (podMetricsEndpoints[].portNumber), the others' the named port."""
     assert spec.metrics_port is not None
     endpoint: dict = {"path": "/metrics", "interval": "30s"}
     if mode == "trainjob":
