@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime
-import ipaddress
 import os
 import ssl
 import tempfile
@@ -21,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import multikueue
+from .pki import Pki, make_pki
 from .server import KubeAPIServer
 
 # Two DGX-1-like V100 nodes, as the tests' kube_server fixture has (tests/kubeapi_fixtures.py).
@@ -42,6 +41,11 @@ def _operator(srv: KubeAPIServer) -> None:
 def _trainer(srv: KubeAPIServer) -> None:
     _two_nodes(srv)
     srv.install_trainer()
+
+
+def _trainer_status(srv: KubeAPIServer) -> None:
+    _two_nodes(srv)
+    srv.install_trainer(trainjob_status=True)
 
 
 def _volcano(srv: KubeAPIServer) -> None:
@@ -114,6 +118,9 @@ SHAPES = {s.name: s for s in (
           "(ReadWriteOnce)", _two_nodes),
     Shape("operator", "two-nodes plus the Kubeflow MPI Operator", _operator),
     Shape("trainer", "two-nodes plus Kubeflow Trainer and JobSet (no MPI Operator)", _trainer),
+    Shape("trainer-status", "trainer with its TrainJobStatus feature gate on (its status "
+          "endpoint, served on 127.0.0.1, writes status.trainerStatus; hvdk8s's launcher "
+          "posts its progress there)", _trainer_status),
     Shape("volcano", "two-nodes plus Volcano and the MPI Operator (--gang-scheduling=volcano)",
           _volcano),
     Shape("kueue", "two-nodes plus Kueue (LocalQueue team) and the MPI Operator", _kueue),
@@ -127,69 +134,6 @@ SHAPES = {s.name: s for s in (
     Shape("racks", "eight 8-GPU nodes in two racks; claim data-rwx", _racks),
 )}
 DEFAULT_SHAPE = "two-nodes"
-
-
-@dataclass(frozen=True)
-class Pki:
-    """A CA and a server certificate for 127.0.0.1/localhost, in PEM."""
-
-    ca_pem: bytes
-    cert_pem: bytes
-    key_pem: bytes
-
-    def server_context(self, folder: Path) -> ssl.SSLContext:
-        cert, key = folder / "server.crt", folder / "server.key"
-        cert.write_bytes(self.cert_pem)
-        with os.fdopen(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-            out.write(self.key_pem)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        return ctx
-
-
-def make_pki() -> Pki:
-    """A throwaway CA (two days) and a server certificate signed by it."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    later = now + datetime.timedelta(days=2)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hvdk8s-dev-ca")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now).not_valid_after(later)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          # what kubeadm's CA carries, and what strict verification (Python 3.13's default
-          # contexts: VERIFY_X509_STRICT) requires of a CA and the certificates it signs
-          .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True,
-                                       key_cert_sign=True, content_commitment=False,
-                                       data_encipherment=False, key_agreement=False,
-                                       crl_sign=False, encipher_only=False,
-                                       decipher_only=False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                         critical=False)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now)
-            .not_valid_after(later)
-            .add_extension(x509.SubjectAlternativeName([
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-                critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                           critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    return Pki(ca.public_bytes(pem), cert.public_bytes(pem),
-               key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption()))
 
 
 def write_kubeconfig(srv: KubeAPIServer, pki: Pki, path: Path, context: str,

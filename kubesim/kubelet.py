@@ -178,6 +178,7 @@ class Kubelet(Loop):
         # (attachdetach.py), and the pods already told they wait for one.
         self._attached: dict[str, str] = {}
         self._multi_attach_told: set[str] = set()
+        self._mount_told: set[str] = set()  # pod uid/volume/why told of a failed mount
 
     def add_script(self, script: PodScript) -> PodScript:
         with self._lock:
@@ -214,7 +215,7 @@ class Kubelet(Loop):
             if state is None:
                 state = self._pods[uid] = self._admit(pod, node, now)
             if not state.started and now - state.created >= self.start_delay:
-                if self._waits_for_attach(pod):
+                if self._waits_for_attach(pod) or self._waits_for_mount(pod, node):
                     self._publish(pod, node, state, now)
                     continue
                 if not self._blocked(pod, node, state, now):
@@ -230,6 +231,29 @@ class Kubelet(Loop):
             self.logbook.forget(uid)
         if self._attached:
             attachdetach.detach_unused(self.store, self._attached)
+
+    def _waits_for_mount(self, pod: dict, node: dict) -> bool:
+        """A ConfigMap or Secret a volume needs is missing: the pod stays in
+        ContainerCreating with a FailedMount event, and the kubelet tries again (its volume
+        manager's reconciler), so the pod starts once the object appears. kubernetes
+        pkg/volume/configmap/configmap.go and pkg/volume/secret/secret.go SetUpAt: a missing
+        object fails the mount unless the source is `optional` (then an empty volume), and
+        so does an `items` key the object lacks; pkg/volume/projected/projected.go
+        collectData, alike for each source; the error is the kubelet's watch-based manager's
+        NotFound on `configmap`/`secret` (pkg/kubelet/util/manager), the event
+        operation_generator.go's `MountVolume.SetUp failed for volume ...`."""
+        for v in pod["spec"].get("volumes") or []:
+            why = _missing(self.store, pod["metadata"]["namespace"], v)
+            if why is None:
+                continue
+            key = f"{pod['metadata']['uid']}/{v['name']}/{why}"
+            if key not in self._mount_told:
+                self._mount_told.add(key)
+                events.record(self.store, pod, "Warning", "FailedMount",
+                              f'MountVolume.SetUp failed for volume "{v["name"]}" : {why}',
+                              "kubelet", node["metadata"]["name"])
+            return True
+        return False
 
     def _waits_for_attach(self, pod: dict) -> bool:
         """A volume attached to another node holds the pod in ContainerCreating."""
@@ -518,6 +542,37 @@ class Kubelet(Loop):
                     return False
                 p["status"] = status
             self.store.mutate("/pods", m["namespace"], m["name"], write)
+
+
+# volume source -> (the object's kind as the kubelet names it, its store key, its name field,
+# the error of an `items` key it lacks: configmap.go / secret.go MakePayload)
+_SOURCES = {"configMap": ("configmap", "/configmaps", "name",
+                          "configmap references non-existent config key: {}"),
+            "secret": ("secret", "/secrets", "secretName",
+                       "references non-existent secret key: {}")}
+
+
+def _missing(store, ns: str, volume: dict) -> str | None:
+    """Why the volume cannot be set up (configmap.go/secret.go SetUpAt, projected.go
+    collectData), or None. A projected source names its Secret by `name`."""
+    projected = (volume.get("projected") or {}).get("sources")
+    sources = ([(k, s[k], "name") for s in projected or [] for k in _SOURCES if k in s]
+               if projected is not None else
+               [(k, volume[k], _SOURCES[k][2]) for k in _SOURCES if k in volume])
+    for kind, ref, name_field in sources:
+        what, key, _, no_key = _SOURCES[kind]
+        name = ref.get(name_field, "")
+        if ref.get("optional"):  # an empty volume, or its keys left out
+            continue
+        obj = store.get(key, ns, name)
+        if obj is None:
+            return f'{what} "{name}" not found'
+        data = {**(obj.get("data") or {}), **(obj.get("binaryData") or {}),
+                **(obj.get("stringData") or {})}
+        for item in ref.get("items") or []:
+            if item.get("key") not in data:
+                return no_key.format(item.get("key"))
+    return None
 
 
 def _node_ip(node: dict) -> str:

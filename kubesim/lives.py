@@ -2,7 +2,7 @@
 
 `hvdk8s dev cluster` runs no container; this is what lets a user watch a job there from
 submit to end. Each container's program is read from its pod as a kubelet would start it
-(command, args, env, the files of its ConfigMap volumes) and recognised as one of
+(command, args, env, the files of its ConfigMap and downwardAPI volumes) and recognised as one of
 hvdk8s' own (mpijob/k8s/podscripts, mpijob.k8s.command, mpijob.k8s.render_trainjob):
 
 - a launcher (built-in `launcher.sh`, the operator and Trainer wait script, `elastic.sh`):
@@ -15,6 +15,9 @@ hvdk8s' own (mpijob/k8s/podscripts, mpijob.k8s.command, mpijob.k8s.render_trainj
   and heartbeat every 2, with the benchmark's fields (hvd_cnn_bench.py Progress,
   start_heartbeat; images/benchmark/hvdk8s_report.py), at the step time hvdk8s predicted for the job (the
   prediction annotation `submit` puts on the job's root object; STEP_SECONDS without one);
+- a TrainJob's launcher whose script exports Trainer's status endpoint (its TrainJobStatus
+  gate on: mpijob.k8s.trainer_progress) posts rank 0's progress there as it writes it,
+  through the poster the job's ConfigMap ships, run on what the pod holds (podview.py);
 - any other program: HVDK8S_DEV_SECONDS (10) seconds, then its status;
 - a built-in worker (`worker.sh`): serves until its launcher ends and releases it (exit 0),
   as the launcher's `release_workers` does; operator and Trainer workers (sshd) run until
@@ -36,15 +39,19 @@ import math
 import random
 import re
 import shlex
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mpijob.jobspec import names
 
+from . import podview
 from .kubelet import Run, Waited
 from .resources import Registry
 from .store import Store
+from .trainer_status import StatusServer
 
 # Where hvdk8s writes its launch line (mpijob.k8s.render, mpijob.k8s.command).
 BENCHMARK = "hvd_cnn_bench.py"
@@ -52,6 +59,10 @@ GATE_MARK = "hvdk8s start gate"
 TRAINER_LAUNCHER_MARK = "hvdk8s: the launcher of this TrainJob"
 OPERATOR_LAUNCHER_ARG0 = "hvdk8s-launcher"
 DEFAULT_HOSTFILE = "/etc/hvdk8s/hostfile"
+# The TrainJob's poster of progress to Trainer (mpijob.k8s.command TRAINER_STATUS_IN_POD),
+# and the variable its from_environ needs first.
+TRAINER_POSTER = "/etc/hvdk8s/hvdk8s_trainer_status.py"
+TRAINER_URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
 
 # Simulated seconds of a benchmark's life, besides its steps.
 START_SECONDS = 5.0  # Python, TensorFlow and Horovod start; hvd.init
@@ -100,6 +111,9 @@ class Player:
     store: Store
     registry: Registry
     speed: float = 1.0
+    # Trainer's status server, its TrainJobStatus gate on (the API server sets it)
+    trainer_status: StatusServer | None = None
+    _files: tempfile.TemporaryDirectory | None = None  # the pods' projected files
 
     def __post_init__(self):
         if not self.speed > 0:
@@ -136,16 +150,9 @@ class Player:
         """The TrainJob launcher's script (render_trainjob.launch_script): one-line exports,
         then `exec` of the wait script, to the end."""
         lines = text.splitlines()
+        c.env.update(script_exports(text))
         for i, line in enumerate(lines):
-            if line.startswith("export "):
-                try:
-                    words = shlex.split(line)
-                except ValueError:
-                    continue
-                if len(words) == 2 and "=" in words[1]:
-                    name, _, value = words[1].partition("=")
-                    c.env[name] = value
-            elif line.startswith("exec "):
+            if line.startswith("exec "):
                 try:
                     words = shlex.split("\n".join(lines[i:]))
                 except ValueError:
@@ -172,6 +179,23 @@ class Player:
         return Run(self._delays([*lines, *played]), exit_code=code, wait=wait,
                    probe=_monitor_probe)
 
+    def _trainer_poster(self, c: _Program) -> Callable[[int, int, float, float], None] | None:
+        """The job's poster (its ConfigMap's), on the endpoint, CA and token the pod holds;
+        None where the launcher got no endpoint or this cluster serves none."""
+        server = self.trainer_status
+        source = c.read(TRAINER_POSTER) if TRAINER_URL_ENV in c.env else None
+        if server is None or source is None:
+            return None
+        if self._files is None:
+            self._files = tempfile.TemporaryDirectory(prefix="kubesim-pods-")
+        environ = podview.container_view(self.store, c.pod, c.container, c.env,
+                                         Path(self._files.name) / c.uid, server.issue,
+                                         server.resolve)
+        module: dict = {"__name__": "hvdk8s_trainer_status"}
+        exec(compile(source, TRAINER_POSTER, "exec"), module)  # noqa: S102 - the pod's program
+        poster = module["from_environ"](environ, log=lambda text: None)
+        return None if poster is None else poster.post
+
     def _program(self, c: _Program, line: list[str]) -> tuple[int, list[tuple[float, object]]]:
         """The launch line's life: (its status, [(simulated second, line)])."""
         code = _exit_code(c.env.get("HVDK8S_DEV_EXIT"))
@@ -183,7 +207,8 @@ class Player:
         if bench is not None:
             step, share = self._step_seconds(c.pod)
             played, end = _Benchmark(_flags(line[bench + 1:]), ranks, step, c.pod,
-                                     failing=code != 0, code=code, compute_share=share).play()
+                                     failing=code != 0, code=code, compute_share=share,
+                                     on_progress=self._trainer_poster(c)).play()
         else:
             seconds = _seconds(c.env.get("HVDK8S_DEV_SECONDS"), COMMAND_SECONDS)
             what = " ".join(line)
@@ -239,14 +264,21 @@ class _Program:
 
     def read(self, path: str) -> str | None:
         """A file of one of the container's ConfigMap volumes (the kubelet's volume
-        manager: a key per file, or `items` naming their paths)."""
+        manager: a key per file, or `items` naming their paths) or downwardAPI volumes
+        (pkg/volume/downwardapi/downwardapi.go CollectData: an item's annotation or label,
+        as is, `metadata.annotations['<key>']`; empty where the pod has none)."""
         volumes = {v["name"]: v for v in self.pod["spec"].get("volumes") or []}
         for mount in self.container.get("volumeMounts") or []:
             root = mount["mountPath"].rstrip("/") + "/"
-            source = (volumes.get(mount["name"]) or {}).get("configMap")
-            if not path.startswith(root) or source is None:
+            volume = volumes.get(mount["name"]) or {}
+            if not path.startswith(root):
                 continue
             relative = path[len(root):]
+            if "downwardAPI" in volume:
+                return _downward_file(self.pod, volume["downwardAPI"], relative)
+            source = volume.get("configMap")
+            if source is None:
+                continue
             cm = self.player.store.get("/configmaps", self.namespace, source.get("name", ""))
             data = (cm or {}).get("data") or {}
             items = source.get("items")
@@ -260,6 +292,18 @@ class _Program:
         text = self.read(hostfile) or ""
         return [re.split(r"[: ]", line, maxsplit=1)[0] for line in text.splitlines()
                 if line.strip()]
+
+
+_FIELD_PATH = re.compile(r"metadata\.(annotations|labels)\['([^']+)'\]")
+
+
+def _downward_file(pod: dict, source: dict, relative: str) -> str | None:
+    """The file of a downwardAPI volume at `relative`, for the items this model reads."""
+    item = next((i for i in source.get("items") or [] if i.get("path") == relative), None)
+    found = _FIELD_PATH.fullmatch(((item or {}).get("fieldRef") or {}).get("fieldPath", ""))
+    if found is None:
+        return None
+    return (pod["metadata"].get(found.group(1)) or {}).get(found.group(2), "")
 
 
 def _monitor_probe(logs_for: float | None) -> tuple[bool, str]:
@@ -393,6 +437,8 @@ class _Benchmark:
     failing: bool = False
     compute_share: float = 1.0  # of a step, the rank's own compute (the rest: all-reduce)
     code: int = 0
+    # called with (step, total steps, images/sec, ETA seconds) as rank 0's report is written
+    on_progress: Callable[[int, int, float, float], None] | None = None
     timed: list = field(default_factory=list)
 
     def play(self) -> tuple[list[tuple[float, object]], float]:
@@ -438,12 +484,16 @@ class _Benchmark:
             if t - last_report >= REPORT_SECONDS or step == steps - 1:
                 mean = interval[1] / interval[0]
                 for rank in range(self.ranks):
-                    self.timed.append((t, _report_line(
+                    report = _report_line(
                         "progress", rank, step=step + 1, total_steps=steps, warmup=False,
                         images_per_step=per_step, step_time=mean,
                         compute_time=mean * self.compute_share,
                         images_per_sec=per_step / mean,
-                        images_per_sec_avg=per_step * (step + 1) / (t - start))))
+                        images_per_sec_avg=per_step * (step + 1) / (t - start))
+                    if rank == 0 and self.on_progress is not None:
+                        report = _posting(report, self.on_progress, step + 1, steps,
+                                          per_step / mean, (steps - step - 1) * mean)
+                    self.timed.append((t, report))
                 interval, last_report = [0, 0.0], t
         self._heartbeats(beats_from, t, step_at)
         times = timing.times
@@ -579,11 +629,36 @@ def _report_line(kind: str, rank: int, **fields) -> Callable[[], str]:
     return line
 
 
+def _posting(line: Callable[[], str], post: Callable, *progress) -> Callable[[], str]:
+    """The line, posting the progress when it is written (the launcher reads the ranks'
+    reports as they come)."""
+    def write() -> str:
+        post(*progress)
+        return line()
+    return write
+
+
 def _result_line(result: dict) -> str:
     return "HVDK8S_RESULT " + json.dumps(result, sort_keys=True, allow_nan=False)
 
 
 # -- small readers ------------------------------------------------------------------------------
+def script_exports(text: str) -> dict[str, str]:
+    """The variables a launch script's one-line `export NAME=value` lines set."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("export "):
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        if len(words) == 2 and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            out[name] = value
+    return out
+
+
 def _flags(args: list[str]) -> dict:
     """--name value, --name=value and bare --name (true) after the benchmark's path."""
     out: dict = {}

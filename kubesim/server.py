@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import errors, mpijob_crd
+from . import errors, mpijob_crd, trainer_status
 from .admission import Admission
 from .auth import Policy, Tokens
 from .clock import Clock
@@ -92,10 +92,9 @@ class KubeAPIServer:
         self.scheduler = Scheduler(self.store, tick, clock=self.clock.monotonic)
         # lives: unscripted containers of hvdk8s play their programs (lives.py), that many
         # times faster than real time; None: they run until deleted.
+        self.player = None if lives is None else Player(self.store, self.registry, lives)
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
-                               restart_delay, clock=self.clock.monotonic,
-                               lives=None if lives is None else
-                               Player(self.store, self.registry, lives),
+                               restart_delay, clock=self.clock.monotonic, lives=self.player,
                                # probes keep the lives' pace
                                probe_scale=1.0 if lives is None else 1.0 / lives)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick, self.clock)
@@ -148,6 +147,8 @@ class KubeAPIServer:
     def stop(self) -> None:
         for loop in self.loops:
             loop.stop()
+        if self.trainer is not None and self.trainer.status_server is not None:
+            self.trainer.status_server.stop()
         self._app.stopping.set()
         self.store.close()
         self.logbook.close()
@@ -459,10 +460,14 @@ class KubeAPIServer:
             self.mpi_operator.start()
         return self.mpi_operator
 
-    def install_trainer(self, version: str = "v2.3.0") -> Trainer:
+    def install_trainer(self, version: str = "v2.3.0", *,
+                        trainjob_status: bool = False) -> Trainer:
         """Kubeflow Trainer's CRDs and controller manager (trainer.py: the TrainJob
         controller with its MPI and JobSet plugins, and its webhook) and the JobSet
-        controller it needs (jobset.py), in kubeflow-system as its manifests install them."""
+        controller it needs (jobset.py), in kubeflow-system as its manifests install them,
+        with its config (ConfigMap kubeflow-trainer-config). `trainjob_status`: the
+        TrainJobStatus feature gate on (trainer_status.py: the pods' endpoint and its status
+        server, on 127.0.0.1)."""
         self.install_crd("trainer")
         self.install_crd("jobset")
         schema = trainjob_schema()
@@ -486,8 +491,23 @@ class KubeAPIServer:
                     "metadata": {"labels": labels}, "spec": {"containers": [{
                         "name": "manager",
                         "image": f"ghcr.io/kubeflow/trainer/trainer-controller-manager:{version}"}]}}}})
+        if self.get("configmaps", "kubeflow-trainer-config", "kubeflow-system") is None:
+            self.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                "name": "kubeflow-trainer-config", "namespace": "kubeflow-system"},
+                "data": {"controller_manager_config.yaml":
+                         trainer_status.controller_config(trainjob_status)}})
         if self.trainer is None:
             self.trainer = Trainer(self.store, self.registry, self.objects_api, self.tick)
+        if trainjob_status and self.trainer.status_server is None:
+            server = self.trainer.status_server = trainer_status.StatusServer(self.store)
+            # the webhook's certificate Secret, whose CA Trainer copies to each TrainJob
+            self.create({"apiVersion": "v1", "kind": "Secret", "metadata": {
+                "name": trainer_status.WEBHOOK_SECRET, "namespace": "kubeflow-system"},
+                "stringData": {"ca.crt": server.ca_pem}})
+            server.start()
+            if self.player is not None:  # played launchers post there
+                self.player.trainer_status = server
+        if self.jobsets is None:
             self.jobsets = JobSetController(self.store, self.registry, self.objects_api,
                                             self.tick)
             self.admission.webhooks.append(self.trainer.webhook)

@@ -20,15 +20,19 @@ runtime patches merged and its trainer applied; the JobSet follows T's suspend. 
 conditions: Suspended (ctl setSuspendedCondition), Complete / Failed copied from the
 JobSet's Completed / Failed (js Status), Failed with DeadlineExceeded (ctl).
 
+With the TrainJobStatus feature gate on (trainer_status.py): the trainer pods' endpoint,
+CA and token, the ConfigMap T-tls-config, and the status server writing
+status.trainerStatus.
+
 Not modelled: the runtime snapshot (core createRuntimeSnapshot), initializers, the Torch,
-JAX, XGBoost and Flux plugins, podGroupPolicy, progress reporting.
+JAX, XGBoost and Flux plugins, podGroupPolicy.
 """
 
 from __future__ import annotations
 
 import base64
 
-from . import errors, events
+from . import errors, events, trainer_status
 from .controller import Loop
 from .mpi_operator import ssh_key_pair
 from .util import deepcopy, set_condition
@@ -189,8 +193,10 @@ def hostfile_config_map(trainjob: dict, info: dict) -> dict:
             "data": {HOSTFILE: hostfile(trainjob, info)}}
 
 
-def jobset(trainjob: dict, runtime: dict, info: dict | None = None) -> dict:
-    """js Build + jsb Trainer + mpi EnforceMLPolicy's volumes, mounts and env."""
+def jobset(trainjob: dict, runtime: dict, info: dict | None = None,
+           status_url: str | None = None) -> dict:
+    """js Build + jsb Trainer + mpi EnforceMLPolicy's volumes, mounts and env; with
+    `status_url` (the TrainJobStatus gate on: its server's address) that plugin's too."""
     info = info or runtime_info(trainjob, runtime)
     m, spec = trainjob["metadata"], trainjob["spec"]
     trainer = spec.get("trainer") or {}
@@ -236,6 +242,8 @@ def jobset(trainjob: dict, runtime: dict, info: dict | None = None) -> dict:
         pm = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("metadata") or {}
         labels.update(pm.get("labels") or {})
         annotations.update(pm.get("annotations") or {})
+    if status_url is not None:
+        trainer_status.enforce(template, trainjob, status_url)
     if spec.get("suspend") is not None:
         template["suspend"] = bool(spec["suspend"])
     meta: dict = {"name": m["name"], "namespace": m["namespace"],
@@ -309,6 +317,8 @@ class Trainer(Loop):
     def __init__(self, store, registry, objects, tick: float = 0.02):
         super().__init__(tick)
         self.store, self.registry, self.objects = store, registry, objects
+        # The TrainJobStatus feature gate on: its status server (trainer_status.py).
+        self.status_server: trainer_status.StatusServer | None = None
 
     # -- webhook ---------------------------------------------------------------------------
     def webhook(self, rt, obj: dict, store) -> None:
@@ -362,9 +372,14 @@ class Trainer(Loop):
             want_cm = hostfile_config_map(tj, info)
             if self.store.get("/configmaps", ns, want_cm["metadata"]["name"]) is None:
                 self._create("/configmaps", want_cm)
+            server = self.status_server
+            if server is not None and self.store.get(
+                    "/configmaps", ns, name + trainer_status.TLS_SUFFIX) is None:
+                self._create("/configmaps", trainer_status.tls_config_map(tj, server.ca_pem))
             suspend = bool((tj.get("spec") or {}).get("suspend"))
             if js is None:
-                js = self._create(JOBSET_KEY, jobset(tj, runtime, info))
+                js = self._create(JOBSET_KEY, jobset(
+                    tj, runtime, info, trainer_status.SERVICE_URL if server is not None else None))
             elif suspend or (js.get("spec") or {}).get("suspend"):
                 # js Build: rebuilt only while the TrainJob or the JobSet is suspended
                 self.store.mutate(JOBSET_KEY, ns, name,
@@ -385,7 +400,8 @@ class Trainer(Loop):
                 for s in (js.get("status") or {}).get("replicatedJobsStatus") or []]
         if status != old:
             def write(obj):
-                obj["status"] = status
+                # the fields this loop sets: trainerStatus is the status server's
+                obj.setdefault("status", {}).update(status)
             self.store.mutate(TRAINJOB_KEY, ns, name, write)
 
 

@@ -17,6 +17,9 @@ OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
 # Kubeflow Trainer's API group, and the replicated jobs of its MPI runtimes (pkg/constants/
 # constants.go: the `node` job, the `launcher` job; the MPI plugin's container names).
 TRAINER_GROUP = "trainer.kubeflow.org"
+# Where Trainer's manifests install its controller and its config (manifests/base:
+# kubeflow-system, the ConfigMap kubeflow-trainer-config).
+TRAINER_OPERATOR_NAMESPACE = "kubeflow-system"
 TRAINER_NODE, TRAINER_LAUNCHER = "node", "launcher"
 # The Prometheus Operator's scrape configuration of pods (prometheus-operator
 # pkg/apis/monitoring/v1/podmonitor_types.go).

@@ -1,9 +1,13 @@
 """Representative jobs rendered deterministically (fixed keys, a stub benchmark)."""
 
+import dataclasses
+
 from launcher.backends.kubernetes.rendering import render
+from mpijob.jobspec.decisions import Decisions
 from mpijob.jobspec.spec import build_spec
 from mpijob.jobspec.worker_share import plan_shares
 from mpijob.k8s.render import SSHKeys, with_owner
+from mpijob.k8s.trainer_progress import StatusEndpoint
 
 FIXED_KEYS = SSHKeys(
     private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nFIXED\n-----END OPENSSH PRIVATE KEY-----\n",
@@ -57,17 +61,26 @@ CASES = {
         mode="pods"),
     "pods-data-volumes": dict(spec=DATA_VOLUMES, mode="pods"),
     "operator-data-volumes": dict(spec=DATA_VOLUMES, mode="operator"),
+    # A TrainJob where Trainer's TrainJobStatus gate is off (or unknown), and where it is on
+    # with a status server of its own port: the launcher gets the endpoint.
+    "trainjob-benchmark": dict(
+        spec=dict(name="tj", namespace="team-a", workers=2, gpus_per_worker=1),
+        mode="trainjob"),
+    "trainjob-benchmark-trainer-status": dict(
+        spec=dict(name="tj", namespace="team-a", workers=2, gpus_per_worker=1),
+        mode="trainjob", trainer_status=StatusEndpoint(port=9443)),
 }
 
 
 def render_case(case: str, placement=None, root_uid=None) -> list[dict]:
     c = CASES[case]
     spec = build_spec(**c["spec"])
-    if spec.cpu is None or spec.memory is None:
-        # As the plan gives them without a cluster (launcher.preparing.planning.plan_job).
-        spec = spec.model_copy(update={"worker_shares": plan_shares(None, None,
-                                                                     spec.gpus_per_worker)})
-    objects = render(spec, mode=c["mode"], placement=placement,
+    # As the plan decides them without a cluster (launcher.preparing.planning.plan_job),
+    # less the preflight: the golden files show the job without it.
+    decisions = dataclasses.replace(Decisions.undecided(spec), worker_shares=(
+        plan_shares(None, None, spec.gpus_per_worker)
+        if spec.cpu is None or spec.memory is None else ()))
+    objects = render(spec, decisions=decisions, mode=c["mode"], placement=placement,
                      ssh=FIXED_KEYS if c["mode"] == "pods" else None,
-                     benchmark_source=STUB_BENCHMARK)
+                     benchmark_source=STUB_BENCHMARK, trainer_status=c.get("trainer_status"))
     return with_owner(objects, root_uid) if root_uid else objects

@@ -104,6 +104,14 @@ if [ "$rc_all" -eq 0 ]; then
 fi
 versions="$(in_root '. /etc/os-release; echo "$PRETTY_NAME"; python3 --version; mpirun --version | head -n 1; .venv/bin/python -c "import tensorflow as t, horovod as h; print(\"tensorflow\", t.__version__, \"horovod\", h.__version__)" 2>/dev/null' 2>&1 | tr '\n' ';' || true)"
 
+# The runs before this one are kept under "Earlier runs", the last first.
+earlier=""
+if [ -f "$result" ]; then
+  earlier="$(mktemp)"
+  { sed -n '/^## Earlier runs$/,$p' "$result" | tail -n +3 > "$earlier.tail"
+    sed '/^## Earlier runs$/,$d' "$result" | sed '1s/^# .*$/### An earlier run/'
+    cat "$earlier.tail"; rm -f "$earlier.tail"; } > "$earlier"
+fi
 {
   printf '# The README'"'"'s two commands in a fresh %s root (%s)\n\n' "$distribution" "$suite"
   printf 'Recorded by `benchmarks/setup/fresh-root.sh --suite %s`; the last run:\n\n' "$suite"
@@ -116,7 +124,13 @@ versions="$(in_root '. /etc/os-release; echo "$PRETTY_NAME"; python3 --version; 
   printf '| step | exit | duration | last line |\n|---|---|---|---|\n'
   printf '%s\n' "${steps[@]}"
   printf '\nLogs: %s\n' "$workdir"
-} > "$result"
+  if [ -n "$earlier" ]; then
+    printf '\n## Earlier runs\n\n'
+    cat "$earlier"
+  fi
+} > "$result.new"
+mv "$result.new" "$result"
+[ -z "$earlier" ] || rm -f "$earlier"
 log "result in $result"
 cat "$result" >&2
 exit "$rc_all"

@@ -164,6 +164,11 @@ class BaseBackend:
         # Offline nothing says what the cluster has: auto shows built-in mode.
         return SubmitOptions(mode="pods" if mode == "auto" else mode)
 
+    def option_defaults(self) -> Mapping[str, Any]:
+        """What this backend decides for options the user left unset (by spec field path):
+        the namespace its jobs go to, where it has one."""
+        return {"namespace": self.namespace} if self.namespace else {}
+
     def sized(self, values: Mapping[str, Any], command: tuple[str, ...]) -> Mapping[str, Any]:
         """The job's options (by spec field path) with what this backend sets where the user
         set nothing; the same mapping where it sets nothing (here)."""
@@ -215,7 +220,8 @@ class BaseBackend:
 
     def plan(self, spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
              *, mode: ModeDecision | None = None) -> Plan:
-        """The job placed and predicted; what the plan decides goes with it (`plan.spec`).
+        """The job placed and predicted; what the plan decides goes beside the spec
+        (`plan.decisions`), the spec staying as asked.
         `mode`: `mode_for`'s decision, for a backend whose modes shape the plan."""
         # lazy: every CLI start imports this module; what planning and rendering need (pydantic
         # models, ~70 ms) loads only to plan or render

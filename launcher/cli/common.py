@@ -185,7 +185,7 @@ def progress_cells(status: JobStatus) -> tuple[str, str, str, str, str]:
     ratio = (f"{measured / status.predicted_images_per_sec:.2f}x"
              if measured and status.predicted_images_per_sec else "-")
     running = not status.done
-    return (f"{p.step}/{p.total_steps}" if p.total_steps else str(p.step), predicted, ratio,
+    return (p.step_text().removeprefix("step ").removesuffix(" done"), predicted, ratio,
             duration(p.eta_seconds) if running and p.eta_seconds is not None else "-",
             ("STALLED " if p.stalled else "") + f"{duration(p.last_step_age)} ago"
             if running else "-")

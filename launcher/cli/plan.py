@@ -122,8 +122,9 @@ def _planned(data: dict, spec, result, snapshot, assumptions) -> dict:
     data["worker_requests"] = []
     elastic = planned.spec.elastic  # one pod a worker, from one template (workload.py)
     for a in result.assignments:  # as submit renders them (built-in mode)
-        r = (pod_requests(planned.spec, None, planned.spec.gpus_per_worker or 1, 1) if elastic
-             else pod_requests(planned.spec, a.node, a.slots, a.workers))
+        shares = planned.decisions.worker_shares
+        r = (pod_requests(planned.spec, shares, None, planned.spec.gpus_per_worker or 1, 1)
+             if elastic else pod_requests(planned.spec, shares, a.node, a.slots, a.workers))
         data["worker_requests"].append({"node": a.node, "cpu": r.cpu, "memory": r.memory,
                                         "memory_limit": r.memory_limit, "source": r.source,
                                         "per": "worker pod" if elastic else "node pod"})

@@ -63,6 +63,11 @@ class JobProgress:
     # rank -> where it runs, for people ("pod j-worker-1, node n3, GPUs 0,1"): the backend
     # fills it from the hosts and its replicas
     places: dict[int, str] = field(default_factory=dict)
+    # Where the figures came from: "reports" (the ranks'), or "trainerStatus" (a TrainJob's
+    # status.trainerStatus: trainer_status.py); percent: its progressPercentage where it
+    # names no step
+    source: str = "reports"
+    percent: int | None = None
 
     def who(self, rank: int) -> str:
         """`rank 1 (pod j-worker-1, node n3, GPUs 0,1)`, or with the reported host only."""
@@ -82,8 +87,7 @@ class JobProgress:
     def line(self) -> str:
         """One line for people: `step 30/60  images/sec 7.9 (predicted 8.4, 0.94x)
         ETA 1m02s  last step 1s ago`."""
-        total = f"/{self.total_steps}" if self.total_steps else ""
-        parts = [f"step {self.step}{total}" + (" (warm-up)" if self.warmup else "")]
+        parts = [self.step_text() + (" (warm-up)" if self.warmup else "")]
         if self.images_per_sec is not None:
             rate = f"images/sec {self.images_per_sec:.1f}"
             if self.predicted_images_per_sec:
@@ -96,6 +100,12 @@ class JobProgress:
             parts.append(f"ETA {duration(self.eta_seconds)}")
         parts.append(f"last step {duration(self.last_step_age)} ago")
         return "  ".join(parts)
+
+    def step_text(self) -> str:
+        """`step 30/60`, or `45% done` where only a percentage is known."""
+        if self.percent is not None:
+            return f"{self.percent}% done"
+        return f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else "")
 
     def problems(self) -> list[str]:
         """The stall and the stragglers, one line each."""

@@ -43,6 +43,10 @@ class JobOptions:
     def setting(self, values: Mapping[str, Any]) -> JobOptions:
         return replace(self, values={**self.values, **values})
 
+    def defaulted(self, values: Mapping[str, Any]) -> JobOptions:
+        """These options, with `values` where none was given (a backend's defaults)."""
+        return self.setting({k: v for k, v in values.items() if self.values.get(k) is None})
+
 
 # Any valid job name: the options are checked under it before the generated one is chosen.
 DRAFT_NAME = "job"
@@ -237,9 +241,7 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
     options = request.options
     sized = backend.sized(options.values, options.command)
     quick = sized is not options.values  # the backend chose the benchmark's size
-    if options.get("namespace") is None and backend.namespace:
-        sized = {**sized, "namespace": backend.namespace}
-    options = replace(options, values=sized)
+    options = replace(options, values=sized).defaulted(backend.option_defaults())
     generated = options.get("name") is None
 
     def name_for(draft: JobSpec) -> str:
@@ -270,17 +272,15 @@ def _run_submit(request: SubmitRequest, held: HeldNotes) -> SubmitOutcome:
         cluster = backend.cluster_for(spec, context=request.context)
     cal, cal_source = calibration_file.load(request.calibration)
     assumptions = calibration_file.assumptions(cal, cal_source) if cal is not None else None
-    # what the plan decided goes with it (what a TrainJob carries, the RDMA device the
-    # workers request, the sshd port on the host network)
+    # what the plan decides goes beside the spec, which stays as built (plan.decisions: the
+    # RDMA device the workers request, the sshd port on the host network, ...)
     plan = backend.plan(spec, cluster, assumptions, mode=decision)
-    spec = plan.spec
     describe_plan(plan)
     if start := backend.start_note(spec, plan, quick=quick):
         note(start)
 
     submit_options = backend.job_options(spec, submit_options)
     plan, checked = backend.preflight(plan, submit_options)
-    spec = plan.spec
     for line in checked:
         note(f"note: {line}")
     if client_dry_run:

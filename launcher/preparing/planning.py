@@ -11,33 +11,46 @@ no backend and nothing of the submit pipeline.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from launcher.errors import Refused, UsageError
+from launcher.output import note
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned (lazy imports below)
     from launcher.preparing.network_plan import NetworkPlan
-    from mpijob.jobspec.spec import JobSpec
+    from mpijob.jobspec.decisions import Choices, Decisions
+    from mpijob.jobspec.defaults import GpuRequest, GpuRequestChoice, PreflightMode
+    from mpijob.jobspec.spec import JobSpec, Network, RdmaRequest
+    from mpijob.jobspec.worker_share import ResourceShare
     from mpijob.perf.perfmodel import Assumptions, Prediction
     from mpijob.scheduling.cluster import Cluster
     from mpijob.scheduling.placement import Placement
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """Where a job runs and how fast: the placement (None: the scheduler places it) and the
-    prediction (None: nothing to predict from), with what planning could not check."""
+    prediction (None: nothing to predict from), with what planning could not check. Built
+    once: `spec` is the job as asked, `decisions` what the plan decided for it
+    (mpijob.jobspec.decisions; a plan made without planning decides what the spec names)."""
 
     spec: JobSpec
     placement: Placement | None = None
     prediction: Prediction | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     # RDMA or TCP between nodes, and what to say (launcher.preparing.network_plan).
     network: NetworkPlan | None = None
     # What the preflight expects of each path on this placement (mpijob.perf.preflight);
     # None: off, or nothing placed (the ranks' figures are then reported, not judged).
     preflight: dict | None = None
+    decisions: Decisions = None  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.decisions is None and self.spec is not None:
+            from mpijob.jobspec.decisions import Decisions
+
+            object.__setattr__(self, "decisions", Decisions.undecided(self.spec))
 
 
 def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
@@ -52,65 +65,75 @@ def fits_when_idle(cluster: Cluster, spec: JobSpec) -> bool:
 
 
 def plan_job(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None = None,
-             pod_security: str | None = None, rdma_fix: str | None = None) -> Plan:
+             pod_security: str | None = None, rdma_fix: str | None = None, *,
+             choices: Choices | None = None, networks: tuple[Network, ...] | None = None,
+             host_ssh_port: bool = False) -> Plan:
     """submit's plan: place the job on the snapshot (refusing what cannot fit), then
     `plan_placed`; say what the workers' default requests are. `pod_security`: the
     namespace's enforced Pod Security level, where known. An elastic job is placed for the
-    workers it starts with (launcher.preparing.elastic_plan)."""
+    workers it starts with (launcher.preparing.elastic_plan). `choices`: the --rdma and
+    --gpu-request to plan from (None: the spec's); `networks`: the Multus networks with
+    their device resources, where read (None: as the spec names them); `host_ssh_port`: on
+    the host network, an sshd port free on the job's nodes (the Kubernetes backend's)."""
+    from mpijob.jobspec.decisions import Choices
     from mpijob.jobspec.defaults import PREFLIGHT_KUBERNETES
 
-    spec = spec.with_preflight_default(PREFLIGHT_KUBERNETES)
+    asked = _Asked(choices or Choices.of(spec),
+                   spec.preflight if spec.preflight is not None else PREFLIGHT_KUBERNETES,
+                   networks if networks is not None else spec.networks, host_ssh_port)
+    elastic_lines: tuple[str, ...] = ()
     if spec.elastic:
         from launcher.preparing.elastic_plan import plan_elastic
 
-        elastic = plan_elastic(spec, cluster, assumptions)
-        plan = _place_and_plan(spec, cluster, assumptions, pod_security, rdma_fix)
-        plan.notes.extend(elastic.lines)
-    else:
-        plan = _place_and_plan(spec, cluster, assumptions, pod_security, rdma_fix)
-    if plan.spec.worker_shares:
-        plan.notes.extend(describe_requests(plan.spec, plan.placement))
-    return plan
-
-
-def _place_and_plan(spec: JobSpec, cluster: Cluster | None, assumptions: Assumptions | None,
-                    pod_security: str | None, rdma_fix: str | None = None) -> Plan:
+        elastic_lines = plan_elastic(spec, cluster, assumptions).lines
     if cluster is None:
-        spec, said = resolve_gpu_request(spec, cluster)
-        if spec.rdma == "on" and spec.gpus_per_worker:
+        if asked.choices.rdma == "on" and spec.gpus_per_worker:
             raise UsageError("--rdma on: no cluster snapshot to find the nodes' RDMA devices "
                              "in; pass --cluster FILE, or request the device with "
                              "--extra-resource NAME=N")
-        plan = _with_shares(Plan(spec, notes=[*said, "no cluster snapshot: the scheduler "
-                                              "places the workers (pass --cluster FILE to plan)"]),
-                            cluster)
-    else:
-        from mpijob.scheduling.placement import PlacementRequest, place
+        return _unplaced(spec, cluster, asked, elastic_lines, "no cluster snapshot: the "
+                         "scheduler places the workers (pass --cluster FILE to plan)")
+    from mpijob.scheduling.placement import PlacementRequest, place
 
-        placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
-        if placement.feasible:
-            plan = plan_placed(spec, cluster, placement, assumptions, pod_security,
-                               rdma_fix=rdma_fix)
-        elif spec.gang != "none" and fits_when_idle(cluster, spec):
-            # A gang scheduler queues what does not fit now and places it when it does.
-            spec, said = resolve_gpu_request(spec, cluster)
-            plan = _with_shares(Plan(spec, notes=[
-                *said, f"the job does not fit the cluster now ({placement.reason}); "
-                f"{spec.gang} queues it and places it when it fits"]), cluster)
-        else:
-            raise Refused(f"job {spec.name} cannot be placed: {placement.reason}")
-    return plan
+    placement = place(cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)
+    if placement.feasible:
+        return _placed(spec, cluster, placement, assumptions, pod_security, rdma_fix, asked,
+                       elastic_lines, describe=True)
+    if spec.gang != "none" and fits_when_idle(cluster, spec):
+        # A gang scheduler queues what does not fit now and places it when it does.
+        return _unplaced(spec, cluster, asked, elastic_lines,
+                         f"the job does not fit the cluster now ({placement.reason}); "
+                         f"{spec.gang} queues it and places it when it fits")
+    raise Refused(f"job {spec.name} cannot be placed: {placement.reason}")
 
 
-def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None) -> tuple[JobSpec, list[str]]:
+@dataclass(frozen=True)
+class _Asked:
+    """What a plan decides from besides the spec and the cluster."""
+
+    choices: Choices
+    preflight: PreflightMode | None
+    networks: tuple[Network, ...]
+    host_ssh_port: bool = False
+
+
+def _unplaced(spec: JobSpec, cluster: Cluster | None, asked: _Asked,
+              elastic_lines: tuple[str, ...], why: str) -> Plan:
+    gpu_request, said = resolve_gpu_request(spec, cluster, asked.choices.gpu_request)
+    return _built(spec, cluster, None, asked, gpu_request, None,
+                  [*said, why, *elastic_lines], describe=True)
+
+
+def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None,
+                        choice: GpuRequestChoice | None = None) -> tuple[GpuRequest, list[str]]:
     """--gpu-request: auto takes DRA where the cluster's nodes publish DRA GPU devices (the
-    network decision depends on it: GPUs and NICs paired through DRA); the spec with the
-    choice made, and what to say about it."""
+    network decision depends on it: GPUs and NICs paired through DRA); the choice made,
+    and what to say about it. `choice`: the one to decide from (None: the spec's)."""
     if not spec.gpus_per_worker:
-        return spec.model_copy(update={"gpu_request": "device-plugin"}), []
+        return "device-plugin", []
     has_dra = cluster is not None and any(n.dra_devices for n in cluster.nodes)
-    choice = spec.gpu_request
-    mode = choice if choice != "auto" else ("dra" if has_dra else "device-plugin")
+    choice = choice or spec.gpu_request
+    mode: GpuRequest = choice if choice != "auto" else ("dra" if has_dra else "device-plugin")
     if mode == "dra" and cluster is not None and not has_dra:
         raise UsageError("--gpu-request dra: no node of the cluster publishes DRA GPU devices "
                          "(no gpu.nvidia.com ResourceSlices); use --gpu-request device-plugin")
@@ -119,7 +142,7 @@ def resolve_gpu_request(spec: JobSpec, cluster: Cluster | None) -> tuple[JobSpec
                 "worker joining later takes whichever freed up)" if spec.elastic else
                 " selecting the planned devices" if has_dra else
                 " (no device data: any GPUs sharing one PCIe root)")] if mode == "dra" else [])
-    return spec.model_copy(update={"gpu_request": mode}), said
+    return mode, said
 
 
 def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
@@ -129,47 +152,84 @@ def plan_placed(spec: JobSpec, cluster: Cluster, placement: Placement,
     its GPUs are requested (DRA where the nodes publish it), its network (--rdma: the
     device the workers request, or TCP), its throughput on that network, and the workers'
     default CPU/memory requests (a share of each planned node)."""
-    spec, said = resolve_gpu_request(spec, cluster)
-    plan = Plan(spec, placement=placement, notes=said)
+    from mpijob.jobspec.decisions import Choices
+
+    return _placed(spec, cluster, placement, assumptions, pod_security, rdma_fix,
+                   _Asked(Choices.of(spec), spec.preflight, spec.networks), ())
+
+
+def _placed(spec: JobSpec, cluster: Cluster, placement: Placement,
+            assumptions: Assumptions | None, pod_security: str | None, rdma_fix: str | None,
+            asked: _Asked, elastic_lines: tuple[str, ...], *, describe: bool = False) -> Plan:
+    gpu_request, notes = resolve_gpu_request(spec, cluster, asked.choices.gpu_request)
     if not spec.gpus_per_worker:
-        _predict_cpu_workers(plan, spec, placement, cluster, assumptions)
-        return _with_shares(plan, cluster)
+        prediction = _predict_cpu_workers(notes, spec, placement, cluster, assumptions)
+        return _built(spec, cluster, placement, asked, gpu_request, None,
+                      [*notes, *elastic_lines], describe=describe, prediction=prediction)
     from launcher.preparing import network_plan
     from mpijob.jobspec.spec import RdmaRequest
 
+    rdma = asked.choices.rdma
     try:
-        decision = network_plan.decide(spec.rdma, placement, cluster, pod_security=pod_security,
-                                       gpu_request=spec.gpu_request)
+        decision = network_plan.decide(rdma, placement, cluster, pod_security=pod_security,
+                                       gpu_request=gpu_request)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     res = decision.resource
+    rdma_request = None
     if decision.paired and res is not None and decision.pairing is not None:
-        plan.spec = spec = spec.model_copy(update={"rdma_request": RdmaRequest(
-            resource=res.name, per_gpu=True, nic_driver=decision.pairing.driver)})
+        rdma_request = RdmaRequest(resource=res.name, per_gpu=True,
+                                   nic_driver=decision.pairing.driver)
     elif decision.use and res is not None:
-        plan.spec = spec = spec.model_copy(update={"rdma_request": RdmaRequest(
-            resource=res.name, per_gpu=res.kind == "vf", link=res.link, hcas=res.hcas)})
+        rdma_request = RdmaRequest(resource=res.name, per_gpu=res.kind == "vf", link=res.link,
+                                   hcas=res.hcas)
     try:
-        plan.network = network_plan.plan_network(
-            spec.rdma, model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,
+        network = network_plan.plan_network(
+            rdma, model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,
             precision=spec.benchmark.precision, placement=placement, cluster=cluster,
             assumptions=assumptions, decision=decision, rdma_fix=rdma_fix)
-        plan.prediction = plan.network.prediction
+        prediction = network.prediction
     except ValueError as exc:
-        plan.network = network_plan.NetworkPlan(decision)
-        plan.notes.append(f"no prediction: {exc}")
-    plan.preflight = preflight_plan(spec, placement, cluster, assumptions, decision.transport)
-    if plan.preflight is not None:
-        from mpijob.perf.preflight import describe
+        network, prediction = network_plan.NetworkPlan(decision), None
+        notes.append(f"no prediction: {exc}")
+    preflight = preflight_plan(spec, placement, cluster, assumptions, decision.transport,
+                               policy=asked.preflight)
+    if preflight is not None:
+        from mpijob.perf.preflight import describe as describe_preflight
 
-        plan.notes.append(describe(plan.preflight, str(spec.preflight)))
-    return _with_shares(plan, cluster)
+        notes.append(describe_preflight(preflight, str(asked.preflight)))
+    return _built(spec, cluster, placement, asked, gpu_request, rdma_request,
+                  [*notes, *elastic_lines], describe=describe, prediction=prediction,
+                  network=network, preflight=preflight)
+
+
+def _built(spec: JobSpec, cluster: Cluster | None, placement: Placement | None, asked: _Asked,
+           gpu_request: GpuRequest, rdma_request: RdmaRequest | None, notes: list[str], *,
+           describe: bool, prediction: Prediction | None = None,
+           network: NetworkPlan | None = None, preflight: dict | None = None) -> Plan:
+    """The plan, built once, with its decisions: the workers' default CPU/memory requests
+    where --cpu/--memory leave them open and, on the host network, the sshd port."""
+    from mpijob.jobspec.decisions import Decisions
+
+    shares = _shares(spec, cluster, placement)
+    ssh_port = (_free_host_ssh_port(spec, cluster, placement)
+                if asked.host_ssh_port and spec.host_network and cluster is not None
+                else spec.ssh_port)
+    decisions = Decisions(gpu_request=gpu_request, preflight=asked.preflight, ssh_port=ssh_port,
+                          networks=asked.networks, rdma_request=rdma_request,
+                          worker_shares=shares)
+    if describe and shares:
+        notes = [*notes, *describe_requests(spec, shares, placement)]
+    return Plan(spec, placement=placement, prediction=prediction, notes=tuple(notes),
+                network=network, preflight=preflight, decisions=decisions)
 
 
 def preflight_plan(spec: JobSpec, placement: Placement, cluster: Cluster,
-                   assumptions: Assumptions | None, transport: str) -> dict | None:
-    """The preflight's expectations on the planned pods, on the network the job gets."""
-    if not spec.runs_preflight or not spec.gpus_per_worker:
+                   assumptions: Assumptions | None, transport: str, *,
+                   policy: PreflightMode | None) -> dict | None:
+    """The preflight's expectations on the planned pods, on the network the job gets;
+    None where `policy` (the plan's --preflight) is off or unset."""
+    if policy not in ("warn", "fail") or not spec.gpus_per_worker:
         return None
     from mpijob.perf import preflight
     from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS
@@ -186,22 +246,39 @@ def preflight_plan(spec: JobSpec, placement: Placement, cluster: Cluster,
         return None
 
 
-def _with_shares(plan: Plan, cluster: Cluster | None) -> Plan:
+def _shares(spec: JobSpec, cluster: Cluster | None,
+            placement: Placement | None) -> tuple[ResourceShare, ...]:
     """The workers' default CPU/memory requests where --cpu/--memory leave them open."""
-    if plan.spec.cpu is None or plan.spec.memory is None:
-        from mpijob.jobspec.worker_share import plan_shares
-        from mpijob.k8s import start_gate
+    if spec.cpu is not None and spec.memory is not None:
+        return ()
+    from mpijob.jobspec.worker_share import plan_shares
+    from mpijob.k8s import start_gate
 
-        # The start gate's pod is scheduled before the workers, on any node.
-        gate = start_gate.GATE_RESOURCES["requests"]
-        beside = ((gate["cpu"], gate["memory"], "the start gate's pod")
-                  if start_gate.applies(plan.spec) else None)
-        shares = plan_shares(cluster, plan.placement, plan.spec.gpus_per_worker, beside)
-        plan.spec = plan.spec.model_copy(update={"worker_shares": shares})
-    return plan
+    # The start gate's pod is scheduled before the workers, on any node.
+    gate = start_gate.GATE_RESOURCES["requests"]
+    beside = ((gate["cpu"], gate["memory"], "the start gate's pod")
+              if start_gate.applies(spec) else None)
+    return plan_shares(cluster, placement, spec.gpus_per_worker, beside)
 
 
-def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
+def _free_host_ssh_port(spec: JobSpec, cluster: Cluster, placement: Placement | None) -> int:
+    """On the host network the job's sshd port is a port of its nodes: past ports the
+    snapshot shows in use there (mpijob.jobspec.ssh_port)."""
+    from mpijob.jobspec.ssh_port import free_ssh_port
+
+    used_on = {a.node for a in placement.assignments} if placement is not None else None
+    taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
+             for port in n.host_ports}
+    if spec.ssh_port not in taken:
+        return spec.ssh_port
+    port = free_ssh_port(spec.namespace, spec.name, taken)
+    note(f"note: --host-network: sshd port {spec.ssh_port} is in use on the job's nodes; "
+         f"using {port}")
+    return port
+
+
+def describe_requests(spec: JobSpec, shares: tuple[ResourceShare, ...],
+                      placement: Placement | None) -> list[str]:
     """One line per distinct worker request the defaults give, with where it came from."""
     from mpijob.jobspec.worker_share import pod_defaults
 
@@ -212,7 +289,7 @@ def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
     pods = pods or [(None, spec.gpus_per_worker or 1)]
     lines = []
     for node, slots in pods:
-        default = pod_defaults(spec.worker_shares, node, slots)
+        default = pod_defaults(shares, node, slots)
         if default is None:
             continue
         cpu, memory, source = default
@@ -229,14 +306,15 @@ def describe_requests(spec: JobSpec, placement: Placement | None) -> list[str]:
     return lines
 
 
-def _predict_cpu_workers(plan: Plan, spec, placement, cluster, assumptions) -> None:
+def _predict_cpu_workers(notes: list[str], spec: JobSpec, placement: Placement,
+                         cluster: Cluster, assumptions: Assumptions | None) -> Prediction | None:
     """CPU workers: predicted only from a calibration (the perf model says so otherwise)."""
     from mpijob.perf.perfmodel import DEFAULT_ASSUMPTIONS, predict
 
     try:
-        plan.prediction = predict(model=spec.benchmark.model,
-                                  batch_size=spec.benchmark.batch_size,
-                                  precision=spec.benchmark.precision, placement=placement,
-                                  cluster=cluster, assumptions=assumptions or DEFAULT_ASSUMPTIONS)
+        return predict(model=spec.benchmark.model, batch_size=spec.benchmark.batch_size,
+                       precision=spec.benchmark.precision, placement=placement,
+                       cluster=cluster, assumptions=assumptions or DEFAULT_ASSUMPTIONS)
     except ValueError as exc:
-        plan.notes.append(f"no prediction: {exc}")
+        notes.append(f"no prediction: {exc}")
+        return None

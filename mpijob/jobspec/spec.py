@@ -40,7 +40,6 @@ from mpijob.jobspec.defaults import (
     RdmaChoice,
 )
 from mpijob.jobspec.elastic_bounds import check_bounds
-from mpijob.jobspec.environment import DEFAULT_JOB_ENV, nccl_env
 from mpijob.jobspec.image_ref import image_problem
 from mpijob.jobspec.launch_line import is_launcher_line
 from mpijob.jobspec.options import parse_count, parse_key_value
@@ -51,7 +50,6 @@ from mpijob.jobspec.toleration import (
     parse_toleration,
 )
 from mpijob.jobspec.volumes import DataVolume, HostDir, check_mounts, parse_data, parse_data_dir
-from mpijob.jobspec.worker_share import ResourceShare
 from mpijob.wellknown import GPU_RESOURCE
 
 DNS1035 = refs.DNS1035
@@ -209,9 +207,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
     "pod_patches": (),
     # RDMA and other device resources
-    "rdma": defaults.RDMA, "rdma_request": None, "preflight": None, "extra_resources": {}, "networks": (),
-    # the workers' default CPU/memory requests
-    "worker_shares": ()}
+    "rdma": defaults.RDMA, "preflight": None, "extra_resources": {}, "networks": ()}
 # An extended resource name (domain/name) as --extra-resource takes it.
 EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -283,10 +279,9 @@ class JobSpec(BaseModel):
     # port (mpijob.k8s.monitor); None: no endpoint.
     metrics_port: Annotated[int | None, Flag("--metrics-port", backends=KUBERNETES_ONLY)] = Field(
         None, ge=1, le=65535)
-    # --rdma as given, and what the plan made of it (the device the workers request).
+    # --rdma as given; the device the workers request is the plan's (mpijob.jobspec.decisions).
     rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
-    rdma_request: Annotated[RdmaRequest | None, Flag("--rdma", declares=False)] = None
-    # None: the backend's plan decides (defaults.PREFLIGHT_*); the renderers take None as off.
+    # None: the backend's plan decides (defaults.PREFLIGHT_*: mpijob.jobspec.decisions).
     preflight: Annotated[PreflightMode | None, Flag("--preflight")] = None
     # Device resources hvdk8s does not know, per worker pod (--extra-resource NAME=N).
     extra_resources: Annotated[dict[str, int], Flag("--extra-resource", parse=parse_count)] = Field(
@@ -300,9 +295,6 @@ class JobSpec(BaseModel):
     working_dir: Annotated[str | None, Flag("--working-dir")] = None
     service_account: Annotated[str | None, Flag("--service-account", backends=KUBERNETES_ONLY, elsewhere="refuse")] = None
     pod_patches: Annotated[tuple[PodPatch, ...], Flag("--pod-patch", backends=KUBERNETES_ONLY, elsewhere="refuse")] = ()
-    # What the plan decided the workers request where --cpu/--memory are not given: a
-    # share of each planned node (mpijob.jobspec.worker_share); no option of its own.
-    worker_shares: tuple[ResourceShare, ...] = ()
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
@@ -512,25 +504,8 @@ class JobSpec(BaseModel):
         return scheduler.scheduler_name if scheduler is not None else None
 
     @property
-    def job_env(self) -> dict[str, str]:
-        """The environment of every rank: hvdk8s's defaults, NCCL's RDMA settings when the
-        workers get RDMA, then the user's -e (which win)."""
-        rdma = self.rdma_request
-        fabric = nccl_env(rdma.link, rdma.hcas, pod_network=not self.host_network) if rdma else {}
-        return {**DEFAULT_JOB_ENV, **fabric, **self.env}
-
-    @property
     def runs_benchmark(self) -> bool:
         return not self.command
-
-    @property
-    def runs_preflight(self) -> bool:
-        """warn or fail; None (the plan did not decide: a spec rendered directly) is off."""
-        return self.preflight in ("warn", "fail")
-
-    def with_preflight_default(self, mode: PreflightMode) -> JobSpec:
-        """The spec with --preflight decided where it was not given (a backend's plan)."""
-        return self if self.preflight is not None else self.model_copy(update={"preflight": mode})
 
     @property
     def user_gives_mpirun(self) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mpijob.jobspec.decisions import Decisions
 from mpijob.jobspec.defaults import MPIImplementation
 from mpijob.k8s.hostnet import NCCL_SOCKET_IFNAME_DEFAULT, OMPI_TCP_EXCLUDE
 from mpijob.k8s.podscripts import launch_recording_result, openmpi5_env
@@ -25,6 +26,9 @@ BENCHMARK_IN_POD = "/etc/hvdk8s/hvd_cnn_bench.py"
 # (mpijob.perf.preflight), shipped in the job's ConfigMap beside the benchmark.
 PREFLIGHT_IN_POD = "/etc/hvdk8s/hvdk8s_preflight.py"
 PREFLIGHT_PLAN_IN_POD = "/etc/hvdk8s/preflight.json"
+# The poster of progress to Kubeflow Trainer's status endpoint
+# (mpijob/k8s/podscripts/hvdk8s_trainer_status.py), shipped with a TrainJob's files.
+TRAINER_STATUS_IN_POD = "/etc/hvdk8s/hvdk8s_trainer_status.py"
 
 
 def shell_join(argv: list[str] | tuple[str, ...]) -> str:
@@ -177,13 +181,20 @@ class MpirunLine:
         return argv + list(self.program)
 
 
+def _decided(spec: JobSpec, decided: Decisions | None) -> Decisions:
+    """The plan's decisions; a spec rendered without a plan gets what it names."""
+    return decided if decided is not None else Decisions.undecided(spec)
+
+
 def mpirun_line(spec: JobSpec, hostfile: str, *, program: list[str] | None = None,
                 mpirun: str = "mpirun", local: LocalRun | None = None,
-                set_env: Collection[str] | None = None) -> MpirunLine:
+                set_env: Collection[str] | None = None,
+                decided: Decisions | None = None) -> MpirunLine:
     """The mpirun line hvdk8s writes when the user did not write one. `set_env`: the names
     set where mpirun runs; the others are not exported (mpirun warns of each in the log)."""
     program = program if program is not None else program_argv(spec)
-    env_names = list(FORWARDED_ENV) + [k for k in spec.job_env if k not in FORWARDED_ENV]
+    job_env = _decided(spec, decided).job_env(spec)
+    env_names = list(FORWARDED_ENV) + [k for k in job_env if k not in FORWARDED_ENV]
     if set_env is not None:
         env_names = [name for name in env_names if name in set_env]
     if spec.host_network and spec.network_interface:
@@ -202,23 +213,27 @@ def mpirun_line(spec: JobSpec, hostfile: str, *, program: list[str] | None = Non
     )
 
 
-def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = None) -> list[str]:
+def mpirun_argv(spec: JobSpec, hostfile: str, *, program: list[str] | None = None,
+                decided: Decisions | None = None) -> list[str]:
     """The line of a launcher pod: valid for the image's mpirun whichever it is."""
-    return mpirun_line(spec, hostfile, program=program).argv()
+    return mpirun_line(spec, hostfile, program=program, decided=decided).argv()
 
 
-def launch_argv(spec: JobSpec, hostfile: str, *, rsh_args: str | None = None) -> list[str]:
+def launch_argv(spec: JobSpec, hostfile: str, *, rsh_args: str | None = None,
+                decided: Decisions | None = None) -> list[str]:
     """The launcher's command: the user's own mpirun line untouched, or the one we write;
     after the preflight unless --preflight off. `rsh_args`: put on our mpirun lines
     (operator mode on the host network: the line beats the operator's environment)."""
+    decided = _decided(spec, decided)
     if spec.user_gives_mpirun:
         main = users_line(spec)
     else:
-        main = _with_rsh(mpirun_argv(spec, hostfile), rsh_args)
-    if not spec.runs_preflight:
+        main = _with_rsh(mpirun_argv(spec, hostfile, decided=decided), rsh_args)
+    if not decided.runs_preflight:
         return main
-    pre = _with_rsh(mpirun_argv(spec, hostfile, program=preflight_program(spec)), rsh_args)
-    return preflight_then(str(spec.preflight), pre, main)
+    pre = _with_rsh(mpirun_argv(spec, hostfile, program=preflight_program(spec, decided=decided),
+                                decided=decided), rsh_args)
+    return preflight_then(str(decided.preflight), pre, main)
 
 
 def users_line(spec: JobSpec) -> list[str]:
@@ -230,9 +245,10 @@ def _with_rsh(argv: list[str], rsh_args: str | None) -> list[str]:
     return argv if rsh_args is None else [argv[0], "-mca", "plm_rsh_args", rsh_args, *argv[1:]]
 
 
-def preflight_config(spec: JobSpec, files: dict[str, str] | None) -> dict[str, str]:
+def preflight_config(spec: JobSpec, files: dict[str, str] | None, *,
+                     decided: Decisions | None = None) -> dict[str, str]:
     """The ConfigMap entries the preflight needs (its program and plan), none when off."""
-    if not spec.runs_preflight:
+    if not _decided(spec, decided).runs_preflight:
         return {}
     if files is None:
         raise ValueError("the preflight runs from the job's ConfigMap: pass its files")
@@ -241,10 +257,10 @@ def preflight_config(spec: JobSpec, files: dict[str, str] | None) -> dict[str, s
 
 def preflight_program(spec: JobSpec, *, python: str = "python", script: str = PREFLIGHT_IN_POD,
                       plan_file: str = PREFLIGHT_PLAN_IN_POD,
-                      plan_json: str | None = None) -> list[str]:
+                      plan_json: str | None = None, decided: Decisions | None = None) -> list[str]:
     """What each rank runs first: the preflight, with its plan from the ConfigMap's file or,
     on this machine, on its line."""
-    argv = [python, script, "--policy", str(spec.preflight)]
+    argv = [python, script, "--policy", str(_decided(spec, decided).preflight)]
     return argv + (["--plan-json", plan_json] if plan_json is not None else ["--plan", plan_file])
 
 
@@ -284,7 +300,7 @@ def hostfile_text(spec: JobSpec, hosts_and_slots: list[tuple[str, int]]) -> str:
 # attempts (OMPI_MCA_plm_rsh_args "-o ConnectionAttempts=10"). So the launcher first waits
 # for every host in the operator's hostfile to answer on ssh, as the built-in launcher.sh
 # does; HVDK8S_WORKER_WAIT_SECONDS=0 waits without limit (a gang scheduler's queue).
-# The port is the job's (HVDK8S_SSH_PORT, the same JobSpec.ssh_port the worker's `sshd -p`
+# The port is the job's (HVDK8S_SSH_PORT, the same Decisions.ssh_port the worker's `sshd -p`
 # gets), for the wait and, through the rsh/bootstrap arguments, for mpirun itself: a port
 # left to the image's ssh_config and sshd_config disagrees whenever one of them is not the
 # image's own (`-o Port=22` against hvdk8s' image's sshd on 2222).

@@ -1,5 +1,5 @@
 """`--host-network`: which interfaces MPI and NCCL use when the user names none (the sshd
-port two jobs on one node must not share is the spec's: mpijob.jobspec.ssh_port).
+port two jobs on one node must not share is the plan's decision: mpijob.jobspec.ssh_port).
 
 On the host network every interface of the node is visible, including ones
 that carry the same address on every node (docker0, kube-ipvs0 with all Service IPs) or

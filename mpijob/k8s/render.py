@@ -17,6 +17,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from mpijob.jobspec import names
+from mpijob.jobspec.decisions import Decisions, record
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.security import (
     HOME_VOLUME,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # placement is only a type here
     from mpijob.scheduling.placement import Placement
 
 CONFIG_DIR = "/etc/hvdk8s"
+CONFIG_VOLUME = "hvdk8s-config"  # the volume of the files under CONFIG_DIR
 SSH_DIR = "/etc/hvdk8s-ssh"
 
 
@@ -85,9 +87,11 @@ def metadata(spec: JobSpec, name: str | None, *, role: str | None = None,
     return meta
 
 
-def root_annotations(spec: JobSpec, placement: Placement | None, prediction: dict | None) -> dict:
-    """What `get` and the experiment runner read back: the spec, placement and prediction."""
-    out = {names.ANNOTATION_SPEC: json.dumps(spec.model_dump(mode="json"), sort_keys=True,
+def root_annotations(spec: JobSpec, decided: Decisions, placement: Placement | None,
+                     prediction: dict | None) -> dict:
+    """What `get` and the experiment runner read back: the spec with the plan's decisions
+    (mpijob.jobspec.decisions.record), placement and prediction."""
+    out = {names.ANNOTATION_SPEC: json.dumps(record(spec, decided), sort_keys=True,
                                              separators=(",", ":"))}
     if placement is not None and placement.feasible:
         out[names.ANNOTATION_PLACEMENT] = json.dumps(
@@ -99,8 +103,8 @@ def root_annotations(spec: JobSpec, placement: Placement | None, prediction: dic
     return out
 
 
-def env_list(spec: JobSpec, extra: dict[str, str] | None = None) -> list[dict]:
-    merged = {**spec.job_env, **(extra or {})}
+def env_list(spec: JobSpec, decided: Decisions, extra: dict[str, str] | None = None) -> list[dict]:
+    merged = {**decided.job_env(spec), **(extra or {})}
     return [{"name": k, "value": v} for k, v in merged.items()]
 
 

@@ -20,6 +20,7 @@ Pure.
 from __future__ import annotations
 
 from mpijob.jobspec import names
+from mpijob.jobspec.decisions import Decisions
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import preflight_program, preflight_then, program_argv, shell_join
 from mpijob.k8s.render import metadata, pod_script
@@ -97,31 +98,30 @@ def volume(spec: JobSpec) -> dict:
 MOUNT = {"name": "hvdk8s-elastic", "mountPath": ELASTIC_DIR, "readOnly": True}
 
 
-def ready_service(spec: JobSpec) -> dict:
+def ready_service(spec: JobSpec, ssh_port: int) -> dict:
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": metadata(spec, ready_service_name(spec.name)),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": False,
                      "selector": {names.LABEL_JOB: spec.name,
                                   names.LABEL_ROLE: names.ROLE_WORKER},
-                     "ports": [{"name": "ssh", "port": spec.ssh_port,
-                                "targetPort": spec.ssh_port}]}}
+                     "ports": [{"name": "ssh", "port": ssh_port, "targetPort": ssh_port}]}}
 
 
-def launcher_command(spec: JobSpec) -> list[str]:
+def launcher_command(spec: JobSpec, decided: Decisions) -> list[str]:
     """The launcher waits for the minimum (elastic.sh), then runs horovodrun; after the
     preflight over the workers there at the start, unless --preflight off."""
     argv = horovodrun_argv(spec)
-    if spec.runs_preflight:
-        argv = preflight_then(str(spec.preflight), start_preflight(spec), argv)
+    if decided.runs_preflight:
+        argv = preflight_then(str(decided.preflight), start_preflight(spec, decided), argv)
     return ["/bin/sh", f"{ELASTIC_DIR}/elastic.sh", *argv]
 
 
-def start_preflight(spec: JobSpec) -> str:
+def start_preflight(spec: JobSpec, decided: Decisions) -> str:
     """The preflight over the workers elastic.sh found Ready at the start (its hostfile, one
     name a line: launcher.sh's HVDK8S_HOSTFILE), each with the job's slots: a horovodrun of
     those hosts (Gloo, no mpirun in an elastic image), computed when the launcher starts."""
     nic = spec.network_interface if spec.host_network else "eth0"
-    program = preflight_program(spec) + ["--uniform-slots", str(slots(spec))]
+    program = preflight_program(spec, decided=decided) + ["--uniform-slots", str(slots(spec))]
     return ('hosts=""; np=0\n'
             """for h in $(sed -e 's/[: ].*//' -e '/^$/d' "$HVDK8S_HOSTFILE"); do\n"""
             '  hosts="${hosts:+$hosts,}$h:$HVDK8S_SLOTS"; np=$((np + HVDK8S_SLOTS))\n'

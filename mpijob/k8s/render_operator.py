@@ -11,8 +11,7 @@ from __future__ import annotations
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
-from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s import monitor
+from mpijob.k8s import monitor, pod_files
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
@@ -21,9 +20,11 @@ from mpijob.k8s.command import (
     wait_then_launch,
 )
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
+from mpijob.k8s.pod_files import PodFiles
 from mpijob.k8s.podpatch import patched_template
 from mpijob.k8s.render import (
     CONFIG_DIR,
+    CONFIG_VOLUME,
     env_list,
     finish_container,
     finish_pod,
@@ -42,19 +43,20 @@ from mpijob.wellknown import MPI_HOSTFILE, MULTUS_NETWORKS_ANNOTATION
 API_VERSION = "kubeflow.org/v2beta1"
 
 
-def _container(spec: JobSpec, name: str, command: list[str], resources: dict,
-               benchmark: bool, extra_env: dict | None = None) -> dict:
+def _container(work: Workload, name: str, command: list[str], resources: dict,
+               files: PodFiles | None, extra_env: dict | None = None) -> dict:
+    spec = work.spec
     mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    if benchmark:
-        mounts.append({"name": "hvdk8s-config", "mountPath": CONFIG_DIR, "readOnly": True})
+    if files is not None:
+        mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True})
     c: dict = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
-         "command": command, "env": env_list(spec, extra_env), "volumeMounts": mounts}
+         "command": command, "env": env_list(spec, work.decisions, extra_env), "volumeMounts": mounts}
     if resources:
         c["resources"] = resources
     return c
 
 
-def _template(work: Workload, role: str, container: dict, benchmark: bool,
+def _template(work: Workload, role: str, container: dict, files: PodFiles | None,
               affinity: dict | None, gang: bool) -> dict:
     """The launcher's (gang False) or the workers' pod template, whole."""
     spec = work.spec
@@ -73,8 +75,10 @@ def _template(work: Workload, role: str, container: dict, benchmark: bool,
         if annotations:
             meta["annotations"] = annotations
     volumes = [shm_volume(spec)]
-    if benchmark:
-        volumes.append({"name": "hvdk8s-config", "configMap": {"name": names.operator_benchmark(spec.name)}})
+    if files is not None:
+        volumes.append(files.volume())
+        if files.annotations:
+            meta.setdefault("annotations", {}).update(files.annotations)
     container = finish_container(spec, container, data=data, ipc_lock=worker and work.ipc_lock)
     body = {**pod_common(spec, gang=gang), "containers": [container], "volumes": volumes}
     if affinity:
@@ -107,11 +111,18 @@ def render_operator(work: Workload, benchmark_source: str | None,
                     prediction: dict | None, managed_by: str | None = None,
                     preflight_files: dict[str, str] | None = None) -> list[dict]:
     """`managed_by`: runPolicy.managedBy, the controller that runs the MPIJob (MultiKueue's
-    kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
-    spec, placement, shape = work.spec, work.placement, work.shape
+    kueue.x-k8s.io/multikueue dispatches it to a worker cluster, so the pods carry their
+    files instead of a ConfigMap: mpijob.k8s.pod_files)."""
+    spec, placement, shape, decided = work.spec, work.placement, work.shape, work.decisions
     assert shape is not None  # an operator-mode workload
-    preflight = preflight_config(spec, preflight_files)
-    benchmark = spec.runs_benchmark or bool(preflight)  # the pods mount the ConfigMap
+    # the launcher's monitor runs from the job's files, so there always are some
+    data = {**preflight_config(spec, preflight_files, decided=decided), **monitor.config()}
+    if spec.runs_benchmark:
+        if benchmark_source is None:
+            raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
+        data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
+    files = (pod_files.carried(spec, CONFIG_VOLUME, data) if managed_by else
+             pod_files.from_config_map(CONFIG_VOLUME, names.operator_benchmark(spec.name)))
     worker = work.workers[0]
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE,
@@ -121,25 +132,25 @@ def render_operator(work: Workload, benchmark_source: str | None,
     # One port, the job's, on both ends: the worker's sshd gets it on its command line (it
     # beats the image's sshd_config Port) and the launcher's wait and mpirun get it from
     # HVDK8S_SSH_PORT (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT), whatever the image says.
-    sshd_args: list[str] = ["-p", str(spec.ssh_port)]
-    launcher_env["HVDK8S_SSH_PORT"] = str(spec.ssh_port)
+    sshd_args: list[str] = ["-p", str(decided.ssh_port)]
+    launcher_env["HVDK8S_SSH_PORT"] = str(decided.ssh_port)
     if spec.host_network:
         # Port 22 is the node's own sshd: the job's port is mpijob.jobspec.ssh_port's. The
         # operator appends OMPI_MCA_plm_rsh_args to the env, overriding ours, so the
         # port also goes on the mpirun line, which beats the env (mpi_job_controller.go
         # ompiEnvVars; OpenMPI MCA precedence).
-        rsh_args = (f"-p {spec.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
+        rsh_args = (f"-p {decided.ssh_port} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no "
                     "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
     else:
         rsh_args = None
-    launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args)
-    # The launcher always mounts the ConfigMap: the monitor runs from it.
+    launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args, decided=decided)
     launcher = monitor.with_monitor(spec, _container(
-        spec, "launcher", wait_then_launch(launch), launcher_resources(spec), True, launcher_env))
-    worker_container = _container(spec, "worker", operator_sshd(sshd_args),
-                                  worker.resources.to_k8s(), benchmark)
+        work, "launcher", wait_then_launch(launch), launcher_resources(spec), files,
+        launcher_env))
+    worker_container = _container(work, "worker", operator_sshd(sshd_args),
+                                  worker.resources.to_k8s(), files)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it
-        worker_container["ports"] = [{"name": "ssh", "containerPort": spec.ssh_port}]
+        worker_container["ports"] = [{"name": "ssh", "containerPort": decided.ssh_port}]
     # backoffLimit always set: unset, the launcher Job's default of 6 retries mpirun six
     # times while the workers hold their GPUs; 0 as in built-in mode.
     backoff = spec.run_policy.backoff_limit if spec.run_policy.backoff_limit is not None else 0
@@ -175,7 +186,7 @@ def render_operator(work: Workload, benchmark_source: str | None,
             "topologyKey": "kubernetes.io/hostname"}]}
     if affinity and work.compute_domain_nodes is not None:
         affinity["podAffinity"] = clique_affinity(spec.name)
-    annotations = root_annotations(spec, placement, prediction)
+    annotations = root_annotations(spec, decided, placement, prediction)
     if work.network_domain is not None and scheduler is not None:
         annotations.update(scheduler.root_topology_annotations(work.network_domain))
     meta = metadata(spec, spec.name, extra_annotations=annotations)
@@ -198,11 +209,11 @@ def render_operator(work: Workload, benchmark_source: str | None,
                 # still active when the Job fails, and the Job controller deletes active pods
                 # then (job_controller.go syncJob: deleteActivePods), log and all.
                 "Launcher": {"replicas": 1, "restartPolicy": "Never",
-                             "template": _template(work, names.ROLE_LAUNCHER, launcher, True,
+                             "template": _template(work, names.ROLE_LAUNCHER, launcher, files,
                                                    None, gang=False)},
                 "Worker": {"replicas": shape.replicas, "restartPolicy": "Never",
                            "template": _template(work, names.ROLE_WORKER, worker_container,
-                                                 benchmark, affinity, gang=True)},
+                                                 files, affinity, gang=True)},
             },
         },
     }
@@ -211,14 +222,10 @@ def render_operator(work: Workload, benchmark_source: str | None,
         objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
     if worker.gpu_claim is not None:
         objects.append(worker.gpu_claim.template_object(spec.namespace, names.job_labels(spec.name)))
-    data = {**preflight, **monitor.config()}
-    if spec.runs_benchmark:
-        if benchmark_source is None:
-            raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
-        data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
-    objects.append({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": metadata(spec, names.operator_benchmark(spec.name)),
-        "data": data,
-    })
+    if files is not None and not files.annotations:
+        objects.append({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(spec, names.operator_benchmark(spec.name)),
+            "data": data,
+        })
     return objects

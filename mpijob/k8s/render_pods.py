@@ -6,8 +6,6 @@ Workload."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
@@ -34,9 +32,6 @@ from mpijob.k8s.render import (
 )
 from mpijob.k8s.workload import WorkerPod, Workload
 from mpijob.wellknown import MULTUS_NETWORKS_ANNOTATION
-
-if TYPE_CHECKING:  # placement is only a type here
-    from mpijob.scheduling.placement import Placement
 
 HOSTFILE = f"{CONFIG_DIR}/hostfile"
 
@@ -65,8 +60,9 @@ def _volumes(spec: JobSpec) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
-def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | None,
+def _config_map(work: Workload, benchmark_source: str | None,
                 preflight_files: dict[str, str] | None) -> dict:
+    spec, pods = work.spec, work.workers
     data = {
         "hostfile": hostfile_text(spec, [(worker_host(spec, p), p.slots) for p in pods]),
         "launcher.sh": pod_script("launcher.sh"),
@@ -77,7 +73,7 @@ def _config_map(spec: JobSpec, pods: list[WorkerPod], benchmark_source: str | No
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from the ConfigMap: pass its source")
         data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
-    data.update(preflight_config(spec, preflight_files))
+    data.update(preflight_config(spec, preflight_files, decided=work.decisions))
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(spec, names.config(spec.name)), "data": data}
 
@@ -92,7 +88,7 @@ def _secret(spec: JobSpec, ssh: SSHKeys) -> dict:
     }
 
 
-def _service(spec: JobSpec) -> dict:
+def _service(spec: JobSpec, ssh_port: int) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -105,7 +101,7 @@ def _service(spec: JobSpec) -> dict:
             # launcher's hostname, which must resolve; the MPI Operator's Service does
             # the same.
             "selector": {names.LABEL_JOB: spec.name},
-            "ports": [{"name": "ssh", "port": spec.ssh_port, "targetPort": spec.ssh_port}],
+            "ports": [{"name": "ssh", "port": ssh_port, "targetPort": ssh_port}],
         },
     }
 
@@ -132,7 +128,7 @@ def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
     """A worker pod's metadata and spec: one placed pod's, or (`elastic`) the worker Job's
     template, whose pods the Job controller names <job>-worker-<index> and which may run
     on any planned node."""
-    spec = work.spec
+    spec, port = work.spec, work.decisions.ssh_port
     volumes, mounts = _volumes(spec)
     # planned GPU indices; an elastic worker's are the kubelet's to pick
     annotations = {names.ANNOTATION_GPUS: ",".join(map(str, pod.gpus))} if pod.gpus else {}
@@ -151,9 +147,10 @@ def _worker_template(work: Workload, pod: WorkerPod, gang_meta: dict, *,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["/bin/sh", f"{CONFIG_DIR}/worker.sh"],
-        "env": env_list(spec, {"HVDK8S_SSH_PORT": str(spec.ssh_port), "HVDK8S_SSH_DIR": SSH_DIR}),
-        "ports": [{"name": "ssh", "containerPort": spec.ssh_port}],
-        "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2},
+        "env": env_list(spec, work.decisions, {"HVDK8S_SSH_PORT": str(port),
+                                               "HVDK8S_SSH_DIR": SSH_DIR}),
+        "ports": [{"name": "ssh", "containerPort": port}],
+        "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2},
         "volumeMounts": mounts,
     }
     resources = pod.resources.to_k8s()
@@ -187,13 +184,14 @@ def _worker_pod(work: Workload, pod: WorkerPod, gang_meta: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", **_worker_template(work, pod, gang_meta)}
 
 
-def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict | None) -> dict:
+def _launcher_job(work: Workload, prediction: dict | None) -> dict:
+    spec, decided = work.spec, work.decisions
     volumes, mounts = _volumes(spec)
     data = launcher_mounts_data(spec)
     policy = spec.run_policy
     backoff = policy.backoff_limit if policy.backoff_limit is not None else 0
-    env = env_list(spec, {
-        "HVDK8S_SSH_PORT": str(spec.ssh_port),
+    env = env_list(spec, decided, {
+        "HVDK8S_SSH_PORT": str(decided.ssh_port),
         "HVDK8S_SSH_DIR": SSH_DIR,
         "HVDK8S_HOSTFILE": HOSTFILE,
         "HVDK8S_CLEAN_POD_POLICY": policy.clean_pod_policy,
@@ -216,8 +214,9 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
         "name": "launcher",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": (render_elastic.launcher_command(spec) if spec.elastic else
-                    ["/bin/sh", f"{CONFIG_DIR}/launcher.sh", *launch_argv(spec, HOSTFILE)]),
+        "command": (render_elastic.launcher_command(spec, decided) if spec.elastic else
+                    ["/bin/sh", f"{CONFIG_DIR}/launcher.sh",
+                     *launch_argv(spec, HOSTFILE, decided=decided)]),
         "env": env,
         "resources": launcher_resources(spec),
         "volumeMounts": mounts,
@@ -245,7 +244,7 @@ def _launcher_job(spec: JobSpec, placement: Placement | None, prediction: dict |
     if policy.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
     meta = metadata(spec, names.launcher(spec.name), role=names.ROLE_LAUNCHER,
-                    extra_annotations=root_annotations(spec, placement, prediction))
+                    extra_annotations=root_annotations(spec, decided, work.placement, prediction))
     meta["labels"][names.LABEL_MODE] = "pods"
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
 
@@ -254,25 +253,26 @@ def render_pods(work: Workload, ssh: SSHKeys, benchmark_source: str | None,
                 prediction: dict | None, elastic_source: str | None = None,
                 gate_deadline: int | None = None,
                 preflight_files: dict[str, str] | None = None) -> list[dict]:
-    spec, pods = work.spec, list(work.workers)
+    spec, pods, decided = work.spec, list(work.workers), work.decisions
     gang_meta = gang_pod_metadata(work)
-    objects = [_launcher_job(spec, work.placement, prediction)]
+    objects = [_launcher_job(work, prediction)]
     if work.compute_domain_nodes is not None:  # owned by the root, so deleted with the job
         objects.append(compute_domain(spec.name, spec.namespace, work.compute_domain_nodes))
     objects += [
-        _config_map(spec, pods, benchmark_source, preflight_files),
+        _config_map(work, benchmark_source, preflight_files),
         _secret(spec, ssh),
-        _service(spec),
+        _service(spec, decided.ssh_port),
     ]
     objects += gang_objects(work)
     labels = names.job_labels(spec.name)
     # The gate comes right before the first worker object: the workers are created owned
     # by its pod, so it must exist first.
-    gate = [start_gate.gate_job(spec, gate_deadline)] if start_gate.applies(spec) else []
+    gate = ([start_gate.gate_job(spec, gate_deadline, ssh_port=decided.ssh_port)]
+            if start_gate.applies(spec) else [])
     if work.elastic_worker is not None:
         worker = work.elastic_worker
         objects += [render_elastic.config_map(spec, benchmark_source, elastic_source),
-                    render_elastic.ready_service(spec)]
+                    render_elastic.ready_service(spec, decided.ssh_port)]
         if worker.gpu_claim is not None:
             objects.append(worker.gpu_claim.template_object(spec.namespace, labels))
         return [*objects, *gate, render_elastic.worker_job(

@@ -32,24 +32,29 @@ import shlex
 from mpijob import gang as gangs
 from mpijob.errors import SpecError
 from mpijob.jobspec import names
+from mpijob.jobspec.decisions import Choices, Decisions
 from mpijob.jobspec.spec import JobSpec, option_of
-from mpijob.k8s import monitor
+from mpijob.k8s import monitor, pod_files, trainer_progress
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
+    TRAINER_STATUS_IN_POD,
     launch_argv,
     operator_sshd,
     preflight_config,
     shell_join,
     wait_then_launch,
 )
+from mpijob.k8s.pod_files import PodFiles
 from mpijob.k8s.render import (
     CONFIG_DIR,
+    CONFIG_VOLUME,
     data_volumes,
     env_list,
     launcher_mounts_data,
     launcher_resources,
     metadata,
     node_affinity,
+    pod_script,
     root_annotations,
     shm_volume,
 )
@@ -59,6 +64,7 @@ from mpijob.k8s.security import (
     container_security_context,
     pod_security_context,
 )
+from mpijob.k8s.trainer_progress import StatusEndpoint
 from mpijob.k8s.workload import Workload
 from mpijob.wellknown import MPI_HOSTFILE, TRAINER_GROUP, TRAINER_LAUNCHER, TRAINER_NODE
 
@@ -76,7 +82,6 @@ FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # A runtime patch's manager must be a domain-prefixed path (plugins/jobset Validate).
 PATCH_MANAGER = f"{names.GROUP}/placement"
 ANNOTATION_RUNTIME_IMAGE = f"{names.GROUP}/image"
-CONFIG_VOLUME = "hvdk8s-config"
 LAUNCH_SCRIPT = "launch.sh"
 
 
@@ -95,17 +100,20 @@ def ssh_mount(spec: JobSpec) -> str:
     return f"{RUN_AS_HOME}/.ssh" if spec.run_as_user is not None else ROOT_SSH
 
 
-def refusal(spec: JobSpec) -> SpecError | None:
+def refusal(spec: JobSpec, decided: Decisions | None = None) -> SpecError | None:
     """What a TrainJob cannot carry: a runtime patch holds only some pod fields
-    (trainjob_types.go PodSpecPatch), and the MPI plugin speaks OpenMPI only (mpi.go)."""
+    (trainjob_types.go PodSpecPatch), and the MPI plugin speaks OpenMPI only (mpi.go).
+    `decided`: the plan's decisions, where there is a plan."""
+    dra = spec.gpu_request == "dra" or (decided is not None and decided.gpu_request == "dra")
+    rdma = decided is not None and decided.rdma_request is not None
     checks = (
         (spec.mpi_implementation != "OpenMPI", "mpi_implementation",
          "Kubeflow Trainer's MPI plugin runs OpenMPI only"),
         (spec.host_network, "host_network", "a TrainJob cannot put its pods on the host network"),
-        (spec.gpu_request == "dra", "gpu_request",
+        (dra, "gpu_request",
          "a TrainJob's runtime patch cannot carry DRA resource claims"),
         (bool(spec.networks), "networks", "a TrainJob's runtime patch cannot carry Multus networks"),
-        (spec.rdma == "on" or spec.rdma_request is not None or bool(spec.extra_resources),
+        (spec.rdma == "on" or rdma or bool(spec.extra_resources),
          "rdma",
          "a TrainJob's runtime patch cannot carry RDMA devices"),
         (bool(spec.pod_patches), "pod_patches", "a TrainJob carries no pod patches"),
@@ -118,15 +126,11 @@ def refusal(spec: JobSpec) -> SpecError | None:
     return None
 
 
-def within_trainjob(spec: JobSpec) -> JobSpec:
+def within_trainjob(spec: JobSpec) -> Choices:
     """--rdma auto and --gpu-request auto as a TrainJob can carry them (`refusal`): no RDMA
     devices, GPUs by the device plugin's count. What the user named stays, to be refused."""
-    update: dict[str, str] = {}
-    if spec.rdma == "auto":
-        update["rdma"] = "off"
-    if spec.gpu_request == "auto":
-        update["gpu_request"] = "device-plugin"
-    return spec.model_copy(update=update) if update else spec
+    return Choices(rdma="off" if spec.rdma == "auto" else spec.rdma,
+                   gpu_request="device-plugin" if spec.gpu_request == "auto" else spec.gpu_request)
 
 
 def _runtime_spec(spec: JobSpec) -> dict:
@@ -191,9 +195,11 @@ def runtime_fits(runtime: dict, spec: JobSpec) -> str | None:
     return None
 
 
-def install_command(spec: JobSpec) -> str:
-    """`hvdk8s install runtime` with what makes this job's runtime."""
+def install_command(spec: JobSpec, context: str | None = None) -> str:
+    """`hvdk8s install runtime` with what makes this job's runtime (in `context`)."""
     words = ["hvdk8s", "install", "runtime", "--image", spec.image]
+    if context is not None:
+        words += ["--context", context]
     defaults = JobSpec.model_fields
     for option, field in (("--image-pull-policy", "image_pull_policy"),
                           ("--launcher-cpu", "launcher_cpu"),
@@ -207,11 +213,12 @@ def install_command(spec: JobSpec) -> str:
     return shell_join(words)
 
 
-def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
+def launch_script(spec: JobSpec, decided: Decisions, env: dict[str, str]) -> str:
     """The launcher's program: the job's environment, then the wait for every node's sshd
     and the mpirun line (the wait script: mpijob.k8s.command)."""
     lines = ["# hvdk8s: the launcher of this TrainJob (Kubeflow Trainer mode)"]
-    lines += [f"export {e['name']}={shlex.quote(e['value'])}" for e in env_list(spec, env)]
+    lines += [f"export {e['name']}={shlex.quote(e['value'])}"
+              for e in env_list(spec, decided, env)]
     # Trainer mounts the private key with mode 0640 (pkg/constants/constants.go
     # MPISSHPrivateKeyFileMode), and ssh refuses a key of its own user that others may read
     # ("UNPROTECTED PRIVATE KEY FILE", OpenSSH authfile.c sshkey_perm_ok): ssh and mpirun
@@ -221,12 +228,17 @@ def launch_script(spec: JobSpec, env: dict[str, str]) -> str:
               '  home=$(mktemp -d) && mkdir -m 700 "$home/.ssh" && cp "$key" "$home/.ssh/id_rsa" '
               '&& chmod 600 "$home/.ssh/id_rsa" && export HOME="$home"',
               "fi"]
-    lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, MPI_HOSTFILE))))
+    lines.append("exec " + shell_join(wait_then_launch(launch_argv(spec, MPI_HOSTFILE,
+                                                                   decided=decided))))
     return "\n".join(lines) + "\n"
 
 
-def _pod_patch(work: Workload, role: str, affinity: dict | None) -> dict:
-    """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go)."""
+def _pod_patch(work: Workload, role: str, affinity: dict | None, files: PodFiles,
+               trainer_status: StatusEndpoint | None = None) -> dict:
+    """One replicated job's pod patch: only PodSpecPatch's fields (trainjob_types.go), and
+    the pod's labels and annotations (PodTemplatePatch metadata). `files`: the volume of
+    the job's files (its ConfigMap, or carried in annotations: mpijob.k8s.pod_files).
+    `trainer_status` (the launcher's): the token and CA of Trainer's status endpoint."""
     spec = work.spec
     meta = metadata(spec, None, role=role)
     scheduler = gangs.get(spec.gang)
@@ -234,7 +246,9 @@ def _pod_patch(work: Workload, role: str, affinity: dict | None) -> dict:
         # Kueue's pod set topology on the node pods, as on operator mode's worker template
         meta.setdefault("annotations", {}).update(
             scheduler.topology_annotations(work.network_domain))
-    volumes = [{"name": CONFIG_VOLUME, "configMap": {"name": names.config(spec.name)}}]
+    if files.annotations:
+        meta.setdefault("annotations", {}).update(files.annotations)
+    volumes = [files.volume()]
     mounts: list[dict] = [{"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     if role == names.ROLE_WORKER:  # NCCL's ranks of one pod share /dev/shm
         volumes.insert(0, shm_volume(spec))
@@ -243,6 +257,9 @@ def _pod_patch(work: Workload, role: str, affinity: dict | None) -> dict:
         data, data_mounts = data_volumes(spec)
         volumes += data
         mounts += data_mounts
+    if trainer_status is not None and role == names.ROLE_LAUNCHER:
+        volumes.append(trainer_progress.launcher_volume(spec.namespace, spec.name))
+        mounts.append(trainer_progress.launcher_mount())
     pod: dict = {}
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
@@ -286,12 +303,15 @@ def _affinity(spec: JobSpec, nodes: tuple[str, ...]) -> dict | None:
 
 def render_trainjob(work: Workload, benchmark_source: str | None, prediction: dict | None, *,
                     version: str = VERSION, managed_by: str | None = None,
-                    preflight_files: dict[str, str] | None = None) -> list[dict]:
+                    preflight_files: dict[str, str] | None = None,
+                    trainer_status: StatusEndpoint | None = None) -> list[dict]:
     """`managed_by`: spec.managedBy, the controller that runs the TrainJob (MultiKueue's
-    kueue.x-k8s.io/multikueue dispatches it to a worker cluster)."""
-    spec, placement, shape = work.spec, work.placement, work.shape
+    kueue.x-k8s.io/multikueue dispatches it to a worker cluster). `trainer_status`: where
+    the cluster's Trainer serves its status endpoint, its TrainJobStatus gate on: the
+    launcher gets what posting there takes (mpijob.k8s.trainer_progress); None: nothing."""
+    spec, placement, shape, decided = work.spec, work.placement, work.shape, work.decisions
     assert shape is not None  # a Trainer-mode workload
-    if (refused := refusal(spec)) is not None:  # submit refuses it first (mpijob.k8s.modes)
+    if (refused := refusal(spec, decided)) is not None:  # submit refuses it first (mpijob.k8s.modes)
         raise SpecError(refused.field, f"{refused.message}; use --mode pods", refused.option)
     if work.compute_domain_nodes is not None:
         raise SpecError("workers", "the placement spans nodes of one NVLink partition, whose "
@@ -305,17 +325,24 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
                     **monitor.env(spec, prediction)}
     if spec.run_as_user is not None:
         launcher_env["HOME"] = RUN_AS_HOME
+    if trainer_status is not None:  # exported: a patch may not set the `node` container's env
+        launcher_env.update(trainer_progress.launcher_env(trainer_status, spec.namespace, spec.name))
     node_env = {"HOME": RUN_AS_HOME} if spec.run_as_user is not None else {}
-    trainer: dict = {"image": spec.image, "env": env_list(spec, node_env),
+    trainer: dict = {"image": spec.image, "env": env_list(spec, decided, node_env),
                      "numNodes": shape.replicas, "numProcPerNode": shape.slots}
     if resources := worker.resources.to_k8s():
         trainer["resourcesPerNode"] = resources
     affinity = _affinity(spec, shape.nodes)
+    data = _files(spec, decided, launcher_env, benchmark_source, preflight_files)
+    # MultiKueue copies only the TrainJob to the worker cluster: the pods carry their files
+    files = (pod_files.carried(spec, CONFIG_VOLUME, data) if managed_by else
+             pod_files.from_config_map(CONFIG_VOLUME, names.config(spec.name)))
     patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
-        "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity),
-                           _pod_patch(work, names.ROLE_LAUNCHER, None)]}}}}
+        "replicatedJobs": [_pod_patch(work, names.ROLE_WORKER, affinity, files),
+                           _pod_patch(work, names.ROLE_LAUNCHER, None, files,
+                                      trainer_status)]}}}}
     meta = metadata(spec, spec.name,
-                    extra_annotations=root_annotations(spec, placement, prediction))
+                    extra_annotations=root_annotations(spec, decided, placement, prediction))
     meta["labels"][names.LABEL_MODE] = "trainjob"
     if (scheduler := gangs.get(spec.gang)) is not None and spec.queue:
         meta["labels"].update(scheduler.trainjob_labels(spec.queue))  # Kueue's TrainJob integration
@@ -328,13 +355,26 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
         job_spec["managedBy"] = managed_by
     if spec.run_policy.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = spec.run_policy.active_deadline_seconds
-    data = {LAUNCH_SCRIPT: launch_script(spec, launcher_env), **monitor.config()}
+    root = {"apiVersion": api_version(version), "kind": "TrainJob", "metadata": meta,
+            "spec": job_spec}
+    if files.annotations:
+        return [root]
+    return [root, {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": metadata(spec, names.config(spec.name)), "data": data}]
+
+
+def _files(spec: JobSpec, decided: Decisions, launcher_env: dict[str, str],
+           benchmark_source: str | None,
+           preflight_files: dict[str, str] | None) -> dict[str, str]:
+    """The files under CONFIG_DIR: the launch script, the status poster, the launcher's
+    monitor (which calls the poster), the benchmark and the preflight."""
+    status_poster = TRAINER_STATUS_IN_POD.rsplit("/", 1)[1]
+    # Trainer's status endpoint is there to post to where its TrainJobStatus gate is on
+    data = {LAUNCH_SCRIPT: launch_script(spec, decided, launcher_env),
+            status_poster: pod_script(status_poster), **monitor.config()}
     if spec.runs_benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
         data[BENCHMARK_IN_POD.rsplit("/", 1)[1]] = benchmark_source
-    data.update(preflight_config(spec, preflight_files))
-    return [{"apiVersion": api_version(version), "kind": "TrainJob", "metadata": meta,
-             "spec": job_spec},
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": metadata(spec, names.config(spec.name)), "data": data}]
+    data.update(preflight_config(spec, preflight_files, decided=decided))
+    return data

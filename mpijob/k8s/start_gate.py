@@ -60,7 +60,8 @@ def initial_deadline(spec: JobSpec, schedule_timeout: float | None) -> int | Non
     return deadline_seconds(spec.start_timeout, schedule_timeout)
 
 
-def gate_job(spec: JobSpec, deadline: int | None = None) -> dict:
+def gate_job(spec: JobSpec, deadline: int | None = None, *, ssh_port: int) -> dict:
+    """The gate's Job; `ssh_port`: the workers' sshd port, as the plan decided it."""
     labels = {names.LABEL_START_GATE: spec.name, names.LABEL_MANAGED_BY: names.MANAGED_BY}
     meta = metadata(spec, names.start_gate(spec.name))
     meta["labels"] = {**spec.labels, **labels}
@@ -75,7 +76,7 @@ def gate_job(spec: JobSpec, deadline: int | None = None) -> dict:
         "image": spec.image,  # the workers' image: one that does not pull stops it too
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["/bin/sh", "-c", pod_script("gate.sh")],
-        "env": [{"name": "HVDK8S_SSH_PORT", "value": str(spec.ssh_port)},
+        "env": [{"name": "HVDK8S_SSH_PORT", "value": str(ssh_port)},
                 {"name": "HVDK8S_SSH_DIR", "value": SSH_DIR},
                 {"name": "HVDK8S_HOSTFILE", "value": f"{CONFIG_DIR}/hostfile"},
                 # Elastic: the job has started once its minimum answers (the worker Job's

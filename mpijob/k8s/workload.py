@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from mpijob import gang as gangs
 from mpijob.jobspec import names
+from mpijob.jobspec.decisions import Decisions
 from mpijob.jobspec.quantity import scale_quantity
-from mpijob.jobspec.worker_share import add_bytes, pod_defaults
+from mpijob.jobspec.worker_share import ResourceShare, add_bytes, pod_defaults
 from mpijob.k8s.computedomain import CLAIM as CHANNEL_CLAIM
 from mpijob.k8s.computedomain import channel_template_name
 from mpijob.k8s.dra import REQUEST as GPU_CLAIM
@@ -128,9 +129,11 @@ class OperatorShape:
 
 @dataclass(frozen=True)
 class Workload:
-    """A job's pods as decided from its spec and placement, before any object exists."""
+    """A job's pods as decided from its spec, the plan's decisions and the placement,
+    before any object exists."""
 
     spec: JobSpec
+    decisions: Decisions
     mode: str
     placement: Placement | None
     workers: tuple[WorkerPod, ...]  # built-in: one per pod; TEMPLATE_MODES: the template's one
@@ -185,13 +188,14 @@ class PodRequests:
     source: str  # where the figures came from, for people
 
 
-def pod_requests(spec: JobSpec, node: str | None, slots: int, workers: int) -> PodRequests:
+def pod_requests(spec: JobSpec, shares: tuple[ResourceShare, ...], node: str | None, slots: int,
+                 workers: int) -> PodRequests:
     """What a worker pod requests: --cpu/--memory per worker, else the plan's share of its
-    node (mpijob.jobspec.worker_share); `plan` shows it, the builders render it."""
+    node (`shares`: mpijob.jobspec.worker_share); `plan` shows it, the builders render it."""
     cpu = scale_quantity(spec.cpu, workers) if spec.cpu else None
     memory = scale_quantity(spec.memory, workers) if spec.memory else None
     sources = [f"{o} per worker" for o, v in (("--cpu", spec.cpu), ("--memory", spec.memory)) if v]
-    default = pod_defaults(spec.worker_shares, node, slots)
+    default = pod_defaults(shares, node, slots)
     if default is not None:
         cpu = cpu or default[0]
         memory = memory or default[1]
@@ -201,7 +205,7 @@ def pod_requests(spec: JobSpec, node: str | None, slots: int, workers: int) -> P
                        "; ".join(sources))
 
 
-def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
+def _devices(spec: JobSpec, decided: Decisions, gpus: int) -> tuple[tuple[str, str], ...]:
     """Extended resources one worker pod with `gpus` GPUs requests besides its GPUs:
     --extra-resource, the plan's RDMA device (one shared HCA per pod, or a VF per GPU;
     NICs paired through DRA are in the GPU claim instead), and one unit of each Multus
@@ -210,11 +214,11 @@ def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
     resources injector's job, github.com/k8snetworkplumbingwg/network-resources-injector).
     Where RDMA and a network want the same resource, the larger count stays."""
     out = {name: str(count) for name, count in spec.extra_resources.items()}
-    req = spec.rdma_request
+    req = decided.rdma_request
     if req is not None and req.nic_driver is None:
         out[req.resource] = str(max(1, gpus) if req.per_gpu else 1)
     per_network: dict[str, int] = {}
-    for net in spec.networks:
+    for net in decided.networks:
         if net.resource:
             per_network[net.resource] = per_network.get(net.resource, 0) + 1
     for name, count in per_network.items():
@@ -222,25 +226,26 @@ def _devices(spec: JobSpec, gpus: int) -> tuple[tuple[str, str], ...]:
     return tuple(out.items())
 
 
-def _worker(spec: JobSpec, index: int, node: str | None, gpus: tuple[int, ...], workers: int,
-            claim: tuple[str, tuple[str, ...]], channel: bool) -> WorkerPod:
+def _worker(spec: JobSpec, decided: Decisions, index: int, node: str | None,
+            gpus: tuple[int, ...], workers: int, claim: tuple[str, tuple[str, ...]],
+            channel: bool) -> WorkerPod:
     """One pod of `workers` workers with what it requests: --gpus for each of them (the
     placement says where they go and which GPUs they get, not how many); `claim`: its GPU
     claim template's name and the planned GPUs' UUIDs, should it take its GPUs through DRA."""
     gpu_count = spec.gpus_per_worker * workers
     pod = WorkerPod(index, node, gpus, gpu_count, workers)
-    requests = pod_requests(spec, node, pod.slots, workers)
-    gpu_claim = (GpuClaim(claim[0], gpu_count, claim[1],
-                          spec.rdma_request.nic_driver if spec.rdma_request else None)
-                 if spec.gpu_request == "dra" and gpu_count > 0 else None)
+    requests = pod_requests(spec, decided.worker_shares, node, pod.slots, workers)
+    nic_driver = decided.rdma_request.nic_driver if decided.rdma_request else None
+    gpu_claim = (GpuClaim(claim[0], gpu_count, claim[1], nic_driver)
+                 if decided.gpu_request == "dra" and gpu_count > 0 else None)
     claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
     resources = Resources(cpu=requests.cpu, memory=requests.memory,
                           memory_limit=requests.memory_limit, gpus=0 if gpu_claim else gpu_count,
-                          devices=_devices(spec, gpu_count), claims=claims)
+                          devices=_devices(spec, decided, gpu_count), claims=claims)
     return replace(pod, resources=resources, gpu_claim=gpu_claim)
 
 
-def _elastic_worker(spec: JobSpec, channel: bool) -> WorkerPod:
+def _elastic_worker(spec: JobSpec, decided: Decisions, channel: bool) -> WorkerPod:
     """One worker per pod, on any node: --cpu/--memory, else one worker's share of the
     planned nodes (the smallest: one template, mpijob.jobspec.worker_share), with /dev/shm
     in its memory limit as for any worker; and a DRA
@@ -251,21 +256,24 @@ def _elastic_worker(spec: JobSpec, channel: bool) -> WorkerPod:
     gpus = spec.gpus_per_worker
     pod = WorkerPod(0, None, (), gpus, 1)
     gpu_claim = (GpuClaim(f"{names.service(spec.name)}-gpus", gpus, (),
-                          spec.rdma_request.nic_driver if spec.rdma_request else None,
+                          decided.rdma_request.nic_driver if decided.rdma_request else None,
                           same_root=False)
-                 if spec.gpu_request == "dra" and gpus > 0 else None)
+                 if decided.gpu_request == "dra" and gpus > 0 else None)
     claims = (*((GPU_CLAIM,) if gpu_claim else ()), *((CHANNEL_CLAIM,) if channel else ()))
-    requests = pod_requests(spec, None, gpus or 1, 1)
+    requests = pod_requests(spec, decided.worker_shares, None, gpus or 1, 1)
     resources = Resources(cpu=requests.cpu, memory=requests.memory,
                           memory_limit=requests.memory_limit,
-                          gpus=0 if gpu_claim else gpus, devices=_devices(spec, gpus),
+                          gpus=0 if gpu_claim else gpus, devices=_devices(spec, decided, gpus),
                           claims=claims)
     return replace(pod, resources=resources, gpu_claim=gpu_claim)
 
 
-def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
+def workload(spec: JobSpec, placement: Placement | None, mode: str,
+             decisions: Decisions | None = None) -> Workload:
     """Decide the job's pods: one per placement assignment (built-in), or one uniform
-    template (TEMPLATE_MODES), each with what it requests."""
+    template (TEMPLATE_MODES), each with what it requests. `decisions`: the plan's (None:
+    a spec rendered without a plan, Decisions.undecided)."""
+    decided = decisions if decisions is not None else Decisions.undecided(spec)
     placed = placement is not None and placement.feasible
     assignments = list(placement.assignments) if placement is not None and placed else []
     channel = bool(placement is not None and placement.compute_domain)
@@ -277,14 +285,15 @@ def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
         # One template for every worker: UUIDs are unique, so a selector over every planned
         # GPU gives each node-pinned pod its own node's planned GPUs.
         claim = (f"{spec.name}-worker-gpus", tuple(u for a in assignments for u in a.device_uuids))
-        pods: tuple[WorkerPod, ...] = (_worker(spec, 0, None, (), workers_each, claim, channel),)
+        pods: tuple[WorkerPod, ...] = (_worker(spec, decided, 0, None, (), workers_each, claim,
+                                               channel),)
     elif placed:
-        pods = tuple(_worker(spec, i, a.node, tuple(a.gpus), a.workers,
+        pods = tuple(_worker(spec, decided, i, a.node, tuple(a.gpus), a.workers,
                              (f"{names.worker(spec.name, i)}-gpus", tuple(a.device_uuids)),
                              channel)
                      for i, a in enumerate(assignments))
     else:
-        pods = tuple(_worker(spec, i, None, (), 1, (f"{names.worker(spec.name, i)}-gpus", ()),
+        pods = tuple(_worker(spec, decided, i, None, (), 1, (f"{names.worker(spec.name, i)}-gpus", ()),
                              channel)
                      for i in range(spec.workers))
     domain = getattr(placement, "network_domain", None) if placement is not None else None
@@ -292,11 +301,11 @@ def workload(spec: JobSpec, placement: Placement | None, mode: str) -> Workload:
     if domain is not None and (scheduler is None or domain.scheduler != scheduler.name):
         domain = None
     return Workload(
-        spec=spec, mode=mode, placement=placement, workers=pods, shape=shape,
+        spec=spec, decisions=decided, mode=mode, placement=placement, workers=pods, shape=shape,
         compute_domain_nodes=placement.nodes_used if placement is not None and channel else None,
-        ipc_lock=spec.rdma_request is not None,
-        networks=tuple(n.name for n in spec.networks), network_domain=domain,
-        elastic_worker=_elastic_worker(spec, channel) if spec.elastic and mode == "pods"
+        ipc_lock=decided.rdma_request is not None,
+        networks=tuple(n.name for n in decided.networks), network_domain=domain,
+        elastic_worker=_elastic_worker(spec, decided, channel) if spec.elastic and mode == "pods"
         else None)
 
 

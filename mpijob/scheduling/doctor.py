@@ -61,6 +61,7 @@ class Facts:
     mpijob_versions: tuple[str, ...] = ()  # kubeflow.org versions serving mpijobs
     trainer_versions: tuple[str, ...] = ()  # trainer.kubeflow.org versions serving trainjobs
     trainer_runtimes: list[dict] | None = None  # ClusterTrainingRuntimes (None: not readable)
+    trainer_status_gate: bool | None = None  # its config's TrainJobStatus (None: unreadable)
     operator_deployment: dict | None = None  # the mpi-operator Deployment, when readable
     # `install agent`'s hvdk8s-start-guard Deployment ({}: none; None: not readable)
     start_guard: dict | None = None
@@ -371,6 +372,13 @@ def _trainer(f: Facts) -> list[Finding]:
                 f"--mode trainjob runs images {', '.join(images)}" if ours else
                 "--mode trainjob needs hvdk8s's runtime for the job's image",
                 "" if ours else "hvdk8s install runtime --image IMG (--dry-run shows it)"))
+    if f.trainer_versions and f.trainer_status_gate is not None:
+        out.append(Finding(
+            "trainer status", INFO, "Kubeflow Trainer's TrainJobStatus feature gate is "
+            + ("on in its config" if f.trainer_status_gate else "off (its config)"),
+            "hvdk8s's TrainJob launchers post their progress to status.trainerStatus"
+            if f.trainer_status_gate
+            else "TrainJobs show progress from the launcher's log only"))
     # What --mode auto takes depends on the job (mpijob.k8s.modes): `doctor` asks it for
     # the design-card command (launcher.cli.doctor).
     return out

@@ -119,6 +119,66 @@ def test_list_shows_a_multikueue_jobs_figure(dev):
     assert list_row("far")["IMAGES/SEC"] != "-"
 
 
+@pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
+@pytest.mark.parametrize("mode", ["operator", "trainjob"])
+def test_a_multikueue_job_runs_the_benchmark_on_the_worker_cluster_in_each_mode(dev, mode):
+    """Kueue copies only the job to worker1, whose kubelet holds a pod whose ConfigMap is
+    missing: the pods carry their files themselves, and the benchmark runs to its end."""
+    if mode == "trainjob":  # the runtime where the TrainJob is made and where it runs
+        for where in ((), ("--context", devcluster.MULTIKUEUE_WORKER)):
+            installed = hvdk8s("install", "runtime", "--image", IMAGE, *where)
+            assert installed.exit_code == 0, installed.output
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "mk", "--mode", mode,
+                       *SHAPE_OPTIONS["multikueue"])
+    assert submitted.exit_code == 0, submitted.output
+    waited = hvdk8s("wait", "mk", "--timeout", "10")
+    assert waited.exit_code == 0, waited.output
+    assert re.search(r"^mk +Succeeded$", waited.output, re.MULTILINE), waited.output
+    assert "total images/sec: " in hvdk8s("logs", "mk").output
+    worker = dev.workers[devcluster.MULTIKUEUE_WORKER]
+    mounts = [e for e in worker.objects("events", "default") if e["reason"] == "FailedMount"]
+    assert mounts == []
+    made = [c["metadata"]["name"] for c in dev.server.objects("configmaps", "default")]
+    assert not [n for n in made if n.startswith("mk-")], made  # nothing made for no one
+
+
+@pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
+def test_a_multikueue_trainjob_whose_worker_lacks_the_runtime_is_refused(dev):
+    assert hvdk8s("install", "runtime", "--image", IMAGE).exit_code == 0  # the manager only
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "mk", "--mode", "trainjob",
+                       *SHAPE_OPTIONS["multikueue"])
+    assert submitted.exit_code == 2, submitted.output
+    said = submitted.output.strip().splitlines()[-1]
+    assert said.startswith("error: MultiKueue worker cluster worker1 (context worker1), where "
+                           "this TrainJob runs: no ClusterTrainingRuntime"), said
+    assert f"hvdk8s install runtime --image {IMAGE} --context worker1" in said
+    assert dev.server.objects("trainjobs.trainer.kubeflow.org", "default") == []
+
+
+@pytest.mark.parametrize("dev", ["trainer-status"], indirect=True)
+def test_the_launcher_posts_trainers_progress_where_its_gate_is_on(dev):
+    """The shape with Trainer's TrainJobStatus on: submit gives the launcher the endpoint,
+    the played launcher posts rank 0's progress through the job's poster, and the TrainJob
+    carries it (list -o wide shows it with no log read)."""
+    assert hvdk8s("install", "runtime", "--image", IMAGE).exit_code == 0
+    submitted = hvdk8s(*DESIGN_CARD, "--name", "tracked")
+    assert submitted.exit_code == 0, submitted.output
+    assert "Trainer progress is off" not in submitted.output
+    assert hvdk8s("wait", "tracked", "--timeout", "10").exit_code == 0
+    status = dev.server.get("trainjobs.trainer.kubeflow.org", "tracked")["status"]
+    metrics = {m["name"]: m["value"] for m in status["trainerStatus"]["metrics"]}
+    assert status["trainerStatus"]["progressPercentage"] == 100
+    assert metrics["step"] == metrics["total_steps"] and float(metrics["images_per_sec"]) > 0
+    dev.server.clear_requests()
+    listed = hvdk8s("list", "-o", "wide")
+    header, *rows = listed.output.splitlines()
+    row = dict(zip(re.split(r"\s{2,}", header.strip()),
+                   re.split(r"\s{2,}", next(r for r in rows if r.startswith("tracked")).strip()),
+                   strict=True))
+    assert row["STEP"] == f"{metrics['step']}/{metrics['total_steps']}", listed.output
+    assert dev.server.count_requests("GET", r"/log$") == 0
+
+
 def test_an_image_that_does_not_pull_fails_the_job_with_the_pull_error(dev):
     submitted = hvdk8s(*DESIGN_CARD, "--name", "nopull", "--image", "registry.invalid/nosuch:0",
                        "--start-timeout", "2")

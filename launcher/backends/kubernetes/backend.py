@@ -41,7 +41,7 @@ from launcher.output import note
 from mpijob import gang as gangs
 
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
-    from mpijob.jobspec.spec import JobSpec
+    from mpijob.jobspec.spec import JobSpec, Network
 
 # The namespace label the PodSecurity admission plugin enforces (k8s.io/pod-security-admission
 # api/constants.go: EnforceLevelLabel).
@@ -90,6 +90,14 @@ class KubernetesBackend(Submitting, Waiting, JobLogs):
         wants_rdma = spec.gpus_per_worker and spec.rdma != "off" and cluster is not None
         return self.pod_security(spec.namespace) if wants_rdma else None
 
+    @_api_errors
+    def networks_for(self, spec: JobSpec) -> tuple[Network, ...]:
+        """--network: each NetworkAttachmentDefinition must exist, and the device resource
+        it names goes on the worker pods (a pod that does not request it gets no interface)."""
+        from launcher.backends.kubernetes.networks import resolve_networks
+
+        return resolve_networks(self.client, spec)
+
     def pod_security(self, namespace: str) -> str | None:
         """The Pod Security level the namespace enforces (its label, which the built-in
         PodSecurity admission plugin reads), or None where unset or unreadable."""
@@ -113,29 +121,6 @@ class KubernetesBackend(Submitting, Waiting, JobLogs):
                 context = worker  # MultiKueue's only worker cluster, which hvdk8s can see
         return cluster_snapshot(context=context, namespace=spec.namespace, nodes_optional=True,
                                 gpu_nodes_only=True)
-
-    @_api_errors
-    def multikueue_target(self, queue: str, namespace: str) -> tuple[str | None, str | None]:
-        """(the context to plan on, what to say) for a Kueue queue that dispatches through
-        MultiKueue: its only worker cluster where the kubeconfig has that context, else
-        none (the job runs where Kueue admits it, unknown until then); (None, None) for a
-        queue that runs jobs here."""
-        from launcher.backends.kubernetes import multikueue
-        from launcher.backends.kubernetes.kubeconfig import context_names
-
-        clusters = multikueue.worker_clusters(self.client, queue, namespace)
-        if clusters is None:
-            return None, None
-        if len(clusters) == 1 and clusters[0] in context_names(self._kubeconfig):
-            return clusters[0], (f"--queue {queue} dispatches through Kueue's MultiKueue to "
-                                 f"its only worker cluster {clusters[0]}: planned there "
-                                 f"(context {clusters[0]})")
-        seen = ("" if len(clusters) != 1 else
-                f"; no kubeconfig context {clusters[0]} shows its nodes")
-        return None, (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
-                      "the worker cluster Kueue admits it on"
-                      + (f" ({', '.join(clusters)})" if clusters else "") + seen
-                      + ", so no placement is planned (that cluster's scheduler places it)")
 
     @_api_errors
     def scale(self, name: str, namespace: str | None = None, *, workers: int,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import yaml
 
+from launcher.backends.kubernetes import trainer_config
 from launcher.backends.kubernetes.client import (
     NAMESPACE,
     NODE,
@@ -105,6 +106,7 @@ def gather(client: KubeClient, namespace: str) -> Facts:
             facts.trainer_versions = (kind.api_version.rsplit("/", 1)[1],)
             rkind = _optional(lambda: runtime_kind(client))
             facts.trainer_runtimes = _optional(lambda: client.items(rkind)) if rkind else None
+            facts.trainer_status_gate = trainer_status_gate(client)
     # Gang schedulers whose group alone does not tell (the Workload API): is the kind served?
     facts.served = {f"{k.api_version}/{k.plural}" for s in gangs.SCHEDULERS.values()
                     if (k := s.detect_kind) is not None and k.group in facts.groups
@@ -145,6 +147,13 @@ def _nic_drivers(slices: list[dict], classes: list[dict]):
                 if f'device.driver=="{driver}"' in expr:
                     by_class[c["metadata"]["name"]] = driver
     return {d: (n, len(nodes[d])) for d, n in devices.items()}, by_class
+
+
+def trainer_status_gate(client: KubeClient) -> bool | None:
+    """Whether Trainer's config turns TrainJobStatus on; None where it cannot be read (a
+    tenant's rights, or another install's names)."""
+    config, _ = trainer_config.read_config(client)
+    return None if config is None else trainer_config.gate_on(config)
 
 
 def kueue_config(client: KubeClient) -> tuple[dict | None, str | None]:

@@ -153,10 +153,11 @@ def growth_refusal(client: KubeClient, root: dict, worker_job: dict, added: int,
     placed on the cluster as it is now (None: they can, or GPUs are not hvdk8s's to place)."""
     # lazy: the spec's models and placement load only to scale up
     from launcher.backends.kubernetes.snapshot import SnapshotUnreadable, take_snapshot
+    from mpijob.jobspec.decisions import asked_of_record
     from mpijob.jobspec.spec import JobSpec
     from mpijob.scheduling.placement import PlacementRequest, place
 
-    spec = JobSpec.model_validate(st.job_spec_of(root))
+    spec = JobSpec.model_validate(asked_of_record(st.job_spec_of(root)))
     if not spec.gpus_per_worker:
         return None  # CPU workers are the scheduler's to place, as at submit
     pod = ((worker_job.get("spec") or {}).get("template") or {}).get("spec") or {}

@@ -16,6 +16,15 @@ Kueue v0.14 (kubernetes-sigs/kueue):
 hvdk8s follows the job there when the kubeconfig has a context of that name, and plans
 the placement on the worker cluster when the config has only one and the kubeconfig a
 context of its name (the only cluster Kueue can pick).
+
+Kueue copies the job object and nothing else (the adapters' SyncJob, e.g.
+pkg/controller/jobs/mpijob/mpijob_multikueue_adapter.go), so such a job needs nothing hvdk8s
+would create beside it: its pods carry their files (launch script, benchmark, preflight) in
+their own annotations, read back by a downwardAPI volume, whichever worker cluster Kueue
+picks (mpijob/k8s/pod_files.py says why not a ConfigMap made on the worker); what cannot
+travel so (DRA claim templates, a ComputeDomain) is refused at submit, --gpu-request auto
+taking the device plugin's GPUs instead (launcher.backends.kubernetes.rendering), and a TrainJob is refused where the only worker
+cluster, seen through its context, lacks hvdk8s's Trainer runtime (submit.py).
 """
 
 from __future__ import annotations

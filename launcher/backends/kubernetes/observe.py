@@ -111,10 +111,11 @@ class Observing(Tidying):
         """Every hvdk8s job: one paged list per kind (listing.py), none per job, as kubectl
         pays; a finished job's rate comes from its launcher's termination message. `live`
         (`list -o wide`) adds a running job's progress from its launcher's log tail, one read
-        each: the cost grows with the running jobs, so only when asked."""
+        each (none where a TrainJob's status.trainerStatus has it): the cost grows with the
+        running jobs, so only when asked."""
         statuses = list_jobs(self.client, self._ns(namespace), all_namespaces)
         for status in statuses if live else ():
-            if status.phase == RUNNING:
+            if status.phase == RUNNING and status.progress is None:  # a TrainJob may say it
                 self._running_progress(status)
         return statuses
 

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING
 from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
 from launcher.output import note
 from launcher.preparing.planning import Plan
-from mpijob.jobspec.ssh_port import free_ssh_port
 
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
-    from mpijob.jobspec.spec import JobSpec
+    from mpijob.jobspec.decisions import Decisions
+    from mpijob.jobspec.spec import JobSpec, Network
     from mpijob.k8s.render import SSHKeys
+    from mpijob.k8s.trainer_progress import StatusEndpoint
     from mpijob.k8s.workload import Workload
     from mpijob.perf.perfmodel import Assumptions
     from mpijob.scheduling.cluster import Cluster
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy im
 def render(
     spec: JobSpec,
     *,
+    decisions: Decisions | None = None,
     mode: str = "pods",
     placement: Placement | None = None,
     ssh: SSHKeys | None = None,
@@ -53,49 +55,75 @@ def render(
     managed_by: str | None = None,
     gate_deadline: int | None = None,
     preflight_plan: dict | None = None,
+    trainer_status: StatusEndpoint | None = None,
     pod_monitor: bool = True,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
+    `decisions`: the plan's (None: a spec rendered without a plan, what it names).
     `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
     `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
-    pod only, nothing expected). `pod_monitor`: with --metrics-port, a PodMonitor for the
-    launcher (False: the cluster has no PodMonitor CRD)."""
-    objects = _render(spec, mode, placement, ssh, benchmark_source, elastic_source, prediction,
-                      trainer_version, managed_by, gate_deadline, preflight_plan)
-    if spec.metrics_port is not None and pod_monitor:
+    pod only, nothing expected). `trainer_status`: a TrainJob's launcher posts its progress
+    to Trainer's status endpoint there (None: the gate is off or unknown). `pod_monitor`:
+    with --metrics-port, a PodMonitor for the launcher (False: the cluster has no
+    PodMonitor CRD, or the job runs on another cluster)."""
+    objects = _render(spec, decisions, mode, placement, ssh, benchmark_source, elastic_source,
+                      prediction, trainer_version, managed_by, gate_deadline, preflight_plan,
+                      trainer_status)
+    if spec.metrics_port is not None and pod_monitor and not managed_by:
         from mpijob.k8s.monitor import pod_monitor as monitor_object
 
         objects.append(monitor_object(spec, mode))
     return objects
 
 
-def _render(spec: JobSpec, mode: str, placement: Placement | None, ssh: SSHKeys | None,
-            benchmark_source: str | None, elastic_source: str | None, prediction: dict | None,
-            trainer_version: str | None, managed_by: str | None, gate_deadline: int | None,
-            preflight_plan: dict | None) -> list[dict]:
+def _render(spec: JobSpec, decisions: Decisions | None, mode: str, placement: Placement | None,
+            ssh: SSHKeys | None, benchmark_source: str | None, elastic_source: str | None,
+            prediction: dict | None, trainer_version: str | None, managed_by: str | None,
+            gate_deadline: int | None, preflight_plan: dict | None,
+            trainer_status: StatusEndpoint | None) -> list[dict]:
     from mpijob.jobspec.defaults import MODES
     from mpijob.k8s.workload import workload
 
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-    work = workload(spec, placement, mode)
+    work = workload(spec, placement, mode, decisions)
     files = preflight_files(work, preflight_plan)
     if mode == "operator":
         from mpijob.k8s.render_operator import render_operator
 
-        return render_operator(work, benchmark_source, prediction, managed_by, files)
+        return _only_the_root(spec, managed_by, render_operator(
+            work, benchmark_source, prediction, managed_by, files))
     if mode == "trainjob":  # what a TrainJob cannot carry is refused there
         from mpijob.k8s.render_trainjob import render_trainjob
 
         version = {"version": trainer_version} if trainer_version else {}
-        return render_trainjob(work, benchmark_source, prediction, managed_by=managed_by,
-                               preflight_files=files, **version)
+        return _only_the_root(spec, managed_by, render_trainjob(
+            work, benchmark_source, prediction, managed_by=managed_by, preflight_files=files,
+            trainer_status=trainer_status, **version))
     from mpijob.k8s.render_pods import render_pods
 
     if ssh is None:
         raise ValueError("pods mode needs SSH keys")
     return render_pods(work, ssh, benchmark_source, prediction, elastic_source, gate_deadline, files)
+
+
+def _only_the_root(spec: JobSpec, managed_by: str | None, objects: list[dict]) -> list[dict]:
+    """A job sent to another cluster (MultiKueue: Kueue copies only the job object there)
+    must need nothing else hvdk8s would create here; its files travel in its pods
+    (mpijob.k8s.pod_files), and what cannot is refused before anything is created."""
+    from mpijob.errors import SpecError
+    from mpijob.jobspec.spec import option_of
+
+    if not managed_by or len(objects) == 1:
+        return objects
+    kinds = sorted({o["kind"] for o in objects[1:]})
+    dra = ", or --gpu-request device-plugin" if "ResourceClaimTemplate" in kinds else ""
+    raise SpecError("queue", (
+        f"{spec.queue} dispatches through Kueue's MultiKueue, which copies only the "
+        f"{objects[0]['kind']} to the worker cluster, but this job also needs "
+        f"{' and '.join(kinds)}, which hvdk8s would create here; use a queue that runs its "
+        f"jobs in this cluster{dra}"), option_of("queue"))
 
 
 def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
@@ -109,7 +137,7 @@ def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
     from mpijob.perf import preflight
 
     spec = work.spec
-    if not spec.runs_preflight:
+    if not work.decisions.runs_preflight:
         return None
     source = pod_script(PREFLIGHT_IN_POD.rsplit("/", 1)[1])
     if work.shape is not None:  # one template: which worker lands on which node is the operator's
@@ -132,24 +160,35 @@ class KubernetesObjects(BaseBackend):
              *, mode: ModeDecision | None = None) -> Plan:
         """The base plan, with what only Kubernetes decides: a TrainJob takes only what it
         can carry (and RDMA the nodes offer is advised with the modes that carry it), the
-        Pod Security level RDMA devices must pass (pod_security_for), and on the host
-        network an sshd port free on the job's nodes."""
+        Pod Security level RDMA devices must pass (pod_security_for), each Multus network's
+        device resource (networks_for) and on the host network an sshd port free on the
+        job's nodes."""
         from launcher.preparing.planning import plan_job
+        from mpijob.jobspec.decisions import Choices
 
-        rdma_fix = None
+        rdma_fix = choices = None
         if mode is not None and mode.mode == "trainjob":  # auto takes what a TrainJob carries
             from mpijob.k8s.modes import other_modes
             from mpijob.k8s.render_trainjob import within_trainjob
 
-            spec = within_trainjob(spec)
+            choices = within_trainjob(spec)
             rdma_fix = ("a TrainJob cannot carry RDMA devices; "
                         f"{other_modes(spec, 'trainjob', mode.installed, mode.gang_unserved)}")
+        if (spec.gpu_request == "auto" and cluster is not None
+                and (mode is None or mode.mode != "pods")  # pods: MultiKueue takes no pods
+                and any(n.dra_devices for n in cluster.nodes) and self.sent_away(spec)):
+            # a DRA claim template would stay here: only the job travels (_only_the_root)
+            choices = Choices((choices or Choices.of(spec)).rdma, "device-plugin")
+            note("note: --gpu-request auto: the device plugin's GPUs, not DRA: Kueue's "
+                 "MultiKueue copies only the job to the worker cluster, no claim template")
+        return plan_job(spec, cluster, assumptions,
+                        pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix,
+                        choices=choices, networks=self.networks_for(spec), host_ssh_port=True)
 
-        plan = plan_job(spec, cluster, assumptions,
-                        pod_security=self.pod_security_for(spec, cluster), rdma_fix=rdma_fix)
-        if plan.spec.host_network and cluster is not None:
-            plan.spec = _free_host_ssh_port(plan.spec, cluster, plan.placement)
-        return plan
+    def networks_for(self, spec: JobSpec) -> tuple[Network, ...]:
+        """--network: each NetworkAttachmentDefinition with the device resource it names;
+        offline nothing is read, so none is known."""
+        return spec.networks
 
     def dry_run_notes(self, prepared: Prepared, options: SubmitOptions) -> list[str]:
         """Built-in mode: the ownerReferences a dry run cannot show (the root's uid does not
@@ -171,6 +210,11 @@ class KubernetesObjects(BaseBackend):
         nothing is read."""
         return None
 
+    def sent_away(self, spec: JobSpec) -> bool:
+        """Whether the job's queue sends it to another cluster (MultiKueue); offline
+        nothing is read."""
+        return False
+
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""
         # lazy: choosing a backend imports this module for every job command; SSH keys
@@ -185,7 +229,7 @@ class KubernetesObjects(BaseBackend):
         # The offline dry run's options carry no timeout: it shows submit's default.
         timeout = getattr(options, "schedule_timeout", defaults.SCHEDULE_TIMEOUT_SECONDS)
         objects = render(
-            spec, mode=options.mode, placement=plan.placement,
+            spec, decisions=plan.decisions, mode=options.mode, placement=plan.placement,
             ssh=keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
             benchmark_source=benchmark_source() if spec.runs_benchmark else None,
             elastic_source=elastic_benchmark_source() if spec.runs_benchmark and spec.elastic
@@ -193,19 +237,7 @@ class KubernetesObjects(BaseBackend):
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by,
             gate_deadline=initial_deadline(spec, timeout),
-            preflight_plan=plan.preflight, pod_monitor=options.pod_monitor)
+            preflight_plan=plan.preflight, pod_monitor=options.pod_monitor,
+            # read at submit (the live backend's job_options); offline nothing is read
+            trainer_status=getattr(options, "trainer_status", None))
         return Prepared(spec, plan, tuple(objects))
-
-
-def _free_host_ssh_port(spec: JobSpec, cluster: Cluster, placement) -> JobSpec:
-    """On the host network the job's sshd port is a port of its nodes: move it past ports
-    the snapshot shows in use there (mpijob.jobspec.ssh_port)."""
-    used_on = {a.node for a in placement.assignments} if placement is not None else None
-    taken = {port for n in cluster.nodes if used_on is None or n.name in used_on
-             for port in n.host_ports}
-    if spec.ssh_port not in taken:
-        return spec
-    port = free_ssh_port(spec.namespace, spec.name, taken)
-    note(f"note: --host-network: sshd port {spec.ssh_port} is in use on the job's nodes; "
-         f"using {port}")
-    return spec.model_copy(update={"ssh_port": port})

@@ -28,6 +28,7 @@ from launcher.formats.causes import why
 from launcher.formats.job_progress import JobProgress, summarize
 from launcher.formats.preflight_reports import preflight_status
 from launcher.formats.rank_reports import for_people, is_report_line, iter_reports, tagged_rank
+from launcher.formats.trainer_status import progress_from_trainer_status
 from mpijob.jobspec import defaults, names
 from mpijob.phases import STALLED_REASON
 from mpijob.progress import STALL_MESSAGE_PREFIX
@@ -394,6 +395,10 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
             if out.progress.stalled:
                 out.log_tail = silent_rank_lines(out.progress, launcher_log,
                                                  meta(current_launcher(pods)).get("name"))
+    if out.progress is None and mode == "trainjob":  # Trainer's TrainJobStatus, if on
+        out.progress = progress_from_trainer_status(
+            root, time.time() if now is None else now,
+            predicted_images_per_sec=out.predicted_images_per_sec)
     if out.images_per_sec is None:
         rate, result = parse_result(termination_messages(current_launcher(pods)))
         out.images_per_sec = rate if rate is not None else recorded_images_per_sec(root)

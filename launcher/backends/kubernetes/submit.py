@@ -41,7 +41,6 @@ from launcher.backends.kubernetes.client import (
     ApiError,
 )
 from launcher.backends.kubernetes.connection import _api_errors
-from launcher.backends.kubernetes.networks import resolve_networks
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     SnapshotUnreadable,
@@ -62,6 +61,7 @@ from mpijob.jobspec import defaults, names
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.modes import Installed
+    from mpijob.k8s.trainer_progress import StatusEndpoint
 from launcher.backends.kubernetes.observe import Observing
 
 OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
@@ -94,6 +94,10 @@ class KubernetesOptions(SubmitOptions):
     schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
     # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
     delete_on_timeout: bool | None = None
+    # Trainer mode: where its status server answers, its TrainJobStatus gate on (the
+    # launcher posts there); else None and why, said once at submit.
+    trainer_status: StatusEndpoint | None = None
+    trainer_status_off: str | None = None
 
 
 class Submitting(Observing):
@@ -121,17 +125,36 @@ class Submitting(Observing):
     @_api_errors
     def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
         """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
-        created for Kueue to copy to a worker cluster (managedBy), not run here. With
-        --metrics-port, whether the cluster serves the PodMonitor CRD."""
+        created for Kueue to copy to a worker cluster (managedBy), not run here. A TrainJob
+        run here: whether its launcher posts progress to Trainer's status endpoint. With
+        --metrics-port, whether a PodMonitor can go with it (the cluster serves its CRD)."""
         from launcher.backends.kubernetes import multikueue
 
-        if spec.metrics_port is not None and not self.client.serves(POD_MONITOR):
+        if (spec.queue and options.mode != "pods"
+                and getattr(gangs.get(spec.gang), "multicluster", False)):
+            manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
+            if manager:
+                options = dataclasses.replace(options, managed_by=manager)
+        if spec.metrics_port is not None and (options.managed_by
+                                              or not self.client.serves(POD_MONITOR)):
             options = dataclasses.replace(options, pod_monitor=False)
-        if (not spec.queue or options.mode == "pods"
-                or not getattr(gangs.get(spec.gang), "multicluster", False)):
+        if options.mode != "trainjob":
             return options
-        manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
-        return dataclasses.replace(options, managed_by=manager) if manager else options
+        if options.managed_by:
+            return dataclasses.replace(options, trainer_status_off=(
+                "the worker cluster MultiKueue picks runs it, whose Trainer config hvdk8s "
+                "does not read"))
+        from launcher.backends.kubernetes.trainer_config import status_endpoint
+
+        endpoint, why = status_endpoint(self.client)
+        return dataclasses.replace(options, trainer_status=endpoint, trainer_status_off=why)
+
+    @_api_errors
+    def sent_away(self, spec: JobSpec) -> bool:
+        from launcher.backends.kubernetes import multikueue
+
+        return bool(spec.queue and getattr(gangs.get(spec.gang), "multicluster", False)
+                    and multikueue.manager_for(self.client, spec.queue, spec.namespace))
 
     @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
@@ -139,8 +162,10 @@ class Submitting(Observing):
         plan, notes = self._preflight(plan, options)
         port = plan.spec.metrics_port
         if port is not None and not options.pod_monitor:
-            notes = [*notes, f"no PodMonitor CRD ({POD_MONITOR.api_version}) in the cluster: "
-                     f"the launcher serves /metrics on port {port}, and no PodMonitor is created"]
+            why = ("Kueue's MultiKueue runs the job on a worker cluster" if options.managed_by
+                   else f"no PodMonitor CRD ({POD_MONITOR.api_version}) in the cluster")
+            notes = [*notes, f"{why}: the launcher serves /metrics on port {port}, and no "
+                     "PodMonitor is created"]
         return plan, notes
 
     def _preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
@@ -149,10 +174,20 @@ class Submitting(Observing):
         fresh snapshot: keep the plan if it still fits, else place again."""
         spec, client = plan.spec, self.client
         self._require_namespace(spec.namespace)
+        said = ([f"Kubeflow Trainer progress is off for this job: {options.trainer_status_off}; "
+                 "hvdk8s get reads progress from the launcher's log"]
+                if options.mode == "trainjob" and options.trainer_status_off else [])
+        if options.managed_by and (options.mode == "trainjob" or spec.runs_benchmark
+                                   or plan.decisions.runs_preflight):
+            said.append("Kueue's MultiKueue copies only the job to the worker cluster: its pods "
+                        "carry their files (under /etc/hvdk8s) in their annotations, not in a "
+                        "ConfigMap (mpijob/k8s/pod_files.py)")
         if options.mode == "operator" and not client.serves(MPIJOB):
             raise UsageError(OPERATOR_MISSING)
         if options.mode == "trainjob":  # the runtime the TrainJob names exists and fits
             trainer.require_runtime(client, spec)
+            if options.managed_by:  # and where MultiKueue runs it
+                said += self._worker_runtime(spec)
         # lazy: choosing a backend imports this module for every job command; rendering, SSH keys
         # and placement (pydantic models, cryptography: ~25 ms) load only to submit or plan
         from mpijob.k8s.gang import refusal
@@ -166,17 +201,55 @@ class Submitting(Observing):
         # lazy: its volume models load pydantic (~85 ms), which list/get/wait/logs never need
         from launcher.backends.kubernetes.volumes import check_claims
 
-        # --network: each NAD must exist, and the device resource it names goes on the
-        # worker pods (a pod that does not request it gets no interface)
-        plan = dataclasses.replace(plan, spec=resolve_networks(client, spec))
         if options.server_dry_run or gang or (plan.placement is None and not spec.gpus_per_worker):
             check_claims(client, spec, plan.placement, options.mode)
-            return plan, []
+            return plan, said
         placement, notes = self._recheck_capacity(spec, plan.placement)
         # --data: each claim must exist and its access modes allow the final placement, or
         # the pods would wait on a volume that never attaches
         check_claims(client, spec, placement, options.mode)
-        return dataclasses.replace(plan, placement=placement), notes
+        return dataclasses.replace(plan, placement=placement), [*said, *notes]
+
+    @_api_errors
+    def multikueue_target(self, queue: str, namespace: str) -> tuple[str | None, str | None]:
+        """(the context to plan on, what to say) for a Kueue queue that dispatches through
+        MultiKueue: its only worker cluster where the kubeconfig has that context, else
+        none (the job runs where Kueue admits it, unknown until then); (None, None) for a
+        queue that runs jobs here."""
+        from launcher.backends.kubernetes import multikueue
+        from launcher.backends.kubernetes.kubeconfig import context_names
+
+        clusters = multikueue.worker_clusters(self.client, queue, namespace)
+        if clusters is None:
+            return None, None
+        if len(clusters) == 1 and clusters[0] in context_names(self._kubeconfig):
+            return clusters[0], (f"--queue {queue} dispatches through Kueue's MultiKueue to "
+                                 f"its only worker cluster {clusters[0]}: planned there "
+                                 f"(context {clusters[0]})")
+        seen = ("" if len(clusters) != 1 else
+                f"; no kubeconfig context {clusters[0]} shows its nodes")
+        return None, (f"--queue {queue} dispatches through Kueue's MultiKueue: the job runs on "
+                      "the worker cluster Kueue admits it on"
+                      + (f" ({', '.join(clusters)})" if clusters else "") + seen
+                      + ", so no placement is planned (that cluster's scheduler places it)")
+
+    def _worker_runtime(self, spec: JobSpec) -> builtins.list[str]:
+        """A TrainJob MultiKueue dispatches runs on the worker cluster's Trainer, which
+        needs the runtime there too (Kueue copies only the TrainJob): refused where the
+        only worker cluster, seen through its kubeconfig context, lacks it; else said."""
+        worker, _ = self.multikueue_target(spec.queue, spec.namespace)
+        if worker is None:
+            from mpijob.k8s.render_trainjob import runtime_name
+
+            return [f"the worker cluster Kueue's MultiKueue picks needs ClusterTrainingRuntime "
+                    f"{runtime_name(spec)} (hvdk8s install runtime --context <cluster>); not "
+                    "checked: hvdk8s sees no single worker cluster"]
+        remote = type(self)(worker, spec.namespace, kubeconfig=self._kubeconfig, poll=self.poll)
+        why = trainer.runtime_problem(remote.client, spec, context=worker)
+        if why is not None:
+            raise Refused(f"MultiKueue worker cluster {worker} (context {worker}), where this "
+                          f"TrainJob runs: {why}")
+        return []
 
     @_api_errors
     def admit(self, prepared: Prepared, options: KubernetesOptions, *,

@@ -39,11 +39,11 @@ def runtime_kind(client) -> Kind | None:
     return next((k for k in CLUSTER_TRAINING_RUNTIMES if client.serves(k)), None)
 
 
-def _runtime(client, spec) -> tuple[dict, str | None]:
+def _runtime(client, spec, context: str | None = None) -> tuple[dict, str | None]:
     """hvdk8s's ClusterTrainingRuntime for the job's image ({} where not readable), and why
     it cannot run the job (missing, or not the one hvdk8s installs), with the install
-    command; None where it can, or cannot be read (Trainer's webhook then refuses a
-    TrainJob whose runtime is missing)."""
+    command (for `context`, where not the current one); None where it can, or cannot be
+    read (Trainer's webhook then refuses a TrainJob whose runtime is missing)."""
     # lazy: list/get/wait import this module and need not build the spec's models
     from mpijob.k8s import render_trainjob as tj
 
@@ -51,7 +51,7 @@ def _runtime(client, spec) -> tuple[dict, str | None]:
     if trainjob_kind(client) is None or kind is None:
         return {}, TRAINER_MISSING
     name = tj.runtime_name(spec)
-    install = tj.install_command(spec)
+    install = tj.install_command(spec, context)
     try:
         runtime = client.get(kind, name)
     except ApiError as exc:
@@ -68,9 +68,9 @@ def _runtime(client, spec) -> tuple[dict, str | None]:
     return runtime, None
 
 
-def runtime_problem(client, spec) -> str | None:
+def runtime_problem(client, spec, context: str | None = None) -> str | None:
     """Why the job cannot run as a TrainJob for want of its runtime (None: it can)."""
-    return _runtime(client, spec)[1]
+    return _runtime(client, spec, context)[1]
 
 
 def require_runtime(client, spec) -> dict:

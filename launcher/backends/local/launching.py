@@ -33,6 +33,7 @@ from launcher.backends.local.state import JobPaths, job_paths
 from launcher.errors import UsageError, UserError
 from launcher.preparing.planning import Plan
 from mpijob.jobspec import defaults
+from mpijob.jobspec.decisions import Decisions
 from mpijob.jobspec.spec import DECLARED_BY_PATH, DECLARED_OPTIONS, JobSpec
 from mpijob.k8s import command
 from mpijob.k8s.command import MpiDialect, hostfile_text, shell_join
@@ -102,29 +103,33 @@ class LocalLaunches(BaseBackend):
             raise UsageError(f"{'--rdma on' if spec.rdma == 'on' else '--extra-resource'}: "
                              "device resources are Kubernetes's; the local backend runs the "
                              "ranks on this machine (use --backend kubernetes)")
-        spec = spec.with_preflight_default(defaults.PREFLIGHT_LOCAL_GPU if spec.gpus_per_worker
-                                           else defaults.PREFLIGHT_LOCAL_CPU)
-        plan = Plan(spec)
+        # what this backend decides: --preflight where not given (no RDMA, no placement)
+        decisions = Decisions(gpu_request="device-plugin", ssh_port=spec.ssh_port,
+                              preflight=spec.preflight or (defaults.PREFLIGHT_LOCAL_GPU
+                                                           if spec.gpus_per_worker
+                                                           else defaults.PREFLIGHT_LOCAL_CPU))
         if assumptions is None or spec.gpus_per_worker:
-            return plan
+            return Plan(spec, decisions=decisions)
         from mpijob.perf.perfmodel import predict_cpu
 
         try:
-            plan.prediction = predict_cpu(model=spec.benchmark.model,
-                                          batch_size=spec.benchmark.batch_size,
-                                          precision=spec.benchmark.precision, ranks=spec.workers,
-                                          hosts=1, image_size=spec.benchmark.image_size,
-                                          assumptions=assumptions)
+            prediction = predict_cpu(model=spec.benchmark.model,
+                                     batch_size=spec.benchmark.batch_size,
+                                     precision=spec.benchmark.precision, ranks=spec.workers,
+                                     hosts=1, image_size=spec.benchmark.image_size,
+                                     assumptions=assumptions)
         except ValueError as exc:
-            plan.notes.append(f"no prediction: {exc}")
-        return plan
+            return Plan(spec, notes=(f"no prediction: {exc}",), decisions=decisions)
+        return Plan(spec, prediction=prediction, decisions=decisions)
 
     def prepare(self, plan: Plan, options: SubmitOptions) -> LocalPrepared:
         spec = plan.spec
-        job = self.launch(spec, plan.placement, job_paths(spec.name, spec.namespace))
-        return LocalPrepared(spec, plan, (described(spec, job),), job=job)
+        job = self.launch(spec, plan.placement, job_paths(spec.name, spec.namespace),
+                          plan.decisions)
+        return LocalPrepared(spec, plan, (described(spec, job, plan.decisions),), job=job)
 
-    def launch(self, spec: JobSpec, placement, paths: JobPaths) -> JobLaunch:
+    def launch(self, spec: JobSpec, placement, paths: JobPaths,
+               decided: Decisions | None = None) -> JobLaunch:
         """The job's launch, checked against this machine (cores, mpirun, free GPUs)."""
         check_rank_count(spec, usable_cores())
         if spec.elastic:  # what this machine cannot give, before its GPUs are looked at
@@ -134,12 +139,12 @@ class LocalLaunches(BaseBackend):
         host = socket.gethostname()
         gpus, _ = choose_gpus(spec, placement, host)
         launch = build_launch(spec, mpi=mpi, hostfile=paths.hostfile, job_dir=paths.dir,
-                              gpus=gpus, script=script)
+                              gpus=gpus, script=script, decided=decided)
         return JobLaunch(paths, launch, gpus, host,
                          hostfile_text(spec, [("localhost", spec.ranks)]))
 
 
-def described(spec: JobSpec, job: JobLaunch) -> dict:
+def described(spec: JobSpec, job: JobLaunch, decided: Decisions | None = None) -> dict:
     """The launch as a dry run prints it."""
     out = {
         "backend": LocalLaunches.name, "name": spec.name, "namespace": spec.namespace,
@@ -150,15 +155,21 @@ def described(spec: JobSpec, job: JobLaunch) -> dict:
     if spec.elastic:  # horovodrun's hosts, not a hostfile: what its discovery lists
         del out["hostfile"]
         out["hosts"] = local_elastic.host_slots(spec)
-    notes = [n for n in (ignored_options_note(spec), preflight_note(spec)) if n]
+    notes = [n for n in (ignored_options_note(spec), preflight_note(spec, decided)) if n]
     if notes:
         out["notes"] = notes
     return out
 
 
-def preflight_note(spec: JobSpec) -> str | None:
+def _decided(spec: JobSpec, decided: Decisions | None) -> Decisions:
+    """The plan's decisions; a spec launched without a plan gets what it names."""
+    return decided if decided is not None else Decisions.undecided(spec)
+
+
+def preflight_note(spec: JobSpec, decided: Decisions | None = None) -> str | None:
     """Where this backend does not run the preflight the job asks for, said."""
-    if not spec.runs_preflight or spec.elastic or not spec.user_gives_mpirun:
+    if (not _decided(spec, decided).runs_preflight or spec.elastic
+            or not spec.user_gives_mpirun):
         return None
     return ("local backend: no preflight before the job's own launch line (it runs before "
             "the mpirun line hvdk8s writes); --preflight off says nothing")
@@ -167,10 +178,13 @@ def preflight_note(spec: JobSpec) -> str | None:
 def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir: Path | None,
                  gpus: list[int], python: str = sys.executable, script: Path | None = None,
                  cores: int | None = None, is_root: bool | None = None,
-                 environ: dict[str, str] | None = None) -> Launch:
+                 environ: dict[str, str] | None = None,
+                 decided: Decisions | None = None) -> Launch:
     """The mpirun line and environment. With `job_dir`, every rank's program runs under
     the rank wrapper (local_rank): the job's commands first on PATH, the rank's own log,
-    and how it ended, all in that directory."""
+    and how it ended, all in that directory. `decided`: the plan's decisions (None: what
+    the spec names)."""
+    decided = _decided(spec, decided)
     environ = dict(os.environ if environ is None else environ)
     cores = usable_cores() if cores is None else cores
     is_root = (os.geteuid() == 0) if is_root is None else is_root
@@ -185,12 +199,12 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
         discovery = str((job_dir or Path(".")) / local_elastic.DISCOVERY)
         argv = horovodrun_argv(spec, horovodrun=runner, discovery=discovery, program=wrapped,
                                nic=local_elastic.INTERFACE)
-        if spec.runs_preflight:  # at the start: every rank on this machine, one Gloo run
+        if decided.runs_preflight:  # at the start: every rank on this machine, one Gloo run
             ranks = str(spec.ranks)
             check = [runner, "--gloo", "-np", ranks, "-H", f"localhost:{ranks}",
                      "--network-interface", local_elastic.INTERFACE,
-                     *preflight_argv(spec, python, gpus), "--uniform-slots", ranks]
-            argv = command.preflight_then(str(spec.preflight), check, argv)
+                     *preflight_argv(spec, python, gpus, decided), "--uniform-slots", ranks]
+            argv = command.preflight_then(str(decided.preflight), check, argv)
         return Launch(argv, env, None, rank_logs=job_dir is not None)
     if mpi is None:
         # The user's own mpirun/horovodrun line, untouched; its ranks find the job's
@@ -205,16 +219,18 @@ def build_launch(spec: JobSpec, *, mpi: LocalMpi | None, hostfile: Path, job_dir
     local = command.LocalRun(allow_run_as_root=is_root, oversubscribe=spec.ranks > cores,
                              cores_per_rank=cores_per_rank(spec, cores) if not gpus else None)
     line = command.mpirun_line(spec, str(hostfile), program=program, mpirun=mpi.mpirun,
-                               local=local, set_env={**environ, **env})
+                               local=local, set_env={**environ, **env}, decided=decided)
     argv = line.argv(mpi.dialect)
-    if spec.runs_preflight:
-        pre = command.mpirun_line(spec, str(hostfile), program=preflight_argv(spec, python, gpus),
-                                  mpirun=mpi.mpirun, local=local, set_env={**environ, **env})
-        argv = command.preflight_then(str(spec.preflight), pre.argv(mpi.dialect), argv)
+    if decided.runs_preflight:
+        pre = command.mpirun_line(spec, str(hostfile),
+                                  program=preflight_argv(spec, python, gpus, decided),
+                                  mpirun=mpi.mpirun, local=local, set_env={**environ, **env},
+                                  decided=decided)
+        argv = command.preflight_then(str(decided.preflight), pre.argv(mpi.dialect), argv)
     return Launch(argv, env, mpi.dialect, rank_logs=job_dir is not None)
 
 
-def preflight_argv(spec: JobSpec, python: str, gpus: list[int]) -> list[str]:
+def preflight_argv(spec: JobSpec, python: str, gpus: list[int], decided: Decisions) -> list[str]:
     """The preflight on this machine: every rank in one host's group, its plan on the line
     (no expectation: a CPU MPI all-reduce is not modelled; this machine's GPUs are not
     placed by the model)."""
@@ -225,7 +241,7 @@ def preflight_argv(spec: JobSpec, python: str, gpus: list[int]) -> list[str]:
 
     script = resources.files("mpijob.k8s.podscripts").joinpath("hvdk8s_preflight.py")
     plan = plain_plan([spec.ranks], gpus=bool(gpus), nodes=[socket.gethostname()])
-    return command.preflight_program(spec, python=python, script=str(script),
+    return command.preflight_program(spec, python=python, script=str(script), decided=decided,
                                      plan_json=json.dumps(plan, separators=(",", ":"),
                                                           sort_keys=True))
 

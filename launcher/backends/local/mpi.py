@@ -21,6 +21,7 @@ from pathlib import Path
 
 import launcher
 from launcher.errors import UsageError, UserError
+from mpijob.jobspec.decisions import job_env
 from mpijob.jobspec.quantity import parse_quantity
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s.command import MpiDialect
@@ -173,7 +174,8 @@ def cores_per_rank(spec: JobSpec, cores: int) -> int | None:
 def environment(spec: JobSpec, *, gpus: list[int], cores: int, is_root: bool,
                  environ: dict[str, str]) -> dict[str, str]:
     # A default the user already exported in this shell is theirs too: it wins over ours.
-    env = {k: v for k, v in spec.job_env.items() if k in spec.env or k not in environ}
+    # No RDMA device on this machine: the ranks' environment without NCCL's fabric settings.
+    env = {k: v for k, v in job_env(spec).items() if k in spec.env or k not in environ}
     if is_root:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

@@ -3,6 +3,7 @@ resource.k8s.io/v1 schema (vendored in tests/data/k8s-schemas)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -14,7 +15,8 @@ from launcher.cli.app import app
 from launcher.errors import UsageError
 from launcher.formats.clusterfile import cluster_from_data
 from launcher.preparing.planning import plan_job
-from mpijob.jobspec.spec import build_spec
+from mpijob.jobspec.decisions import Decisions
+from mpijob.jobspec.spec import RdmaRequest, build_spec
 from mpijob.k8s.dra import uuid_selector
 from mpijob.k8s.render import SSHKeys
 from mpijob.scheduling.dra_devices import PCIE_ROOT
@@ -159,32 +161,32 @@ def test_operator_podgroup_min_resources_count_what_the_workers_request():
     spec = build_spec(name="g", workers=2, gpus_per_worker=2, gang="volcano",
                       gpu_request="dra")
     plan = plan_job(spec, cluster)
-    mpijob = render(plan.spec, mode="operator", placement=plan.placement,
+    mpijob = render(plan.spec, decisions=plan.decisions, mode="operator", placement=plan.placement,
                     benchmark_source="")[0]
     container = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     minimum = mpijob["spec"]["runPolicy"]["schedulingPolicy"]["minResources"]
     assert "nvidia.com/gpu" not in container["resources"].get("requests", {})
     assert "nvidia.com/gpu" not in minimum
-    rdma = build_spec(name="r", workers=2, gpus_per_worker=1, gang="volcano",
-                      rdma_request={"resource": "rdma/hca", "per_gpu": False})
-    mpijob = render(rdma, mode="operator", benchmark_source="")[0]
+    rdma = build_spec(name="r", workers=2, gpus_per_worker=1, gang="volcano")
+    decided = dataclasses.replace(Decisions.undecided(rdma), rdma_request=RdmaRequest(
+        resource="rdma/hca", per_gpu=False))
+    mpijob = render(rdma, decisions=decided, mode="operator", benchmark_source="")[0]
     assert mpijob["spec"]["runPolicy"]["schedulingPolicy"]["minResources"]["rdma/hca"] == "2"
 
 
 def test_an_elastic_worker_claims_any_free_gpus_each_paired_with_a_nic_where_asked():
     """An elastic worker may join later on whichever GPUs freed up: its claim names no
     planned UUID and no one PCIe root for all its GPUs; GPU-NIC pairs stay pairs."""
-    from mpijob.jobspec.spec import RdmaRequest
-
     spec = build_spec(name="j", workers=2, min_workers=1, max_workers=3, gpus_per_worker=4,
                       gpu_request="dra", command=("python", "t.py"))
     (t,) = [o for o in render(spec, ssh=SSH) if o["kind"] == "ResourceClaimTemplate"]
     assert t["spec"]["spec"]["devices"] == {"requests": [{"name": "gpus", "exactly": {
         "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 4}}]}
     validate_template(t)
-    paired = spec.model_copy(update={"rdma_request": RdmaRequest(
-        resource="dranet", per_gpu=True, nic_driver="dra.net")})
-    (t,) = [o for o in render(paired, ssh=SSH) if o["kind"] == "ResourceClaimTemplate"]
+    paired = dataclasses.replace(Decisions.undecided(spec), rdma_request=RdmaRequest(
+        resource="dranet", per_gpu=True, nic_driver="dra.net"))
+    (t,) = [o for o in render(spec, decisions=paired, ssh=SSH)
+            if o["kind"] == "ResourceClaimTemplate"]
     devices = t["spec"]["spec"]["devices"]
     assert [r["name"] for r in devices["requests"]] == [
         "gpu-0", "nic-0", "gpu-1", "nic-1", "gpu-2", "nic-2", "gpu-3", "nic-3"]

@@ -28,8 +28,9 @@ def _spec(**kw):
     return build_spec(**{**base, **kw})
 
 
-def _objects(spec, mode, placement=None, preflight_plan=None):
-    return render(spec, mode=mode, placement=placement, ssh=FIXED_KEYS if mode == "pods" else None,
+def _objects(spec, mode, placement=None, preflight_plan=None, decisions=None):
+    return render(spec, decisions=decisions, mode=mode, placement=placement,
+                  ssh=FIXED_KEYS if mode == "pods" else None,
                   benchmark_source=STUB_BENCHMARK, preflight_plan=preflight_plan)
 
 
@@ -130,15 +131,16 @@ def test_plan_carries_the_models_expectations_into_the_config_map():
                        gpu_model="NVIDIA-H100-80GB-HBM3", network_gbps=100.0) for i in range(2))
     spec = _spec(gpus_per_worker=8)
     plan = plan_job(spec, Cluster(nodes))
-    assert plan.spec.preflight == "warn"  # Kubernetes' default, decided by the plan
-    objects = _objects(plan.spec, "pods", plan.placement, plan.preflight)
+    # Kubernetes' default, decided by the plan; the spec stays as asked
+    assert (plan.decisions.preflight, plan.spec.preflight) == ("warn", None)
+    objects = _objects(plan.spec, "pods", plan.placement, plan.preflight, plan.decisions)
     shipped = json.loads(_config_data(objects)["preflight.json"])
     assert [p["node"] for p in shipped["pods"]] == [a.node for a in plan.placement.assignments]
     assert shipped["pods"][0]["node_path"]["kind"] == "nvlink"
     assert shipped["nodes"]["kind"] == "net"
     # One template (operator mode): pods named by host, each expected the slowest pod's.
     operator = json.loads(_config_data(_objects(plan.spec, "operator", plan.placement,
-                                                plan.preflight))["preflight.json"])
+                                                plan.preflight, plan.decisions))["preflight.json"])
     assert all("node" not in p for p in operator["pods"])
     assert operator["pods"][0]["node_path"] == shipped["pods"][0]["node_path"]
 
@@ -173,7 +175,8 @@ def test_local_plan_decides_the_default_by_gpus():
                                           shell=True), None, None)
     asked = LocalLaunches().plan(build_spec(name="pf", workers=2, command=TRAIN, shell=True,
                                             preflight="fail"), None, None)
-    assert (cpu.spec.preflight, gpu.spec.preflight, asked.spec.preflight) == ("off", "warn", "fail")
+    assert ((cpu.decisions.preflight, gpu.decisions.preflight, asked.decisions.preflight)
+            == ("off", "warn", "fail"))
 
 
 def test_elastic_pods_run_the_preflight_over_the_workers_ready_at_the_start():

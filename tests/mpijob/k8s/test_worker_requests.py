@@ -87,8 +87,8 @@ def test_the_memory_limit_covers_dev_shm(mode, memory):
     OOM-kills ranks that fill it (fails on the code before: limit == --memory)."""
     spec = build_spec(name="shm", workers=2, gpus_per_worker=1, memory=memory, shm_size="8Gi",
                       command=("python", "t.py"))
-    spec = plan_job(spec, None).spec
-    objects = render(spec, mode=mode, ssh=KEYS)
+    plan = plan_job(spec, None)
+    objects = render(spec, decisions=plan.decisions, mode=mode, ssh=KEYS)
     containers = workers_of(objects)
     assert containers
     for c in containers:
@@ -138,12 +138,12 @@ def test_pods_on_different_nodes_take_their_own_share_and_operator_mode_the_smal
     spec = build_spec(name="s", workers=3, gpus_per_worker=4, image="img:1",
                       command=("python", "t.py"))
     cluster = load_cluster(cluster_file)
-    spec = plan_job(spec, cluster).spec
+    decided = plan_job(spec, cluster).decisions
     pods = [c["resources"]["requests"] for c in workers_of(
-        render(spec, mode="pods", ssh=KEYS, placement=place(
+        render(spec, decisions=decided, mode="pods", ssh=KEYS, placement=place(
             cluster, PlacementRequest.from_spec(spec), policy=spec.placement_policy)))]
     assert [(r["cpu"], r["memory"]) for r in pods] == [("72", "460Gi"), ("28", "230Gi")]
-    (template,) = workers_of(render(spec, mode="operator"))
+    (template,) = workers_of(render(spec, decisions=decided, mode="operator"))
     # One template for pods of 4 GPUs on either node: the smaller node's share per GPU.
     assert (template["resources"]["requests"]["cpu"],
             template["resources"]["requests"]["memory"]) == ("28", "230Gi")

@@ -72,7 +72,7 @@ def test_dry_run_claims_pair_each_gpu_and_validate_against_1_34(tmp_path):
 def test_operator_mode_template_pairs_the_pods_gpus():
     spec = build_spec(name="j", workers=2, gpus_per_worker=2, gpu_request="dra")
     plan = plan_job(spec, cluster_from_data(cluster()))
-    objects = render(plan.spec, mode="operator", placement=plan.placement, benchmark_source="x")
+    objects = render(plan.spec, decisions=plan.decisions, mode="operator", placement=plan.placement, benchmark_source="x")
     (template,) = [o for o in objects if o["kind"] == "ResourceClaimTemplate"]
     devices = template["spec"]["spec"]["devices"]
     assert len(devices["requests"]) == 4 and len(devices["constraints"]) == 2
@@ -97,7 +97,7 @@ def test_no_nic_under_a_root_on_refuses_auto_falls_back_and_says_so(tmp_path):
 def test_device_plugin_gpus_pair_nothing(tmp_path):
     spec = build_spec(name="j", workers=2, gpus_per_worker=2, gpu_request="device-plugin")
     plan = plan_job(spec, cluster_from_data(cluster()))
-    assert plan.spec.rdma_request is None and plan.network.decision.pairing is None
+    assert plan.decisions.rdma_request is None and plan.network.decision.pairing is None
 
 
 @pytest.mark.parametrize("nics, message", [

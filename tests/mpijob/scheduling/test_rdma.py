@@ -91,11 +91,11 @@ def test_plan_table_names_the_network(tmp_path):
 def test_auto_leaves_a_one_node_job_on_its_node_and_a_job_without_rdma_nodes_on_tcp(tmp_path):
     spec = build_spec(name="j", workers=4, gpus_per_worker=1)
     plan = plan_job(spec, cluster_from_data(two_nodes()))
-    assert plan.spec.rdma_request is None and plan.network.decision.transport == "tcp"
+    assert plan.decisions.rdma_request is None and plan.network.decision.transport == "tcp"
     assert "one node" in plan.network.lines[0] and plan.network.warning is None
     bare = plan_job(build_spec(name="j", workers=16, gpus_per_worker=1),
                     cluster_from_data(two_nodes(resources={})))
-    assert bare.spec.rdma_request is None and bare.network.warning is None
+    assert bare.decisions.rdma_request is None and bare.network.warning is None
     assert "TCP over the pod network" in bare.network.lines[0]
 
 
@@ -103,7 +103,7 @@ def test_auto_needs_every_planned_node_to_offer_it():
     data = two_nodes()
     data["nodes"][1]["resources"] = {}
     plan = plan_job(build_spec(name="j", workers=16, gpus_per_worker=1), cluster_from_data(data))
-    assert plan.spec.rdma_request is None
+    assert plan.decisions.rdma_request is None
     assert "gpu-b offers no rdma/rdma_shared_device_a" in plan.network.decision.reason
 
 
@@ -119,7 +119,7 @@ def test_on_refuses_with_the_reason_and_nothing_is_rendered(tmp_path):
 def test_on_requests_rdma_even_on_one_node():
     plan = plan_job(build_spec(name="j", workers=2, gpus_per_worker=1, rdma="on"),
                     cluster_from_data(two_nodes()))
-    assert plan.spec.rdma_request.resource == SHARED
+    assert plan.decisions.rdma_request.resource == SHARED
 
 
 def test_on_refuses_when_a_node_has_too_few_vfs_free():
@@ -136,11 +136,11 @@ def test_restricted_pod_security_refuses_on_and_keeps_auto_on_tcp():
         plan_job(on, cluster, pod_security="restricted")
     auto = plan_job(build_spec(name="j", workers=16, gpus_per_worker=1), cluster,
                     pod_security="restricted")
-    assert auto.spec.rdma_request is None
+    assert auto.decisions.rdma_request is None
     assert "Pod Security" in auto.network.warning and "(privileged)" in auto.network.warning
     with pytest.raises(UsageError, match="Pod Security 'baseline'"):  # baseline forbids it too
         plan_job(on, cluster, pod_security="baseline")
-    assert plan_job(on, cluster, pod_security="privileged").spec.rdma_request is not None
+    assert plan_job(on, cluster, pod_security="privileged").decisions.rdma_request is not None
 
 
 # --- SR-IOV: one VF per GPU; RoCE ----------------------------------------------------------
@@ -148,7 +148,7 @@ def test_sriov_pool_takes_one_vf_per_gpu_and_roce_sets_gid_and_bootstrap_interfa
     data = two_nodes(resources={VF_POOL: 8}, rdma_link="roce", rdma_hcas=["mlx5_2", "mlx5_3"])
     spec = build_spec(name="j", workers=12, gpus_per_worker=1)
     plan = plan_job(spec, cluster_from_data(data))
-    objects = render(plan.spec, placement=plan.placement, ssh=SSH, benchmark_source="x")
+    objects = render(plan.spec, decisions=plan.decisions, placement=plan.placement, ssh=SSH, benchmark_source="x")
     workers = worker_containers(objects)
     counts = sorted(int(c["resources"]["limits"][VF_POOL]) for c in workers)
     assert counts == sorted(len(a.gpus) for a in plan.placement.assignments)
@@ -163,14 +163,14 @@ def test_sriov_pool_takes_one_vf_per_gpu_and_roce_sets_gid_and_bootstrap_interfa
 def test_the_users_own_nccl_settings_win():
     spec = build_spec(name="j", workers=16, gpus_per_worker=1, env={"NCCL_IB_HCA": "=mlx5_7"})
     plan = plan_job(spec, cluster_from_data(two_nodes()))
-    objects = render(plan.spec, placement=plan.placement, ssh=SSH, benchmark_source="x")
+    objects = render(plan.spec, decisions=plan.decisions, placement=plan.placement, ssh=SSH, benchmark_source="x")
     assert {env_of(c)["NCCL_IB_HCA"] for c in worker_containers(objects)} == {"=mlx5_7"}
 
 
 def test_operator_mode_worker_template_gets_the_device_and_ipc_lock():
     plan = plan_job(build_spec(name="j", workers=16, gpus_per_worker=1),
                     cluster_from_data(two_nodes(resources={VF_POOL: 8})))
-    (mpijob,) = [o for o in render(plan.spec, mode="operator", placement=plan.placement,
+    (mpijob,) = [o for o in render(plan.spec, decisions=plan.decisions, mode="operator", placement=plan.placement,
                                    benchmark_source="x") if o["kind"] == "MPIJob"]
     worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["resources"]["limits"][VF_POOL] == str(mpijob["spec"]["slotsPerWorker"])

@@ -455,7 +455,9 @@ def test_logs_of_a_worker_index_outside_the_job_is_a_usage_error(k8s):
     k8s.script_launcher("long1", ["running"], exit_code=None)
     backend = k8s.backend()
     create_job(backend, make_spec(k8s, name="long1", workers=2), None, schedule_timeout=20)
-    srv.wait_for(lambda: len(srv.objects("pods", "default")) == 3)
+    # the two workers (the start gate's pod and the launcher's come and go beside them)
+    srv.wait_for(lambda: {p["metadata"]["name"] for p in srv.objects("pods", "default")}
+                 >= {"long1-worker-0", "long1-worker-1"})
     with pytest.raises(UsageError, match=r"^--worker: job long1 has worker pods 0\.\.1, not 3$"):
         list(backend.logs("long1", worker=3))
 

@@ -77,6 +77,9 @@ def test_a_multikueue_dry_run_carries_managed_by(kube_server, kubeconfig, monkey
         value = value[key]
     assert value == MANAGED
     assert "no placement is planned" in result.output
+    if mode == "trainjob":  # the worker cluster's Trainer is not read: nothing to post to
+        assert ("Kubeflow Trainer progress is off for this job: the worker cluster MultiKueue "
+                "picks runs it") in result.output
 
 
 def test_without_multikueue_the_queue_sets_no_managed_by(kube_server, kubeconfig, monkeypatch):
@@ -178,3 +181,112 @@ def test_a_trainjob_dispatched_by_multikueue_is_followed_and_waited_on_there(
         status = json.loads(_cli("get", "tfar", "-o", "json").stdout)
         assert status["phase"] == "Succeeded" and status["mode"] == "trainjob"
         assert status["images_per_sec"] == pytest.approx(55.0)
+
+
+def _pod_templates(root: dict) -> list[dict]:
+    if root["kind"] == "MPIJob":
+        return [r["template"] for r in root["spec"]["mpiReplicaSpecs"].values()]
+    rjobs = root["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"]
+    return [r["template"]["spec"]["template"] for r in rjobs]
+
+
+@pytest.mark.parametrize("mode", ["operator", "trainjob"])
+def test_a_multikueue_jobs_pods_carry_their_files_in_the_job(kube_server, kubeconfig,
+                                                             monkeypatch, mode):
+    """Kueue copies only the job to the worker cluster: no ConfigMap; each pod's
+    downwardAPI volume writes the files its annotations carry under /etc/hvdk8s."""
+    from launcher.preparing.benchmark_program import benchmark_source
+
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    kube_server.install_mpi_operator()
+    if mode == "trainjob":
+        kube_server.install_trainer()
+        kube_server.create(tj.horovod_runtime(build_spec(name="r", image=IMAGE)))
+    _manager(kube_server)
+    result = _cli(*SUBMIT, "--name", "mk", "--mode", mode, "--dry-run=server")
+    assert result.exit_code == 0, result.output
+    assert "its pods carry their files (under /etc/hvdk8s) in their annotations" in result.output
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    assert [o["kind"] for o in objects] == ["MPIJob" if mode == "operator" else "TrainJob"]
+    for template in _pod_templates(objects[0]):
+        volume = next(v for v in template["spec"]["volumes"] if v["name"] == "hvdk8s-config")
+        files = {i["path"]: i["fieldRef"]["fieldPath"] for i in volume["downwardAPI"]["items"]}
+        key = "files.hvdk8s.io/hvd_cnn_bench.py"
+        assert files["hvd_cnn_bench.py"] == f"metadata.annotations['{key}']"
+        assert template["metadata"]["annotations"][key] == benchmark_source()
+
+
+def test_files_too_large_for_a_pods_annotations_are_refused_before_anything_is_made(
+        kube_server, kubeconfig, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    big = tmp_path / "hvd_cnn_bench.py"
+    big.write_text("#" * 300_000)
+    monkeypatch.setenv("HVDK8S_BENCHMARK", str(big))
+    kube_server.install_mpi_operator()
+    _manager(kube_server)
+    result = _cli(*SUBMIT, "--name", "big", "--mode", "operator")
+    assert result.exit_code == 2, result.output
+    said = result.output.strip().splitlines()
+    assert said[-1].startswith("error: --queue: team dispatches through Kueue's MultiKueue, "
+                               "which copies only the job to the worker cluster"), said
+    assert "over the 240 KiB a pod's annotations may hold here" in said[-1]
+    assert kube_server.objects("mpijobs.kubeflow.org", "default") == []
+    assert [c for c in kube_server.objects("configmaps", "default")
+            if c["metadata"]["name"].startswith("big-")] == []
+
+
+def test_a_multikueue_job_that_needs_a_claim_template_is_refused():
+    """DRA's ResourceClaimTemplate would be made on the manager only."""
+    from launcher.backends.kubernetes.rendering import render
+    from mpijob.errors import SpecError
+
+    spec = build_spec(name="d", workers=2, gpus_per_worker=1, image=IMAGE, gpu_request="dra",
+                      gang="kueue", queue="team", command=("python", "t.py"))
+    # here, with the ConfigMap of the launcher's monitor
+    assert [o["kind"] for o in render(spec, mode="operator")] == [
+        "MPIJob", "ResourceClaimTemplate", "ConfigMap"]
+    with pytest.raises(SpecError) as refused:
+        render(spec, mode="operator", managed_by=MANAGED)
+    assert refused.value.where == "--queue"
+    assert refused.value.message.endswith(
+        "but this job also needs ResourceClaimTemplate, which hvdk8s would create here; use "
+        "a queue that runs its jobs in this cluster, or --gpu-request device-plugin")
+
+
+def test_gpu_request_auto_takes_the_device_plugin_where_dra_could_not_travel(
+        kube_server, kubeconfig, monkeypatch, tmp_path):
+    """The worker cluster publishes DRA GPUs, which auto would take here; sent through
+    MultiKueue, the job takes the device plugin's, and says so, instead of being refused."""
+    from kubesim.dra import install_dra
+
+    kube_server.install_mpi_operator()
+    _manager(kube_server)
+    with KubeAPIServer() as worker:
+        worker.add_node("w-node-0", gpus=8, labels=dict(GPU_NODE_LABELS))
+        install_dra(worker, {"w-node-0": [f"GPU-{i}" for i in range(8)]})
+        path = worker.write_kubeconfig(tmp_path / "worker1", context="worker1")
+        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([kubeconfig, path]))
+        result = _cli(*SUBMIT, "--name", "auto", "--mode", "operator", "--dry-run=server",
+                      "python", "t.py")
+        assert result.exit_code == 0, result.output
+        assert "--gpu-request auto: the device plugin's GPUs, not DRA" in result.output
+        objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+        assert [o["kind"] for o in objects] == ["MPIJob"]
+        worker_pod = objects[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        assert "nvidia.com/gpu" in worker_pod["containers"][0]["resources"]["limits"]
+        assert "resourceClaims" not in worker_pod
+
+
+def test_a_multikueue_job_carries_its_monitor_and_makes_no_pod_monitor():
+    """The launcher's monitor travels in the pods like the other files; a PodMonitor made
+    here would watch nothing (the pods run on the worker cluster), so none is rendered."""
+    from launcher.backends.kubernetes.rendering import render
+    from mpijob.k8s.pod_files import FILE_ANNOTATION_PREFIX
+
+    spec = build_spec(name="m", workers=2, gpus_per_worker=1, image=IMAGE, gang="kueue",
+                      queue="team", metrics_port=9400, command=("python", "t.py"))
+    (mpijob,) = render(spec, mode="operator", managed_by=MANAGED)
+    launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    assert FILE_ANNOTATION_PREFIX + "hvdk8s_monitor.py" in launcher["metadata"]["annotations"]
+    assert "PodMonitor" in [o["kind"] for o in render(spec, mode="operator")]

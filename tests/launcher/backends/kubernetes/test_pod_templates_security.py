@@ -15,7 +15,8 @@ from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
 from mpijob.k8s import agent_manifests as am
 from mpijob.k8s import render_trainjob as tj
-from mpijob.k8s.pod_audit import TABLE_HEAD, PodRights, audit
+from mpijob.k8s.pod_audit import API_AUDIENCES, TABLE_HEAD, PodRights, audit
+from mpijob.k8s.trainer_progress import StatusEndpoint
 from tests.paths import ROOT
 from tests.render_cases import FIXED_KEYS
 
@@ -30,15 +31,19 @@ CASES = [
     ("elastic `--min-workers 1 --max-workers 3`", {"min_workers": 1, "max_workers": 3}, set()),
 ]
 MODES = ("pods", "operator", "trainjob")
+# Trainer's TrainJobStatus gate on: the TrainJob's launcher gets a token for its endpoint.
+TRAINER_STATUS = "Trainer's `TrainJobStatus` on"
 
 
-def _objects(mode: str, fields: dict) -> list[dict] | None:
+def _objects(mode: str, fields: dict, trainer_status: StatusEndpoint | None = None
+             ) -> list[dict] | None:
     spec = build_spec(**{**BASE, **fields})
-    if mode == "trainjob" and tj.refusal(tj.within_trainjob(spec)) is not None:
+    if mode == "trainjob" and tj.refusal(spec) is not None:
         return None  # refused in one line before anything renders
     try:
         objects = render(spec, mode=mode, ssh=FIXED_KEYS if mode == "pods" else None,
-                         elastic_source="print(1)\n" if fields.get("max_workers") else None)
+                         elastic_source="print(1)\n" if fields.get("max_workers") else None,
+                         trainer_status=trainer_status)
     except Exception as exc:  # a mode that cannot carry the option refuses it
         if type(exc).__name__ == "SpecError":
             return None
@@ -49,7 +54,9 @@ def _objects(mode: str, fields: dict) -> list[dict] | None:
     runtime = tj.horovod_runtime(spec)
     trainjob = next(o for o in objects if o["kind"] == "TrainJob")
     trainjob = {**trainjob, "metadata": {**trainjob["metadata"], "uid": "uid-1"}}
-    jobset = trainer_model.jobset(trainjob, runtime)
+    # with the gate on, Trainer gives the node pods a token of that audience too
+    jobset = trainer_model.jobset(trainjob, runtime, None,
+                                  trainer_status.base_url if trainer_status else None)
     return [runtime, jobset, *(o for o in objects if o["kind"] != "TrainJob")]
 
 
@@ -77,6 +84,8 @@ def _rows() -> list[tuple[str, PodRights, set[str]]]:
                 continue
             for p in audit(objects):
                 rows.append((f"{mode}, {label}: {p.where}", p, asked))
+    for p in audit(_objects("trainjob", {}, StatusEndpoint()) or []):
+        rows.append((f"trainjob, {TRAINER_STATUS}: {p.where}", p, set()))
     agent = am.agent_manifests(image="x:1")
     # What the agent is for: both talk to the API (their token); the DaemonSet reads the
     # kubelet's pod-resources socket (its host path, read-only). The guard needs no path.
@@ -97,6 +106,7 @@ def test_every_mode_and_install_command_is_covered():
     labels = " ".join(label for label, _, _ in _rows())
     for needle in ("pods, default: Job/sec-launcher", "operator, default: MPIJob/sec",
                    "trainjob, default: ClusterTrainingRuntime/", "trainjob, default: JobSet/sec",
+                   f"trainjob, {TRAINER_STATUS}: JobSet/sec",
                    "`install agent`: DaemonSet/hvdk8s-agent",
                    "`install agent`: Deployment/hvdk8s-start-guard"):
         assert needle in labels, needle
@@ -108,6 +118,21 @@ def test_trainer_pods_carried_a_token_before_the_runtime_said_no():
     runtime = tj.horovod_runtime(build_spec(**BASE))
     rights = audit([runtime])
     assert len(rights) == 2 and not any(p.token for p in rights)
+
+
+def test_the_launchers_trainer_token_is_not_for_the_api_server():
+    """The launcher's projected token (Trainer's status endpoint) is for the TrainJob's
+    audience, which the API server does not take: the pod still holds no API credential."""
+    objects = _objects("trainjob", {}, StatusEndpoint())
+    assert objects is not None
+    launcher = [p for p in audit(objects) if "JobSet/" in p.where and "[launcher]" in p.where]
+    assert len(launcher) == 1
+    (p,) = launcher
+    assert p.other_audiences == (
+        "trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/sec/status",)
+    assert not p.token and not set(p.other_audiences) & set(API_AUDIENCES)
+    # without the gate, nothing is projected
+    assert not any(p.other_audiences for p in audit(_objects("trainjob", {}) or []))
 
 
 def test_the_pod_security_doc_lists_every_pod_template():
