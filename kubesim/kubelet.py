@@ -63,6 +63,10 @@ class Run:
     # tail.ReadAtMost(path, MaxContainerTerminationMessageLength)).
     termination_message: str | None = None
     wait: Wait | None = None
+    # What an exec readiness probe run in this container answers: (succeeded, its output),
+    # given the seconds since the program's logs began (None while it still waits).
+    # None: the probe passes once the kubelet's readiness_delay has passed.
+    probe: Callable[[float | None], tuple[bool, str]] | None = None
 
     def schedule(self) -> list[tuple[float, Line]]:
         out: list[tuple[float, Line]] = []
@@ -125,6 +129,11 @@ class _Container:
     restarts: int = 0
     last_state: dict = field(default_factory=dict)
     cid: str = ""
+    # The readiness prober's worker (prober.py): its cached result, last result and run.
+    ready: bool = False
+    probe_at: float | None = None  # the next probe
+    probe_last: bool | None = None
+    probe_run: int = 0
 
 
 @dataclass
@@ -148,7 +157,7 @@ class Kubelet(Loop):
 
     def __init__(self, store, logbook, tick: float = 0.02, start_delay: float = 0.05,
                  readiness_delay: float = 0.0, restart_delay: float = 0.05, clock=time.monotonic,
-                 lives: Lives | None = None):
+                 lives: Lives | None = None, probe_scale: float = 1.0):
         super().__init__(tick)
         self.store, self.logbook = store, logbook
         self.start_delay = start_delay  # Pending(ContainerCreating) -> Running
@@ -156,6 +165,8 @@ class Kubelet(Loop):
         self.restart_delay = restart_delay  # stands in for CrashLoopBackOff's 10s+ back-off
         self.clock = clock
         self.lives = lives
+        # Real seconds per probe period second: tests and the dev cluster probe faster.
+        self.probe_scale = probe_scale
         self.scripts: list[PodScript] = []
         # Image references no registry serves: reference -> the runtime's error text.
         self.unpullable: dict[str, str] = {}
@@ -363,6 +374,7 @@ class Kubelet(Loop):
         c.started_at, c.started_stamp = now, now_rfc3339()
         c.logs_from = None if c.run is not None and c.run.wait is not None else now
         c.emitted, c.exit_code, c.restart_at = 0, None, None
+        c.ready, c.probe_at, c.probe_last, c.probe_run = False, None, None, 0  # a new container
         c.cid = _cid(uid, c.name, c.restarts)
         self.logbook.start_attempt(uid, c.name)
 
@@ -413,14 +425,43 @@ class Kubelet(Loop):
             out["message"] = c.run.termination_message.encode()[-4096:].decode(errors="ignore")
         return out
 
-    def _ready(self, c: _Container, spec: dict, now: float) -> bool:
+    def _ready(self, pod: dict, c: _Container, spec: dict, now: float) -> bool:
+        """The container's readiness, as the kubelet's readiness prober worker keeps it
+        (kubernetes pkg/kubelet/prober/worker.go doProbe, prober.go probe): Failure until a
+        probe passes; no probe before initialDelaySeconds, then one every periodSeconds;
+        the result changes only after failureThreshold failures or successThreshold
+        successes in a row; each failure is a Warning event `Unhealthy` "Readiness probe
+        failed: <the probe's output>" (prober.go recordContainerEvent, events.ContainerUnhealthy)."""
         if c.exit_code is not None:
             return False
-        if not spec.get("readinessProbe"):
+        probe = spec.get("readinessProbe")
+        if not probe:
             return True
-        delay = c.script.ready_after if c.script and c.script.ready_after is not None \
-            else self.readiness_delay
-        return now - c.started_at >= delay
+        if not ("exec" in probe and c.run is not None and c.run.probe is not None):
+            delay = c.script.ready_after if c.script and c.script.ready_after is not None \
+                else self.readiness_delay
+            return now - c.started_at >= delay
+        scale = self.probe_scale
+        if now - c.started_at < int(probe.get("initialDelaySeconds") or 0) * scale:
+            return c.ready
+        if c.probe_at is not None and now < c.probe_at:
+            return c.ready
+        c.probe_at = now + int(probe.get("periodSeconds") or 10) * scale
+        logs_for = None if c.logs_from is None else (now - c.logs_from) / scale
+        ok, output = c.run.probe(logs_for)
+        if ok == c.probe_last:
+            c.probe_run += 1
+        else:
+            c.probe_last, c.probe_run = ok, 1
+        if not ok:
+            events.record(self.store, pod, "Warning", "Unhealthy",
+                          f"Readiness probe failed: {output}", "kubelet",
+                          pod["spec"].get("nodeName"))
+        threshold = int(probe.get("successThreshold" if ok else "failureThreshold")
+                        or (1 if ok else 3))
+        if c.probe_run >= threshold:
+            c.ready = ok
+        return c.ready
 
     # -- status ---------------------------------------------------------------------------------
     def _publish(self, pod: dict, node: dict, state: _Pod, now: float) -> None:
@@ -440,7 +481,7 @@ class Kubelet(Loop):
                 cs.update(ready=False, started=False,
                           state={"waiting": blocked or {"reason": "ContainerCreating"}})
             elif c.exit_code is None:
-                cs.update(ready=self._ready(c, specs.get(name, {}), now), started=True,
+                cs.update(ready=self._ready(pod, c, specs.get(name, {}), now), started=True,
                           containerID=c.cid, state={"running": {"startedAt": c.started_stamp}})
             elif c.restart_at is not None:
                 cs.update(ready=False, started=False, containerID=c.cid, lastState={

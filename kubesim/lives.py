@@ -8,6 +8,7 @@ hvdk8s' own (mpijob/k8s/podscripts, mpijob.k8s.command, mpijob.k8s.render_trainj
 - a launcher (built-in `launcher.sh`, the operator and Trainer wait script, `elastic.sh`):
   waits until every host of its hostfile answers (a Running pod of that hostname), says
   so as the script does, then plays its launch line's program and ends with its status;
+  its readiness probe (the launch line's monitor's) passes: a played program never stalls;
 - the built-in benchmark (images/benchmark/hvd_cnn_bench.py) as that program: its header,
   warm-up, `<step>\\timages/sec: X +/- Y (jitter = Z)\\t<loss>` lines, `total images/sec`
   and `HVDK8S_RESULT {json}`, every rank's `HVDK8S_REPORT` progress line every 5 seconds
@@ -175,7 +176,8 @@ class Player:
         if flavour == "built-in":
             lines.append((0.0, "hvdk8s: starting: " + " ".join(line)))
         code, played = self._program(c, line)
-        return Run(self._delays([*lines, *played]), exit_code=code, wait=wait)
+        return Run(self._delays([*lines, *played]), exit_code=code, wait=wait,
+                   probe=_monitor_probe)
 
     def _trainer_poster(self, c: _Program) -> Callable[[int, int, float, float], None] | None:
         """The job's poster (its ConfigMap's), on the endpoint, CA and token the pod holds;
@@ -302,6 +304,12 @@ def _downward_file(pod: dict, source: dict, relative: str) -> str | None:
     if found is None:
         return None
     return (pod["metadata"].get(found.group(1)) or {}).get(found.group(2), "")
+
+
+def _monitor_probe(logs_for: float | None) -> tuple[bool, str]:
+    """The launcher's readiness probe (mpijob.k8s.monitor): it passes from the start, and a
+    played program never stalls."""
+    return True, ""
 
 
 def _root_annotation(player: Player, obj: dict, key: str, depth: int = 6) -> str | None:

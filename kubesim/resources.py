@@ -177,6 +177,10 @@ OPTIONAL["multikueue"] = [
     _cr("kueue.x-k8s.io", "v1beta1", "multikueueconfigs", "MultiKueueConfig", False),
     _cr("kueue.x-k8s.io", "v1beta1", "multikueueclusters", "MultiKueueCluster", False)]
 OPTIONAL["jobset"] = [_cr("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", short=("js",))]
+# The Prometheus Operator's scrape configuration (prometheus-operator/prometheus-operator
+# pkg/apis/monitoring/v1/podmonitor_types.go); nothing here scrapes.
+OPTIONAL["prometheus-operator"] = [_cr("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor",
+                                       short=("pmon",))]
 # Friendly aliases accepted by install_group()/install_crd().
 ALIASES = {"mpijobs": "mpijob", "mpijobs.kubeflow.org": "mpijob", "kubeflow.org": "mpijob",
            "mpi-operator": "mpijob", "scheduling.volcano.sh": "volcano",

@@ -94,7 +94,9 @@ class KubeAPIServer:
         # times faster than real time; None: they run until deleted.
         self.player = None if lives is None else Player(self.store, self.registry, lives)
         self.kubelet = Kubelet(self.store, self.logbook, tick, start_delay, readiness_delay,
-                               restart_delay, clock=self.clock.monotonic, lives=self.player)
+                               restart_delay, clock=self.clock.monotonic, lives=self.player,
+                               # probes keep the lives' pace
+                               probe_scale=1.0 if lives is None else 1.0 / lives)
         self.jobs = JobController(self.store, self.registry, self.objects_api, tick, self.clock)
         self.quotas = QuotaController(self.store, tick)
         self.tick = tick
@@ -367,12 +369,14 @@ class KubeAPIServer:
     def script_pod(self, match=None, *, logs=(), exit_code: int | None = 0,
                    duration: float = 0.0, reason: str | None = None, runs=None,
                    selector: str | None = None, namespace: str | None = None,
-                   container: str | None = None, ready_after: float | None = None) -> PodScript:
+                   container: str | None = None, ready_after: float | None = None,
+                   probe=None) -> PodScript:
         """Script the containers of matching pods (newest registration wins).
 
         match: regex full-matched against the pod name, or a dict of labels.
         logs: strings or (delay_seconds, line); each delay counts from the previous line.
         exit_code: None keeps the container running after its logs.
+        probe: what an exec readiness probe answers (kubelet.Run.probe).
         runs: a list of Run (or dicts of Run's fields) handed out one per container start,
               e.g. [Run(["boom"], exit_code=1), Run(["ok"])] for crash-then-succeed.
         """
@@ -380,7 +384,7 @@ class KubeAPIServer:
             selector = ",".join(f"{k}={v}" for k, v in match.items())
             match = None
         if runs is None:
-            runs = [Run(list(logs), exit_code, duration, reason)]
+            runs = [Run(list(logs), exit_code, duration, reason, probe=probe)]
         runs = [r if isinstance(r, Run) else Run(**r) for r in runs]
         return self.kubelet.add_script(PodScript(match, selector, namespace, container, runs,
                                                  ready_after))

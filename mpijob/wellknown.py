@@ -21,6 +21,10 @@ TRAINER_GROUP = "trainer.kubeflow.org"
 # kubeflow-system, the ConfigMap kubeflow-trainer-config).
 TRAINER_OPERATOR_NAMESPACE = "kubeflow-system"
 TRAINER_NODE, TRAINER_LAUNCHER = "node", "launcher"
+# The Prometheus Operator's scrape configuration of pods (prometheus-operator
+# pkg/apis/monitoring/v1/podmonitor_types.go).
+POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
+POD_MONITOR_KIND = "PodMonitor"
 # Where the MPI Operator (MPIJob) and Trainer's MPI plugin (MPIHostfileDir/MPIHostfileName)
 # both mount the hostfile they write.
 MPI_HOSTFILE = "/etc/mpi/hostfile"

@@ -35,5 +35,6 @@ def test_the_wheel_has_the_cli_and_no_test_api_server(tmp_path):
     # The help's `--cluster example:two-dgx1` works from the wheel, not only the checkout.
     assert "launcher/formats/example_clusters/two-dgx1.yaml" in names
     assert "mpijob/k8s/podscripts/hvdk8s_preflight.py" in names  # the preflight, run in pods
+    assert "mpijob/k8s/podscripts/hvdk8s_monitor.py" in names  # the launcher's monitor
     assert "mpijob/k8s/podscripts/hvdk8s_trainer_status.py" in names  # a TrainJob's poster
     assert "kubesim/devcluster.py" in names  # `hvdk8s dev cluster` works from the wheel

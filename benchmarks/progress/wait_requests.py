@@ -1,11 +1,14 @@
 """The API requests of `wait` on a running job that reports, on the test API server.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/progress/wait_requests.py [--seconds 95]
+        [--no-monitor]
 
 A job whose launcher prints a progress report every 5 s and heartbeats every 2 s (stamped
 as it prints them) runs while `wait` waits for it for --seconds of real time (the stall
 check runs on the real clock); the requests are counted by kind, and the launcher-log
-reads per minute reported. The watches here run their production length (300-600 s), so
+reads per minute reported. The launcher's readiness probe answers as its monitor does
+(mpijob.k8s.monitor): passing while the job progresses; --no-monitor: as in an image
+without python3, where it fails once the launch line starts and `wait` reads the log. The watches here run their production length (300-600 s), so
 none is resumed in a short window: see test_api_load.py for the watches' own rate.
 """
 
@@ -50,11 +53,18 @@ def scripted_reports(start: float, seconds: float) -> list[tuple[float, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=95.0)
+    parser.add_argument("--no-monitor", action="store_true")
     args = parser.parse_args()
+
+    def probe(logs_for: float | None) -> tuple[bool, str]:
+        if args.no_monitor and logs_for is not None:  # launcher.sh found no python3
+            return False, "hvdk8s: no python3 (3.8 or later) in the image"
+        return True, ""
+
     with KubeAPIServer() as srv, tempfile.TemporaryDirectory() as tmp:
         srv.add_node("gpu-node-0", gpus=8)
         srv.script_pod(r"req-launcher-.*", logs=scripted_reports(time.time(), args.seconds),
-                       exit_code=None)
+                       exit_code=None, probe=probe)
         srv.script_pod(r"req-worker-.*", exit_code=None)
         kubeconfig = srv.write_kubeconfig(Path(tmp) / "kubeconfig")
         # Submitted as a user would: the CLI, in its own process.
@@ -63,6 +73,11 @@ def main() -> None:
                        env={**os.environ, "KUBECONFIG": str(kubeconfig)}, check=True)
         backend = KubernetesBackend(context="test", namespace="default", kubeconfig=kubeconfig)
         srv.wait_for(lambda: backend.get("req").phase == "Running", timeout=30)
+        # steady state: the probe has run once the launch line started
+        srv.wait_for(lambda: all(c.get("ready") for p in srv.objects("Pod", "default")
+                                 for c in (p.get("status") or {}).get("containerStatuses") or []
+                                 if p["metadata"]["name"].startswith("req-launcher-"))
+                     or args.no_monitor, timeout=30)
         srv.clear_requests()
         started = time.monotonic()
         try:
@@ -75,9 +90,10 @@ def main() -> None:
     logs = [r for r in requests if r.path.endswith("/log")]
     kinds = Counter(f"{r.method} {r.path.split('?')[0].rstrip('/').rsplit('/', 1)[-1]}"
                     for r in requests if r not in logs)
-    print(json.dumps({"seconds": round(elapsed, 1), "log_reads": len(logs),
+    print(json.dumps({"monitor": not args.no_monitor, "seconds": round(elapsed, 1),
+                      "log_reads": len(logs),
                       "log_reads_per_minute_after_the_first":
-                          round((len(logs) - 1) / (elapsed / 60), 2),
+                          round(max(0, len(logs) - 1) / (elapsed / 60), 2),
                       "other_requests": dict(kinds)}, indent=1))
 
 

@@ -112,6 +112,8 @@ class SubmitOptions:
     managed_by: str | None = None
     # A client dry run: what is printed, never sent (secrets it would make are placeholders).
     shown_only: bool = False
+    # --metrics-port: a PodMonitor for the launcher, unless the cluster has no PodMonitor CRD.
+    pod_monitor: bool = True
 
 
 @dataclass(frozen=True)
@@ -230,12 +232,6 @@ class BaseBackend:
     def check_spec(self, spec: JobSpec) -> list[str]:
         """Refuse (UsageError) what this backend cannot honour, before anything runs or is
         planned; return what the user should know about the rest. Here: pods."""
-        if spec.stall_timeout is not None:
-            # Nothing in the cluster reads the ranks' reports while the job runs, and `get`
-            # ending a job would depend on someone running it: refused, not ignored.
-            raise UsageError("--stall-timeout: only the local backend ends a stalled job "
-                             "(its supervisor reads the ranks' reports); on Kubernetes "
-                             "`hvdk8s get` shows the stall and --active-deadline bounds the run")
         notes = []
         if spec.data_dirs:
             notes.append("--data-dir mounts a directory of each node (hostPath): the scheduler "

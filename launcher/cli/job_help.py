@@ -128,7 +128,13 @@ SHOWN: dict[str, Shown] = {
         "when its pods are not all running this long after creation; 0: never.")),
     "stall_timeout": Shown("job", "SECONDS", help=(
         "End the job, releasing its GPUs, once its ranks have reported no step for this "
-        "long (a stall: `get` names the ranks); the reason is kept. Default: never.")),
+        "long (a stall: `get` names the ranks); the reason is kept. On Kubernetes the "
+        "launcher pod's monitor ends it (its image needs python3). Default: never.")),
+    "metrics_port": Shown("job", "PORT", help=(
+        "Serve the job's progress (step, images/sec against the prediction, stall, "
+        "stragglers) in Prometheus' text format on this port of the launcher pod "
+        "(/metrics), with a PodMonitor where the cluster has the CRD; the image needs "
+        "python3. Default: off.")),
     "rdma": Shown("network", help=(
         "Request the nodes' RDMA devices (InfiniBand/RoCE for NCCL) for the workers: on "
         "(or refuse, saying why), off, or auto: when the job spans several nodes and every "

@@ -15,6 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from mpijob.phases import STALLED_REASON
+
 if TYPE_CHECKING:
     from launcher.backends.base import JobStatus, ReplicaStatus
 
@@ -134,6 +136,9 @@ def why(status: JobStatus) -> str | None:
         found = replica_cause(r)
         if found:
             return found
+    if phase == "Failed" and status.reason == STALLED_REASON:
+        # ended for its stall (--stall-timeout): what its log shows after is the ending's
+        return _text(status.reason, status.message)
     if phase == "Failed":
         found = log_cause(status.log_tail)
         if found:

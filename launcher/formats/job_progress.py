@@ -24,11 +24,13 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-STRAGGLER_RATIO = 1.25
-STRAGGLER_REPORTS = 3
-STALL_STEPS = 3.0
-STALL_HEARTBEATS = 3.0
-HEARTBEAT_SECONDS = 2.0  # the emitters' default, when a heartbeat does not say its own
+from mpijob.progress import (  # defined once: the launcher pod's monitor gets them too
+    HEARTBEAT_SECONDS,
+    STALL_HEARTBEATS,
+    STALL_STEPS,
+    STRAGGLER_RATIO,
+    STRAGGLER_REPORTS,
+)
 
 
 @dataclass(frozen=True)

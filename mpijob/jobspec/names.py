@@ -43,6 +43,11 @@ def config(job: str) -> str:
     return f"{job}-config"
 
 
+def metrics(job: str) -> str:
+    """The PodMonitor of --metrics-port."""
+    return f"{job}-metrics"
+
+
 def operator_benchmark(job: str) -> str:
     """Operator mode's benchmark ConfigMap: `<job>-config` is the operator's own (its
     hostfile), and it refuses to run a job whose `<job>-config` it does not control."""

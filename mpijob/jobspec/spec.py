@@ -201,6 +201,7 @@ _OMIT_AT_DEFAULT: dict[str, object] = {
     "cross_zone": False, "gpu_request": frozenset({"auto", defaults.GPU_REQUEST}),
     "run_as_user": None, "run_as_group": None,
     "start_timeout": defaults.START_TIMEOUT_SECONDS, "stall_timeout": None,
+    "metrics_port": None,
     "min_workers": None, "max_workers": None,
     # data volumes and pod fields
     "data": (), "data_dirs": (), "working_dir": None, "service_account": None,
@@ -271,9 +272,13 @@ class JobSpec(BaseModel):
     start_timeout: Annotated[int, Flag("--start-timeout", backends=KUBERNETES_ONLY)] = Field(
         defaults.START_TIMEOUT_SECONDS, ge=0)
     # Seconds a running job may go without a step its ranks report before it is ended
-    # (launcher.formats.job_progress decides the stall); None: never.
-    stall_timeout: Annotated[int | None, Flag("--stall-timeout", backends=LOCAL_ONLY)] = Field(
-        None, ge=1)
+    # (mpijob.progress's rules decide the stall: the local supervisor, the launcher pod's
+    # monitor); None: never.
+    stall_timeout: Annotated[int | None, Flag("--stall-timeout")] = Field(None, ge=1)
+    # The launcher pod's monitor serves the progress in Prometheus' text format on this
+    # port (mpijob.k8s.monitor); None: no endpoint.
+    metrics_port: Annotated[int | None, Flag("--metrics-port", backends=KUBERNETES_ONLY)] = Field(
+        None, ge=1, le=65535)
     # --rdma as given; the device the workers request is the plan's (mpijob.jobspec.decisions).
     rdma: Annotated[RdmaChoice, Flag("--rdma")] = defaults.RDMA
     # None: the backend's plan decides (defaults.PREFLIGHT_*: mpijob.jobspec.decisions).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.quantity import scale_quantity
-from mpijob.k8s import pod_files
+from mpijob.k8s import monitor, pod_files
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     launch_argv,
@@ -115,20 +115,20 @@ def render_operator(work: Workload, benchmark_source: str | None,
     files instead of a ConfigMap: mpijob.k8s.pod_files)."""
     spec, placement, shape, decided = work.spec, work.placement, work.shape, work.decisions
     assert shape is not None  # an operator-mode workload
-    data = dict(preflight_config(spec, preflight_files, decided=decided))
+    # the launcher's monitor runs from the job's files, so there always are some
+    data = {**preflight_config(spec, preflight_files, decided=decided), **monitor.config()}
     if spec.runs_benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")
         data = {BENCHMARK_IN_POD.rsplit("/", 1)[1]: benchmark_source, **data}
-    files = None  # the pods mount the job's files only where it has some
-    if data:
-        files = (pod_files.carried(spec, CONFIG_VOLUME, data) if managed_by else
-                 pod_files.from_config_map(CONFIG_VOLUME, names.operator_benchmark(spec.name)))
+    files = (pod_files.carried(spec, CONFIG_VOLUME, data) if managed_by else
+             pod_files.from_config_map(CONFIG_VOLUME, names.operator_benchmark(spec.name)))
     worker = work.workers[0]
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE,
                     # A gang scheduler may hold the workers in its queue for long: no limit.
-                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
+                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
+                    **monitor.env(spec, prediction)}
     # One port, the job's, on both ends: the worker's sshd gets it on its command line (it
     # beats the image's sshd_config Port) and the launcher's wait and mpirun get it from
     # HVDK8S_SSH_PORT (mpijob.k8s.command.OPERATOR_WAIT_SCRIPT), whatever the image says.
@@ -144,8 +144,9 @@ def render_operator(work: Workload, benchmark_source: str | None,
     else:
         rsh_args = None
     launch = launch_argv(spec, MPI_HOSTFILE, rsh_args=rsh_args, decided=decided)
-    launcher = _container(work, "launcher", wait_then_launch(launch), launcher_resources(spec),
-                          files, launcher_env)
+    launcher = monitor.with_monitor(spec, _container(
+        work, "launcher", wait_then_launch(launch), launcher_resources(spec), files,
+        launcher_env))
     worker_container = _container(work, "worker", operator_sshd(sshd_args),
                                   worker.resources.to_k8s(), files)
     if spec.host_network:  # declared, so the scheduler keeps a second job's sshd off it

@@ -9,7 +9,7 @@ from __future__ import annotations
 from mpijob import gang as gangs
 from mpijob.jobspec import names
 from mpijob.jobspec.spec import JobSpec
-from mpijob.k8s import render_elastic, start_gate
+from mpijob.k8s import monitor, render_elastic, start_gate
 from mpijob.k8s.command import BENCHMARK_IN_POD, hostfile_text, launch_argv, preflight_config
 from mpijob.k8s.computedomain import clique_affinity, compute_domain
 from mpijob.k8s.gang import gang_objects, gang_pod_metadata
@@ -67,6 +67,7 @@ def _config_map(work: Workload, benchmark_source: str | None,
         "hostfile": hostfile_text(spec, [(worker_host(spec, p), p.slots) for p in pods]),
         "launcher.sh": pod_script("launcher.sh"),
         "worker.sh": pod_script("worker.sh"),
+        **monitor.config(),
     }
     if spec.runs_benchmark:
         if benchmark_source is None:
@@ -205,10 +206,11 @@ def _launcher_job(work: Workload, prediction: dict | None) -> dict:
         # the launcher needs none (the MPI Operator clears it the same way).
         "NVIDIA_VISIBLE_DEVICES": "",
         **(_OPENMPI_ENV if spec.mpi_implementation == "OpenMPI" else {}),
+        **monitor.env(spec, prediction),
     })
     if spec.elastic:
         env = [*env, *render_elastic.launcher_env(spec)]
-    container = {
+    container = monitor.with_monitor(spec, {
         "name": "launcher",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
@@ -218,7 +220,7 @@ def _launcher_job(work: Workload, prediction: dict | None) -> dict:
         "env": env,
         "resources": launcher_resources(spec),
         "volumeMounts": mounts,
-    }
+    })
     pod_meta = metadata(spec, None, role=names.ROLE_LAUNCHER)
     launcher_pod = pod_common(spec, gang=False)
     job_spec: dict = {

@@ -34,7 +34,7 @@ from mpijob.errors import SpecError
 from mpijob.jobspec import names
 from mpijob.jobspec.decisions import Choices, Decisions
 from mpijob.jobspec.spec import JobSpec, option_of
-from mpijob.k8s import pod_files, trainer_progress
+from mpijob.k8s import monitor, pod_files, trainer_progress
 from mpijob.k8s.command import (
     BENCHMARK_IN_POD,
     TRAINER_STATUS_IN_POD,
@@ -147,7 +147,9 @@ def _runtime_spec(spec: JobSpec) -> dict:
             "readinessProbe": {"tcpSocket": {"port": spec.ssh_port}, "periodSeconds": 2}}
     launcher = {"name": NODE, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
                 "command": ["/bin/sh", f"{CONFIG_DIR}/{LAUNCH_SCRIPT}"],
-                "resources": launcher_resources(spec)}
+                "resources": launcher_resources(spec),
+                # the launch script's monitor marks a stall for it (mpijob.k8s.monitor)
+                "readinessProbe": monitor.readiness_probe()}
     return {
         "mlPolicy": {"numNodes": 1, "mpi": {
             "numProcPerNode": 1, "mpiImplementation": "OpenMPI",
@@ -319,7 +321,8 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
     launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "HVDK8S_HOSTFILE": MPI_HOSTFILE, "HVDK8S_SSH_PORT": str(spec.ssh_port),
                     # Kueue may hold the nodes in its queue for long: no limit then.
-                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600"}
+                    "HVDK8S_WORKER_WAIT_SECONDS": "0" if spec.gang != "none" else "600",
+                    **monitor.env(spec, prediction)}
     if spec.run_as_user is not None:
         launcher_env["HOME"] = RUN_AS_HOME
     if trainer_status is not None:  # exported: a patch may not set the `node` container's env
@@ -363,12 +366,12 @@ def render_trainjob(work: Workload, benchmark_source: str | None, prediction: di
 def _files(spec: JobSpec, decided: Decisions, launcher_env: dict[str, str],
            benchmark_source: str | None,
            preflight_files: dict[str, str] | None) -> dict[str, str]:
-    """The files under CONFIG_DIR: the launch script, the status poster, the benchmark
-    and the preflight."""
+    """The files under CONFIG_DIR: the launch script, the status poster, the launcher's
+    monitor (which calls the poster), the benchmark and the preflight."""
     status_poster = TRAINER_STATUS_IN_POD.rsplit("/", 1)[1]
     # Trainer's status endpoint is there to post to where its TrainJobStatus gate is on
     data = {LAUNCH_SCRIPT: launch_script(spec, decided, launcher_env),
-            status_poster: pod_script(status_poster)}
+            status_poster: pod_script(status_poster), **monitor.config()}
     if spec.runs_benchmark:
         if benchmark_source is None:
             raise ValueError("the built-in benchmark runs from a ConfigMap: pass its source")

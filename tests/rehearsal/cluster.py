@@ -86,11 +86,35 @@ class Cluster:
         port = (probe.get("tcpSocket") or {}).get("port")
         if not pod.running():
             return False
+        if "exec" in probe:
+            return self._exec_probe(pod, probe)
         if port is None:
             return True
         # The kubelet probes from the node: here the hub namespace.
         r = subprocess.run(["ip", "netns", "exec", self.network.hub, "timeout", "1", "bash",
                             "-c", f"</dev/tcp/{pod.ip}/{port}"], capture_output=True)
+        return r.returncode == 0
+
+    def _exec_probe(self, pod: Pod, probe: dict) -> bool:
+        """An exec probe run in the container, as the runtime's exec does: its namespaces,
+        root and directory, every periodSeconds; pod.probe_output keeps what it said (the
+        kubelet's `Unhealthy` event message)."""
+        now = time.monotonic()
+        if now < pod.probe_at:
+            return pod.ready
+        pod.probe_at = now + int(probe.get("periodSeconds") or 10)
+        pid = pod.init_pid()
+        if pid is None:
+            return False
+        try:
+            r = subprocess.run(["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-r", "-w",
+                                "--", *probe["exec"]["command"]], capture_output=True,
+                               text=True, timeout=int(probe.get("timeoutSeconds") or 1))
+        except subprocess.TimeoutExpired:
+            pod.probe_output = "probe timed out"
+            return False
+        pod.probe_output = r.stdout + r.stderr
+        pod.probes.append((r.returncode == 0, pod.probe_output))
         return r.returncode == 0
 
     def _control_loop(self) -> None:

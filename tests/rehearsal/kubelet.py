@@ -74,6 +74,10 @@ class Pod:
         self.proc: subprocess.Popen | None = None
         self.started = threading.Event()
         self.ready = False
+        # its exec readiness probe (cluster.py): when next, what it said last, and each run
+        self.probe_at = 0.0
+        self.probe_output = ""
+        self.probes: list[tuple[bool, str]] = []
         self.killed_by: str | None = None
         self.log_path = self.dir / "log"
         self._sandbox()

@@ -31,6 +31,7 @@ from launcher.backends.kubernetes.ratelimit import RateLimiter
 from launcher.backends.kubernetes.transport import Transport
 from launcher.errors import UserError
 from mpijob import gang as gangs
+from mpijob.wellknown import POD_MONITOR_API_VERSION, POD_MONITOR_KIND
 
 # (connect, read) seconds for ordinary requests; streams use their own read timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
@@ -106,12 +107,13 @@ RESOURCE_CLAIM = Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims")
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates")
 # NVIDIA's DRA driver (mpijob.k8s.computedomain).
 COMPUTE_DOMAIN = Kind("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains")
+POD_MONITOR = Kind(POD_MONITOR_API_VERSION, POD_MONITOR_KIND, "podmonitors")
 KUEUE_TOPOLOGIES = (Kind("kueue.x-k8s.io/v1beta1", "Topology", "topologies", namespaced=False),
                     Kind("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False))
 
 _KNOWN = {(k.api_version, k.kind): k for k in (
     POD, SERVICE, CONFIGMAP, SECRET, EVENT, NODE, JOB, MPIJOB, *GANG_KINDS, KUEUE_WORKLOAD,
-    RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, COMPUTE_DOMAIN,
+    RESOURCE_SLICE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, COMPUTE_DOMAIN, POD_MONITOR,
     *TRAINJOBS, *CLUSTER_TRAINING_RUNTIMES,
     Kind("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),

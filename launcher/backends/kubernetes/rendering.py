@@ -56,6 +56,7 @@ def render(
     gate_deadline: int | None = None,
     preflight_plan: dict | None = None,
     trainer_status: StatusEndpoint | None = None,
+    pod_monitor: bool = True,
 ) -> list[dict]:
     """The job's objects, the root first. Pure: the SSH keys and the benchmark sources come
     in as arguments; the root's uid is added at creation (mpijob.k8s.render.with_owner).
@@ -63,7 +64,24 @@ def render(
     `trainer_version`: the TrainJob API the cluster serves (None: the builder's own).
     `preflight_plan`: the preflight's expectations on the placement (None: the ranks of each
     pod only, nothing expected). `trainer_status`: a TrainJob's launcher posts its progress
-    to Trainer's status endpoint there (None: the gate is off or unknown)."""
+    to Trainer's status endpoint there (None: the gate is off or unknown). `pod_monitor`:
+    with --metrics-port, a PodMonitor for the launcher (False: the cluster has no
+    PodMonitor CRD, or the job runs on another cluster)."""
+    objects = _render(spec, decisions, mode, placement, ssh, benchmark_source, elastic_source,
+                      prediction, trainer_version, managed_by, gate_deadline, preflight_plan,
+                      trainer_status)
+    if spec.metrics_port is not None and pod_monitor and not managed_by:
+        from mpijob.k8s.monitor import pod_monitor as monitor_object
+
+        objects.append(monitor_object(spec, mode))
+    return objects
+
+
+def _render(spec: JobSpec, decisions: Decisions | None, mode: str, placement: Placement | None,
+            ssh: SSHKeys | None, benchmark_source: str | None, elastic_source: str | None,
+            prediction: dict | None, trainer_version: str | None, managed_by: str | None,
+            gate_deadline: int | None, preflight_plan: dict | None,
+            trainer_status: StatusEndpoint | None) -> list[dict]:
     from mpijob.jobspec.defaults import MODES
     from mpijob.k8s.workload import workload
 
@@ -219,7 +237,7 @@ class KubernetesObjects(BaseBackend):
             prediction=plan.prediction.to_json() if plan.prediction is not None else None,
             trainer_version=options.trainer_version, managed_by=options.managed_by,
             gate_deadline=initial_deadline(spec, timeout),
-            preflight_plan=plan.preflight,
+            preflight_plan=plan.preflight, pod_monitor=options.pod_monitor,
             # read at submit (the live backend's job_options); offline nothing is read
             trainer_status=getattr(options, "trainer_status", None))
         return Prepared(spec, plan, tuple(objects))

@@ -30,6 +30,8 @@ from launcher.formats.preflight_reports import preflight_status
 from launcher.formats.rank_reports import for_people, is_report_line, iter_reports, tagged_rank
 from launcher.formats.trainer_status import progress_from_trainer_status
 from mpijob.jobspec import defaults, names
+from mpijob.phases import STALLED_REASON
+from mpijob.progress import STALL_MESSAGE_PREFIX
 from mpijob.wellknown import COMPLETION_INDEX_LABEL
 
 OPERATOR_ROLE_LABEL = "training.kubeflow.org/job-role"
@@ -401,6 +403,8 @@ def job_status(name: str, namespace: str, *, root: dict | None, pods: list[dict]
         rate, result = parse_result(termination_messages(current_launcher(pods)))
         out.images_per_sec = rate if rate is not None else recorded_images_per_sec(root)
         out.result = out.result or result
+    if phase == FAILED and (stall := stall_ending(current_launcher(pods))) is not None:
+        out.reason, out.message = STALLED_REASON, stall
     if phase == FAILED and failed_logs:
         pod = failing_pod(pods)
         pod_name = meta(pod).get("name") if pod else None
@@ -470,6 +474,15 @@ def termination_messages(pod: dict | None) -> list[str]:
         if isinstance(message, str):
             lines += message.splitlines()
     return lines
+
+
+def stall_ending(launcher: dict | None) -> str | None:
+    """Why the launcher's monitor ended the launch line for its stall (--stall-timeout), from
+    its termination message (mpijob/k8s/podscripts/hvdk8s_monitor.py); None otherwise."""
+    for line in termination_messages(launcher):
+        if line.startswith(STALL_MESSAGE_PREFIX):
+            return line[len(STALL_MESSAGE_PREFIX):]
+    return None
 
 
 def recorded_images_per_sec(root: dict | None) -> float | None:

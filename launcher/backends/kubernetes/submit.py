@@ -36,6 +36,7 @@ from launcher.backends.kubernetes.client import (
     MPIJOB,
     NAMESPACE,
     POD,
+    POD_MONITOR,
     RESOURCE_SLICE,
     ApiError,
 )
@@ -125,7 +126,8 @@ class Submitting(Observing):
     def job_options(self, spec: JobSpec, options: KubernetesOptions) -> KubernetesOptions:
         """A Kueue queue whose ClusterQueue dispatches through MultiKueue: the job is
         created for Kueue to copy to a worker cluster (managedBy), not run here. A TrainJob
-        run here: whether its launcher posts progress to Trainer's status endpoint."""
+        run here: whether its launcher posts progress to Trainer's status endpoint. With
+        --metrics-port, whether a PodMonitor can go with it (the cluster serves its CRD)."""
         from launcher.backends.kubernetes import multikueue
 
         if (spec.queue and options.mode != "pods"
@@ -133,6 +135,9 @@ class Submitting(Observing):
             manager = multikueue.manager_for(self.client, spec.queue, spec.namespace)
             if manager:
                 options = dataclasses.replace(options, managed_by=manager)
+        if spec.metrics_port is not None and (options.managed_by
+                                              or not self.client.serves(POD_MONITOR)):
+            options = dataclasses.replace(options, pod_monitor=False)
         if options.mode != "trainjob":
             return options
         if options.managed_by:
@@ -153,6 +158,17 @@ class Submitting(Observing):
 
     @_api_errors
     def preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
+        """`_preflight`, and a note where --metrics-port gets no PodMonitor."""
+        plan, notes = self._preflight(plan, options)
+        port = plan.spec.metrics_port
+        if port is not None and not options.pod_monitor:
+            why = ("Kueue's MultiKueue runs the job on a worker cluster" if options.managed_by
+                   else f"no PodMonitor CRD ({POD_MONITOR.api_version}) in the cluster")
+            notes = [*notes, f"{why}: the launcher serves /metrics on port {port}, and no "
+                     "PodMonitor is created"]
+        return plan, notes
+
+    def _preflight(self, plan: Plan, options: KubernetesOptions) -> tuple[Plan, builtins.list[str]]:
         """Refuse what the cluster cannot take (no MPI Operator, a gang scheduler missing or
         misconfigured, the name taken) and, without a gang scheduler, re-check capacity on a
         fresh snapshot: keep the plan if it still fits, else place again."""

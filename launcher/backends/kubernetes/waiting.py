@@ -16,7 +16,7 @@ from launcher.backends.kubernetes.connection import _api_errors, _api_errors_gen
 from launcher.backends.kubernetes.listing import owned_by_mpijob
 from launcher.backends.kubernetes.logs import pod_log_lines
 from launcher.backends.kubernetes.observe import LOG_TAIL_FOR_RESULT, Observing
-from launcher.backends.kubernetes.stallcheck import StallCheck
+from launcher.backends.kubernetes.stallcheck import StallCheck, probe_says_progressing
 from launcher.backends.kubernetes.watching import JobWatch
 from launcher.errors import NotFound, Timeout
 from launcher.formats.job_progress import summarize
@@ -36,7 +36,7 @@ class Waiting(Observing):
         deadline = None if timeout is None else time.monotonic() + timeout
         status, settle = None, None
         last_shown: tuple = ()
-        stall = StallCheck()
+        stall, was_progressing = StallCheck(), False
         with self._job_watch(name, ns) as seen:
             while True:
                 root, mode = _root_of(name, seen)
@@ -61,7 +61,14 @@ class Waiting(Observing):
                 # A succeeded launcher pod is recorded by the Job a moment later; waiting for
                 # that lets the clean pod policy remove the launcher pod too (All).
                 now = time.monotonic()
-                if status.phase == RUNNING and stall.due(now):
+                # No log read while the launcher's probe says the ranks progress; one at once
+                # when it stops saying so.
+                progressing = probe_says_progressing(st.current_launcher(pods))
+                if was_progressing and not progressing:
+                    stall.reset()
+                was_progressing = progressing
+                look = status.phase == RUNNING and not progressing
+                if look and stall.due(now):
                     if (stalled := self._stalled(name, ns, status, pods, stall, now)) is not None:
                         return stalled
                 if status.done:
@@ -77,7 +84,7 @@ class Waiting(Observing):
                 start = start_guard.seconds_left(root, pods)
                 wake = [t for t in (left, settle and settle - now,
                                     None if start is None else start + 0.5,
-                                    stall.seconds_left(now) if status.phase == RUNNING else None)
+                                    stall.seconds_left(now) if look else None)
                         if t is not None]
                 seen.wait(min(wake) if wake else None)
 

@@ -1,8 +1,8 @@
 """What runs in the job's pods, shipped in its ConfigMap: shell scripts (launcher.sh,
-worker.sh), the preflight (hvdk8s_preflight.py) and, in a TrainJob's, the poster of its
-progress to Trainer's status endpoint (hvdk8s_trainer_status.py): Python 3.8, no
-dependency, never imported by hvdk8s itself (the local backend runs the preflight from
-here too)."""
+worker.sh), the preflight (hvdk8s_preflight.py), the launcher's progress monitor
+(hvdk8s_monitor.py) and, in a TrainJob's, the poster of its progress to Trainer's status
+endpoint (hvdk8s_trainer_status.py, which the monitor calls): Python 3.8, no dependency,
+never imported by hvdk8s itself (the local backend runs the preflight from here too)."""
 
 from __future__ import annotations
 

@@ -138,16 +138,33 @@ hvdk8s_openmpi5_env() {
 hvdk8s_openmpi5_env "$@"
 # --- Open MPI 5 (end) ---
 # --- result (begin) ---
-# The launch line's stdout passes through a filter that keeps its last result lines (the
+# The launch line's output passes through a filter that keeps its last result lines (the
 # benchmark's HVDK8S_RESULT JSON and `total images/sec`); when the line succeeded they go to
 # the container's termination message: the kubelet copies that file (its last 4 KiB) into
 # the pod's status.containerStatuses[].state.terminated.message, so listing the pods gives a
 # finished job's rate without reading its log. Never on failure: there the message is the
 # failure's (hvdk8s reads it as the reason). A JSON too long to fit is left out; the rate
-# line is written last, so a cut keeps it. No awk, or no termination log: no filter.
+# line is written last, so a cut keeps it.
+# With python3 in the image the filter is the monitor (HVDK8S_MONITOR: hvdk8s_monitor.py),
+# which also judges the ranks' progress for the readiness probe, --stall-timeout and the
+# metrics; without it, awk keeps the result only. No awk, or no termination log: no filter.
 hvdk8s_launch() {
   out="${HVDK8S_TERMINATION_LOG:-/dev/termination-log}"
   filter="" fifo=""
+  if [ -n "${HVDK8S_MONITOR:-}" ]; then
+    if python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))' >/dev/null 2>&1 \
+        && fifo="$(mktemp -d)/out"; then
+      python3 "$HVDK8S_MONITOR" --result "$fifo.result" -- "$@" &
+      child=$! filter=monitor
+      return 0
+    fi
+    # Said once in the log, and by the readiness probe, which then fails: hvdk8s wait reads
+    # the log instead.
+    said="hvdk8s: no python3 (3.8 or later) in the image: the launch line runs without its monitor (no stall probe, --stall-timeout or metrics)"
+    echo "$said" >&2
+    dir="${HVDK8S_MONITOR_DIR:-}"
+    [ -n "$dir" ] && mkdir -p "$dir" 2>/dev/null && echo "$said" > "$dir/unwatched"
+  fi
   if ! command -v awk >/dev/null 2>&1 || ! { [ -w "$out" ] || [ -w "$(dirname "$out")" ]; } \
       || ! fifo="$(mktemp -d)/out" || ! mkfifo "$fifo"; then
     "$@" &
@@ -170,9 +187,9 @@ hvdk8s_launch() {
 # With the launch line's exit status: the kept result into the termination message on 0.
 hvdk8s_launched() {
   [ -n "$filter" ] || return 0
-  wait "$filter" 2>/dev/null
+  [ "$filter" = monitor ] || wait "$filter" 2>/dev/null
   if [ "$1" -eq 0 ] && [ -s "$fifo.result" ]; then
-    cat "$fifo.result" > "$out"
+    cat "$fifo.result" > "$out" 2>/dev/null
   fi
   rm -rf "${fifo%/out}"
   filter=""

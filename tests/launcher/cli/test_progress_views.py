@@ -161,15 +161,26 @@ def test_wait_says_what_it_waits_for_on_stderr_then_the_cause(backend):
     assert "why: the program raised ValueError: bad learning rate" in result.stderr
 
 
-def test_stall_timeout_is_refused_where_nothing_would_act_on_it():
+def test_stall_timeout_and_metrics_reach_the_launcher_pods_monitor():
     from pathlib import Path
+
+    import yaml
 
     cluster = Path(__file__).resolve().parents[2] / "data" / "clusters" / \
         "nvl72-two-partitions.yaml"
-    result = invoke("submit", "mpi", "--stall-timeout", "10", "--workers", "1", "--gpus", "1",
-                    "--dry-run", "--cluster", str(cluster))
-    assert result.exit_code == 2
-    assert "--stall-timeout: only the local backend ends a stalled job" in result.output
+    result = invoke("submit", "mpi", "--stall-timeout", "10", "--metrics-port", "9400",
+                    "--workers", "1", "--gpus", "1", "--dry-run", "--cluster", str(cluster))
+    assert result.exit_code == 0, result.output
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    job = next(o for o in objects if o["kind"] == "Job")
+    (monitor,) = [o for o in objects if o["kind"] == "PodMonitor"]  # shown; created where served
+    assert monitor["spec"]["podMetricsEndpoints"] == [
+        {"path": "/metrics", "interval": "30s", "port": "metrics"}]
+    launcher = job["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in launcher["env"]}
+    assert (env["HVDK8S_STALL_TIMEOUT"], env["HVDK8S_METRICS_PORT"]) == ("10", "9400")
+    assert launcher["ports"] == [{"name": "metrics", "containerPort": 9400}]
+    assert launcher["readinessProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
 
 
 def test_get_json_has_every_progress_figure(backend):

@@ -105,7 +105,8 @@ def test_written_mpirun_line():
 
 
 def test_user_mpirun_line_passes_through_untouched():
-    (mpijob, ) = render_case("operator-mpirun-kueue")
+    mpijob, config = render_case("operator-mpirun-kueue")
+    assert list(config["data"]) == ["hvdk8s_monitor.py"]  # the launcher runs it from there
     launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     # After the wait for the workers' sshd (command.wait_then_launch), untouched.
     assert launcher["command"][-3:] == ["/bin/sh", "-c",

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
 
+from kubesim import Run
+from launcher.backends.kubernetes.client import EVENT, POD
+from launcher.backends.kubernetes.stallcheck import probe_says_progressing
 from launcher.formats.rank_reports import REPORT_PREFIX
+from mpijob.jobspec import names
 from mpijob.jobspec.spec import build_spec
+from mpijob.phases import STALLED_REASON
+from mpijob.progress import STALL_MESSAGE_PREFIX
 from tests.k8s_env import hvdk8s
 from tests.launcher.backends.contract_calls import create_job
+from tests.mpijob.k8s.test_monitor_program import mon
+
+STALL_EXIT = mon.STALL_EXIT
 
 
 def report(kind: str, rank: int, **fields) -> str:
@@ -27,12 +37,22 @@ def progress(rank: int, step: int) -> str:
                   warmup=False)
 
 
+# What the launcher's probe says in an image without python3 (launcher.sh).
+NO_MONITOR = ("hvdk8s: no python3 (3.8 or later) in the image: the launch line runs without "
+              "its monitor (no stall probe, --stall-timeout or metrics)")
+
+
+def watching(logs_for: float | None) -> tuple[bool, str]:
+    """The launcher's probe while its monitor watches a job that progresses."""
+    return True, ""
+
+
 def running_with_reports(k8s):
     srv = k8s.server()
     backend = k8s.backend()
     k8s.script_launcher("vgg16", ["[1,0]<stdout>:Running warm up", progress(0, 20),
                                   progress(1, 20), report("heartbeat", 0, step=20)],
-                        exit_code=None)
+                        exit_code=None, probe=watching)
     spec = build_spec(name="vgg16", namespace=k8s.namespace, image=k8s.image, workers=1,
                       command=("python", "train.py"))
     create_job(backend, spec, None, schedule_timeout=20)
@@ -158,16 +178,23 @@ def test_list_shows_an_ended_jobs_rate_from_its_termination_message(k8s, mode, a
     assert not [r for r in requests if r.path.endswith("/log") or r.method != "GET"]
 
 
-# --- wait: a stall ends it with exit 3, read from the launcher's log at a low rate -----------
-def test_wait_ends_with_3_on_a_stall_naming_the_silent_ranks_pod(k8s):
-    srv = k8s.server()
+# --- wait: a stall ends it with exit 3 ------------------------------------------------------
+def stuck_lines(job: str) -> list[str]:
     long_ago = time.time() - 120  # the last step and rank 1's last heartbeat
-    worker1 = "stuck-worker-1"
     lines = [report("progress", r, step=20, total_steps=100, images_per_step=64,
                     images_per_sec=640.0, images_per_sec_avg=620.0, compute_time=0.09,
-                    warmup=False, host=f"stuck-worker-{r}", time=long_ago) for r in (0, 1)]
-    lines.append(report("heartbeat", 0, step=20, every=2.0, host="stuck-worker-0"))
-    k8s.script_launcher("stuck", lines, exit_code=None)
+                    warmup=False, host=f"{job}-worker-{r}", time=long_ago) for r in (0, 1)]
+    lines.append(report("heartbeat", 0, step=20, every=2.0, host=f"{job}-worker-0"))
+    return lines
+
+
+def test_wait_ends_with_3_on_a_stall_naming_the_silent_ranks_pod(k8s):
+    """An image without python3 runs no monitor: its probe never passes, and `wait` finds
+    the stall in the launcher's log, read at a low rate."""
+    srv = k8s.server()
+    worker1 = "stuck-worker-1"
+    k8s.script_launcher("stuck", stuck_lines("stuck"), exit_code=None,
+                        probe=lambda _: (False, NO_MONITOR))
     srv.script_pod(r"stuck-worker-\d+", exit_code=None)
     spec = build_spec(name="stuck", namespace=k8s.namespace, image=k8s.image, workers=2,
                       command=("python", "train.py"))
@@ -177,10 +204,72 @@ def test_wait_ends_with_3_on_a_stall_naming_the_silent_ranks_pod(k8s):
     assert f"not reporting: rank 1 (pod {worker1}" in waited.output
 
 
-def test_wait_on_a_healthy_job_reads_the_log_once_as_it_starts_running(k8s, api_requests):
+def launcher_pod(k8s, backend, job: str) -> dict | None:
+    pods = backend.client.items(POD, k8s.namespace, label_selector=names.job_selector(job))
+    return next((p for p in pods if p["metadata"]["name"].startswith(f"{job}-launcher")), None)
+
+
+def test_wait_on_a_healthy_job_reads_no_log_while_the_probe_passes(k8s, api_requests):
     srv, backend = running_with_reports(k8s)
+    srv.wait_for(lambda: probe_says_progressing(launcher_pod(k8s, backend, "vgg16")), timeout=30)
     api_requests.mark()
     with pytest.raises(Exception, match="still Running"):
         backend.wait("vgg16", timeout=2)
-    reads = [r for r in api_requests.since() if r.path.endswith("/log")]
-    assert len(reads) == 1  # the next look is 30 s on (stallcheck.MIN_SECONDS)
+    assert [r for r in api_requests.since() if r.path.endswith("/log")] == []
+
+
+def test_wait_reads_the_log_only_once_the_probe_says_stalled(k8s, api_requests):
+    """Steady progress: the probe passes and `wait` reads no log; the monitor marks a stall:
+    the probe fails with the silent ranks, the kubelet makes the launcher not Ready, and
+    `wait` reads the log for the ranks' lines and ends with the stall."""
+    srv = k8s.server()
+    srv.kubelet.probe_scale = 0.1  # a probe every second
+    stalled = threading.Event()
+    said = "hvdk8s: stalled: no step for 2m00s (threshold 6s); not reporting: rank 1"
+
+    def probe(logs_for):
+        return (False, said) if stalled.is_set() else watching(logs_for)
+
+    k8s.script_launcher("stall", stuck_lines("stall"), exit_code=None, probe=probe)
+    srv.script_pod(r"stall-worker-\d+", exit_code=None)
+    backend = k8s.backend()
+    spec = build_spec(name="stall", namespace=k8s.namespace, image=k8s.image, workers=2,
+                      command=("python", "train.py"))
+    create_job(backend, spec, None, schedule_timeout=20)
+    srv.wait_for(lambda: probe_says_progressing(launcher_pod(k8s, backend, "stall")), timeout=30)
+    api_requests.mark()
+    ended: list = []
+    waiter = threading.Thread(target=lambda: ended.append(backend.wait("stall", timeout=60)))
+    waiter.start()
+    waiter.join(3)  # steady: the probe passes
+    assert waiter.is_alive()
+    assert [r for r in api_requests.since() if r.path.endswith("/log")] == []
+    stalled.set()
+    waiter.join(30)
+    assert not waiter.is_alive() and ended[0].progress.stalled
+    assert "not reporting: rank 1 (pod stall-worker-1" in ended[0].why
+    assert [r for r in api_requests.since() if r.path.endswith("/log")] != []
+    events = backend.client.items(EVENT, k8s.namespace)
+    assert any(e["reason"] == "Unhealthy" and e["message"] == f"Readiness probe failed: {said}"
+               and e["involvedObject"]["name"].startswith("stall-launcher") for e in events)
+
+
+def test_a_job_its_monitor_ended_for_a_stall_is_failed_stalled_and_wait_exits_3(k8s):
+    """--stall-timeout: the launcher pod's monitor ended the launch line and left the reason
+    in the termination message (mpijob/k8s/podscripts/hvdk8s_monitor.py)."""
+    srv = k8s.server()
+    ended = ("no step for 5m01s (threshold 6s); not reporting: rank 1 (host ended-worker-1) "
+             "(--stall-timeout 300s); the launch line was ended")
+    srv.script_pod(r"ended-launcher-.*", runs=[Run(
+        ["hvdk8s: starting: mpirun ...", STALL_MESSAGE_PREFIX + ended,
+         "mpirun: Forwarding signal 15 to job"], exit_code=STALL_EXIT,
+        termination_message=STALL_MESSAGE_PREFIX + ended + "\n")])
+    srv.script_pod(r"ended-worker-\d+", exit_code=None)
+    spec = build_spec(name="ended", namespace=k8s.namespace, image=k8s.image, workers=2,
+                      command=("python", "train.py"), stall_timeout=300)
+    create_job(k8s.backend(), spec, None, schedule_timeout=20)
+    waited = hvdk8s(k8s, "wait", "ended", "--timeout", "30")
+    assert waited.exit_code == 3, waited.output
+    status = k8s.backend().get("ended")
+    assert (status.phase, status.reason, status.message) == ("Failed", STALLED_REASON, ended)
+    assert status.why == f"stalled: {ended}"

@@ -243,8 +243,9 @@ def test_a_multikueue_job_that_needs_a_claim_template_is_refused():
 
     spec = build_spec(name="d", workers=2, gpus_per_worker=1, image=IMAGE, gpu_request="dra",
                       gang="kueue", queue="team", command=("python", "t.py"))
-    assert [o["kind"] for o in render(spec, mode="operator")] == ["MPIJob",
-                                                                  "ResourceClaimTemplate"]
+    # here, with the ConfigMap of the launcher's monitor
+    assert [o["kind"] for o in render(spec, mode="operator")] == [
+        "MPIJob", "ResourceClaimTemplate", "ConfigMap"]
     with pytest.raises(SpecError) as refused:
         render(spec, mode="operator", managed_by=MANAGED)
     assert refused.value.where == "--queue"
@@ -275,3 +276,17 @@ def test_gpu_request_auto_takes_the_device_plugin_where_dra_could_not_travel(
         worker_pod = objects[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
         assert "nvidia.com/gpu" in worker_pod["containers"][0]["resources"]["limits"]
         assert "resourceClaims" not in worker_pod
+
+
+def test_a_multikueue_job_carries_its_monitor_and_makes_no_pod_monitor():
+    """The launcher's monitor travels in the pods like the other files; a PodMonitor made
+    here would watch nothing (the pods run on the worker cluster), so none is rendered."""
+    from launcher.backends.kubernetes.rendering import render
+    from mpijob.k8s.pod_files import FILE_ANNOTATION_PREFIX
+
+    spec = build_spec(name="m", workers=2, gpus_per_worker=1, image=IMAGE, gang="kueue",
+                      queue="team", metrics_port=9400, command=("python", "t.py"))
+    (mpijob,) = render(spec, mode="operator", managed_by=MANAGED)
+    launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    assert FILE_ANNOTATION_PREFIX + "hvdk8s_monitor.py" in launcher["metadata"]["annotations"]
+    assert "PodMonitor" in [o["kind"] for o in render(spec, mode="operator")]

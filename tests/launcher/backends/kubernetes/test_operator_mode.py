@@ -37,14 +37,14 @@ def test_failed_launcher_is_not_retried_while_workers_hold_gpus(k8s):
 def test_backoff_limit_given_by_the_user_is_kept():
     spec = build_spec(name="b", workers=2, gpus_per_worker=1, command=("python", "t.py"),
                       run_policy={"backoff_limit": 3})
-    (mpijob,) = render(spec, mode="operator")
+    mpijob, _config = render(spec, mode="operator")
     assert mpijob["spec"]["runPolicy"]["backoffLimit"] == 3
 
 
 def _operator_pod_group(gang: str, workers: int, gpus: int, cpu: str | None = None):
     spec = build_spec(name="g", workers=workers, gpus_per_worker=gpus, gang=gang,
                       command=("python", "t.py"), cpu=cpu)
-    (mpijob,) = render(spec, mode="operator")
+    mpijob, _config = render(spec, mode="operator")
     # What the operator makes of it (podgroup.go newPodGroup), as its model computes it.
     return mpijob, mpi_operator.new_pod_group(mpi_operator.defaulted(mpijob), gang)
 

@@ -172,7 +172,7 @@ def test_run_as_user_pods_meet_restricted_and_default_pods_meet_baseline(mode):
             assert baseline_violations(s) == []
             assert (restricted_violations(s) == []) == (run_as is not None)
     if mode == "operator":
-        (mpijob,) = render(build_spec(name="sec", workers=2, gpus_per_worker=1,
+        mpijob, _config = render(build_spec(name="sec", workers=2, gpus_per_worker=1,
                                       run_as_user=1000, command=("python", "t.py")), mode=mode)
         assert mpijob["spec"]["sshAuthMountPath"] == "/home/hvdk8s/.ssh"
 
@@ -329,7 +329,7 @@ def test_get_shows_the_operators_warning_when_admission_refuses_its_worker_pods(
     srv.install_mpi_operator()
     spec = build_spec(name="opw", workers=1, gpus_per_worker=1, host_network=True,
                       command=("python", "t.py"))
-    (mpijob,) = render(spec, mode="operator")
+    mpijob, _config = render(spec, mode="operator")
     srv.create(mpijob, "default")  # as if admitted before the namespace became baseline
     srv.wait_for(lambda: [e for e in srv.objects("events", "default")
                           if e["reason"] == "MPIJobFailed"])

@@ -46,3 +46,32 @@ def test_wait_reports_one_image_pull_failure_once_not_at_each_back_off():
     assert what_it_waits_for(pulling) == what_it_waits_for(backing_off)
     assert what_it_waits_for(pulling) != what_it_waits_for(
         pending("bad-worker-0 cannot be scheduled: 0/2 nodes are available"))
+
+
+def launcher(probe: dict | None, ready: bool, state: str = "running") -> dict:
+    container = {"name": "launcher", **({"readinessProbe": probe} if probe else {})}
+    return {"spec": {"containers": [container]},
+            "status": {"containerStatuses": [{"name": "launcher", "ready": ready,
+                                              "state": {state: {}}}]}}
+
+
+def test_only_the_monitors_passing_probe_says_the_ranks_progress():
+    from launcher.backends.kubernetes.stallcheck import probe_says_progressing
+    from mpijob.k8s.monitor import readiness_probe
+
+    probe = readiness_probe()
+    assert probe_says_progressing(launcher(probe, ready=True))
+    assert not probe_says_progressing(launcher(probe, ready=False))  # stalled, or no monitor
+    assert not probe_says_progressing(launcher(probe, ready=False, state="terminated"))
+    # a probe that is not the monitor's (a user's pod patch) says nothing of progress
+    assert not probe_says_progressing(launcher({"tcpSocket": {"port": 22}}, ready=True))
+    assert not probe_says_progressing(launcher(None, ready=True))
+    assert not probe_says_progressing(None)
+
+
+def test_a_failing_probe_looks_at_once():
+    check = StallCheck()
+    check.looked(None, 0.0)
+    assert not check.due(10.0)
+    check.reset()
+    assert check.due(10.0)
