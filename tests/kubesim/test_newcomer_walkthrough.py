@@ -111,11 +111,15 @@ def test_logs_follow_streams_a_running_job_to_its_end(dev):
 
 @pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
 def test_list_shows_a_multikueue_jobs_figure(dev):
-    """The result is on worker1's copy; `wait`, which follows the job there, records the
-    rate on the manager's, where `list` reads with no request per job."""
+    """The result is on worker1's copy; `tidy`, which follows the job there, records the
+    rate on the manager's, where `list` reads with no request per job (`wait` only reads)."""
     submitted = hvdk8s(*DESIGN_CARD, "--name", "far", *SHAPE_OPTIONS["multikueue"])
     assert submitted.exit_code == 0, submitted.output
     assert hvdk8s("wait", "far", "--timeout", "60").exit_code == 0
+    assert list_row("far")["IMAGES/SEC"] == "-"
+    tidied = hvdk8s("tidy", "far")
+    assert "images/sec on" in tidied.output and "(MultiKueue's manager cluster)" in \
+        tidied.output, tidied.output
     assert list_row("far")["IMAGES/SEC"] != "-"
 
 
