@@ -94,7 +94,7 @@ class Observing(Connection):
         worker_job = cleanup.worker_job_of(self.client, root, mode)
         if root is not None and mode == "pods" and elastic.bounds(root) is not None:
             status.size = elastic.size_lines(self.client, root, pods)
-        say_owed(status, root, mode, pods, worker_job)
+        say_owed(status, root, mode, pods, worker_job, self.client)
         return status
 
     @_api_errors

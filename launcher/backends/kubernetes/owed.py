@@ -11,24 +11,28 @@ from launcher.output import note
 from mpijob.phases import START_TIMEOUT_REASON
 
 
-def overdue(status: JobStatus, root: dict | None, pods: list[dict]) -> bool:
+def overdue(status: JobStatus, root: dict | None, pods: list[dict], client=None) -> bool:
     """A job not yet ended with a pod past --start-timeout: the status says so (reason
-    StartTimeout, its phase still the cluster's), since nothing has failed it yet."""
+    StartTimeout, its phase still the cluster's), since nothing has failed it yet; with
+    `client`, with the registry's answer for an image that does not pull (one read)."""
     if status.done:
         return False
     found = start_guard.overdue(root, pods)
     if found is None:
         return False
+    pod, why = found
+    if client is not None:
+        why = start_guard.with_pull_error(client, pod, why)
     status.reason = START_TIMEOUT_REASON
-    status.message = f"{found[1]}; not failed in the cluster yet"
+    status.message = f"{why}; not failed in the cluster yet"
     return True
 
 
 def say_owed(status: JobStatus, root: dict | None, mode: str, pods: list[dict],
-             worker_job: dict | None = None) -> str | None:
+             worker_job: dict | None = None, client=None) -> str | None:
     """The one line naming `hvdk8s tidy` when the job's state calls for a write (noted, and
     returned), else None."""
-    if overdue(status, root, pods):
+    if overdue(status, root, pods, client):
         phrases = [("missed its start timeout and has not been failed",
                     "fails it and frees its GPUs")]
     else:

@@ -127,7 +127,7 @@ def seconds_left(root: dict | None, pods: list[dict], now: datetime | None = Non
     return max(0.0, min(left)) if left else None
 
 
-def _pull_error(client, pod: dict) -> str | None:
+def pull_error(client, pod: dict) -> str | None:
     """ImagePullBackOff says only `Back-off pulling image "x"`; the kubelet's latest
     `Failed` event on the pod has the registry's answer (kubelet/images/image_manager.go)."""
     m = st.meta(pod)
@@ -184,11 +184,17 @@ def enforce(client, root: dict | None, mode: str, pods: list[dict],
     if found is None or root is None:
         return None
     pod, reason = found
-    if st.replica(pod).reason in ("ImagePullBackOff", "ErrImagePull"):
-        pulled = _pull_error(client, pod)
-        if pulled and pulled not in reason:
-            reason = f"{reason} ({pulled})"
+    reason = with_pull_error(client, pod, reason)
     return reason, fail(client, root, mode, pods, reason)
+
+
+def with_pull_error(client, pod: dict, reason: str) -> str:
+    """`reason` with the registry's answer for a pod whose image does not pull (one read)."""
+    if st.replica(pod).reason in ("ImagePullBackOff", "ErrImagePull"):
+        pulled = pull_error(client, pod)
+        if pulled and pulled not in reason:
+            return f"{reason} ({pulled})"
+    return reason
 
 
 def sweep_node(client, node: str | None, now: datetime | None = None,

@@ -581,7 +581,8 @@ def test_a_launcher_pod_removed_before_tidy_takes_its_rate_with_it(k8s):
     backend.wait("vgg16", timeout=20)
     assert [r.images_per_sec for r in backend.list()] == [300.0]
     for p in srv.objects("pods", "default"):
-        srv.delete("pods", p["metadata"]["name"])
+        if srv.get("pods", p["metadata"]["name"]) is not None:
+            srv.delete("pods", p["metadata"]["name"])
     srv.wait_for(lambda: not srv.objects("pods", "default"))
     assert [(r.phase, r.images_per_sec) for r in backend.list()] == [("Succeeded", None)]
 
