@@ -325,6 +325,9 @@ class Backend(Protocol):
     def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
              on_change: Callable[[JobStatus], None] | None = None) -> JobStatus: ...
 
+    # `hvdk8s tidy`: the writes the read commands above never take; one line per step
+    def tidy(self, name: str, namespace: str | None = None) -> Iterator[str]: ...
+
     def delete(self, name: str, namespace: str | None = None) -> bool: ...
 
 

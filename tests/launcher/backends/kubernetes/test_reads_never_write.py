@@ -109,3 +109,32 @@ def test_a_job_past_its_start_timeout_is_named_not_failed(k8s, monkeypatch):
                                     "was scheduled: unp-worker-0: "), tidied.output
     assert srv.get("jobs", "unp-launcher")["spec"]["suspend"] is True
     assert "Failed" in hvdk8s(k8s, "get", "unp").output
+
+
+@pytest.mark.parametrize("mode", ["pods", "operator", "trainjob"])
+def test_no_read_writes_in_any_mode_for_a_job_past_its_start_timeout(k8s, monkeypatch, mode):
+    """What reads used to fail in every mode: a job whose pods do not pull their image."""
+    srv = k8s.server()
+    srv.unpullable_image("gone:1")
+    if mode == "operator":
+        srv.install_mpi_operator()
+    if mode == "trainjob":
+        from mpijob.jobspec.spec import build_spec
+        from mpijob.k8s import render_trainjob as tj
+
+        srv.install_trainer()
+        srv.create(tj.horovod_runtime(build_spec(name="t", workers=2, gpus_per_worker=1,
+                                                 image="gone:1", command=("python", "t.py"))))
+    submitted = hvdk8s(k8s, "submit", "mpi", "--name", "vgg16", "--workers", "2", "--gpus",
+                       "1", "--image", "gone:1", "--mode", mode, "--start-timeout", "30",
+                       "python", "t.py")
+    assert submitted.exit_code == 0, submitted.output
+    srv.wait_for(lambda: any(p["spec"].get("nodeName") for p in srv.objects("pods", "default")
+                             if "vgg16" in p["metadata"]["name"]))
+    later = start_guard.utc_now() + timedelta(seconds=31)
+    monkeypatch.setattr(start_guard, "utc_now", lambda: later)
+    srv.clear_requests()
+    said = _read_all(k8s)
+    assert sorted({r.method for r in srv.request_log}) == ["GET"]
+    assert said[("wait", "vgg16")][0] == 1 and said[("logs", "-f", "vgg16")][0] == 1, said
+    assert "`hvdk8s tidy vgg16 -n default` fails it" in said[("get", "vgg16")][1]
