@@ -5,7 +5,7 @@ start guard (`hvdk8s install agent`) takes the same steps with nobody's hvdk8s r
 
 from __future__ import annotations
 
-from launcher.backends.base import JobStatus
+from launcher.backends.base import SUCCEEDED, JobStatus
 from launcher.backends.kubernetes import cleanup, start_guard
 from launcher.output import note
 from mpijob.phases import START_TIMEOUT_REASON
@@ -13,9 +13,11 @@ from mpijob.phases import START_TIMEOUT_REASON
 
 def overdue(status: JobStatus, root: dict | None, pods: list[dict], client=None) -> bool:
     """A job not yet ended with a pod past --start-timeout: the status says so (reason
-    StartTimeout, its phase still the cluster's), since nothing has failed it yet; with
-    `client`, with the registry's answer for an image that does not pull (one read)."""
-    if status.done:
+    StartTimeout, its phase as read), since nothing has failed it yet; with `client`, with
+    the registry's answer for an image that does not pull (one read). A job read as Failed
+    counts too: workers the start gate's deadline removed leave a launcher that never
+    started, which only failing the job ends."""
+    if status.phase == SUCCEEDED:
         return False
     found = start_guard.overdue(root, pods)
     if found is None:

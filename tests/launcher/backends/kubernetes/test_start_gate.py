@@ -53,9 +53,13 @@ def test_unpullable_job_holds_no_gpu_90s_after_submit_with_nobody_watching(k8s):
     srv.wait_for(lambda: gpu_holders(srv, "unp") == [], timeout=90 - (time.monotonic() - began))
     srv.wait_for(lambda: _condition(_gate(srv, "unp"), "Failed"))  # recorded after the deletes
     assert _condition(_gate(srv, "unp"), "Failed")["reason"] == "DeadlineExceeded"
-    # The launcher Job (no GPU) stays, with the reason at the next `get`.
+    # The launcher Job (no GPU) stays, with the reason at the next `get`, until `tidy`
+    # fails it.
     got = hvdk8s(k8s, "get", "unp")
-    assert "StartTimeout" in got.output, got.output
+    assert "StartTimeout" in got.output and "`hvdk8s tidy unp -n default`" in got.output, \
+        got.output
+    assert hvdk8s(k8s, "tidy", "unp").stdout.startswith("job unp: failed (StartTimeout: ")
+    assert srv.get("jobs", "unp-launcher")["spec"]["suspend"] is True
 
 
 def test_a_started_job_outlives_the_gate_deadline(k8s):
