@@ -176,8 +176,9 @@ class Player:
         if flavour == "built-in":
             lines.append((0.0, "hvdk8s: starting: " + " ".join(line)))
         code, played = self._program(c, line)
+        message = _result_message(played) if code == 0 and flavour != "elastic" else None
         return Run(self._delays([*lines, *played]), exit_code=code, wait=wait,
-                   probe=_monitor_probe)
+                   probe=_monitor_probe, termination_message=message)
 
     def _trainer_poster(self, c: _Program) -> Callable[[int, int, float, float], None] | None:
         """The job's poster (its ConfigMap's), on the endpoint, CA and token the pod holds;
@@ -417,6 +418,21 @@ class _Release:
             return Waited((f"hvdk8s: the launcher is gone without releasing this worker "
                            f"({RELEASE_GRACE_SECONDS:.0f}s); exiting",), exit_code=1)
         return Waited()
+
+
+def _result_message(played: list[tuple[float, object]]) -> str | None:
+    """What the launch scripts' result filter leaves in the termination message on status 0
+    (mpijob/k8s/podscripts/launcher.sh, hvdk8s_launch: the last HVDK8S_RESULT line, then the
+    last `total images/sec` line); elastic.sh has no filter."""
+    texts = [t for _, t in played if isinstance(t, str)]
+    json_line = next((t[t.index("HVDK8S_RESULT "):] for t in reversed(texts)
+                      if "HVDK8S_RESULT " in t), "")
+    rate = next((t[t.index("total images/sec:"):] for t in reversed(texts)
+                 if "total images/sec:" in t), "")
+    if len(json_line) + len(rate) > 4000:
+        json_line = ""
+    kept = [t for t in (json_line, rate) if t]
+    return "\n".join(kept) + "\n" if kept else None
 
 
 def _terminated(pod: dict) -> int | None:

@@ -36,3 +36,5 @@ class JobPhase(Enum):
 # The reason of a job ended because its ranks stopped reporting steps (--stall-timeout), and
 # of `wait`'s exit 3: the supervisor writes it, the CLI reads it.
 STALLED_REASON = "stalled"
+# The reason of a job past --start-timeout (launcher/backends/kubernetes/start_guard.py).
+START_TIMEOUT_REASON = "StartTimeout"

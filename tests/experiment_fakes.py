@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from launcher.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus
+from launcher.backends.base import FAILED, PENDING, RUNNING, SUCCEEDED, JobStatus
 from launcher.errors import NotFound, Timeout, UserError
 from launcher.pipeline.submitting import SubmitOutcome
 from launcher.preparing.planning import Plan
+from mpijob.phases import START_TIMEOUT_REASON
 
 
 @dataclass
@@ -24,6 +25,8 @@ class Fate:
     submit_error: str | None = None
     polls_until_done: int = 0  # get() calls that still see it Running
     log_only: bool = False  # the rate only in the log, not in the status
+    # Past --start-timeout: reads show it Pending, reason StartTimeout; `tidy` fails it.
+    start_timeout: bool = False
 
 
 @dataclass
@@ -46,6 +49,7 @@ class FakeBackend:
     submitted: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     waited_timeouts: list[float | None] = field(default_factory=list)
+    tidied: list[str] = field(default_factory=list)
 
     # -- the submit pipeline's stand-in --------------------------------------------------
     def submit_request(self, request) -> SubmitOutcome:
@@ -81,7 +85,24 @@ class FakeBackend:
             images_per_sec=None if fate.log_only or not done else fate.images_per_sec,
         )
 
+    def _overdue(self, name: str) -> JobStatus | None:
+        job = self._job(name)
+        if not job["fate"].start_timeout or job.get("tidied"):
+            return None
+        status = self._status(name, PENDING)
+        status.reason, status.message = START_TIMEOUT_REASON, "not running 60s after it was scheduled"
+        return status
+
+    def tidy(self, name: str, namespace: str | None = None):
+        job = self._job(name)
+        self.tidied.append(name)
+        if self._overdue(name) is not None:
+            job["tidied"] = True
+            yield f"job {name}: failed ({START_TIMEOUT_REASON}: ...)"
+
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
+        if (overdue := self._overdue(name)) is not None:
+            return overdue
         job = self._job(name)
         job["polls"] += 1
         if job["polls"] <= job["fate"].polls_until_done:
@@ -95,7 +116,7 @@ class FakeBackend:
             raise KeyboardInterrupt
         if job["fate"].on_wait == "timeout":
             raise Timeout(f"job {name} is still Running after {timeout:g}s")
-        return self._status(name, job["fate"].phase)
+        return self._overdue(name) or self._status(name, job["fate"].phase)
 
     def logs(self, name: str, namespace: str | None = None, **_kw):
         fate: Fate = self._job(name)["fate"]

@@ -282,6 +282,19 @@ class BaseBackend:
             time.sleep(poll)
 
 
+    def tidy(self, name: str, namespace: str | None = None) -> Iterator[str]:
+        """`hvdk8s tidy`: the writes a job's state calls for, which no read command takes,
+        one line per step the backend confirmed. None by default: the job's own processes
+        take them (the local supervisor ends its ranks and writes its state)."""
+        self.get(name, namespace)  # type: ignore[attr-defined]  # NotFound for no such job
+        yield f"job {name}: nothing to tidy"
+
+    def tidy_all(self, namespace: str | None = None,
+                 all_namespaces: bool = False) -> Iterator[str]:
+        for status in self.list(namespace, all_namespaces):  # type: ignore[attr-defined]
+            yield from self.tidy(status.name, status.namespace)
+
+
 def status_key(status: JobStatus) -> tuple:
     """What `get --watch` shows a change of: the phase, its reason, each pod's phase."""
     return (status.phase, status.reason, status.message,
@@ -313,6 +326,9 @@ class Backend(Protocol):
 
     def wait(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
              on_change: Callable[[JobStatus], None] | None = None) -> JobStatus: ...
+
+    # `hvdk8s tidy`: the writes the read commands above never take; one line per step
+    def tidy(self, name: str, namespace: str | None = None) -> Iterator[str]: ...
 
     def delete(self, name: str, namespace: str | None = None) -> bool: ...
 

@@ -8,7 +8,7 @@ from launcher.backends.base import FAILED, SUCCEEDED, JobStatus
 from launcher.errors import UserError
 from launcher.output import MACHINE_FORMATS, emit_data
 from launcher.timestamps import age
-from mpijob.phases import STALLED_REASON, JobPhase
+from mpijob.phases import STALLED_REASON, START_TIMEOUT_REASON, JobPhase
 
 # What a command can do without a cluster, said when Kubernetes is asked for and nothing is
 # configured: each command offers only what it has (`list` has no --cluster).
@@ -47,11 +47,14 @@ STALLED = STALLED_REASON
 
 
 def exit_for_status(status: JobStatus) -> None:
-    """`wait`'s contract: 0 on success, 1 on failure, 3 when the ranks stopped stepping."""
+    """`wait`'s contract: 0 on success, 1 on failure or past --start-timeout, 3 when the
+    ranks stopped stepping."""
     if status.phase == SUCCEEDED:
         raise typer.Exit(0)
     if status.phase == FAILED:
         raise typer.Exit(EXIT_STALLED if status.reason == STALLED else EXIT_FAILED)
+    if status.reason == START_TIMEOUT_REASON:  # not failed, but it will not start by itself
+        raise typer.Exit(EXIT_FAILED)
     if status.progress is not None and status.progress.stalled:
         raise typer.Exit(EXIT_STALLED)
 

@@ -85,6 +85,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Give up after an hour (exit 124), print the status as JSON",
          "hvdk8s wait vgg16 --timeout 3600 -o json"),
     ],
+    "tidy": [
+        ("Take what a job's state calls for, as `get` names it (fail it past its start "
+         "timeout, remove the pods it left)", "hvdk8s tidy vgg16"),
+        ("Every job of every namespace, as the start guard does each interval",
+         "hvdk8s tidy -A"),
+    ],
     "delete": [
         ("Delete a job with its pods, services and secrets", "hvdk8s delete vgg16"),
         ("Several jobs of another namespace", "hvdk8s delete vgg16 resnet50-x7k2p -n team-a"),

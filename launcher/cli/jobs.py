@@ -1,4 +1,5 @@
-"""`get`, `list`, `logs`, `wait`, `delete`: the same on this machine and on a cluster."""
+"""`get`, `list`, `logs`, `wait`, `tidy`, `delete`: the same on this machine and on a
+cluster. `get`, `list`, `logs` and `wait` only read; `tidy` takes the writes they name."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from launcher.backends.base import FAILED
 from launcher.cli import options as opt
 from launcher.cli.common import exit_for_status, open_backend, print_status, print_status_list
 from launcher.errors import UsageError, UserError
+from mpijob.phases import START_TIMEOUT_REASON
 
 
 def get(
@@ -19,7 +21,10 @@ def get(
     watch: bool = typer.Option(False, "--watch", "-w", help="Print the status again at each "
                                "change until the job ends (on Kubernetes, from watches)."),
 ):
-    """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec."""
+    """Show a job: every pod or rank, placement, GPUs, reasons and measured images/sec.
+
+    Reads only: where the job's state calls for a write (a pod past --start-timeout, pods
+    left after the job ended), one line names `hvdk8s tidy`, which takes it."""
     b = open_backend(backend, context, namespace)
     if not watch:
         print_status(b.get(name, namespace), output)
@@ -63,7 +68,8 @@ def logs(
     """Print a job's logs: the launcher's by default, without the lines meant for hvdk8s
     and without mpirun's `[1,0]<stdout>:` tags (--raw keeps them). With -f: say what the
     stream waits for (a pod not started, an image that does not pull), and end with exit 1
-    and the reason when the job fails."""
+    and the reason when the job fails or a pod misses its --start-timeout (then `hvdk8s
+    tidy` fails it). Reads only."""
     from launcher.formats.rank_reports import for_people
 
     b = open_backend(backend, context, namespace)
@@ -80,6 +86,8 @@ def logs(
         if status.phase == FAILED:
             cause = status.why or ": ".join(x for x in (status.reason, status.message) if x)
             raise UserError(f"job {name} failed" + (f": {cause}" if cause else ""))
+        if status.reason == START_TIMEOUT_REASON:  # will not start; `get` named what fails it
+            raise UserError(f"job {name} missed its start timeout: {status.message}")
 
 
 def wait(
@@ -91,9 +99,11 @@ def wait(
     output: opt.Output = opt.TABLE,
 ):
     """Wait for a job to end. Exit codes: 0 it succeeded; 1 it failed (the cause is
-    printed); 3 it stalled: its ranks report no step for 3x the expected step time (on
-    Kubernetes `wait` reads the launcher's log tail for it as the job starts running, then
-    every 3 expected step times, at least 30 s apart); 124 the --timeout passed first."""
+    printed), or a pod missed its --start-timeout and the job will not start (`hvdk8s tidy`
+    fails it, as the start guard does where installed); 3 it stalled: its ranks report no
+    step for 3x the expected step time (on Kubernetes `wait` reads the launcher's log tail
+    for it as the job starts running, then every 3 expected step times, at least 30 s
+    apart); 124 the --timeout passed first. Reads only."""
     def waiting(status) -> None:  # what it waits for, on stderr: stdout stays the result
         cause = status.why or ": ".join(x for x in (status.reason, status.message) if x)
         typer.echo(f"waiting: {name} {status.phase}" + (f": {cause}" if cause else ""), err=True)
@@ -102,6 +112,29 @@ def wait(
         name, namespace, timeout=timeout, on_change=waiting if output == opt.TABLE else None)
     print_status(status, output, brief=output == "table")
     exit_for_status(status)
+
+
+def tidy(
+    names: list[str] = typer.Argument(None, help="Job names (none: every job in the "
+                                      "namespace).", autocompletion=opt.complete_job_names),
+    namespace: opt.Namespace = None,
+    all_namespaces: opt.AllNamespaces = False,
+    context: opt.Context = None,
+    backend: opt.Backend = None,
+):
+    """Take the writes a job's state calls for, which `get`, `wait` and `logs` only name:
+    fail a job with a pod past --start-timeout (its GPUs freed); hand a started job's
+    workers from its start gate's pod to its launcher Job; record a finished job's
+    images/sec on its root (for `list` once its launcher pod is gone) and remove the pods
+    its cleanPodPolicy does not keep. One line per step the cluster confirmed. The start
+    guard (`hvdk8s install agent`) takes the same steps with nobody running hvdk8s."""
+    if names and all_namespaces:
+        raise UsageError("-A: name no job with --all-namespaces (it tidies every job)")
+    b = open_backend(backend, context, namespace)
+    lines = (b.tidy_all(namespace, all_namespaces) if not names else
+             (line for job in names for line in b.tidy(job, namespace)))
+    for line in lines:
+        typer.echo(line)
 
 
 def delete(
@@ -148,5 +181,6 @@ def register(app: typer.Typer) -> None:
     app.command("list")(list_jobs)
     app.command("logs")(logs)
     app.command("wait")(wait)
+    app.command("tidy")(tidy)
     app.command("delete")(delete)
     app.command("scale")(scale)

@@ -34,6 +34,7 @@ from launcher.formats.benchmark_result import parse_benchmark_output
 from launcher.pipeline.submitting import JobOptions, SubmitRequest, run_submit
 from launcher.timestamps import format_utc
 from mpijob.jobspec.experiment_matrix import Run, expand, fixed_settings
+from mpijob.phases import START_TIMEOUT_REASON
 from mpijob.plural import plural
 
 # Seconds between status polls when several runs are in flight.
@@ -308,7 +309,8 @@ class ExperimentRunner:
             job = inflight[0]
             left = max(job.deadline - self.clock(), 0.0)
             try:
-                return [(job, job.backend.wait(job.name, job.namespace, timeout=left), False, None)]
+                status = job.backend.wait(job.name, job.namespace, timeout=left)
+                return [(job, self._settled(job, status), False, None)]
             except Timeout:
                 return [(job, self._status_or_none(job), True, None)]
             except UserError as exc:
@@ -321,13 +323,27 @@ class ExperimentRunner:
                 except UserError as exc:
                     ended.append((job, None, False, exc))
                     continue
-                if status.done:
-                    ended.append((job, status, False, None))
+                if status.done or status.reason == START_TIMEOUT_REASON:
+                    ended.append((job, self._settled(job, status), False, None))
                 elif self.clock() >= job.deadline:
                     ended.append((job, status, True, None))
             if ended:
                 return ended
             self.sleep(self.poll_seconds)
+
+    @staticmethod
+    def _settled(job: _InFlight, status):
+        """A job past --start-timeout will not start, and reading it fails nothing: the
+        explicit step (`hvdk8s tidy`) fails it, so that its record has the cluster's reason
+        (with the registry's answer for an image that does not pull)."""
+        if status.done or status.reason != START_TIMEOUT_REASON:
+            return status
+        try:
+            for _ in job.backend.tidy(job.name, job.namespace):
+                pass
+            return job.backend.get(job.name, job.namespace)
+        except UserError:  # not allowed to fail it (RBAC): the reading is the record
+            return status
 
     @staticmethod
     def _status_or_none(job: _InFlight):

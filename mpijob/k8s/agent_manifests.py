@@ -55,13 +55,17 @@ RESOURCES = {
 }
 # The agent: read its Node's annotation back after a restart; patch: write it.
 AGENT_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
-# The start-timeout sweep (launcher/backends/kubernetes/start_guard.py): list the hvdk8s
+# The start guard's sweep (launcher/backends/kubernetes/start_guard.py): list the hvdk8s
 # pods, read the kubelet's pull errors, find each job's root and fail it (suspend, record
-# why), delete a built-in job's workers.
+# why), delete a built-in job's workers; and what `hvdk8s tidy` does (cleanup.py): hand a
+# started job's workers (pods, or an elastic job's worker Job) to its launcher Job (patch;
+# blockOwnerDeletion needs update on jobs/finalizers where OwnerReferencesPermissionEnforcement
+# is on), record a finished job's rate on its root, remove its idle pods and worker Job.
 GUARD_RULES = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch", "delete"]},
+    {"apiGroups": ["batch"], "resources": ["jobs/finalizers"], "verbs": ["update"]},
     {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["get", "patch"]},
     {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
      "verbs": ["get", "patch"]},

@@ -22,7 +22,8 @@ worker pods are owned by that pod, not by the launcher Job:
 The deadline counts from the gate Job's start (its creation); `submit` sets it once every
 worker is scheduled, to the seconds that took plus --start-timeout, so that it counts from
 scheduling as --start-timeout does. A job left queued by a gang scheduler gets none (the
-queue may last for any time): there the agent and `get`/`wait` enforce --start-timeout.
+queue may last for any time): there the start guard and `hvdk8s tidy` enforce
+--start-timeout.
 
 Pure: the rendered gate Job; `launcher.backends.kubernetes.start_gate` does the I/O.
 """

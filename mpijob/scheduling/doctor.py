@@ -216,7 +216,7 @@ def _unattended(f: Facts) -> list[Finding]:
     why = "not available" if guard else "not installed"
     return [Finding("unattended cleanup", WARN, f"the start guard is {why}",
                     "a job whose pods never start (image pull, config error) keeps its "
-                    "GPUs until someone runs hvdk8s get, wait or delete",
+                    "GPUs until someone runs hvdk8s tidy or delete",
                     INSTALL_AGENT)]
 
 

@@ -88,6 +88,8 @@ def test_the_design_card_job_lives_from_submit_to_end_on_every_shape(dev):
     total = float(re.search(r"^total images/sec: ([\d.]+)$", log, re.MULTILINE).group(1))
     assert total == pytest.approx(expected, rel=0.03)  # at the speed submit predicted
 
+    if shape == "multikueue":  # the rate is on worker1's pods: `tidy` copies it here
+        assert hvdk8s("tidy", "demo").exit_code == 0
     row = list_row("demo")
     assert row["PHASE"] == "Succeeded"
     assert float(row["IMAGES/SEC"]) == pytest.approx(total, abs=0.1)
@@ -111,11 +113,15 @@ def test_logs_follow_streams_a_running_job_to_its_end(dev):
 
 @pytest.mark.parametrize("dev", ["multikueue"], indirect=True)
 def test_list_shows_a_multikueue_jobs_figure(dev):
-    """The result is on worker1's copy; `wait`, which follows the job there, records the
-    rate on the manager's, where `list` reads with no request per job."""
+    """The result is on worker1's copy; `tidy`, which follows the job there, records the
+    rate on the manager's, where `list` reads with no request per job (`wait` only reads)."""
     submitted = hvdk8s(*DESIGN_CARD, "--name", "far", *SHAPE_OPTIONS["multikueue"])
     assert submitted.exit_code == 0, submitted.output
     assert hvdk8s("wait", "far", "--timeout", "60").exit_code == 0
+    assert list_row("far")["IMAGES/SEC"] == "-"
+    tidied = hvdk8s("tidy", "far")
+    assert "images/sec on" in tidied.output and "(MultiKueue's manager cluster)" in \
+        tidied.output, tidied.output
     assert list_row("far")["IMAGES/SEC"] != "-"
 
 

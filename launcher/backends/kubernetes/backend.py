@@ -7,12 +7,14 @@ Where arena and the MPI Operator disappoint, this backend is strict:
 - a job is Running only when the launcher and every worker run (see k8s_status);
 - `logs` reads any pod, or all of them, and follows across restarts;
 - finished jobs keep no idle workers (docs/cleanup.md), and `delete` leaves nothing that
-  would block a resubmit.
+  would block a resubmit;
+- reading a job (get, list, wait, logs, top) never writes, for any user.
 
 KubernetesBackend is a facade; each part lives by what it does: connection.py (client,
 namespace, the job's root and pods), submit.py (preflight, admit, submit, gate release,
 rollback), observe.py (status, get, list), waiting.py (wait, get --watch), job_logs.py
-(logs) and tidying.py (the writes a job's state calls for, taken as explicit steps).
+(logs) and tidying.py (`hvdk8s tidy`: the writes a job's state calls for, which the read
+commands name: owed.py).
 Here: what plans a job (snapshot, gang detection, Pod Security), scale and delete.
 """
 
@@ -35,6 +37,7 @@ from launcher.backends.kubernetes.submit import (
     KubernetesOptions,
     Submitting,
 )
+from launcher.backends.kubernetes.tidying import Tidying
 from launcher.backends.kubernetes.waiting import Waiting
 from launcher.errors import UsageError
 from launcher.output import note
@@ -71,7 +74,7 @@ def cluster_snapshot(context: str | None = None, namespace: str | None = None,
     return snap.cluster
 
 
-class KubernetesBackend(Submitting, Waiting, JobLogs):
+class KubernetesBackend(Submitting, Waiting, JobLogs, Tidying):
     name = "kubernetes"
 
     @_api_errors

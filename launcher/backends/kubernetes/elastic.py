@@ -1,6 +1,6 @@
 """Elastic built-in jobs on the cluster (mpijob.k8s.render_elastic): `scale`, the phase of a
-job whose workers come and go, its size and size history, and stopping its worker Job
-once the launcher is done.
+job whose workers come and go, its size and size history (its worker Job is stopped once
+the launcher is done by cleanup.py).
 
 An elastic job holds what it was planned at: the workers it started with (README, "Elastic
 jobs"). `scale` up plans the workers that join on the cluster as it is then, every node
@@ -171,16 +171,6 @@ def growth_refusal(client: KubeClient, root: dict, worker_job: dict, added: int,
                                    "memory": requests.get("memory")})
     placed = place(snap.cluster, PlacementRequest.from_spec(grow), policy=spec.placement_policy)
     return None if placed.feasible else placed.reason
-
-
-def stop_workers(client: KubeClient, name: str, ns: str) -> None:
-    """The launcher is done: the worker Job must not replace the workers released or
-    removed now (the clean pod policy), so it goes first, its pods with it."""
-    try:
-        client.delete(JOB, names.service(name), ns, propagation="Background")
-    except ApiError as exc:
-        if not exc.not_found:
-            raise
 
 
 def current_sizes(client: KubeClient, namespace: str | None) -> dict[tuple[str, str], str]:

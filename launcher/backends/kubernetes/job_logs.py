@@ -1,6 +1,6 @@
 """`logs`: which pods of a job to read (the launcher, a worker, all), now or followed
-(the streams: logs.py), and what a follow waits for. Writes only through `logs -f`'s
-`fail_overdue` step (tidying.py): a pod past --start-timeout ends the stream."""
+(the streams: logs.py), and what a follow waits for. Reads only: a follow ends with the
+job, or once a pod is past --start-timeout (the job will not start by itself)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from launcher.backends.base import TERMINAL
+from launcher.backends.kubernetes import start_guard
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.client import POD
 from launcher.backends.kubernetes.connection import _api_errors_gen
@@ -93,15 +94,15 @@ class JobLogs(Observing):
 
     def _follow_target(self, name, ns, role, pod, tail, stop):
         def job_done() -> bool:
-            # The step get and wait take: a pod past --start-timeout (an image that never
-            # pulls) fails the job, which ends the stream instead of waiting on silently.
+            # A pod past --start-timeout (an image that never pulls) ends the stream too,
+            # instead of waiting on silently: the CLI's `get` then says what fails it.
             root, mode = self._root(name, ns)
-            if root is not None:
-                self.fail_overdue(root, mode, self._pods(name, ns))
+            pods = self._pods(name, ns)
             try:
-                return self._status(name, ns).done
+                status = self._status_of(name, ns, root, mode, pods)
             except NotFound:
                 return True
+            return status.done or start_guard.overdue(root, pods) is not None
 
         if role == "launcher":
             selector = f"{names.job_selector(name)},{names.LABEL_ROLE}={names.ROLE_LAUNCHER}"

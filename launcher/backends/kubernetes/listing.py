@@ -3,9 +3,10 @@ it: one paged list per kind of object a job is made of (pods; the root Jobs; MPI
 TrainJobs where their APIs are served), grouped here, and no request per job.
 
 A read that never writes: a finished job's measured rate comes from its launcher pod's
-termination message (the launch script writes the result there), else where `get` or `wait`
-recorded it on the root (status.ANNOTATION_IMAGES_PER_SEC); reading it from each launcher's
-log would cost a request per job (`get NAME` reads it, and records it for later lists).
+termination message (the launch script writes the result there), else where `hvdk8s tidy`
+or the start guard recorded it on the root (status.ANNOTATION_IMAGES_PER_SEC) before its
+launcher pod went; reading it from each launcher's log would cost a request per job (`get
+NAME` reads it). A launcher pod removed otherwise takes the rate with it: none is shown.
 """
 
 from __future__ import annotations

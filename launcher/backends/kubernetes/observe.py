@@ -1,7 +1,7 @@
-"""Reading a job's status: `_status_of` (root and pods to a JobStatus, never writing),
-`get` and `list`. `get` takes tidying.py's explicit steps around its read (fail an overdue
-job, hand a started job's workers to the launcher Job, tidy a finished one); `list` writes
-nothing."""
+"""Reading a job's status: `_status_of` (root and pods to a JobStatus), `get` and `list`.
+Reads only, for any user: a state that calls for a write (a job past --start-timeout, a
+started job's workers still owned by the start gate's pod, pods a finished job left) is
+named in one line (owed.py) for `hvdk8s tidy` (tidying.py) to take."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import builtins
 import time
 
 from launcher.backends.base import FAILED, RUNNING, JobStatus
-from launcher.backends.kubernetes import elastic
+from launcher.backends.kubernetes import cleanup, elastic
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.client import EVENT, RESOURCE_CLAIM, ApiError
-from launcher.backends.kubernetes.connection import _api_errors
+from launcher.backends.kubernetes.connection import Connection, _api_errors
 from launcher.backends.kubernetes.dra_status import add_to_placement, allocated_devices
 from launcher.backends.kubernetes.gpu_status import agent_allocations, apply_view, worker_gpu_view
 from launcher.backends.kubernetes.listing import list_jobs
 from launcher.backends.kubernetes.logs import pod_log_lines
+from launcher.backends.kubernetes.owed import say_owed
 from launcher.backends.kubernetes.queue import queued
-from launcher.backends.kubernetes.start_gate import hand_over
-from launcher.backends.kubernetes.tidying import Tidying
 from launcher.errors import NotFound
 from launcher.formats.causes import why
 from launcher.formats.job_progress import summarize
@@ -30,15 +29,14 @@ from mpijob.jobspec import names
 LOG_TAIL_FOR_RESULT = 500
 
 
-class Observing(Tidying):
+class Observing(Connection):
     def _status(self, name: str, ns: str, *, detail: bool = False) -> JobStatus:
         root, mode = self._root(name, ns)
         return self._status_of(name, ns, root, mode, self._pods(name, ns), detail=detail)
 
     def _status_of(self, name: str, ns: str, root: dict | None, mode: str, pods: list[dict],
                    *, detail: bool = False) -> JobStatus:
-        """The job's status from its root and pods; reads more (events, logs) with `detail`
-        but never writes: cleanup is `tidy`'s, which `get` and `wait` call."""
+        """The job's status from its root and pods; reads more (events, logs) with `detail`."""
         if root is None and not pods:
             raise NotFound(f"job {name} not found in namespace {ns}")
         events: builtins.list[dict] = []
@@ -85,24 +83,18 @@ class Observing(Tidying):
 
     @_api_errors
     def get(self, name: str, namespace: str | None = None) -> JobStatus:
-        """`hvdk8s get` (and the end of `wait`): the job's status in detail. Writes, each an
-        explicit step: a job past --start-timeout is failed (fail_overdue), a started job's
-        workers are handed to the launcher Job (start_gate.hand_over), and a finished job
-        is tidied (tidy: its rate on the root, its idle pods removed)."""
+        """`hvdk8s get` (and the end of `wait`): the job's status in detail, and the one
+        line naming `hvdk8s tidy` when its state calls for a write (owed.py)."""
         ns = self._job_ns(name, namespace)
         root, mode = self._root(name, ns)
         if (worker := self._dispatched(root, name, ns)) is not None:
-            return self._followed(root, mode, worker.get(name, ns))
+            return worker.get(name, ns)
         pods = self._pods(name, ns)
-        if self.fail_overdue(root, mode, pods):  # read again what failing it changed
-            root, mode = self._root(name, ns)
-            pods = self._pods(name, ns)
         status = self._status_of(name, ns, root, mode, pods, detail=True)
-        if mode == "pods" and not status.done:  # started: the workers to the launcher Job
-            hand_over(self.client, root, pods)
+        worker_job = cleanup.worker_job_of(self.client, root, mode)
         if root is not None and mode == "pods" and elastic.bounds(root) is not None:
             status.size = elastic.size_lines(self.client, root, pods)
-        self.tidy(root, mode, pods, status)
+        say_owed(status, root, mode, pods, worker_job, self.client)
         return status
 
     @_api_errors

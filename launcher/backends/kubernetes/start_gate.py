@@ -1,5 +1,6 @@
 """The start gate's calls (mpijob.k8s.start_gate): the worker pods are created owned by the
-gate's pod, and its deadline is set once they are all scheduled."""
+gate's pod, and its deadline is set once they are all scheduled (submit); once they have
+started, their owner becomes the launcher Job (`hvdk8s tidy`, the start guard's sweep)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from launcher.backends.kubernetes.watching import JobWatch
 from launcher.errors import UserError
 from mpijob.jobspec import names
 
-__all__ = ["GatedCreation", "delete_gate"]
+__all__ = ["GatedCreation", "delete_gate", "hand_over", "handover_due"]
 
 # The Job controller makes a Job's pod within a second or two of seeing the Job.
 POD_WAIT_SECONDS = 60.0
@@ -103,43 +104,51 @@ def delete_gate(client: KubeClient, job: str, namespace: str, grace_seconds: int
                          grace_seconds=grace_seconds)
 
 
-def hand_over(client: KubeClient, root: dict | None, pods: list[dict]) -> int:
-    """Once the workers have started, their owner becomes the launcher Job: a succeeded
-    gate pod may be deleted by the pod garbage collector on a cluster past its
-    terminated-pod threshold, and must not take running workers with it. Started is what
-    the gate waits for: the workers Ready (their readiness probe is their sshd), all of
-    them, or an elastic job's minimum. `get` calls it; for a built-in job it reads nothing
-    more than `get` has (an elastic job: its worker Job, once), and writes once. Returns
-    the objects handed over; a read-only user is skipped."""
+def handover_due(root: dict | None, pods: list[dict],
+                 worker_job: dict | None = None) -> list[dict]:
+    """What still has the gate's pod as owner though the job has started (no request): the
+    worker pods, or an elastic job's worker Job (`worker_job`, read by the caller). A
+    succeeded gate pod may be deleted by the pod garbage collector on a cluster past its
+    terminated-pod threshold (pkg/controller/podgc/gc_controller.go, gcTerminated: the
+    oldest terminated pods first) and must not take running workers with it. Started is
+    what the gate waits for: the workers Ready (their readiness probe is their sshd), all
+    of them, or an elastic job's minimum."""
     if root is None or root.get("kind", "Job") != "Job":
-        return 0
-    rm = root["metadata"]
-    job = (rm.get("labels") or {}).get(names.LABEL_JOB)
+        return []
     workers = [p for p in pods if (p["metadata"].get("labels") or {}).get(
         names.LABEL_ROLE) == names.ROLE_WORKER and not p["metadata"].get("deletionTimestamp")]
     ready = [p for p in workers if _ready(p)]
     minimum = _elastic_minimum(root)
     if minimum is not None:  # its worker Job is what the gate's pod owns
-        if not job or len(ready) < minimum:
-            return 0
-        worker_job = client.get(JOB, names.service(job), rm["namespace"])
-        gated = [worker_job] if worker_job is not None and _gated(worker_job) else []
-    else:
-        gated = [p for p in workers if _gated(p)]
-        if not gated or len(ready) < len(workers):
-            return 0
+        if len(ready) < minimum or worker_job is None:
+            return []
+        return [worker_job] if _gated(worker_job) else []
+    gated = [p for p in workers if _gated(p)]
+    return gated if gated and len(ready) == len(workers) else []
+
+
+def is_elastic(root: dict | None) -> bool:
+    return root is not None and _elastic_minimum(root) is not None
+
+
+def hand_over(client: KubeClient, root: dict, gated: list[dict]) -> list[str]:
+    """`hvdk8s tidy` and the start guard's sweep: the owner of `gated` (handover_due)
+    becomes the launcher Job. Returns the names handed over, each confirmed by the API
+    server; one gone meanwhile is skipped."""
+    rm = root["metadata"]
     ref = {"apiVersion": "batch/v1", "kind": "Job", "name": rm["name"], "uid": rm["uid"],
            "controller": False, "blockOwnerDeletion": True}
-    done = 0
+    done = []
     for obj in gated:
         try:
             # A merge patch replaces the list: the gate pod's reference goes with it.
             client.patch(JOB if obj.get("kind") == "Job" else POD, obj["metadata"]["name"],
                          {"metadata": {"ownerReferences": [ref]}}, rm["namespace"])
-            done += 1
         except ApiError as exc:
-            if exc.status not in (403, 404):
+            if not exc.not_found:
                 raise
+            continue
+        done.append(obj["metadata"]["name"])
     return done
 
 

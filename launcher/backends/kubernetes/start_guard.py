@@ -15,8 +15,10 @@ queueing. Past it, a scheduled pod that is not running fails the job:
 - operator mode: the MPIJob gets runPolicy.suspend (the operator deletes its workers and
   suspends its launcher Job, keeping the MPIJob: mpi_job_controller.go cleanUpWorkerPods).
 
-`enforce` is called by every `get`/`wait`/`list` of the job and, with nobody's hvdk8s
-running, by the topology agent on each GPU node for the pods bound there (docs/cleanup.md).
+`enforce` writes, so no read command calls it: `hvdk8s tidy` does (the user's explicit step,
+which `get`, `wait` and `logs -f` name when they see a job past its timeout: `overdue`, no
+request) and, with nobody's hvdk8s running, the start guard's sweep (`sweep_node`, the
+hvdk8s-start-guard Deployment: docs/cleanup.md).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from launcher.backends.base import FAILED, PENDING, SUCCEEDED
+from launcher.backends.kubernetes import cleanup
 from launcher.backends.kubernetes import status as st
 from launcher.backends.kubernetes.client import (
     EVENT,
@@ -36,9 +39,10 @@ from launcher.backends.kubernetes.client import (
 )
 from launcher.timestamps import parse_utc
 from mpijob.jobspec import defaults, names
+from mpijob.phases import START_TIMEOUT_REASON
 
 ANNOTATION_FAILED = st.ANNOTATION_FAILED
-REASON = "StartTimeout"
+REASON = START_TIMEOUT_REASON
 
 
 def utc_now() -> datetime:
@@ -123,7 +127,7 @@ def seconds_left(root: dict | None, pods: list[dict], now: datetime | None = Non
     return max(0.0, min(left)) if left else None
 
 
-def _pull_error(client, pod: dict) -> str | None:
+def pull_error(client, pod: dict) -> str | None:
     """ImagePullBackOff says only `Back-off pulling image "x"`; the kubelet's latest
     `Failed` event on the pod has the registry's answer (kubelet/images/image_manager.go)."""
     m = st.meta(pod)
@@ -141,8 +145,9 @@ def _pull_error(client, pod: dict) -> str | None:
     return last.get("message")
 
 
-def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> None:
-    """Record the reason on the root and release the pods per the clean pod policy."""
+def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> list[str]:
+    """Record the reason on the root and release the pods per the clean pod policy; the
+    worker pods deleted (each confirmed) are returned."""
     m = root["metadata"]
     ns, kind = m["namespace"], MPIJOB if mode == "operator" else JOB
     if mode == "trainjob":  # suspended, Trainer suspends its JobSet, which ends the pods
@@ -153,8 +158,9 @@ def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> None:
     else:
         patch["spec"] = {"suspend": True}
     client.patch(kind, m["name"], patch, ns)
+    deleted: list[str] = []
     if mode in ("operator", "trainjob") or st.clean_pod_policy(root) == "None":
-        return
+        return deleted
     for pod in pods:
         if st.pod_role(pod) == names.ROLE_LAUNCHER or st.meta(pod).get("deletionTimestamp"):
             continue
@@ -165,29 +171,42 @@ def fail(client, root: dict, mode: str, pods: list[dict], reason: str) -> None:
         except ApiError as exc:
             if not exc.not_found:
                 raise
+            continue
+        deleted.append(st.meta(pod)["name"])
+    return deleted
 
 
 def enforce(client, root: dict | None, mode: str, pods: list[dict],
-            now: datetime | None = None) -> bool:
-    """Fail the job if it missed its start timeout; True when it did just now."""
+            now: datetime | None = None) -> tuple[str, list[str]] | None:
+    """Fail the job if it missed its start timeout: (the reason recorded, the pods
+    deleted) when it did just now, else None."""
     found = overdue(root, pods, now)
     if found is None or root is None:
-        return False
+        return None
     pod, reason = found
+    reason = with_pull_error(client, pod, reason)
+    return reason, fail(client, root, mode, pods, reason)
+
+
+def with_pull_error(client, pod: dict, reason: str) -> str:
+    """`reason` with the registry's answer for a pod whose image does not pull (one read)."""
     if st.replica(pod).reason in ("ImagePullBackOff", "ErrImagePull"):
-        pulled = _pull_error(client, pod)
+        pulled = pull_error(client, pod)
         if pulled and pulled not in reason:
-            reason = f"{reason} ({pulled})"
-    fail(client, root, mode, pods, reason)
-    return True
+            return f"{reason} ({pulled})"
+    return reason
 
 
 def sweep_node(client, node: str | None, now: datetime | None = None,
-               errors: list[str] | None = None) -> list[str]:
+               errors: list[str] | None = None, tidied: list[str] | None = None) -> list[str]:
     """The start guard's pass: jobs with a pod on `node` (None: on any node) that missed
-    their start timeout are failed (patches are idempotent). Returns the jobs failed; a job
-    the API refuses to read or fail is skipped, the others still swept, and its error added
-    to `errors` when given (else raised once the pass is done)."""
+    their start timeout are failed (patches are idempotent), and the others get what
+    `hvdk8s tidy` does for them (cleanup.py: a started job's workers handed to its
+    launcher Job, a finished job's rate recorded from its launcher's termination message
+    and its idle pods removed), each added to `tidied` when given. Returns the jobs failed;
+    a job the API refuses to read or write is skipped, the others still swept, and its
+    error added to `errors` when given (else raised once the pass is done)."""
+
     pods = client.items(POD, None, all_namespaces=True, label_selector=names.job_selector(),
                         field_selector=f"spec.nodeName={node}" if node else None)
     failed: list[str] = []
@@ -206,6 +225,14 @@ def sweep_node(client, node: str | None, now: datetime | None = None,
             job_pods = client.items(POD, ns, label_selector=names.job_selector(name))
             if enforce(client, root, mode, job_pods, now):
                 failed.append(f"{ns}/{name}")
+                continue
+            # No log read (the guard may not): the rate from the termination message.
+            status = st.job_status(name, ns, root=root, pods=job_pods, mode=mode)
+            found = cleanup.due(root, mode, job_pods, status,
+                                cleanup.worker_job_of(client, root, mode))
+            for done in cleanup.take(client, root, mode, found, status):
+                if tidied is not None:
+                    tidied.append(f"{ns}/{name}: {done}")
         except ApiError as exc:
             first = first or exc
             refused.append(f"{ns}/{name}: {exc.message}")

@@ -42,8 +42,8 @@ STUCK_REASONS = frozenset({
 })
 FAILED_TAIL_LINES = 20
 STALL_TAIL_LINES = 5  # of each silent rank
-# The measured rate, recorded on the root by `get`/`wait` once the job is done: `list` reads
-# it from the roots it lists anyway, where reading every launcher log would cost a call a job.
+# The measured rate, recorded on the root by `hvdk8s tidy` or the start guard once the job is
+# done: `list` reads it from the roots it lists anyway once the launcher pod is gone.
 ANNOTATION_IMAGES_PER_SEC = f"{names.GROUP}/images-per-sec"
 # "REASON: message" of a failure hvdk8s decided (start_guard: StartTimeout) and recorded on
 # the root, whose own status cannot say it (a suspended Job or MPIJob is not Failed).
@@ -486,7 +486,8 @@ def stall_ending(launcher: dict | None) -> str | None:
 
 
 def recorded_images_per_sec(root: dict | None) -> float | None:
-    """The rate `get`/`wait` recorded on the root (ANNOTATION_IMAGES_PER_SEC), if any."""
+    """The rate `hvdk8s tidy` or the start guard recorded on the root
+    (ANNOTATION_IMAGES_PER_SEC), if any."""
     text = annotations_of(root).get(ANNOTATION_IMAGES_PER_SEC)
     try:
         value = float(text) if text else None

@@ -1,6 +1,6 @@
 """`wait` and `get --watch`: a job's status at each change, woken by the watches of
-watching.py. `wait` takes tidying.py's `fail_overdue` step on each change and ends with
-`get` (its tidy step); `watch_status` writes only through that last `get`."""
+watching.py, reading only. Both end with `get` once the job has ended, or has a pod past
+--start-timeout (which nothing may have failed: `get` says what does, owed.py)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,10 @@ class Waiting(Observing):
                 root, mode = _root_of(name, seen)
                 if (worker := self._dispatched(root, name, ns)) is not None:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    return self._followed(root, mode, worker.wait(
-                        name, ns, timeout=left, on_change=on_change))
+                    return worker.wait(name, ns, timeout=left, on_change=on_change)
                 pods = seen.of(POD).items()
-                if self.fail_overdue(root, mode, pods):
-                    return self.get(name, ns)  # failed just now: read it fresh, then tidy
+                if start_guard.overdue(root, pods) is not None:
+                    return self.get(name, ns)  # it will not start: `get` says what fails it
                 try:
                     status = self._status_of(name, ns, root, mode, pods)
                 except NotFound:
@@ -106,7 +105,7 @@ class Waiting(Observing):
     def watch_status(self, name: str, namespace: str | None = None, *,
                      poll: float = 2.0) -> Iterator[JobStatus]:
         """`get --watch`: the status now and at each change, woken by the same watches as
-        `wait` (no polling while they are healthy); the last one is `get`'s, tidied."""
+        `wait` (no polling while they are healthy); the last one is `get`'s."""
         ns = self._job_ns(name, namespace)
         last, seen_once = None, False
         with self._job_watch(name, ns) as seen:
@@ -119,7 +118,7 @@ class Waiting(Observing):
                         raise
                     raise NotFound(f"job {name} was deleted while watching") from None
                 seen_once = True
-                if status.done:
+                if status.done or start_guard.overdue(root, seen.of(POD).items()) is not None:
                     yield self.get(name, ns)
                     return
                 if status_key(status) != last:

@@ -45,7 +45,7 @@ release_workers() {
   [ "$CLEAN_POD_POLICY" = "None" ] && return 0
   for h in $hosts; do
     ssh "$h" "mkdir -p /tmp/hvdk8s && echo $1 > /tmp/hvdk8s/done" >/dev/null 2>&1 \
-      || echo "hvdk8s: could not release worker $h (hvdk8s get/wait will remove it)" >&2
+      || echo "hvdk8s: could not release worker $h (its lease ends it; hvdk8s tidy removes it now)" >&2
   done
 }
 

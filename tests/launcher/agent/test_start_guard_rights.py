@@ -149,3 +149,42 @@ def test_the_deployments_command_sweeps_once(k8s, monkeypatch):
     assert result.exit_code == 0, result.output
     assert srv.get("jobs", "bi-launcher")["spec"]["suspend"] is True
     assert srv.get("trainjobs.trainer.kubeflow.org", "tj")["spec"]["suspend"] is True
+
+
+def test_the_installed_start_guard_takes_what_tidy_takes(k8s, tmp_path):
+    """With nobody's hvdk8s running, the sweep hands a started job's workers from the start
+    gate's pod to its launcher Job, and records a finished job's rate (from its launcher's
+    termination message: the guard reads no log) before removing the worker it left."""
+    srv = k8s.server()
+    srv.script_pod(r"run-start-gate-.*", logs=["hvdk8s: every worker started"], exit_code=0)
+    srv.script_pod(r"run-launcher-.*", logs=["training"], exit_code=None)
+    srv.script_pod(r"fin-launcher-.*", runs=[{"logs": ["total images/sec: 70.0"],
+                                              "termination_message": "total images/sec: 70.0"}])
+    for name in ("run", "fin"):
+        done = hvdk8s(k8s, "submit", "mpi", "--name", name, "--workers", "1", "--gpus", "1",
+                      "--image", k8s.image, "python", "t.py")
+        assert done.exit_code == 0, done.output
+
+    def ready(pod: str) -> bool:
+        found = srv.get("pods", pod) or {}
+        return any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in (found.get("status") or {}).get("conditions") or [])
+
+    srv.wait_for(lambda: ready("run-worker-0"))
+    srv.wait_for(lambda: any(p["status"].get("phase") == "Succeeded"
+                             for p in srv.objects("pods", "default")
+                             if p["metadata"]["name"].startswith("fin-launcher-")))
+    client = _client_as(srv, tmp_path, am.GUARD_NAME, am.GUARD_RULES)
+    refused: list[str] = []
+    tidied: list[str] = []
+    assert start_guard.sweep_node(client, None, errors=refused, tidied=tidied) == []
+    assert refused == []
+    assert sorted(tidied) == [
+        "default/fin: recorded its 70 images/sec on Job fin-launcher",
+        "default/fin: removed fin-worker-0 (cleanPodPolicy Running)",
+        "default/run: handed run-worker-0 from its start gate's pod to Job run-launcher"]
+    (ref,) = srv.get("pods", "run-worker-0")["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"]) == ("Job", "run-launcher")
+    tidied.clear()
+    start_guard.sweep_node(client, None, errors=refused, tidied=tidied)
+    assert tidied == [] and refused == []  # each step once

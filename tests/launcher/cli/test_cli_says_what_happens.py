@@ -128,7 +128,14 @@ def test_logs_follow_says_it_waits_for_an_image_and_ends_with_the_reason(k8s, mo
     assert any(m.startswith("waiting for unp-launcher") and "ErrImagePull" in m or
                "ImagePullBackOff" in m for m in said), said
     assert result.exit_code == 1, result.output
-    assert result.output.strip().splitlines()[-1].startswith("error: job unp failed: ")
+    # It reads only: nothing failed the job, and the last lines say so and what does.
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("error: job unp missed its start timeout: not running 30s "
+                                "after it was scheduled: "), lines[-1]
+    assert lines[-1].endswith("; not failed in the cluster yet")
+    assert "note: job unp missed its start timeout and has not been failed: `hvdk8s tidy unp " \
+           "-n default` fails it and frees its GPUs" in result.output
+    assert not srv.get("jobs", "unp-launcher")["spec"].get("suspend")
 
 
 # --- 6: config lists are explicit --------------------------------------------------------------
@@ -219,24 +226,33 @@ def test_install_agent_needs_an_image_the_nodes_can_pull(kube_server, kubeconfig
 
 
 # --- 9: list reads no log; the rate `get` read stays on the job for list ---------------------------
-def test_list_shows_the_rate_get_recorded_and_reads_no_log(k8s):
+def test_list_shows_the_rate_from_the_termination_message_and_reads_no_log(k8s):
     """A log per job would make `list` cost a request per job (listing.py): it shows what
-    the objects say, and a finished job's rate once `get` (or `wait`) has read it."""
+    the objects say, the launcher pod's termination message (launcher.sh writes the rate
+    there) or the rate `tidy` recorded on the root; neither writes."""
     srv = k8s.server()
-    k8s.script_launcher("quiet", ["total images/sec: 400.00"])
-    assert hvdk8s(k8s, "submit", "mpi", "--name", "quiet", "--image", k8s.image,
-                  "python", "train.py").exit_code == 0
-    srv.wait_for(lambda: any((p.get("status") or {}).get("phase") == "Succeeded"
+    srv.script_pod(r"said-launcher-.*", runs=[{"logs": ["total images/sec: 300.00"],
+                                               "termination_message": "total images/sec: 300.00"}])
+    k8s.script_launcher("quiet", ["total images/sec: 400.00"])  # an image without awk
+    for job in ("said", "quiet"):
+        assert hvdk8s(k8s, "submit", "mpi", "--name", job, "--image", k8s.image,
+                      "python", "train.py").exit_code == 0
+    srv.wait_for(lambda: sum((p.get("status") or {}).get("phase") == "Succeeded"
                              for p in srv.objects("pods", "default")
-                             if "launcher" in p["metadata"]["name"]))
+                             if "launcher" in p["metadata"]["name"]) == 2)
     srv.clear_requests()
     rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
     assert [(r["name"], r["phase"], r["images_per_sec"]) for r in rows] == [
-        ("quiet", "Succeeded", None)]
-    assert srv.count_requests("GET", r"/log$") == 0 and srv.count_requests("PATCH") == 0
+        ("quiet", "Succeeded", None), ("said", "Succeeded", 300.0)]
+    assert srv.count_requests("GET", r"/log$") == 0
     assert json.loads(hvdk8s(k8s, "get", "quiet", "-o", "json").stdout)["images_per_sec"] == 400.0
+    assert [r.method for r in srv.request_log if r.method != "GET"] == []
+    assert [r["images_per_sec"] for r in json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)] \
+        == [None, 300.0]
+    assert "job quiet: recorded its 400 images/sec on Job quiet-launcher" in hvdk8s(
+        k8s, "tidy", "quiet").stdout
     rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
-    assert [(r["name"], r["images_per_sec"]) for r in rows] == [("quiet", 400.0)]
+    assert [(r["name"], r["images_per_sec"]) for r in rows] == [("quiet", 400.0), ("said", 300.0)]
 
 
 # --- smaller ones ------------------------------------------------------------------------------

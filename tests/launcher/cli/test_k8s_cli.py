@@ -129,9 +129,15 @@ def test_operator_mode_creates_the_benchmark_configmap_the_mpijob_mounts(k8s):
     assert not srv.events_for("op1", reason="ErrResourceExists")
 
 
-def test_list_shows_the_rate_get_measured(k8s):
+def test_list_shows_the_rate_tidy_recorded_from_the_log(k8s):
+    """A launcher that left no termination message (an image without awk): `get` reads the
+    rate from its log, `tidy` records it on the root, where `list` reads."""
     run_to_success(k8s, "ok1", ["total images/sec: 400.00"])
     assert "total images/sec: 400.00" in hvdk8s(k8s, "get", "ok1").output
+    assert [r["images_per_sec"] for r in json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)] \
+        == [None]
+    assert "job ok1: recorded its 400 images/sec on Job ok1-launcher" in hvdk8s(
+        k8s, "tidy", "ok1").stdout
     rows = json.loads(hvdk8s(k8s, "list", "-o", "json").stdout)
     assert [(r["name"], r["images_per_sec"]) for r in rows] == [("ok1", 400.0)]
     table = hvdk8s(k8s, "list").output.splitlines()

@@ -97,6 +97,29 @@ def test_a_failed_run_is_recorded_with_its_reason_and_the_matrix_goes_on(tmp_pat
     assert backend.jobs == {}
 
 
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_run_past_its_start_timeout_is_failed_by_tidy_and_recorded(tmp_path, parallel):
+    """Reading a job fails nothing: the runner takes the explicit step (`tidy`) for a job
+    that will not start, and records the cluster's failure."""
+    def fate(o):
+        if o["workers"] != 2:
+            return Fate()
+        return Fate(phase=FAILED, images_per_sec=None, reason="StartTimeout",
+                    message="not running 60s after it was scheduled: ImagePullBackOff",
+                    start_timeout=True)
+
+    backend = FakeBackend(name="kubernetes", fate_of=fate)
+    file = experiment_file(tmp_path, backend="kubernetes", parallel=parallel,
+                           matrix={"model": "vgg16", "workers": [1, 2, 4], "gpus": 1})
+    summary = make_runner(tmp_path, backend, file=file, poll_seconds=0).run()
+    assert [(r["workers"], r["status"]) for r in summary.recorded if r["workers"] == 2] == [
+        (2, "Failed")]
+    failed = next(r for r in summary.recorded if r["workers"] == 2)
+    assert "ImagePullBackOff" in failed["reason"]
+    assert backend.tidied == [failed["run_id"]]
+    assert backend.jobs == {}
+
+
 def test_a_run_that_cannot_be_submitted_is_recorded_and_the_rest_run(tmp_path):
     def fate(o):
         return Fate(submit_error="job cannot be placed: 4 GPUs free, 8 asked") \

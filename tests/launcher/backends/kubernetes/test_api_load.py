@@ -79,38 +79,6 @@ def test_wait_polls_with_backoff_after_repeated_watch_failures(k8s, monkeypatch,
     assert "watches on pods keep failing: polling instead" in err
 
 
-def test_reading_a_status_writes_nothing_get_and_wait_tidy_up(k8s, api_requests):
-    srv = k8s.server()
-    backend = k8s.backend()
-    k8s.script_launcher("vgg16", [(0.1, "total images/sec: 50.0")])
-    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
-    srv.wait_for(lambda: any(p["status"].get("phase") == "Succeeded"
-                             for p in srv.objects("pods", "default")
-                             if "launcher" in p["metadata"]["name"]))
-    api_requests.mark()
-    # What `logs -f` and submit's name check read: the status, and nothing written.
-    assert backend._status("vgg16", "default").done
-    assert [r.method for r in api_requests.since() if r.method != "GET"] == []
-    assert any("worker" in p["metadata"]["name"] for p in srv.objects("pods", "default"))
-    backend.get("vgg16")
-    assert api_requests.count("DELETE") == 1 and api_requests.count("PATCH") == 1
-
-
-def test_a_read_only_user_gets_the_status_and_a_note_instead_of_the_cleanup(k8s, capsys):
-    srv = k8s.server()
-    backend = k8s.backend()
-    k8s.script_launcher("vgg16", [(0.1, "total images/sec: 50.0")])
-    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
-    srv.forbid("delete", "pods")
-    srv.forbid("patch", "jobs.batch")
-    status = backend.wait("vgg16", timeout=30)
-    assert status.phase == "Succeeded" and status.message is None
-    err = capsys.readouterr().err
-    assert "note: read-only: skipped recording its images/sec on Job vgg16-launcher and " \
-           "removing its pods vgg16-worker-0 (cleanPodPolicy Running)" in err
-    assert any("worker" in p["metadata"]["name"] for p in srv.objects("pods", "default"))
-
-
 def test_get_watch_prints_each_change_until_the_job_ends_without_polling(k8s, api_requests):
     from typer.testing import CliRunner
 

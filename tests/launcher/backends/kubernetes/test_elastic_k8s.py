@@ -97,12 +97,15 @@ def test_a_lost_worker_is_replaced_scale_grows_and_shrinks_and_the_end_frees_all
     assert "scaled to 3 workers (hvdk8s scale)" in got and "scaled to 2 workers" in got
     assert "joined: el-worker-2-" in got
 
-    # The launcher ends: the worker Job goes, so nothing replaces the workers removed.
+    # The launcher ends: `tidy` stops the worker Job, so nothing replaces the workers
+    # removed (these fake workers are never released).
     k8s.script_launcher("el", ["done"], exit_code=0)
     srv.delete("pods", next(p["metadata"]["name"] for p in srv.objects("pods")
                             if p["metadata"]["labels"].get(names.LABEL_ROLE) == "launcher"))
     waited = hvdk8s(k8s, "wait", "el", "--timeout", "30")
     assert waited.exit_code == 0, waited.output
+    tidied = hvdk8s(k8s, "tidy", "el").stdout
+    assert "job el: stopped its worker Job el-worker\n" in tidied, tidied
     srv.wait_for(lambda: gpu_holders(srv, "el") == [] and srv.get("jobs", "el-worker") is None)
 
 

@@ -104,9 +104,14 @@ def test_submit_get_wait_logs_delete(k8s):
     status = backend.wait("vgg16", timeout=30)
     assert status.phase == "Succeeded" and status.images_per_sec == 321.5
     assert "total images/sec: 321.5" in list(backend.logs("vgg16"))
-    # cleanPodPolicy Running: the worker (sshd, never released by this fake) is gone.
+    # cleanPodPolicy Running: the worker (sshd, never released by this fake) stays until
+    # `tidy` removes it (wait only reads).
     assert [p["metadata"]["name"] for p in srv.objects("pods", "default")
-            if "worker" in p["metadata"]["name"]] == []
+            if "worker" in p["metadata"]["name"]] == ["vgg16-worker-0"]
+    assert "job vgg16: removed vgg16-worker-0 (cleanPodPolicy Running)" in list(
+        backend.tidy("vgg16"))
+    assert [p["metadata"]["name"] for p in srv.objects("pods", "default")
+            if "worker" in p["metadata"]["name"] and not p["metadata"].get("deletionTimestamp")] == []
     assert backend.delete("vgg16") is True
     assert leftovers(srv, "vgg16") == []
     assert backend.delete("vgg16") is False
@@ -439,6 +444,7 @@ def test_logs_of_all_pods_are_prefixed_after_the_job_finished(k8s, follow):
     backend = k8s.backend(poll=0.1)
     create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
     assert backend.wait("vgg16", timeout=20).phase == "Succeeded"
+    list(backend.tidy("vgg16"))
     # cleanPodPolicy Running removed the worker: the launcher is the only pod left.
     launcher = next(p["metadata"]["name"] for p in srv.objects("pods", "default")
                     if "launcher" in p["metadata"]["name"])
@@ -472,6 +478,7 @@ def test_clean_pod_policy_applies_once_the_launcher_is_done(k8s, policy, left):
     create_job(backend, spec, None, schedule_timeout=20)
     status = backend.wait("vgg16", timeout=20)
     assert status.phase == "Succeeded"
+    list(backend.tidy("vgg16"))
     remaining = sorted(p["metadata"]["labels"][names.LABEL_ROLE]
                        for p in srv.objects("pods", "default")
                        if not p["metadata"].get("deletionTimestamp")
@@ -540,19 +547,46 @@ def test_list_makes_the_same_number_of_calls_for_any_number_of_jobs(k8s):
     assert counts[0] == counts[1] <= 4
 
 
-def test_measured_rate_is_recorded_once_on_the_root_and_listed(k8s):
+def test_tidy_records_the_rate_before_clean_pod_policy_all_removes_the_launcher(k8s):
     srv = k8s.server()
     k8s.script_launcher("vgg16", ["total images/sec: 400.00"])
     backend = k8s.backend()
-    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
+    create_job(backend, make_spec(k8s, workers=1, run_policy={"clean_pod_policy": "All"}),
+               None, schedule_timeout=20)
     assert [r.images_per_sec for r in backend.list()] == [None]  # not measured yet
     assert backend.wait("vgg16", timeout=20).images_per_sec == 400.0
+    assert ANNOTATION_IMAGES_PER_SEC not in (
+        srv.get("jobs", names.launcher("vgg16"))["metadata"].get("annotations") or {})
+    done = list(backend.tidy("vgg16"))
+    assert done[0] == "job vgg16: recorded its 400 images/sec on Job vgg16-launcher"
+    assert done[1].startswith("job vgg16: removed vgg16-launcher-") and \
+        done[1].endswith(", vgg16-worker-0 (cleanPodPolicy All)")
     root = srv.get("jobs", names.launcher("vgg16"))
     assert float(root["metadata"]["annotations"][ANNOTATION_IMAGES_PER_SEC]) == 400.0
+    srv.wait_for(lambda: not [p for p in srv.objects("pods", "default")
+                              if names.LABEL_ROLE in p["metadata"]["labels"]])
     srv.clear_requests()
+    assert list(backend.tidy("vgg16")) == ["job vgg16: nothing to tidy"]
+    assert srv.count_requests("PATCH") == 0  # recorded once
     assert backend.get("vgg16").images_per_sec == 400.0
-    assert srv.count_requests("PATCH") == 0  # recorded once, not on every get
     assert [(r.name, r.images_per_sec) for r in backend.list()] == [("vgg16", 400.0)]
+
+
+def test_a_launcher_pod_removed_before_tidy_takes_its_rate_with_it(k8s):
+    """`list` reads the rate from the launcher pod's termination message: once that pod is
+    gone without `tidy` (kubectl delete, the pod garbage collector), no rate is shown."""
+    srv = k8s.server()
+    srv.script_pod(r"vgg16-launcher-.*", runs=[{"logs": ["total images/sec: 300.00"],
+                                                "termination_message": "total images/sec: 300"}])
+    backend = k8s.backend()
+    create_job(backend, make_spec(k8s, workers=1), None, schedule_timeout=20)
+    backend.wait("vgg16", timeout=20)
+    assert [r.images_per_sec for r in backend.list()] == [300.0]
+    for p in srv.objects("pods", "default"):
+        if srv.get("pods", p["metadata"]["name"]) is not None:
+            srv.delete("pods", p["metadata"]["name"])
+    srv.wait_for(lambda: not srv.objects("pods", "default"))
+    assert [(r.phase, r.images_per_sec) for r in backend.list()] == [("Succeeded", None)]
 
 
 def test_get_of_a_missing_job(k8s):

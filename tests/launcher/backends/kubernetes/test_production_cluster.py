@@ -260,12 +260,12 @@ def test_a_403_from_admission_is_not_reported_as_rbac():
 
 # --- pods that never start -------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["pods", "operator"])
-@pytest.mark.parametrize("enforcer", ["agent", "wait"])
+@pytest.mark.parametrize("enforcer", ["agent", "tidy"])
 def test_unpullable_image_fails_the_job_at_the_start_timeout_and_frees_the_gpus(
         k8s, monkeypatch, mode, enforcer):
     """Done-when of issue 20: with no hvdk8s process between submit and wait, the job
-    fails with the pull error and no pod keeps a GPU; the agent on the nodes (its sweep,
-    as the DaemonSet runs it) or the next `wait` enforces it."""
+    fails with the pull error and no pod keeps a GPU; the start guard (its sweep, as its
+    Deployment runs it) or `hvdk8s tidy` enforces it (`wait` only reads)."""
     srv = k8s.server()
     if mode == "operator":
         srv.install_mpi_operator()
@@ -288,6 +288,10 @@ def test_unpullable_image_fails_the_job_at_the_start_timeout_and_frees_the_gpus(
         assert failed == ["default/unp"]
     else:
         monkeypatch.setattr(start_guard, "utc_now", lambda: later)
+        tidied = hvdk8s(k8s, "tidy", "unp")
+        assert tidied.exit_code == 0, tidied.output
+        assert tidied.stdout.startswith("job unp: failed (StartTimeout: not running 30s after "
+                                        "it was scheduled: unp-worker-0: "), tidied.stdout
     waited = hvdk8s(k8s, "wait", "unp", "--timeout", "30")
     assert waited.exit_code == 1, waited.output
     assert "StartTimeout" in waited.output and "not found" in waited.output

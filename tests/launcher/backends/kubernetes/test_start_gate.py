@@ -53,9 +53,13 @@ def test_unpullable_job_holds_no_gpu_90s_after_submit_with_nobody_watching(k8s):
     srv.wait_for(lambda: gpu_holders(srv, "unp") == [], timeout=90 - (time.monotonic() - began))
     srv.wait_for(lambda: _condition(_gate(srv, "unp"), "Failed"))  # recorded after the deletes
     assert _condition(_gate(srv, "unp"), "Failed")["reason"] == "DeadlineExceeded"
-    # The launcher Job (no GPU) stays, with the reason at the next `get`.
+    # The launcher Job (no GPU) stays, with the reason at the next `get`, until `tidy`
+    # fails it.
     got = hvdk8s(k8s, "get", "unp")
-    assert "StartTimeout" in got.output, got.output
+    assert "StartTimeout" in got.output and "`hvdk8s tidy unp -n default`" in got.output, \
+        got.output
+    assert hvdk8s(k8s, "tidy", "unp").stdout.startswith("job unp: failed (StartTimeout: ")
+    assert srv.get("jobs", "unp-launcher")["spec"]["suspend"] is True
 
 
 def test_a_started_job_outlives_the_gate_deadline(k8s):
@@ -74,9 +78,21 @@ def test_a_started_job_outlives_the_gate_deadline(k8s):
     gate = _gate(srv, "ok")
     assert _condition(gate, "Complete") and not _condition(gate, "Failed")
     assert gpu_holders(srv, "ok") == holders
-    assert "Running" in hvdk8s(k8s, "get", "ok").output
-    # `get` handed the workers to the launcher Job: the pod garbage collector may delete a
-    # succeeded gate pod on a busy cluster, and must not take them with it.
+    got = hvdk8s(k8s, "get", "ok")
+    assert "Running" in got.output
+    # `get` only says so; `tidy` hands the workers to the launcher Job: the pod garbage
+    # collector may delete a succeeded gate pod on a busy cluster, and must not take them
+    # with it.
+    assert "note: job ok has started, but its workers are still owned by its start gate's " \
+           "pod" in got.output and "`hvdk8s tidy ok -n default` hands them to its launcher " \
+           "Job" in got.output
+    assert all(srv.get("pods", name)["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+               for name in holders)
+    tidied = hvdk8s(k8s, "tidy", "ok")
+    assert tidied.exit_code == 0, tidied.output
+    assert tidied.stdout == (f"job ok: handed {', '.join(sorted(holders))} from its start "
+                             "gate's pod to Job ok-launcher\n")
+    assert "note:" not in hvdk8s(k8s, "get", "ok").output
     launcher_uid = srv.get("jobs", "ok-launcher")["metadata"]["uid"]
     for name in holders:
         (ref,) = srv.get("pods", name)["metadata"]["ownerReferences"]
@@ -146,6 +162,7 @@ def test_an_elastic_job_that_started_is_handed_to_its_launcher(k8s):
     assert env["HVDK8S_GATE_HOSTS"] == "est-worker-0.est-worker"  # the minimum
     srv.wait_for(lambda: _condition(_gate(srv, "est") or {}, "Complete"))
     srv.wait_for(lambda: "Running" in hvdk8s(k8s, "get", "est").output)
+    assert "est-worker" in hvdk8s(k8s, "tidy", "est").stdout
     (ref,) = srv.get("jobs", "est-worker")["metadata"]["ownerReferences"]
     assert (ref["kind"], ref["name"]) == ("Job", "est-launcher")
 

@@ -215,8 +215,11 @@ def test_a_start_timeout_suspends_the_trainjob_and_releases_its_pods(k8s):
                     "--image", "bad:1", "--start-timeout", "1", "python", "t.py")
     assert result.exit_code == 0, result.output
     waited = hvdk8s(k8s, "wait", "st", "--timeout", "60")
-    assert waited.exit_code not in (0, 124), waited.output
-    assert "StartTimeout" in waited.output or "ImagePull" in waited.output
+    assert waited.exit_code == 1, waited.output
+    assert "`hvdk8s tidy st -n default` fails it" in waited.output
+    assert not srv.get("trainjobs.trainer.kubeflow.org", "st")["spec"].get("suspend")
+    tidied = hvdk8s(k8s, "tidy", "st")
+    assert tidied.stdout.startswith("job st: failed (StartTimeout: "), tidied.output
     assert srv.get("trainjobs.trainer.kubeflow.org", "st")["spec"]["suspend"] is True
 
 
