@@ -13,6 +13,7 @@ import pytest
 
 from launcher.backends.kubernetes.rendering import render
 from mpijob.jobspec.spec import build_spec
+from mpijob.k8s.monitor import MONITOR_FILE
 from tests.paths import ROOT
 from tests.slow_set import run_script
 
@@ -79,7 +80,10 @@ sys.exit(0 if port == {listen} else 255)
     done = run_script(argv, capture_output=True, text=True, timeout=30, env={
         **os.environ, **env, "PATH": f"{ssh.parent}:{os.environ['PATH']}",
         "HVDK8S_HOSTFILE": str(hostfile), "HVDK8S_WORKER_WAIT_SECONDS": "2",
-        "HVDK8S_WAIT_INTERVAL": "0.1"})
+        "HVDK8S_WAIT_INTERVAL": "0.1",
+        # the monitor from this checkout, where the pod has it from the job's ConfigMap
+        "HVDK8S_MONITOR": str(ROOT / "mpijob/k8s/podscripts" / MONITOR_FILE),
+        "HVDK8S_MONITOR_DIR": str(tmp_path / "monitor")})
     assert done.returncode == 0, (done.stderr, calls.read_text())
     assert "worker op-worker-0.op.default.svc is ready" in done.stdout
     rsh_args = done.stdout.splitlines()[-1].split()
