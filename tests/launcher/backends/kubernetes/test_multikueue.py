@@ -34,6 +34,15 @@ def _manager(srv) -> None:
                                                       "memory": "512Gi"})
 
 
+def _manager_for(kube_server, mode):
+    """A MultiKueue manager with the operator, and for a TrainJob Trainer and a runtime."""
+    kube_server.install_mpi_operator()
+    if mode == "trainjob":
+        kube_server.install_trainer()
+        kube_server.create(tj.horovod_runtime(build_spec(name="r", image=IMAGE)))
+    _manager(kube_server)
+
+
 def _cli(*args: str):
     result = runner.invoke(app, [*args, "--context", "test", "-n", "default"])
     assert "Traceback" not in result.output, result.output
@@ -64,11 +73,7 @@ def _dispatching(manager: KubeAPIServer, setup: Callable[[KubeAPIServer], None],
 def test_a_multikueue_dry_run_carries_managed_by(kube_server, kubeconfig, monkeypatch,
                                                  mode, path):
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
-    kube_server.install_mpi_operator()
-    if mode == "trainjob":
-        kube_server.install_trainer()
-        kube_server.create(tj.horovod_runtime(build_spec(name="r", image=IMAGE)))
-    _manager(kube_server)
+    _manager_for(kube_server, mode)
     result = _cli(*SUBMIT, "--name", "mk", "--mode", mode, "--dry-run=server", "python", "t.py")
     assert result.exit_code == 0, result.output
     root = next(o for o in yaml.safe_load_all(result.stdout) if o)
@@ -199,11 +204,7 @@ def test_a_multikueue_jobs_pods_carry_their_files_in_the_job(kube_server, kubeco
     from launcher.preparing.benchmark_program import benchmark_source
 
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
-    kube_server.install_mpi_operator()
-    if mode == "trainjob":
-        kube_server.install_trainer()
-        kube_server.create(tj.horovod_runtime(build_spec(name="r", image=IMAGE)))
-    _manager(kube_server)
+    _manager_for(kube_server, mode)
     result = _cli(*SUBMIT, "--name", "mk", "--mode", mode, "--dry-run=server")
     assert result.exit_code == 0, result.output
     assert "its pods carry their files (under /etc/hvdk8s) in their annotations" in result.output
