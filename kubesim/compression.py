@@ -9,7 +9,7 @@ tests do not want, and benchmarks turn it on to measure what a client pays to in
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 THRESHOLD = 128 * 1024  # defaultGzipThresholdBytes
 LEVEL = 1  # defaultGzipContentEncodingLevel (BestSpeed)
@@ -20,8 +20,11 @@ def wanted(accept_encoding: str | None, length: int) -> bool:
     return length >= THRESHOLD and "gzip" in encodings
 
 
-def send(h, code: int, content_type: str, headers: dict, pieces: Iterable[bytes]) -> int:
-    """Writes the answer gzip-compressed in HTTP/1.1 chunks; the compressed bytes sent."""
+def send(h, code: int, content_type: str, headers: dict, pieces: Iterable[bytes],
+         count: Callable[[int], None]) -> None:
+    """Writes the answer gzip-compressed in HTTP/1.1 chunks, each counted (`count`, the
+    compressed bytes) before it is written: a client that has read the whole answer then
+    finds it counted."""
     h.send_response(code)
     h.send_header("Content-Type", content_type)
     h.send_header("Content-Encoding", "gzip")
@@ -30,15 +33,8 @@ def send(h, code: int, content_type: str, headers: dict, pieces: Iterable[bytes]
         h.send_header(k, v)
     h.end_headers()
     gz = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
-    sent = 0
-    for piece in pieces:
-        out = gz.compress(piece)
+    for out in (*(gz.compress(piece) for piece in pieces), gz.flush()):
         if out:
+            count(len(out))
             h.wfile.write(b"%x\r\n%s\r\n" % (len(out), out))
-            sent += len(out)
-    out = gz.flush()
-    if out:
-        h.wfile.write(b"%x\r\n%s\r\n" % (len(out), out))
-        sent += len(out)
     h.wfile.write(b"0\r\n\r\n")
-    return sent

@@ -77,6 +77,7 @@ class App:
         self.srv = srv
         self.stopping = threading.Event()
         self.bytes_out = 0  # response bodies sent, for benchmarks (watch streams included)
+        self._count_lock = threading.Lock()
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         srv = self.srv
@@ -262,7 +263,7 @@ class App:
             pieces, length = iter((data,)), len(data)
         if self.srv.gzip_responses and compression.wanted(h.headers.get("Accept-Encoding"),
                                                           length):
-            self.bytes_out += compression.send(h, resp.code, ctype, resp.headers, pieces)
+            compression.send(h, resp.code, ctype, resp.headers, pieces, self._count)
             return
         h.send_response(resp.code)
         h.send_header("Content-Type", ctype)
@@ -270,9 +271,13 @@ class App:
         for k, v in resp.headers.items():
             h.send_header(k, v)
         h.end_headers()
+        self._count(length)  # before the body: a client that has read it finds it counted
         for piece in pieces:
             h.wfile.write(piece)
-        self.bytes_out += length
+
+    def _count(self, sent: int) -> None:
+        with self._count_lock:  # handler threads answer at once
+            self.bytes_out += sent
 
     def _send_error(self, h, e: errors.ApiError) -> None:
         self._send(h, Response(e.code, e.status(), e.headers))
@@ -289,7 +294,7 @@ class App:
             s.run(writer)
         finally:
             writer.finish()
-            self.bytes_out += writer.sent
+            self._count(writer.sent)
 
 
 class _Handler(BaseHTTPRequestHandler):
