@@ -11,6 +11,7 @@ import yaml
 
 from launcher.backends.kubernetes import trainer_config
 from launcher.backends.kubernetes.client import (
+    CONFIGMAP,
     NAMESPACE,
     NODE,
     POD,
@@ -30,7 +31,6 @@ from mpijob.scheduling.dra_devices import NIC_DRIVERS
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 START_GUARD_SELECTOR = "app.kubernetes.io/name=hvdk8s-start-guard"  # agent_manifests
 DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False)
-CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 # Kueue's configuration: config/default/kustomization.yaml (namespace kueue-system, prefix
 # kueue-) and config/components/manager/kustomization.yaml (manager-config, key below).

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import yaml
 
-from launcher.backends.kubernetes.client import ApiError, Kind
+from launcher.backends.kubernetes.client import CONFIGMAP, ApiError
 from mpijob.k8s.trainer_progress import StatusEndpoint, endpoint_from_config
 from mpijob.wellknown import TRAINER_OPERATOR_NAMESPACE
 
-CONFIGMAP = Kind("v1", "ConfigMap", "configmaps")
 TRAINER_CONFIG, CONFIG_KEY = "kubeflow-trainer-config", "controller_manager_config.yaml"
 STATUS_GATE = "TrainJobStatus"
 WHERE = f"configmap {TRAINER_OPERATOR_NAMESPACE}/{TRAINER_CONFIG}"

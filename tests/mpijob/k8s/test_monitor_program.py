@@ -5,7 +5,6 @@ the result, marks a stall for the probe, serves metrics, and posts to Trainer's 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import signal
@@ -25,20 +24,13 @@ from launcher.formats.job_progress import summarize
 from mpijob import progress as rules_module
 from mpijob.jobspec.spec import JobSpec
 from mpijob.k8s import monitor as rendering
-from mpijob.k8s.podscripts import __file__ as podscripts_init
+from tests.podscripts import PODSCRIPTS, load_podscript
 
-PROGRAM = Path(podscripts_init).with_name("hvdk8s_monitor.py")
+PROGRAM = PODSCRIPTS / "hvdk8s_monitor.py"
 T0 = 1_000_000.0
 
 
-def load_monitor():
-    spec = importlib.util.spec_from_file_location("hvdk8s_monitor", PROGRAM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mon = load_monitor()
+mon = load_podscript(PROGRAM.name, "hvdk8s_monitor")
 RULES = json.loads(rules_module.rules_env()[rules_module.RULES_ENV])
 
 

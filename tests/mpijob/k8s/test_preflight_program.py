@@ -4,7 +4,6 @@ marked slow, the program under mpirun and the launch line's wrapper under /bin/s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -16,16 +15,13 @@ import pytest
 from launcher.formats.preflight_reports import preflight_status
 from launcher.formats.rank_reports import iter_reports
 from mpijob.k8s.command import preflight_then
-from tests.paths import ROOT
+from tests.podscripts import PODSCRIPTS, load_podscript
 
-PROGRAM = ROOT / "mpijob" / "k8s" / "podscripts" / "hvdk8s_preflight.py"
+PROGRAM = PODSCRIPTS / "hvdk8s_preflight.py"
 
 
 def _program():
-    spec = importlib.util.spec_from_file_location("hvdk8s_preflight_under_test", PROGRAM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_podscript(PROGRAM.name)
 
 
 class _FakeNvml(types.ModuleType):

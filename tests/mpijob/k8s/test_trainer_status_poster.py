@@ -5,7 +5,6 @@ throttle, and a refused token said once and never raised."""
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,20 +13,13 @@ from pathlib import Path
 import pytest
 
 from kubesim.pki import make_pki
-from tests.paths import ROOT
+from tests.podscripts import PODSCRIPTS, load_podscript
 
-PROGRAM = ROOT / "mpijob" / "k8s" / "podscripts" / "hvdk8s_trainer_status.py"
+PROGRAM = PODSCRIPTS / "hvdk8s_trainer_status.py"
 PATH = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/j/status"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("hvdk8s_trainer_status_under_test", PROGRAM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-poster_module = _load()
+poster_module = load_podscript(PROGRAM.name)
 
 
 class Endpoint:

@@ -5,7 +5,6 @@ server runs no image), and `get` shows the verdict, what failed and every figure
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import types
@@ -13,17 +12,14 @@ import types
 import pytest
 
 from tests.k8s_env import hvdk8s
-from tests.paths import ROOT
+from tests.podscripts import load_podscript
 
 IMAGE = "img:1"
 
 
 def preflight_lines(policy: str) -> list[str]:
     """What the program's rank 0 prints for two nodes whose network is 0.1 of expected."""
-    spec = importlib.util.spec_from_file_location(
-        "hvdk8s_preflight_lines", ROOT / "mpijob" / "k8s" / "podscripts" / "hvdk8s_preflight.py")
-    program = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(program)
+    program = load_podscript("hvdk8s_preflight.py", "hvdk8s_preflight_lines")
     net = {"gbs": 7.4, "link": "network: 100 Gb/s TCP NIC of node-a", "kind": "net"}
     plan = {"gpus": True, "pods": [{"slots": 1, "node": "node-a"}, {"slots": 1, "node": "node-b"}],
             "nodes": net}
