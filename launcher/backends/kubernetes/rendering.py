@@ -24,11 +24,13 @@ only to render.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from launcher.backends.base import BaseBackend, ModeDecision, Prepared, SubmitOptions
 from launcher.output import note
 from launcher.preparing.planning import Plan
+from mpijob.jobspec import defaults
 
 if TYPE_CHECKING:  # types only: the models load when a job is rendered (lazy imports below)
     from mpijob.jobspec.decisions import Decisions
@@ -153,6 +155,22 @@ def preflight_files(work: Workload, plan: dict | None) -> dict[str, str] | None:
             PREFLIGHT_PLAN_IN_POD.rsplit("/", 1)[1]: json.dumps(plan, indent=1, sort_keys=True) + "\n"}
 
 
+@dataclass(frozen=True)
+class KubernetesOptions(SubmitOptions):
+    """Submit options of the Kubernetes backend (the offline dry run's too, where what only
+    the cluster can say keeps its default)."""
+
+    server_dry_run: bool = False  # --dry-run=server: the API server validates, creates nothing
+    # all workers scheduled within
+    schedule_timeout: float | None = defaults.SCHEDULE_TIMEOUT_SECONDS
+    # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
+    delete_on_timeout: bool | None = None
+    # Trainer mode: where its status server answers, its TrainJobStatus gate on (the
+    # launcher posts there); else None and why, said once at submit.
+    trainer_status: StatusEndpoint | None = None
+    trainer_status_off: str | None = None
+
+
 class KubernetesObjects(BaseBackend):
     name = "offline"
 
@@ -215,19 +233,23 @@ class KubernetesObjects(BaseBackend):
         nothing is read."""
         return False
 
+    def submit_options(self, *, mode: defaults.Mode, server_dry_run: bool,
+                       schedule_timeout: float | None) -> KubernetesOptions:
+        # Offline nothing says what the cluster has: auto shows built-in mode.
+        return KubernetesOptions(mode="pods" if mode == "auto" else mode)
+
     def prepare(self, plan: Plan, options: SubmitOptions) -> Prepared:
         """Render the job's objects, once; computed here without a call to anything."""
+        assert isinstance(options, KubernetesOptions), options  # this backend's submit_options
         # lazy: choosing a backend imports this module for every job command; SSH keys
         # (cryptography) load only to submit or dry-run
         from launcher.preparing.benchmark_program import benchmark_source, elastic_benchmark_source
         from launcher.preparing.sshkeys import generate_ssh_keys, placeholder_ssh_keys
-        from mpijob.jobspec import defaults
         from mpijob.k8s.start_gate import initial_deadline
 
         spec = plan.spec
         keys = placeholder_ssh_keys if options.shown_only else generate_ssh_keys
-        # The offline dry run's options carry no timeout: it shows submit's default.
-        timeout = getattr(options, "schedule_timeout", defaults.SCHEDULE_TIMEOUT_SECONDS)
+        timeout = options.schedule_timeout
         objects = render(
             spec, decisions=plan.decisions, mode=options.mode, placement=plan.placement,
             ssh=keys(comment=f"hvdk8s-{spec.name}") if options.mode == "pods" else None,
@@ -239,5 +261,5 @@ class KubernetesObjects(BaseBackend):
             gate_deadline=initial_deadline(spec, timeout),
             preflight_plan=plan.preflight, pod_monitor=options.pod_monitor,
             # read at submit (the live backend's job_options); offline nothing is read
-            trainer_status=getattr(options, "trainer_status", None))
+            trainer_status=options.trainer_status)
         return Prepared(spec, plan, tuple(objects))

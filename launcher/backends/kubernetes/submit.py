@@ -11,11 +11,10 @@ import builtins
 import dataclasses
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Prepared, SubmitOptions, SubmitResult
+from launcher.backends.base import Prepared, SubmitResult
 from launcher.backends.kubernetes import gang as gang_control
 from launcher.backends.kubernetes import operator_schema
 from launcher.backends.kubernetes import status as st
@@ -41,6 +40,7 @@ from launcher.backends.kubernetes.client import (
     ApiError,
 )
 from launcher.backends.kubernetes.connection import _api_errors
+from launcher.backends.kubernetes.rendering import KubernetesOptions
 from launcher.backends.kubernetes.snapshot import (
     UNSCHEDULABLE_TAINT,
     SnapshotUnreadable,
@@ -61,7 +61,6 @@ from mpijob.jobspec import defaults, names
 if TYPE_CHECKING:  # types only: the models load when a job is planned or rendered
     from mpijob.jobspec.spec import JobSpec
     from mpijob.k8s.modes import Installed
-    from mpijob.k8s.trainer_progress import StatusEndpoint
 from launcher.backends.kubernetes.observe import Observing
 
 OPERATOR_MISSING = ("--mode operator: the Kubeflow MPI Operator is not installed (no kubeflow.org/v2beta1 MPIJob "
@@ -84,20 +83,6 @@ def _age(timestamp: str | None) -> str:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
 
-
-
-@dataclass(frozen=True)
-class KubernetesOptions(SubmitOptions):
-    """Submit options of the Kubernetes backend."""
-
-    server_dry_run: bool = False  # --dry-run=server: the API server validates, creates nothing
-    schedule_timeout: float | None = DEFAULT_SCHEDULE_TIMEOUT  # all workers scheduled within
-    # On schedule timeout: None deletes the job unless a gang scheduler holds it (queued).
-    delete_on_timeout: bool | None = None
-    # Trainer mode: where its status server answers, its TrainJobStatus gate on (the
-    # launcher posts there); else None and why, said once at submit.
-    trainer_status: StatusEndpoint | None = None
-    trainer_status_off: str | None = None
 
 
 class Submitting(Observing):
